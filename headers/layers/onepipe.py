@@ -1,0 +1,51 @@
+"""Scapy layer for the 1Pipe header (UDP 40100); codec in :mod:`headers.onepipe`.
+
+``OnePipe`` has the record's six fields with the same names and values (48-bit timestamps
+as integers, ``opcode`` as the enum's value, ``flags`` as a FlagsField that compares equal
+to the record's int). Whatever follows the 24 bytes is the message fragment, dissected as Raw.
+
+Binding: dissection picks ``OnePipe`` when *either* UDP port is 40100. Messages go to the
+destination's port 40100, but ACKs, NAKs and RECALL_ACKs travel back to the sender's port,
+which is 40100 only if the sender also sends from it; binding the source port as well lets a
+capture of either direction dissect. Building ``UDP()/OnePipe()`` sets both ports to 40100
+unless given. A process on another port: call :func:`bind_port`.
+"""
+
+from __future__ import annotations
+
+import scapy.layers.inet  # noqa: F401  (binds IP to Ether and UDP to IP so Ether(raw) reaches us)
+from scapy.fields import BitField, ByteEnumField, FlagsField, IntField
+from scapy.layers.inet import UDP
+from scapy.packet import Packet, bind_bottom_up, bind_top_down
+
+from headers.onepipe import OnePipeOpcode
+from headers.registry import UdpPort
+
+_OPCODE_NAMES = {op.value: op.name for op in OnePipeOpcode}
+# flag bit names, bit 0 first (FlagsField order); bits 2-7 are reserved
+_FLAG_NAMES = ["EOM", "ECE", "R2", "R3", "R4", "R5", "R6", "R7"]
+
+
+class OnePipe(Packet):
+    name = "1Pipe"
+    fields_desc = [
+        BitField("msg_ts", 0, 48),
+        BitField("be_barrier", 0, 48),
+        BitField("commit_barrier", 0, 48),
+        IntField("psn", 0),
+        ByteEnumField("opcode", int(OnePipeOpcode.DATA), _OPCODE_NAMES),
+        FlagsField("flags", 0, 8, _FLAG_NAMES),
+    ]
+
+    def mysummary(self) -> str:
+        return self.sprintf("1Pipe %opcode% ts=%msg_ts% be=%be_barrier% commit=%commit_barrier% psn=%psn%")
+
+
+def bind_port(port: int) -> None:
+    """Dissect UDP traffic to or from ``port`` as 1Pipe (for processes not on 40100)."""
+    bind_bottom_up(UDP, OnePipe, dport=port)
+    bind_bottom_up(UDP, OnePipe, sport=port)
+
+
+bind_port(int(UdpPort.ONEPIPE))
+bind_top_down(UDP, OnePipe, sport=int(UdpPort.ONEPIPE), dport=int(UdpPort.ONEPIPE))

@@ -1,0 +1,317 @@
+"""LinkGuardian tags (seed 000, §3 and §3.5): the fast codec and sequence-number arithmetic.
+
+Every frame on a protected link carries one 3-byte LinkGuardian tag (6 bytes for a loss
+notification) after the Ethernet header, EtherType 0xABCD as in the public P4
+implementation. The first two bits of every tag are its type, so a receiver can look
+ahead one byte and dispatch (:func:`decode_tag`).
+
+Where we differ from the public P4 code: each tag is followed by a 2-byte ``next_type``,
+the EtherType of what follows, exactly like an 802.1Q tag. The P4 program rewrote the
+EtherType to IPv4 when it stripped the tag, which loses ARP, IPv6, PFC and stacked tags
+(a leading ACK piggybacked on a reverse frame that is itself protected data). With
+``next_type`` any payload survives decapsulation. ``next_type == 0`` means "nothing
+follows" (dummy frames of §3.2 and explicit-ACK couriers of §3.1); bytes after such a
+tag are Ethernet minimum-frame padding and carry no meaning.
+
+Reserved ``pad`` bits are sent as zero and ignored on receipt (the P4 code never reads
+them), so a decoded record re-encodes to the consumed bytes with its pad bits cleared.
+
+Type 11 is the sender's internal "buffered copy" header (the Tx-buffer copy kept by
+recirculation on Tofino). It never crosses a link, so decoding it raises
+:class:`~headers.errors.HeaderError`: a frame carrying it is malformed.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import ClassVar
+
+from .errors import HeaderError, check_bits, need
+from .registry import EtherType
+
+# type(1 B incl. flags) | seq_no or leading_ack (2 B) | next_type (2 B)
+_TAG = struct.Struct("!BHH")
+# the loss notification: leading-ACK tag, then hole_size:8, first_lost_seq:16, next_type:16
+_LOSS = struct.Struct("!BHBHH")
+
+
+class LGType(IntEnum):
+    """The 2-bit type common to all tags (public P4: LINKRADAR_HDR_TYPE_*)."""
+
+    DATA = 0b00
+    LEADING_ACK = 0b01
+    LOSS_NOTIFICATION = 0b10
+    BUFFERED = 0b11  # sender-internal Tx-buffer copy; never on a link
+
+
+#: Sequence numbers are 16 bits (§3.5: N = 65536); the era bit extends them to 17.
+SEQ_SPACE = 65536
+_HALF = SEQ_SPACE // 2
+_MASK = SEQ_SPACE - 1
+_ERA_SPACE = 2 * SEQ_SPACE  # (era, seq) as one 17-bit number
+_ERA_MASK = _ERA_SPACE - 1
+
+
+def _type_of(header: str, first: int, want: LGType, offset: int) -> None:
+    got = first >> 6
+    if got != want:
+        raise HeaderError(header, f"type bits {got:02b} are not {want.name} ({int(want):02b})", offset)
+
+
+@dataclass(frozen=True, slots=True)
+class LGData:
+    """Data tag stamped on every protected frame by the sender switch (§3, §3.5).
+
+    ``era`` qualifies ``seq_no`` (§3.5 wrap-around). ``retx`` marks a retransmitted
+    copy (§3.4), ``dummy`` a tail-loss probe from the self-replenishing dummy queue
+    (§3.2; it carries the *next* seq_no and normally ``next_type == 0``), ``blocking``
+    tells the receiver to preserve order (§3.3; 0 = LinkGuardianNB) and ``rx_buffered``
+    is the receiver's own mark for frames parked in its reordering buffer (Algorithm 1).
+    """
+
+    seq_no: int
+    next_type: int = EtherType.IPV4
+    era: int = 0
+    retx: int = 0
+    dummy: int = 0
+    blocking: int = 1
+    rx_buffered: int = 0
+
+    TYPE: ClassVar[LGType] = LGType.DATA
+    SIZE: ClassVar[int] = 5
+
+    def __post_init__(self) -> None:
+        for name in ("era", "retx", "dummy", "blocking", "rx_buffered"):
+            check_bits("LGData", name, getattr(self, name), 1)
+        check_bits("LGData", "seq_no", self.seq_no, 16)
+        check_bits("LGData", "next_type", self.next_type, 16)
+
+    def size(self) -> int:
+        return 5
+
+    def _first(self) -> int:
+        return (self.era << 4 | self.retx << 3 | self.dummy << 2 | self.blocking << 1 | self.rx_buffered)
+
+    def to_bytes(self) -> bytes:
+        return _TAG.pack(self._first(), self.seq_no, self.next_type)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("LGData", buf, offset, 5)
+        _TAG.pack_into(buf, offset, self._first(), self.seq_no, self.next_type)
+        return 5
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> LGData:
+        need("LGData", data, offset, 5)
+        first, seq_no, next_type = _TAG.unpack_from(data, offset)
+        _type_of("LGData", first, LGType.DATA, offset)
+        # bit 5 is pad: ignored on receipt
+        return cls(seq_no, next_type, first >> 4 & 1, first >> 3 & 1, first >> 2 & 1, first >> 1 & 1, first & 1)
+
+
+@dataclass(frozen=True, slots=True)
+class LGLeadingAck:
+    """Leading-ACK tag from the receiver switch (§3.1).
+
+    ``leading_ack`` (with its ``era``) tells the sender which frames it may free from its
+    Tx buffer. ``piggybacked`` is 1 when the tag rides on a reverse-direction frame
+    (``next_type`` = that frame's EtherType) and 0 on an explicit ACK "courier" from the
+    self-replenishing low-priority ACK queue, which carries nothing (``next_type == 0``).
+    """
+
+    leading_ack: int
+    next_type: int = 0
+    era: int = 0
+    piggybacked: int = 0
+
+    TYPE: ClassVar[LGType] = LGType.LEADING_ACK
+    SIZE: ClassVar[int] = 5
+
+    def __post_init__(self) -> None:
+        check_bits("LGLeadingAck", "piggybacked", self.piggybacked, 1)
+        check_bits("LGLeadingAck", "era", self.era, 1)
+        check_bits("LGLeadingAck", "leading_ack", self.leading_ack, 16)
+        check_bits("LGLeadingAck", "next_type", self.next_type, 16)
+
+    def size(self) -> int:
+        return 5
+
+    def _first(self) -> int:
+        return 0x40 | self.piggybacked << 5 | self.era << 4
+
+    def to_bytes(self) -> bytes:
+        return _TAG.pack(self._first(), self.leading_ack, self.next_type)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("LGLeadingAck", buf, offset, 5)
+        _TAG.pack_into(buf, offset, self._first(), self.leading_ack, self.next_type)
+        return 5
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> LGLeadingAck:
+        need("LGLeadingAck", data, offset, 5)
+        first, leading_ack, next_type = _TAG.unpack_from(data, offset)
+        _type_of("LGLeadingAck", first, LGType.LEADING_ACK, offset)
+        # low 4 bits are pad: ignored on receipt
+        return cls(leading_ack, next_type, first >> 4 & 1, first >> 5 & 1)
+
+
+@dataclass(frozen=True, slots=True)
+class LGLossNotification:
+    """Loss notification: a leading ACK plus the hole it reports (§3, Fig. 5 "Lost3").
+
+    Sent by the receiver at the highest priority when a seq_no gap is seen. The frames
+    ``first_lost_seq .. first_lost_seq + hole_size - 1`` (mod 2^16) are to be
+    retransmitted. ``era`` qualifies ``leading_ack``; ``first_lost_seq`` carries no era
+    of its own (as in the public P4 header) and is resolved by the sender with
+    :func:`unwrap_seq` against its own counter, which is always within N/2 of it. A hole of
+    size 0 reports nothing and is rejected.
+    """
+
+    leading_ack: int
+    hole_size: int
+    first_lost_seq: int
+    next_type: int = 0
+    era: int = 0
+    piggybacked: int = 0
+
+    TYPE: ClassVar[LGType] = LGType.LOSS_NOTIFICATION
+    SIZE: ClassVar[int] = 8
+
+    def __post_init__(self) -> None:
+        check_bits("LGLossNotification", "piggybacked", self.piggybacked, 1)
+        check_bits("LGLossNotification", "era", self.era, 1)
+        check_bits("LGLossNotification", "leading_ack", self.leading_ack, 16)
+        check_bits("LGLossNotification", "hole_size", self.hole_size, 8)
+        check_bits("LGLossNotification", "first_lost_seq", self.first_lost_seq, 16)
+        check_bits("LGLossNotification", "next_type", self.next_type, 16)
+        if self.hole_size == 0:
+            raise HeaderError("LGLossNotification", "hole_size=0 reports no loss")
+
+    def size(self) -> int:
+        return 8
+
+    def _first(self) -> int:
+        return 0x80 | self.piggybacked << 5 | self.era << 4
+
+    def to_bytes(self) -> bytes:
+        return _LOSS.pack(self._first(), self.leading_ack, self.hole_size, self.first_lost_seq, self.next_type)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("LGLossNotification", buf, offset, 8)
+        _LOSS.pack_into(buf, offset, self._first(), self.leading_ack, self.hole_size, self.first_lost_seq,
+                        self.next_type)
+        return 8
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> LGLossNotification:
+        need("LGLossNotification", data, offset, 8)
+        first, leading_ack, hole_size, first_lost_seq, next_type = _LOSS.unpack_from(data, offset)
+        _type_of("LGLossNotification", first, LGType.LOSS_NOTIFICATION, offset)
+        if hole_size == 0:
+            raise HeaderError("LGLossNotification", "hole_size=0 reports no loss", offset + 3)
+        return cls(leading_ack, hole_size, first_lost_seq, next_type, first >> 4 & 1, first >> 5 & 1)
+
+
+LGTag = LGData | LGLeadingAck | LGLossNotification
+
+HEADERS = (LGData, LGLeadingAck, LGLossNotification)
+
+_BY_TYPE: tuple[type[LGData] | type[LGLeadingAck] | type[LGLossNotification], ...] = HEADERS
+
+
+def peek_type(data: bytes | bytearray | memoryview, offset: int = 0) -> LGType:
+    """The type of the tag at ``offset`` without decoding it (one-byte lookahead)."""
+    need("LinkGuardian", data, offset, 1)
+    return LGType(data[offset] >> 6)
+
+
+def decode_tag(data: bytes | bytearray | memoryview, offset: int = 0) -> LGTag:
+    """Decode whichever tag sits at ``offset``, dispatching on its 2 type bits.
+
+    The tag's ``size()`` says where the next header (of EtherType ``next_type``) starts.
+    """
+    need("LinkGuardian", data, offset, 1)
+    kind = data[offset] >> 6
+    if kind == LGType.BUFFERED:
+        raise HeaderError("LinkGuardian", "type 11 (buffered copy) is sender-internal, never on a link", offset)
+    return _BY_TYPE[kind].from_bytes(data, offset)
+
+
+# ---------------------------------------------------------------------------------------
+# Sequence numbers with the era bit (§3.5 "Handling seqNo Wrap-around").
+#
+# A (era, seq) pair is a 17-bit view of an absolute, ever-increasing frame counter:
+# seq = counter mod N and era = (counter div N) mod 2. These helpers are meant for the data
+# path, so they trust their arguments (era in {0, 1}, seq in 0..N-1) and do not validate.
+# ---------------------------------------------------------------------------------------
+
+
+def next_seq(era: int, seq: int) -> tuple[int, int]:
+    """The (era, seq) after ``(era, seq)``: the era toggles each time seq wraps to 0."""
+    if seq == _MASK:
+        return era ^ 1, 0
+    return era, seq + 1
+
+
+def seq_compare(a_era: int, a_seq: int, b_era: int, b_seq: int) -> int:
+    """-1, 0 or 1 as ``a`` is before, equal to or after ``b``.
+
+    §3.5: two seq_nos of the same era compare directly; of different eras, subtract N/2
+    from both (mod N) first. Correct whenever the two are not more than N/2 apart, which
+    the Tx buffer and reordering buffer sizes guarantee by a wide margin.
+    """
+    if a_era != b_era:
+        a_seq = (a_seq - _HALF) & _MASK
+        b_seq = (b_seq - _HALF) & _MASK
+    return (a_seq > b_seq) - (a_seq < b_seq)
+
+
+def seq_lt(a_era: int, a_seq: int, b_era: int, b_seq: int) -> bool:
+    """True when ``a`` comes before ``b`` (same precondition as :func:`seq_compare`)."""
+    if a_era != b_era:
+        return (a_seq - _HALF) & _MASK < (b_seq - _HALF) & _MASK
+    return a_seq < b_seq
+
+
+def seq_distance(from_era: int, from_seq: int, to_era: int, to_seq: int) -> int:
+    """How many frames ``to`` is ahead of ``from`` (negative when it is behind).
+
+    The receiver's hole size is ``seq_distance(expected, received)``. Computed on the
+    17-bit (era, seq) value, so it is exact whenever the two are less than N apart.
+    """
+    d = ((to_era << 16 | to_seq) - (from_era << 16 | from_seq)) & _ERA_MASK
+    return d - _ERA_SPACE if d >= SEQ_SPACE else d
+
+
+def wrap(counter: int) -> tuple[int, int]:
+    """The (era, seq) stamped for absolute frame counter ``counter``."""
+    return counter >> 16 & 1, counter & _MASK
+
+
+def unwrap(era: int, seq: int, reference: int) -> int:
+    """The absolute counter nearest to ``reference`` whose (era, seq) is the one given.
+
+    Exact whenever the true counter is less than N from ``reference`` (for example the
+    sender's next counter when it resolves a leading ACK or ``first_lost_seq``). Near the
+    start of time the answer can be negative: that is a value from "before counter 0".
+    """
+    d = ((era << 16 | seq) - reference) & _ERA_MASK
+    if d >= SEQ_SPACE:
+        d -= _ERA_SPACE
+    return reference + d
+
+
+def unwrap_seq(seq: int, reference: int) -> int:
+    """The absolute counter nearest to ``reference`` whose 16-bit seq_no is ``seq`` (no era).
+
+    For fields that carry no era of their own, such as a loss notification's
+    ``first_lost_seq``. Exact whenever the true counter lies from N/2 below to N/2 - 1
+    above ``reference``.
+    """
+    d = (seq - reference) & _MASK
+    if d >= _HALF:
+        d -= SEQ_SPACE
+    return reference + d

@@ -1,0 +1,330 @@
+"""1Pipe: the 24-byte header lib1pipe adds to every packet, and its 48-bit clock arithmetic.
+
+1Pipe (seed 001, SIGCOMM '21) orders messages by a sender timestamp and lets receivers
+deliver a message once a *barrier* (a lower bound on every later timestamp on a link,
+aggregated by switches with ``min``) has passed it. §6.1 fixes the header: "3 timestamps
+including message, best-effort barrier, and commit barrier; PSN; an opcode and a flag that
+marks end of message", 24 bytes in all, timestamps being 48-bit nanosecond counts whose
+wrap-around is handled "with PAWS". We carry it over UDP port 40100 (PROTOCOLS.md
+"Registry"); the fields are network order::
+
+     0                   1                   2                   3
+     0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+    +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+    |                     msg_ts (bits 47..16)                      |  0
+    +-------------------------------+-------------------------------+
+    |      msg_ts (bits 15..0)      |   be_barrier (bits 47..32)    |  4
+    +-------------------------------+-------------------------------+
+    |                   be_barrier (bits 31..0)                     |  8
+    +---------------------------------------------------------------+
+    |                 commit_barrier (bits 47..16)                  | 12
+    +-------------------------------+-------------------------------+
+    |  commit_barrier (bits 15..0)  |       psn (bits 31..16)       | 16
+    +-------------------------------+---------------+---------------+
+    |       psn (bits 15..0)        |    opcode     |     flags     | 20
+    +-------------------------------+---------------+---------------+
+    |            payload (DATA, PREPARE, ...; none for BEACON)      : 24
+
+``docs/wire-formats.md`` (1Pipe section) has the per-opcode meaning of every field. The spec the comments
+cite is ``specs/onepipe.md`` (sections §1-§12 there).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+from typing import ClassVar
+
+from .errors import HeaderError, check_bits, need
+
+# 48-bit fields are split into a 16-bit high half and a 32-bit low half so one precompiled
+# Struct packs the whole header (struct has no 6-byte integer code).
+_HDR = struct.Struct("!HIHIHIIBB")
+_TS2 = struct.Struct("!HIHI")  # be_barrier, commit_barrier: rewritten in place by switches
+_TS1 = struct.Struct("!HI")
+
+TS_BITS = 48
+TS_MOD = 1 << TS_BITS
+TS_MASK = TS_MOD - 1
+#: Two timestamps compare correctly while they are less than this far apart (RFC 1982 /
+#: PAWS, RFC 7323 §5): 2^47 ns is about 39 hours, far beyond any in-flight lifetime.
+TS_HALF = 1 << (TS_BITS - 1)
+
+#: Byte offsets of the barrier fields inside the header, for in-place rewriting (§4: a switch
+#: rewrites the barrier of every forwarded packet, never ``msg_ts``).
+MSG_TS_OFFSET = 0
+BE_BARRIER_OFFSET = 6
+COMMIT_BARRIER_OFFSET = 12
+
+
+class OnePipeOpcode(IntEnum):
+    """What a 1Pipe packet is. Values are ours (the paper names no encoding).
+
+    Message traffic (host to host, through switches):
+      DATA        best-effort message fragment (§6); at most once, never retransmitted.
+      PREPARE     reliable message fragment, first phase of the 2PC (§7.1); buffered by the
+                  receiver until the commit barrier passes it; retransmitted on loss.
+      ACK         end-to-end acknowledgement (§6 BE loss detection, §7.1 prepare ACK).
+      NAK         negative acknowledgement: a lost fragment, or a message that arrived below
+                  the barrier already delivered and was dropped (§6).
+      RECALL      "discard that scattering" to the other receivers of a scattering that
+                  included a failed process (§8 step 5).
+      RECALL_ACK  a receiver has discarded the recalled message (§8 step 5, "recall ends
+                  when every ACK is in").
+
+    Barrier traffic (hop by hop, never forwarded, §5):
+      BEACON      barriers only, no payload: sent on a link idle for T_beacon.
+      COMMIT      a commit barrier: a reliable sender's new commit value to its neighbour
+                  switch, or a commit beacon on an idle link (§7.2).
+
+    Controller traffic (§8; payloads are defined by the controller engine):
+      REGISTER        a process announces itself to the controller at init (§6.1) or
+                      re-joins as a new process after recovery (§8 "Recovery").
+      FAILURE_REPORT  a neighbour reports a silent link/process with its last commit ts
+                      from it in ``msg_ts`` (§8 step 1).
+      FAILURE_NOTICE  controller -> processes: process P failed at T_f (``msg_ts`` = T_f;
+                      §8 step 3), also sent to a recovering process about itself.
+      CALLBACK_DONE   a process finished discard/recall/proc_fail_callback (§8 step 6).
+      RESUME          controller -> switches: remove the failed component's input links so
+                      barriers move again (§8 step 7).
+      RELAY           controller forwarding: the payload is a whole 1Pipe packet (PREPARE,
+                      RECALL or their ACKs) to relay to a peer the sender cannot reach (§8).
+    """
+
+    DATA = 0x01
+    PREPARE = 0x02
+    ACK = 0x03
+    NAK = 0x04
+    BEACON = 0x05
+    COMMIT = 0x06
+    RECALL = 0x07
+    RECALL_ACK = 0x08
+    REGISTER = 0x10
+    FAILURE_REPORT = 0x11
+    FAILURE_NOTICE = 0x12
+    CALLBACK_DONE = 0x13
+    RESUME = 0x14
+    RELAY = 0x15
+
+
+_OPCODES: dict[int, OnePipeOpcode] = {int(op): op for op in OnePipeOpcode}
+
+#: Opcodes whose barrier fields are the sending hop's barriers for the link (§4: a switch
+#: sets ``R_be[i]``/``R_commit[i]`` from them). PREPARE is excluded because switches do not
+#: aggregate barriers for reliable data (§7.1: a retransmitted prepare carries an old
+#: timestamp, which would break the barrier property). Controller traffic is excluded
+#: because the controller is not a process in the barrier tree (§8).
+BARRIER_OPCODES = frozenset({
+    OnePipeOpcode.DATA, OnePipeOpcode.ACK, OnePipeOpcode.NAK, OnePipeOpcode.BEACON,
+    OnePipeOpcode.COMMIT, OnePipeOpcode.RECALL, OnePipeOpcode.RECALL_ACK,
+})
+
+#: Opcodes that exist only between two adjacent hops and must never be forwarded (§5).
+HOP_BY_HOP_OPCODES = frozenset({OnePipeOpcode.BEACON, OnePipeOpcode.COMMIT})
+
+#: Opcodes that carry no payload after the header (§5: "a beacon carries barrier field(s)
+#: only ... no payload").
+NO_PAYLOAD_OPCODES = frozenset({OnePipeOpcode.BEACON, OnePipeOpcode.COMMIT})
+
+
+class OnePipeFlag(IntFlag):
+    """The flags byte. Bit 0 is the paper's end-of-message flag (§6.1, §10)."""
+
+    EOM = 0x01  # last fragment of a message (§9: PSN-based defragmentation)
+    # ECN-echo for DCTCP (§9 "Congestion control follows DCTCP where ECN mark is in the UD
+    # header"): over UDP/IP the mark is the IP ECN field, so the receiver echoes it in its
+    # ACK. Ours; the paper does not say how the mark travels back.
+    ECE = 0x02
+
+
+# ---------------------------------------------------------------------------------------------
+# PAWS-style arithmetic on 48-bit nanosecond timestamps (§2, §6.1).
+#
+# Serial-number arithmetic (RFC 1982): a is "before" b when (b - a) mod 2^48 lies in
+# (0, 2^47). Correct whenever the two values are less than 2^47 ns (~39 h) apart, which holds
+# for every pair of timestamps alive in the system at once (clocks are synchronised, §2).
+# Exactly 2^47 apart is undefined by RFC 1982; here ts_diff returns -2^47 then.
+# The helpers take any int and reduce it mod 2^48, so they are safe on unmasked inputs.
+# ---------------------------------------------------------------------------------------------
+
+
+def ts_from_ns(ns: int) -> int:
+    """The wire timestamp of an absolute nanosecond count (``ns mod 2^48``)."""
+    return ns & TS_MASK
+
+
+def ts_add(ts: int, delta: int) -> int:
+    """``ts + delta`` on the 48-bit circle (``delta`` may be negative)."""
+    return (ts + delta) & TS_MASK
+
+
+def ts_diff(a: int, b: int) -> int:
+    """Signed ``a - b`` in ``[-2^47, 2^47)``: the true difference when ``|a - b| < 2^47``."""
+    d = (a - b) & TS_MASK
+    return d - TS_MOD if d >= TS_HALF else d
+
+
+def ts_lt(a: int, b: int) -> bool:
+    """``a`` is earlier than ``b`` (wrap-aware)."""
+    return ((a - b) & TS_MASK) >= TS_HALF
+
+
+def ts_le(a: int, b: int) -> bool:
+    """``a`` is earlier than or equal to ``b`` (wrap-aware)."""
+    d = (a - b) & TS_MASK
+    return d == 0 or d >= TS_HALF
+
+
+def ts_gt(a: int, b: int) -> bool:
+    return ts_lt(b, a)
+
+
+def ts_ge(a: int, b: int) -> bool:
+    return ts_le(b, a)
+
+
+def ts_max(a: int, b: int) -> int:
+    """The later of two timestamps (wrap-aware); returns the masked value."""
+    return (b if ts_lt(a, b) else a) & TS_MASK
+
+
+def ts_min(a: int, b: int) -> int:
+    """The earlier of two timestamps (wrap-aware); returns the masked value."""
+    return (a if ts_lt(a, b) else b) & TS_MASK
+
+
+def ts_unwrap(ts: int, reference: int) -> int:
+    """The absolute nanosecond count congruent to ``ts`` mod 2^48 nearest to ``reference``.
+
+    ``reference`` is an absolute (unwrapped) time such as the local clock; the answer is
+    exact when the true value is within 2^47 ns of it. Engines use this to keep absolute
+    integers internally and wrap only at the wire.
+    """
+    return reference + ts_diff(ts, reference)
+
+
+@dataclass(frozen=True, slots=True)
+class OnePipeHeader:
+    """The 24-byte 1Pipe header (§6.1, §10). Any payload follows it.
+
+    ``msg_ts`` is the scattering's timestamp, shared by every fragment of every message in
+    it (§1, §12 invariant 4); a switch never rewrites it. ``be_barrier``/``commit_barrier``
+    are the sending hop's barriers for the link (see :data:`BARRIER_OPCODES`); a sender
+    initialises ``be_barrier`` to ``msg_ts`` on data (§4). ``psn`` numbers packets per
+    connection for loss detection and reassembly (§9).
+    """
+
+    msg_ts: int
+    be_barrier: int
+    commit_barrier: int
+    psn: int
+    opcode: OnePipeOpcode | int
+    flags: int = 0
+
+    SIZE: ClassVar[int] = 24
+
+    def __post_init__(self) -> None:
+        check_bits("1Pipe", "msg_ts", self.msg_ts, 48)
+        check_bits("1Pipe", "be_barrier", self.be_barrier, 48)
+        check_bits("1Pipe", "commit_barrier", self.commit_barrier, 48)
+        check_bits("1Pipe", "psn", self.psn, 32)
+        check_bits("1Pipe", "opcode", self.opcode, 8)
+        check_bits("1Pipe", "flags", self.flags, 8)
+        op = _OPCODES.get(self.opcode)
+        if op is None:
+            raise HeaderError("1Pipe", f"unknown opcode {self.opcode:#04x}")
+        object.__setattr__(self, "opcode", op)  # normalise a plain int to the enum
+
+    @property
+    def eom(self) -> bool:
+        return bool(self.flags & OnePipeFlag.EOM)
+
+    @property
+    def is_beacon(self) -> bool:
+        return self.opcode is OnePipeOpcode.BEACON
+
+    def size(self) -> int:
+        return 24
+
+    def to_bytes(self) -> bytes:
+        return _HDR.pack(self.msg_ts >> 32, self.msg_ts & 0xFFFFFFFF,
+                         self.be_barrier >> 32, self.be_barrier & 0xFFFFFFFF,
+                         self.commit_barrier >> 32, self.commit_barrier & 0xFFFFFFFF,
+                         self.psn, self.opcode, self.flags)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("1Pipe", buf, offset, 24)
+        _HDR.pack_into(buf, offset, self.msg_ts >> 32, self.msg_ts & 0xFFFFFFFF,
+                       self.be_barrier >> 32, self.be_barrier & 0xFFFFFFFF,
+                       self.commit_barrier >> 32, self.commit_barrier & 0xFFFFFFFF,
+                       self.psn, self.opcode, self.flags)
+        return 24
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> OnePipeHeader:
+        need("1Pipe", data, offset, 24)
+        th, tl, bh, bl, ch, cl, psn, opcode, flags = _HDR.unpack_from(data, offset)
+        op = _OPCODES.get(opcode)
+        if op is None:
+            raise HeaderError("1Pipe", f"unknown opcode {opcode:#04x}", offset + 22)
+        return cls(th << 32 | tl, bh << 32 | bl, ch << 32 | cl, psn, op, flags)
+
+
+def beacon(be_barrier: int, commit_barrier: int, psn: int = 0) -> OnePipeHeader:
+    """A BEACON header (§5): barriers only, sent alone with no payload.
+
+    ``msg_ts`` carries the BE barrier too (a beacon announces "nothing below this from me"),
+    so a beacon is a valid lower bound whichever field a reader looks at.
+    """
+    return OnePipeHeader(be_barrier, be_barrier, commit_barrier, psn, OnePipeOpcode.BEACON)
+
+
+def decode_packet(
+    data: bytes | bytearray | memoryview, offset: int = 0, end: int | None = None,
+) -> tuple[OnePipeHeader, memoryview]:
+    """Decode a whole 1Pipe packet (a UDP payload): the header and a view of its payload.
+
+    ``end`` (default: the end of ``data``) is where the UDP payload ends. Barrier-only
+    opcodes (:data:`NO_PAYLOAD_OPCODES`) must not carry a payload (§5).
+    """
+    if end is None:
+        end = len(data)
+    elif not 0 <= end <= len(data):
+        raise HeaderError("1Pipe", f"end={end} outside the buffer of {len(data)} bytes", offset)
+    if offset < 0 or end - offset < 24:
+        raise HeaderError("1Pipe", f"truncated: need 24 bytes, have {max(0, end - offset)}", offset)
+    hdr = OnePipeHeader.from_bytes(data, offset)
+    if hdr.opcode in NO_PAYLOAD_OPCODES and end > offset + 24:
+        raise HeaderError("1Pipe", f"{hdr.opcode.name} carries {end - offset - 24} payload bytes", offset + 24)
+    return hdr, memoryview(data)[offset + 24:end]
+
+
+def read_barriers(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[int, int]:
+    """``(be_barrier, commit_barrier)`` of the header at ``offset`` without decoding it."""
+    need("1Pipe", data, offset, 24)
+    bh, bl, ch, cl = _TS2.unpack_from(data, offset + BE_BARRIER_OFFSET)
+    return bh << 32 | bl, ch << 32 | cl
+
+
+def write_barriers(buf: bytearray | memoryview, offset: int, be_barrier: int, commit_barrier: int) -> None:
+    """Overwrite both barrier fields in place: what a switch does to a forwarded packet (§4).
+
+    ``msg_ts``, ``psn``, opcode, flags and the payload are left untouched, so a switch never
+    re-encodes the packet.
+    """
+    check_bits("1Pipe", "be_barrier", be_barrier, 48)
+    check_bits("1Pipe", "commit_barrier", commit_barrier, 48)
+    need("1Pipe", buf, offset, 24)
+    _TS2.pack_into(buf, offset + BE_BARRIER_OFFSET, be_barrier >> 32, be_barrier & 0xFFFFFFFF,
+                   commit_barrier >> 32, commit_barrier & 0xFFFFFFFF)
+
+
+def write_be_barrier(buf: bytearray | memoryview, offset: int, be_barrier: int) -> None:
+    """Overwrite only the best-effort barrier in place (§4 data-packet processing)."""
+    check_bits("1Pipe", "be_barrier", be_barrier, 48)
+    need("1Pipe", buf, offset, 24)
+    _TS1.pack_into(buf, offset + BE_BARRIER_OFFSET, be_barrier >> 32, be_barrier & 0xFFFFFFFF)
+
+
+HEADERS = (OnePipeHeader,)

@@ -1,0 +1,204 @@
+"""TCD: ternary congestion marks carried in the 2-bit IP ECN field.
+
+TCD (seed 002, SIGCOMM '21) labels each switch egress port *congestion*,
+*non-congestion* or *undetermined* (§3.2.1: ON-OFF because PFC pauses it). Packets carry the
+worst label they met so the receiver can tell contributors (CE) from flows only slowed by
+flow control (UE). ``specs/tcd.md`` §5 records the encoding as an unverified recollection
+[R] of the paper; we adopt it and keep it configurable:
+
+    ECN bits (the low 2 bits of the IPv4 TOS / IPv6 traffic class byte, RFC 3168 §5)
+    +-----+-----------------+---------------------------------------------+
+    | 00  | Not-ECT         | not ECN/TCD capable: never marked           |
+    | 01  | ECT(1)  -> "UE" | crossed an undetermined port (TCD)          |
+    | 10  | ECT(0)  -> ECT  | what a TCD sender sets; no mark yet         |
+    | 11  | CE              | crossed a congestion port                   |
+    +-----+-----------------+---------------------------------------------+
+
+Marks only move up in severity, ECT < UE < CE (specs/tcd.md §5: a later hop never downgrades
+a mark), so a packet arrives carrying the most severe state of any port on its path.
+A Not-ECT packet is never marked, mirroring RFC 3168 §5 (a router must not set CE on a
+Not-ECT packet: the end points would not understand it). The plain-ECN baseline
+(:func:`ecn_mark_tos`) is the RFC 3168 rule that DCQCN's queue-threshold marking applies.
+
+There is no header record here (HEADERS is empty): the "header" is the IP ECN field, decoded
+by :mod:`headers.inet`. This module holds the marking rules and an in-place rewrite of an
+IPv4 frame with an incremental checksum update (RFC 1624), which is what a switch port does
+per packet.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from .errors import HeaderError, check_bits, need
+
+_U16 = struct.Struct("!H")
+
+ECN_MASK = 0b11
+
+
+class Ecn(IntEnum):
+    """The four ECN codepoints (RFC 3168 §5)."""
+
+    NOT_ECT = 0b00
+    ECT_1 = 0b01
+    ECT_0 = 0b10
+    CE = 0b11
+
+
+class PortState(IntEnum):
+    """TCD's ternary port state (seed 002 §3.2.1), valued by severity.
+
+    The paper writes the states as 0 (non-congestion), 1 (congestion) and "/" (undetermined);
+    those are labels, not an encoding. Our values order them by marking severity so that
+    ``max()`` is the marking rule.
+    """
+
+    NON_CONGESTION = 0
+    UNDETERMINED = 1
+    CONGESTION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class TcdCodepoints:
+    """Which ECN codepoint means "ECT, not marked", "undetermined" and "congestion".
+
+    The default is specs/tcd.md §5 [R]. The three must be distinct and none may be Not-ECT
+    (00), because a Not-ECT packet is never marked: with 00 as a mark, a marked packet and a
+    non-capable one would look alike. So the choices are the permutations of {01, 10, 11}.
+    """
+
+    ect: int = Ecn.ECT_0
+    ue: int = Ecn.ECT_1
+    ce: int = Ecn.CE
+    # _table[state][ecn] -> new ecn; precomputed so mark_tos is one index per packet
+    _table: tuple[tuple[int, int, int, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("ect", "ue", "ce"):
+            check_bits("TCD", name, getattr(self, name), 2)
+        if Ecn.NOT_ECT in (self.ect, self.ue, self.ce):
+            raise HeaderError("TCD", "Not-ECT (00) cannot be a TCD codepoint: Not-ECT packets are never marked")
+        if len({self.ect, self.ue, self.ce}) != 3:
+            raise HeaderError("TCD", f"codepoints ect={self.ect:02b} ue={self.ue:02b} ce={self.ce:02b} must differ")
+        by_severity = (int(self.ect), int(self.ue), int(self.ce))  # index = PortState value
+        severity = {by_severity[0]: 0, by_severity[1]: 1, by_severity[2]: 2}
+        table = []
+        for state in PortState:
+            row = [0]  # Not-ECT is never marked
+            for ecn in (1, 2, 3):
+                row.append(by_severity[max(severity[ecn], state)])
+            table.append(tuple(row))
+        object.__setattr__(self, "_table", tuple(table))
+
+    def state_of(self, ecn: int) -> PortState | None:
+        """The most severe port state an ECN value reports (None for Not-ECT)."""
+        if ecn == self.ce:
+            return PortState.CONGESTION
+        if ecn == self.ue:
+            return PortState.UNDETERMINED
+        if ecn == self.ect:
+            return PortState.NON_CONGESTION
+        return None
+
+    def codepoint(self, state: PortState) -> int:
+        """The ECN value that reports ``state``."""
+        return (self.ect, self.ue, self.ce)[_check_state(state)]
+
+
+DEFAULT_CODEPOINTS = TcdCodepoints()
+
+
+def _check_state(state: PortState | int) -> int:
+    if type(state) is not PortState and (not isinstance(state, int) or isinstance(state, bool)
+                                         or not 0 <= state <= 2):
+        raise HeaderError("TCD", f"{state!r} is not a PortState")
+    return int(state)
+
+
+def mark_tos(tos: int, state: PortState | int, codepoints: TcdCodepoints = DEFAULT_CODEPOINTS) -> int:
+    """The TOS byte after a port in ``state`` forwards the packet: the max-severity rule.
+
+    Non-congestion leaves the mark alone, undetermined raises ECT to UE, congestion raises
+    anything ECN-capable to CE; nothing is ever lowered and Not-ECT is never touched. The DSCP
+    bits are preserved.
+    """
+    check_bits("TCD", "tos", tos, 8)
+    return (tos & 0xFC) | codepoints._table[_check_state(state)][tos & ECN_MASK]
+
+
+def state_from_tos(tos: int, codepoints: TcdCodepoints = DEFAULT_CODEPOINTS) -> PortState | None:
+    """The most severe port state the packet met, or None when it is Not-ECT (unmonitored)."""
+    check_bits("TCD", "tos", tos, 8)
+    return codepoints.state_of(tos & ECN_MASK)
+
+
+def ecn_mark_tos(tos: int) -> int:
+    """Plain ECN marking (RFC 3168 §5), the baseline: CE if ECT(0)/ECT(1), else unchanged.
+
+    The caller decides *whether* to mark (queue above K, RED); this applies the mark.
+    """
+    check_bits("ECN", "tos", tos, 8)
+    return tos | Ecn.CE if tos & ECN_MASK else tos
+
+
+def checksum_adjust(checksum: int, old_word: int, new_word: int) -> int:
+    """RFC 1624 eqn. 3: the Internet checksum after one 16-bit word changes from old to new.
+
+    ``HC' = ~(~HC + ~m + m')`` in one's-complement arithmetic. Unlike RFC 1141's
+    ``HC + m - m'`` it never produces 0xFFFF where a full recomputation gives 0x0000, so the
+    result always equals a recomputation from scratch (tested against Scapy). An incorrect
+    checksum stays incorrect by the same amount: corruption is not laundered by a rewrite.
+    """
+    s = (~checksum & 0xFFFF) + (~old_word & 0xFFFF) + new_word
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def mark_ipv4_frame_inplace(
+    buf: bytearray | memoryview, l3_offset: int, state: PortState | int,
+    codepoints: TcdCodepoints = DEFAULT_CODEPOINTS,
+) -> bool:
+    """Apply TCD marking to the IPv4 header at ``l3_offset`` of a frame, in place.
+
+    Rewrites the ECN bits of the TOS byte and updates the header checksum incrementally
+    (RFC 1624), so a switch port never re-encodes or re-sums the header. Returns True when
+    the packet changed. Raises :class:`HeaderError` if there is no well-formed IPv4 header
+    there (the buffer is then untouched).
+    """
+    row = codepoints._table[_check_state(state)]
+    return _mark_ipv4(buf, l3_offset, row)
+
+
+def ecn_mark_ipv4_frame_inplace(buf: bytearray | memoryview, l3_offset: int) -> bool:
+    """The plain-ECN baseline of :func:`mark_ipv4_frame_inplace` (RFC 3168: ECT -> CE)."""
+    return _mark_ipv4(buf, l3_offset, _ECN_ROW)
+
+
+_ECN_ROW = (0, 3, 3, 3)  # Not-ECT stays; ECT(1), ECT(0) and CE become CE
+
+
+def _mark_ipv4(buf: bytearray | memoryview, l3_offset: int, row: tuple[int, ...]) -> bool:
+    need("IPv4", buf, l3_offset, 20)
+    vihl = buf[l3_offset]
+    if vihl >> 4 != 4:
+        raise HeaderError("IPv4", f"version {vihl >> 4} is not 4", l3_offset)
+    if vihl & 15 < 5:
+        raise HeaderError("IPv4", f"ihl={vihl & 15} is below 5", l3_offset)
+    need("IPv4", buf, l3_offset, (vihl & 15) * 4)
+    tos = buf[l3_offset + 1]
+    new_tos = (tos & 0xFC) | row[tos & ECN_MASK]
+    if new_tos == tos:
+        return False
+    (csum,) = _U16.unpack_from(buf, l3_offset + 10)
+    # the TOS byte is the low half of the header's first 16-bit word (version/IHL, TOS)
+    csum = checksum_adjust(csum, vihl << 8 | tos, vihl << 8 | new_tos)
+    buf[l3_offset + 1] = new_tos
+    _U16.pack_into(buf, l3_offset + 10, csum)
+    return True
+
+
+HEADERS: tuple[type, ...] = ()

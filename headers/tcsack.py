@@ -1,0 +1,360 @@
+"""T/C-SACK: the data header and the compact selective ACK of the time/count ACK scheme.
+
+Seed 004 (draft-chen-tsvwg-updated-ack-00) makes the sender window-less and rate-paced; the
+receiver orders packets in its buffer and sends an ACK "when the preset time T or the
+accumulated number of received packets N is reached", listing "the received packet
+sequence number"; the sender resends what the ACK shows missing, and resends its last
+packet when no ACK arrives within 2T. The draft's "A New ACK Packet Format" section is
+"TBD", so the format below is ours (PROTOCOLS.md asks for a compact one with a cumulative
+ack, SACK ranges, an ACK sequence number and an echoed timestamp). Both messages ride on
+UDP port 40200 and start with a ``kind`` byte so one socket can carry both.
+
+Sequence numbers count *packets* (the draft speaks of packet sequence numbers), 32 bits,
+compared with serial-number arithmetic (RFC 1982) so a long transfer may wrap.
+
+Data (12 bytes, then the payload)::
+
+     0                   1                   2                   3
+     0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+    +---------------+---------------+-------------------------------+
+    |   kind = 1    |     flags     |            flow_id            |  0
+    +---------------+---------------+-------------------------------+
+    |                              seq                              |  4
+    +---------------------------------------------------------------+
+    |                   tsval (us, mod 2^32)                        |  8
+    +---------------------------------------------------------------+
+    |                           payload ...                         : 12
+
+ACK (20 bytes, then ``n_blocks`` SACK blocks of 8 bytes)::
+
+     0                   1                   2                   3
+     0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+    +---------------+---------------+-------------------------------+
+    |   kind = 2    |     flags     |            flow_id            |  0
+    +---------------+---------------+-------------------------------+
+    |                            ack_seq                            |  4
+    +---------------------------------------------------------------+
+    |                            cum_ack                            |  8
+    +---------------------------------------------------------------+
+    |                             tsecr                             | 12
+    +---------------+---------------+-------------------------------+
+    |   n_blocks    |   reserved    |        ack_delay (us)         | 16
+    +---------------+---------------+-------------------------------+
+    |                       block[0].start                          | 20
+    +---------------------------------------------------------------+
+    |                       block[0].end                            | 24
+    +---------------------------------------------------------------+
+    :                 ... block[n_blocks - 1] ...                   :
+
+``docs/wire-formats.md`` (T/C-SACK section) explains each field and the choices.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+from typing import ClassVar
+
+from .errors import HeaderError, check_bits, need
+
+_DATA = struct.Struct("!BBHII")
+_ACK = struct.Struct("!BBHIIIBBH")
+_BLOCK = struct.Struct("!II")
+
+SEQ_BITS = 32
+SEQ_MOD = 1 << SEQ_BITS
+SEQ_MASK = SEQ_MOD - 1
+#: Serial-number comparisons are valid for values less than this far apart (RFC 1982).
+SEQ_HALF = 1 << (SEQ_BITS - 1)
+
+#: Bytes in front of the ACK on the wire: IPv4 (no options) + UDP.
+IPV4_UDP_OVERHEAD = 20 + 8
+
+
+class TcsKind(IntEnum):
+    DATA = 1
+    ACK = 2
+
+
+class TcsDataFlag(IntFlag):
+    RETX = 0x01  # a retransmission of a packet an ACK reported missing
+    LAST = 0x02  # the last packet of the transfer: lets the receiver report FIN_SEEN
+    PROBE = 0x04  # the "resend the last packet when no ACK within 2T" copy (seed 004 §2)
+
+
+class TcsAckFlag(IntFlag):
+    TRIGGER_COUNT = 0x01  # sent because N packets arrived; clear: because T elapsed (seed 004 §2)
+    FIN_SEEN = 0x02  # the receiver has seen the packet flagged LAST
+
+
+# --- serial-number arithmetic on 32-bit sequence numbers (RFC 1982) ---------------------------
+
+
+def seq_add(seq: int, delta: int) -> int:
+    return (seq + delta) & SEQ_MASK
+
+
+def seq_diff(a: int, b: int) -> int:
+    """Signed ``a - b`` in ``[-2^31, 2^31)``: the true difference when ``|a - b| < 2^31``."""
+    d = (a - b) & SEQ_MASK
+    return d - SEQ_MOD if d >= SEQ_HALF else d
+
+
+def seq_lt(a: int, b: int) -> bool:
+    return ((a - b) & SEQ_MASK) >= SEQ_HALF
+
+
+def seq_le(a: int, b: int) -> bool:
+    d = (a - b) & SEQ_MASK
+    return d == 0 or d >= SEQ_HALF
+
+
+def seq_gt(a: int, b: int) -> bool:
+    return seq_lt(b, a)
+
+
+def seq_ge(a: int, b: int) -> bool:
+    return seq_le(b, a)
+
+
+def seq_max(a: int, b: int) -> int:
+    return (b if seq_lt(a, b) else a) & SEQ_MASK
+
+
+def seq_min(a: int, b: int) -> int:
+    return (a if seq_lt(a, b) else b) & SEQ_MASK
+
+
+def max_blocks(mtu: int = 1500, overhead: int = IPV4_UDP_OVERHEAD) -> int:
+    """How many SACK blocks fit in one ACK datagram on a link of ``mtu`` bytes.
+
+    ``overhead`` is the IP + UDP header bytes (48 for IPv6 + UDP). The count is capped at 255,
+    what the 8-bit ``n_blocks`` field can say.
+    """
+    room = mtu - overhead - TcsAck.SIZE
+    if room < 0:
+        raise HeaderError("TcsAck", f"an MTU of {mtu} cannot carry an ACK ({overhead + TcsAck.SIZE} bytes minimum)")
+    return min(255, room // _BLOCK.size)
+
+
+@dataclass(frozen=True, slots=True)
+class TcsData:
+    """T/C-SACK data header; the payload follows it up to the end of the UDP datagram."""
+
+    flow_id: int
+    seq: int
+    tsval: int = 0  # sender clock in microseconds mod 2^32, echoed as tsecr for RTT samples
+    flags: int = 0
+
+    KIND: ClassVar[int] = TcsKind.DATA
+    SIZE: ClassVar[int] = 12
+
+    def __post_init__(self) -> None:
+        check_bits("TcsData", "flow_id", self.flow_id, 16)
+        check_bits("TcsData", "seq", self.seq, 32)
+        check_bits("TcsData", "tsval", self.tsval, 32)
+        check_bits("TcsData", "flags", self.flags, 8)
+
+    def size(self) -> int:
+        return 12
+
+    def to_bytes(self) -> bytes:
+        return _DATA.pack(1, self.flags, self.flow_id, self.seq, self.tsval)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("TcsData", buf, offset, 12)
+        _DATA.pack_into(buf, offset, 1, self.flags, self.flow_id, self.seq, self.tsval)
+        return 12
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> TcsData:
+        need("TcsData", data, offset, 12)
+        kind, flags, flow_id, seq, tsval = _DATA.unpack_from(data, offset)
+        if kind != TcsKind.DATA:
+            raise HeaderError("TcsData", f"kind={kind} is not DATA (1)", offset)
+        return cls(flow_id, seq, tsval, flags)
+
+
+Block = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TcsAck:
+    """T/C-SACK acknowledgement: a cumulative point plus SACK blocks above it.
+
+    Every ``seq`` before ``cum_ack`` has arrived (so ``cum_ack`` itself has not).
+    ``blocks`` are half-open ``[start, end)`` runs of received sequence numbers above
+    ``cum_ack``, ascending, non-empty, non-overlapping and non-adjacent (a gap of at least one
+    missing packet between two blocks), all within 2^31 of ``cum_ack``. Everything between
+    ``cum_ack`` and the end of the last block that no block covers is missing (:meth:`holes`);
+    nothing is said about sequence numbers beyond the last block.
+
+    ``ack_seq`` numbers the receiver's ACKs so the sender can drop a stale ACK that arrives
+    after a newer one. ``tsecr`` echoes ``tsval`` of the most recently arrived data packet and
+    ``ack_delay`` is how long the receiver held it before this ACK (microseconds, saturating at
+    65535): the ACK is deliberately delayed by up to T, so the sender's RTT sample is
+    ``now - tsecr - ack_delay``.
+    """
+
+    flow_id: int
+    ack_seq: int
+    cum_ack: int
+    tsecr: int = 0
+    blocks: tuple[Block, ...] = ()
+    flags: int = 0
+    ack_delay: int = 0
+
+    KIND: ClassVar[int] = TcsKind.ACK
+    SIZE: ClassVar[int] = 20  # the fixed part; each block adds 8
+
+    def __post_init__(self) -> None:
+        check_bits("TcsAck", "flow_id", self.flow_id, 16)
+        check_bits("TcsAck", "ack_seq", self.ack_seq, 32)
+        check_bits("TcsAck", "cum_ack", self.cum_ack, 32)
+        check_bits("TcsAck", "tsecr", self.tsecr, 32)
+        check_bits("TcsAck", "flags", self.flags, 8)
+        check_bits("TcsAck", "ack_delay", self.ack_delay, 16)
+        blocks = self.blocks
+        if type(blocks) is not tuple or any(type(b) is not tuple for b in blocks):
+            # accept any iterable of pairs (lists from JSON, say) but store tuples: the record
+            # stays hashable and compares equal to a decoded one
+            if not isinstance(blocks, Iterable):
+                raise HeaderError("TcsAck", f"blocks must be a sequence of (start, end), got {type(blocks).__name__}")
+            norm = []
+            for i, b in enumerate(blocks):
+                if not isinstance(b, tuple | list):
+                    raise HeaderError("TcsAck", f"block {i} is not a (start, end) pair: {b!r}")
+                norm.append(tuple(b))
+            blocks = tuple(norm)
+            object.__setattr__(self, "blocks", blocks)
+        _check_blocks(self.cum_ack, blocks)
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.blocks)
+
+    def size(self) -> int:
+        return 20 + 8 * len(self.blocks)
+
+    def to_bytes(self) -> bytes:
+        buf = bytearray(20 + 8 * len(self.blocks))
+        self.pack_into(buf)
+        return bytes(buf)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        n = 20 + 8 * len(self.blocks)
+        need("TcsAck", buf, offset, n)
+        _ACK.pack_into(buf, offset, 2, self.flags, self.flow_id, self.ack_seq, self.cum_ack, self.tsecr,
+                       len(self.blocks), 0, self.ack_delay)
+        pos = offset + 20
+        for start, end in self.blocks:
+            _BLOCK.pack_into(buf, pos, start, end)
+            pos += 8
+        return n
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0, end: int | None = None) -> TcsAck:
+        """Decode an ACK at ``offset``; its blocks must end at or before ``end`` (default: the buffer end).
+
+        The ACK is self-delimiting (``n_blocks``), so bytes after its last block are not read.
+        The reserved byte is ignored on decode (sent as zero), as TCP treats reserved bits.
+        """
+        limit = _limit("TcsAck", data, offset, end)
+        if offset < 0 or limit - offset < 20:
+            raise HeaderError("TcsAck", f"truncated: need 20 bytes, have {max(0, limit - offset)}", offset)
+        kind, flags, flow_id, ack_seq, cum_ack, tsecr, n, _reserved, ack_delay = _ACK.unpack_from(data, offset)
+        if kind != TcsKind.ACK:
+            raise HeaderError("TcsAck", f"kind={kind} is not ACK (2)", offset)
+        if n > MAX_BLOCKS:
+            raise HeaderError("TcsAck", f"n_blocks={n} exceeds the {MAX_BLOCKS} that fit a 1500-byte MTU", offset + 16)
+        if limit - offset < 20 + 8 * n:
+            raise HeaderError("TcsAck", f"truncated: {n} blocks need {20 + 8 * n} bytes, have {limit - offset}",
+                              offset)
+        blocks = tuple(_BLOCK.iter_unpack(memoryview(data)[offset + 20:offset + 20 + 8 * n]))
+        return cls(flow_id, ack_seq, cum_ack, tsecr, blocks, flags, ack_delay)
+
+    def holes(self) -> tuple[Block, ...]:
+        """The missing runs ``[start, end)`` this ACK reports: the gaps below its last block."""
+        out = []
+        nxt = self.cum_ack
+        for start, end in self.blocks:
+            out.append((nxt, start))
+            nxt = end
+        return tuple(out)
+
+    def acked(self, seq: int) -> bool:
+        """True when this ACK says ``seq`` has arrived (``seq`` within 2^31 of ``cum_ack``)."""
+        rel = (seq - self.cum_ack) & SEQ_MASK
+        if rel >= SEQ_HALF:
+            return True  # before cum_ack
+        for start, end in self.blocks:
+            if rel < (start - self.cum_ack) & SEQ_MASK:
+                return False
+            if rel < (end - self.cum_ack) & SEQ_MASK:
+                return True
+        return False
+
+
+#: SACK blocks an ACK may carry: what fits a 1500-byte MTU over IPv4/UDP (181). Enforced on
+#: encode and decode so every ACK is a single unfragmented datagram.
+MAX_BLOCKS = max_blocks(1500)
+
+
+def _check_blocks(cum_ack: int, blocks: tuple[tuple[int, ...], ...]) -> None:
+    # Work in offsets from cum_ack so the checks are wrap-aware: every start and end must lie
+    # strictly ascending in (0, 2^31) relative to cum_ack. That one chain says: above cum_ack
+    # (a block at cum_ack would mean cum_ack arrived), non-empty, ascending, non-overlapping
+    # and non-adjacent (end_i < start_i+1: a gap of at least one packet), all comparable.
+    if len(blocks) > MAX_BLOCKS:
+        raise HeaderError("TcsAck", f"{len(blocks)} blocks exceed the maximum of {MAX_BLOCKS}")
+    prev = 0
+    for i, block in enumerate(blocks):
+        if len(block) != 2:
+            raise HeaderError("TcsAck", f"block {i} is not a (start, end) pair: {block!r}")
+        start, end = block
+        if not (type(start) is int and type(end) is int and 0 <= start <= SEQ_MASK and 0 <= end <= SEQ_MASK):
+            check_bits("TcsAck", f"block[{i}].start", start, 32)  # the slow path, for the error message
+            check_bits("TcsAck", f"block[{i}].end", end, 32)
+        rs = (start - cum_ack) & SEQ_MASK
+        if rs == 0 or rs >= SEQ_HALF:
+            raise HeaderError("TcsAck", f"block {i} [{start}, {end}) starts at or below cum_ack={cum_ack}")
+        if rs <= prev:
+            raise HeaderError("TcsAck", f"block {i} [{start}, {end}) overlaps or touches the previous block")
+        re_ = (end - cum_ack) & SEQ_MASK
+        if re_ <= rs:
+            raise HeaderError("TcsAck", f"block {i} [{start}, {end}) is empty or inverted")
+        if re_ >= SEQ_HALF:
+            raise HeaderError("TcsAck", f"block {i} [{start}, {end}) reaches 2^31 or more beyond cum_ack={cum_ack}")
+        prev = re_
+
+
+def _limit(header: str, data: bytes | bytearray | memoryview, offset: int, end: int | None) -> int:
+    n = len(data)
+    if end is None:
+        return n
+    if not isinstance(end, int) or not 0 <= end <= n:
+        raise HeaderError(header, f"end={end!r} outside the buffer of {n} bytes", offset)
+    return end
+
+
+def decode_tcsack(data: bytes | bytearray | memoryview, offset: int = 0, end: int | None = None) -> TcsData | TcsAck:
+    """Decode the T/C-SACK message at ``offset``, dispatching on its ``kind`` byte.
+
+    ``end`` is the end of the UDP payload; a data packet's payload is ``data[offset + 12:end]``.
+    """
+    limit = _limit("T/C-SACK", data, offset, end)
+    if offset < 0 or limit - offset < 1:
+        raise HeaderError("T/C-SACK", "truncated: no kind byte", offset)
+    kind = data[offset]
+    if kind == TcsKind.DATA:
+        if limit - offset < 12:
+            raise HeaderError("TcsData", f"truncated: need 12 bytes, have {limit - offset}", offset)
+        return TcsData.from_bytes(data, offset)
+    if kind == TcsKind.ACK:
+        return TcsAck.from_bytes(data, offset, limit)
+    raise HeaderError("T/C-SACK", f"unknown kind {kind}", offset)
+
+
+HEADERS = (TcsData, TcsAck)

@@ -1,0 +1,37 @@
+"""Benchmark case for the 1Pipe header: fast codec vs the Scapy layer, same values."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from headers.onepipe import OnePipeFlag, OnePipeHeader, OnePipeOpcode
+from netstack.bench.common import Case
+
+# a typical best-effort fragment: the last one of a message, timestamps near the 2^48 wrap
+_RECORD = OnePipeHeader(
+    msg_ts=(1 << 48) - 5_000, be_barrier=(1 << 48) - 7_500, commit_barrier=(1 << 48) - 20_000,
+    psn=123_456, opcode=OnePipeOpcode.DATA, flags=OnePipeFlag.EOM,
+)
+
+
+def cases() -> list[Case]:
+    from headers.layers.onepipe import OnePipe
+
+    fields = {f.name: getattr(_RECORD, f.name) for f in dataclasses.fields(_RECORD)}
+    values = tuple(fields.values())
+    raw = _RECORD.to_bytes()
+    buf = bytearray(42 + 24 + 64)  # Ethernet/IPv4/UDP in front, as a daemon's send buffer
+    assert bytes(OnePipe(**fields)) == raw
+
+    def encode() -> object:
+        rec = OnePipeHeader(*values)
+        rec.pack_into(buf, 42)
+        return rec
+
+    return [Case(
+        name="onepipe.OnePipeHeader",
+        encode=encode,
+        decode=lambda: OnePipeHeader.from_bytes(raw),
+        scapy_build=lambda: bytes(OnePipe(**fields)),
+        scapy_dissect=lambda: OnePipe(raw),
+    )]

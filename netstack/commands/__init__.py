@@ -1,0 +1,1 @@
+"""One module per ``netstack`` subcommand; each exposes ``register(subparsers)``."""

@@ -1,0 +1,55 @@
+"""``netstack bench``: benchmarks that write JSON and print a table with an in-run baseline."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable
+
+from ..errors import CommandError
+
+#: benchmark name -> (module, one-line description)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "headers": ("netstack.bench.headers", "encode/decode rate per header: fast codec vs Scapy"),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    lines = "\n".join(f"  {name:<12} {desc}" for name, (_, desc) in BENCHMARKS.items())
+    p = sub.add_parser(
+        "bench", help="run a benchmark (writes JSON, prints a table)",
+        description="Run a benchmark. Results go to RESULTS_DIR as JSON (and a table on stdout)."
+                    f"\n\nbenchmarks:\n{lines}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("benchmark", choices=sorted(BENCHMARKS), help="which benchmark to run")
+    p.add_argument("--results-dir", default="results", help="where JSON results are written (default: %(default)s)")
+    p.add_argument("--min-time", type=_positive_float, default=0.25,
+                   help="seconds each rate is measured for (default: %(default)s)")
+    p.add_argument("--only", action="append", metavar="NAME",
+                   help="restrict to entries whose name contains NAME (repeatable)")
+    p.set_defaults(func=run)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    module_name, _ = BENCHMARKS[args.benchmark]
+    module = importlib.import_module(module_name)
+    main: Callable[[argparse.Namespace], int] = module.main
+    try:
+        return main(args)
+    except CommandError:
+        raise
+    except OSError as exc:
+        print(f"netstack bench {args.benchmark}: {exc}", file=sys.stderr)
+        return 1

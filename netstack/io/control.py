@@ -1,0 +1,110 @@
+"""The per-daemon control socket: JSON lines over a Unix stream socket.
+
+A request is one JSON object per line, ``{"cmd": NAME, ...args}``; the reply is one line,
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. Malformed requests get an
+error reply, never a crash (DESIGN.md: bad control requests get a clear error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Handler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
+
+#: Longest request line accepted (a status request is a few bytes; configs a few KB).
+MAX_REQUEST = 1 << 20
+
+
+class ControlError(Exception):
+    """Raised by a handler for a request it refuses; sent back as ``{"ok": false}``."""
+
+
+class ControlServer:
+    def __init__(self, path: str, handlers: dict[str, Handler]) -> None:
+        self.path = path
+        self.handlers = handlers
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path, limit=MAX_REQUEST)
+        os.chmod(self.path, 0o600)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (asyncio.LimitOverrunError, ValueError):
+                    writer.write(_encode({"ok": False, "error": f"request longer than {MAX_REQUEST} bytes"}))
+                    break
+                if not line:
+                    break
+                writer.write(_encode(await self.dispatch(line)))
+                await writer.drain()
+        except (ConnectionError, BrokenPipeError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def dispatch(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return {"ok": False, "error": f"request is not JSON: {exc}"}
+        if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
+            return {"ok": False, "error": 'request must be an object with a string "cmd"'}
+        handler = self.handlers.get(request["cmd"])
+        if handler is None:
+            return {"ok": False, "error": f"unknown cmd {request['cmd']!r}; known: {sorted(self.handlers)}"}
+        try:
+            result = handler(request)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except ControlError as exc:
+            return {"ok": False, "error": str(exc)}
+        except (KeyError, TypeError, ValueError) as exc:
+            return {"ok": False, "error": f"bad arguments for {request['cmd']!r}: {exc!r}"}
+        return {"ok": True, "result": result}
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, default=str) + "\n").encode()
+
+
+def request(path: str, cmd: str, timeout: float = 5.0, **args: Any) -> Any:
+    """Blocking client used by the CLI and tests: send one request, return ``result``.
+
+    Raises :class:`ControlError` with the daemon's message when it refuses, and OSError when
+    the daemon is not there.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        sock.sendall(_encode({"cmd": cmd, **args}))
+        buf = bytearray()
+        while not buf.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ControlError(f"{path}: daemon closed the connection without replying")
+            buf += chunk
+    reply = json.loads(buf)
+    if not reply.get("ok"):
+        raise ControlError(reply.get("error", "unknown error"))
+    return reply.get("result")
