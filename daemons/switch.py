@@ -1,0 +1,257 @@
+"""The switch daemon: the sans-IO ``netstack.switch.Switch`` wired to AF_PACKET ports.
+
+Thin shell (DESIGN.md): read a batch from a readable port, hand each frame to the engine
+with ``now_ns``, send what ``transmit(now)`` releases in one batch per port, sleep until
+``next_deadline()``. Run inside the switch's namespace:
+
+    python -m daemons.switch --config sw1.json --control sw1.sock
+
+SIGTERM/SIGINT shut it down cleanly. A frame never kills it: the engine counts malformed
+frames, and anything unexpected from a feature is logged and counted here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from netstack.io.control import ControlError, ControlServer
+from netstack.io.packet import PacketPort
+from netstack.switch import Switch
+from netstack.switch.config import ConfigError, SwitchConfig
+
+log = logging.getLogger("netstack.switch")
+
+#: Frames drained from one port per readiness callback: bounded so that one busy port
+#: cannot starve the others or the pacer's timer (DESIGN.md, live runtime).
+RX_BATCH = 256
+#: uvloop truncates timers to whole milliseconds and fires sub-ms ones at once (DESIGN.md):
+#: never sleep less than this, and release every frame that became due meanwhile.
+MIN_SLEEP_S = 0.001
+STATS_INTERVAL_S = 1.0
+
+
+class SwitchShell:
+    def __init__(self, switch: Switch, ports: dict[str, PacketPort]) -> None:
+        self.switch = switch
+        self.ports = ports
+        self.loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0
+        self.internal_errors = 0
+        self.started_ns = time.monotonic_ns()
+
+    # --- data path -----------------------------------------------------------------
+    def on_readable(self, name: str) -> None:
+        frames = self.ports[name].recv_batch(RX_BATCH)
+        now = time.monotonic_ns()
+        receive = self.switch.receive
+        for frame in frames:
+            try:
+                receive(name, frame, now)
+            except Exception:  # a bug in a feature must not kill the switch: log, count, go on
+                self.internal_errors += 1
+                if self.internal_errors <= 10:
+                    log.exception("internal error on a frame from %s", name)
+        self.flush(now)
+
+    def flush(self, now: int | None = None) -> None:
+        if now is None:
+            now = time.monotonic_ns()
+        try:
+            out = self.switch.transmit(now)
+        except Exception:
+            self.internal_errors += 1
+            log.exception("internal error in transmit")
+            out = []
+        if out:
+            per_port: dict[str, list[bytes]] = defaultdict(list)
+            for name, frame in out:
+                per_port[name].append(frame)
+            for name, frames in per_port.items():
+                self.ports[name].send_batch(frames)
+        self._arm(now)
+
+    def _arm(self, now: int) -> None:
+        deadline = self.switch.next_deadline()
+        if deadline is None:
+            return
+        if self._timer is not None:
+            if self._timer_at <= deadline:
+                return
+            self._timer.cancel()
+        delay = max((deadline - now) / 1e9, MIN_SLEEP_S)
+        self._timer_at = deadline
+        self._timer = self.loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.flush()
+
+    async def poll_kernel_stats(self) -> None:
+        while True:
+            for name, port in self.ports.items():
+                before = port.kernel_drops
+                try:
+                    port.read_kernel_stats()
+                except OSError:
+                    continue
+                if port.kernel_drops > before:
+                    self.switch.add_kernel_drops(name, port.kernel_drops - before)
+            await asyncio.sleep(STATS_INTERVAL_S)
+
+    # --- control socket --------------------------------------------------------------
+    def handlers(self) -> dict[str, Any]:
+        return {
+            "status": self.ctl_status,
+            "ping": lambda req: "pong",
+            "set_port": self.ctl_set_port,
+            "set_impairment": self.ctl_set_impairment,
+            "clear_counters": self.ctl_clear,
+            "fdb": lambda req: self.switch.fdb_entries(),
+        }
+
+    def ctl_status(self, req: dict[str, Any]) -> dict[str, Any]:
+        ports = self.switch.counters()
+        for name, port in self.ports.items():
+            ports[name]["send_errors"] = port.send_errors
+            ports[name]["ifname"] = port.ifname
+        return {
+            "switch": self.switch.config.name if hasattr(self.switch, "config") else None,
+            "pid": os.getpid(),
+            "uptime_s": (time.monotonic_ns() - self.started_ns) / 1e9,
+            "internal_errors": self.internal_errors,
+            "ports": ports,
+            "switch_counters": self.switch.switch_counters(),
+        }
+
+    def _port(self, req: dict[str, Any]) -> str:
+        name = req.get("port")
+        if name not in self.ports:
+            raise ControlError(f"no port {name!r}; ports: {sorted(self.ports)}")
+        return name
+
+    def ctl_set_port(self, req: dict[str, Any]) -> dict[str, Any]:
+        name = self._port(req)
+        changes = {k: v for k, v in req.items() if k not in ("cmd", "port")}
+        try:
+            cfg = self.switch.update_port(name, time.monotonic_ns(), **changes)
+        except ConfigError as exc:
+            raise ControlError(str(exc)) from None
+        self.flush()
+        return {"port": name, "changed": sorted(changes), "rate_bps": cfg.rate_bps}
+
+    def ctl_set_impairment(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        name = self._port(req)
+        try:
+            self.switch.set_impairment(name, req.get("impairment"), time.monotonic_ns())
+        except ConfigError as exc:
+            raise ControlError(str(exc)) from None
+        return req.get("impairment")
+
+    def ctl_clear(self, req: dict[str, Any]) -> str:
+        port = req.get("port")
+        if port is not None:
+            self._port(req)
+        self.switch.clear_counters(port)
+        return "cleared"
+
+
+def load_config(path: Path) -> tuple[SwitchConfig, dict[str, str]]:
+    """The daemon's JSON config: ``{"switch": SwitchConfig dict, "ifnames": {port: ifname}}``."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SystemExit(f"switch daemon: cannot read config {path}: {exc}") from None
+    try:
+        cfg = SwitchConfig.from_dict(_decode_macs(data["switch"]))
+    except (KeyError, ConfigError, TypeError) as exc:
+        raise SystemExit(f"switch daemon: bad config {path}: {exc}") from None
+    ifnames = data.get("ifnames") or {p.name: p.name for p in cfg.ports}
+    return cfg, ifnames
+
+
+def _decode_macs(sw: dict[str, Any]) -> dict[str, Any]:
+    """MACs travel as "02:00:..." strings in JSON; PortConfig wants bytes."""
+    out = dict(sw)
+    ports = []
+    for p in sw.get("ports", []):
+        p = dict(p)
+        for key in ("mac", "peer_mac"):
+            if isinstance(p.get(key), str):
+                p[key] = bytes.fromhex(p[key].replace(":", ""))
+        if "static_macs" in p:
+            p["static_macs"] = tuple(bytes.fromhex(m.replace(":", "")) for m in p["static_macs"])
+        if isinstance(p.get("impairment"), dict):
+            from netstack.switch.config import ImpairmentConfig
+
+            p["impairment"] = ImpairmentConfig.from_dict(p["impairment"])
+        ports.append(p)
+    out["ports"] = ports
+    return out
+
+
+async def amain(args: argparse.Namespace) -> int:
+    cfg, ifnames = load_config(args.config)
+    switch = Switch(cfg)
+    ports: dict[str, PacketPort] = {}
+    try:
+        for p in cfg.ports:
+            ports[p.name] = PacketPort(ifnames.get(p.name, p.name))
+    except OSError as exc:
+        for port in ports.values():
+            port.close()
+        log.error("cannot open port: %s", exc)
+        return 1
+    shell = SwitchShell(switch, ports)
+    loop = asyncio.get_running_loop()
+    for name, port in ports.items():
+        loop.add_reader(port.fd, shell.on_readable, name)
+    control = ControlServer(str(args.control), shell.handlers())
+    await control.start()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    stats = asyncio.create_task(shell.poll_kernel_stats())
+    log.info("switch %s up: ports %s", cfg.name, ", ".join(f"{n}={ifnames.get(n, n)}" for n in ports))
+    try:
+        await stop.wait()
+    finally:
+        log.info("switch %s shutting down", cfg.name)
+        stats.cancel()
+        for port in ports.values():
+            loop.remove_reader(port.fd)
+            port.close()
+        await control.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m daemons.switch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, required=True, help="switch config JSON (written by netstack up)")
+    parser.add_argument("--control", type=Path, required=True, help="Unix control socket path")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own loop (debugging)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.no_uvloop:
+        return asyncio.run(amain(args))
+    import uvloop
+
+    # uvloop.run, not uvloop.install: the global policy breaks pyroute2 (DESIGN.md)
+    return uvloop.run(amain(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

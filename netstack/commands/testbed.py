@@ -1,0 +1,237 @@
+"""``netstack up | down | status | exec | impair``: the live testbed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import CommandError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "up", help="build a topology (namespaces, veths) and start its daemons",
+        description="Create one network namespace per node, veth pairs for the links (offloads off), host "
+                    "addresses and routes, start one switch daemon per switch, and print what was built. "
+                    "Without TOPOLOGY, the default LinkGuardian-testbed topology (h1, h2, c1, sw1, sw2; "
+                    "docs/topology.md). All or nothing: on any error nothing is left half-built.",
+    )
+    p.add_argument("topology", nargs="?", type=Path, help="TOML topology file (default: built-in testbed)")
+    p.add_argument("--prefix", help="namespace prefix (default: the file's, 'ns' for the default topology)")
+    p.add_argument("--no-impair", action="store_true", help="ignore the impairments the topology file sets")
+    p.add_argument("--json", action="store_true", help="print the run state as JSON")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="stop the daemons and remove namespaces, veths and nft tables",
+                       description="Tear a running topology down. With --all, remove every netstack "
+                                   "topology on this machine, including what a crashed run left behind.")
+    p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    p.add_argument("--all", action="store_true", help="every netstack topology, also after a crash")
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("status", help="every switch port's counters",
+                       description="Per-port counters of every daemon: rx/tx frames and bytes, FCS errors, "
+                                   "queue drops, PFC pauses sent/received, kernel socket drops.")
+    p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("exec", help="run a command inside a node (like Mininet's 'h1 ping h2')",
+                       description="Run CMD inside NODE's namespace, e.g. 'netstack exec h1 -- ping -c3 10.0.0.2'.")
+    p.add_argument("node", help="node name (h1, sw1, ...)")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
+    p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    p.set_defaults(func=cmd_exec)
+
+    p = sub.add_parser(
+        "impair", help="corrupt or drop frames on a link",
+        description="Inject corruption/loss on a link's egress. Backends: netem (tc, kernels with sch_netem), "
+                    "nft (netdev egress rules; this VM's kernel has no netem), switch (the switch daemon's "
+                    "seeded Bernoulli model, reproducible, any rate). 'auto' picks netem, else nft.",
+    )
+    p.add_argument("link", help="link name from the topology (e.g. sw1-sw2)")
+    p.add_argument("--corrupt", type=_probability, default=0.0, help="fraction of frames corrupted (e.g. 1e-2)")
+    p.add_argument("--loss", type=_probability, default=0.0, help="fraction of frames dropped")
+    p.add_argument("--direction", default=None,
+                   help="A>B (e.g. sw1>sw2), B>A or both (default: the link's a>b)")
+    p.add_argument("--backend", choices=["auto", "netem", "nft", "switch"], default="auto")
+    p.add_argument("--seed", type=int, default=1, help="seed of the switch backend (default: %(default)s)")
+    p.add_argument("--clear", action="store_true", help="remove every impairment from the link")
+    p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    p.set_defaults(func=cmd_impair)
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probability in [0, 1]")
+    return value
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        raise CommandError("needs root (namespaces, veths, nft): run with sudo")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from ..runtime import RuntimeErrorNS, up
+    from ..topo.model import TopologyError, load_topology
+    from ..topo.netns import BuildError
+
+    _need_root()
+    try:
+        topology = load_topology(args.topology)
+    except TopologyError as exc:
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.topology}: {exc}") from None
+    try:
+        state = up(topology, args.prefix, apply_impairments=not args.no_impair,
+                   progress=lambda msg: print(f"[up] {msg}", file=sys.stderr, flush=True))
+    except (RuntimeErrorNS, BuildError, TopologyError) as exc:
+        raise CommandError(str(exc)) from None
+    if args.json:
+        print(json.dumps(state, indent=2))
+        return 0
+    print(f"topology {state['topology']} is up under prefix {state['prefix']}")
+    print("\nnodes:")
+    for node, ns in state["namespaces"].items():
+        ip = state["hosts"].get(node, "")
+        print(f"  {node:<6} netns {ns:<12} {ip}")
+    print("\nports:")
+    for p in state["ports"]:
+        extra = " fcs" if p["fcs"] else ""
+        print(f"  {p['node']:<6} {p['ifname']:<8} {p['mac']}  -> {p['peer']:<6} ({p['link']}){extra}")
+    if state["impairments"]:
+        print("\nimpairments:", ", ".join(f"{k} [{v}]" for k, v in state["impairments"].items()))
+    print("\ndaemons:")
+    for d in state["daemons"]:
+        print(f"  {d['node']:<6} {d['kind']} pid {d['pid']}  log {d['log']}")
+    print(f"\ntry: netstack exec h1 -- ping -c3 {state['hosts'].get('h2', '10.0.0.2').split('/')[0]}"
+          f"\n     netstack status --prefix {state['prefix']}\n     netstack down --prefix {state['prefix']}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from ..runtime import down, down_all
+
+    _need_root()
+    removed = down_all() if args.all else down(args.prefix)
+    print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ..runtime import RuntimeErrorNS, status
+
+    try:
+        st = status(args.prefix)
+    except RuntimeErrorNS as exc:
+        raise CommandError(str(exc)) from None
+    if args.json:
+        print(json.dumps(st, indent=2))
+        return 0
+    from ..bench.common import format_table
+
+    cols = ["rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "fcs_errors", "queue_drops", "malformed",
+            "pauses_rx", "pauses_tx", "kernel_drops"]
+    rows = []
+    for node, d in st["daemons"].items():
+        if "error" in d:
+            rows.append([node, "-", d["error"], *[""] * (len(cols) - 1)])
+            continue
+        for port, c in d["ports"].items():
+            rows.append([node, port, *[_get(c, k) for k in cols]])
+    print(f"topology {st['topology']} (prefix {st['prefix']})")
+    print(format_table(["node", "port", *cols], rows))
+    return 0
+
+
+def _get(counters: dict[str, Any], key: str) -> Any:
+    value = counters.get(key, "")
+    return sum(value.values()) if isinstance(value, dict) else value
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from ..runtime import RuntimeErrorNS, load_state
+
+    argv = args.argv[1:] if args.argv and args.argv[0] == "--" else args.argv
+    if not argv:
+        raise CommandError("no command given: netstack exec NODE -- CMD ...")
+    try:
+        state = load_state(args.prefix)
+    except RuntimeErrorNS as exc:
+        raise CommandError(str(exc)) from None
+    ns = state["namespaces"].get(args.node)
+    if ns is None:
+        raise CommandError(f"no node {args.node!r}; nodes: {', '.join(state['namespaces'])}")
+    os.execvp("ip", ["ip", "netns", "exec", ns, *argv])
+    return 0  # not reached
+
+
+def cmd_impair(args: argparse.Namespace) -> int:
+    from ..runtime import RuntimeErrorNS, control, load_state
+    from ..topo.impair import ImpairmentError, apply_impairment, clear_impairment
+
+    _need_root()
+    try:
+        state = load_state(args.prefix)
+    except RuntimeErrorNS as exc:
+        raise CommandError(str(exc)) from None
+    ends = [p for p in state["ports"] if p["link"] == args.link]
+    if len(ends) != 2:
+        links = sorted({p["link"] for p in state["ports"]})
+        raise CommandError(f"no link {args.link!r}; links: {', '.join(links)}")
+    a, b = ends
+    senders = _senders(args.direction, a, b)
+    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
+    for end in senders:
+        where = f"{end['node']}>{end['peer']}"
+        try:
+            if args.clear:
+                clear_impairment(args.prefix, end["netns"], end["ifname"])
+                if end["node"] in switches:
+                    control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=None)
+                print(f"{args.link} {where}: cleared")
+                continue
+            if args.backend == "switch":
+                if end["node"] not in switches:
+                    raise CommandError(f"the switch backend needs a switch at the sending end; {end['node']} "
+                                       "is not one (use --backend nft)")
+                control(args.prefix, end["node"], "set_impairment", port=end["ifname"],
+                        impairment={"corrupt": args.corrupt, "loss": args.loss, "seed": args.seed})
+                used = "switch"
+            else:
+                used = apply_impairment(args.prefix, end["netns"], end["ifname"], corrupt=args.corrupt,
+                                        loss=args.loss, backend=args.backend)
+            print(f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g} [{used}]")
+        except (ImpairmentError, RuntimeErrorNS, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        except Exception as exc:
+            from ..io.control import ControlError
+
+            if isinstance(exc, ControlError):
+                raise CommandError(str(exc)) from None
+            raise
+    return 0
+
+
+def _senders(direction: str | None, a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    if direction is None or direction.lower() == "a>b":
+        return [a]
+    if direction.lower() == "b>a":
+        return [b]
+    if direction.lower() == "both":
+        return [a, b]
+    src, sep, dst = direction.partition(">")
+    for end, other in ((a, b), (b, a)):
+        if sep and end["node"] == src and other["node"] == dst:
+            return [end]
+    raise CommandError(f"--direction {direction!r}: use {a['node']}>{b['node']}, {b['node']}>{a['node']} or both")

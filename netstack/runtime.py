@@ -1,0 +1,263 @@
+"""Bring a topology up with its daemons, and down again (``netstack up`` / ``down``).
+
+A running topology is: the namespaces and veths ``netstack.topo.netns.build`` made, one
+switch daemon per switch node (``python -m daemons.switch`` inside the node's namespace),
+and a run directory holding each daemon's config, control socket, log and pid plus
+``state.json``. Everything is keyed by the topology's prefix, so several can run at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .io.control import ControlError, request
+from .topo import netns
+from .topo.model import NodeKind, Topology, load_topology
+
+DEFAULT_RUN_ROOT = "/run/netstack"
+READY_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 3.0
+
+
+class RuntimeErrorNS(RuntimeError):
+    """netstack up/down failed; the message says what and where the logs are."""
+
+
+def run_root() -> Path:
+    return Path(os.environ.get("NETSTACK_RUN_DIR", DEFAULT_RUN_ROOT))
+
+
+def run_dir(prefix: str) -> Path:
+    return run_root() / prefix
+
+
+@dataclass
+class Daemon:
+    node: str
+    kind: str
+    pid: int
+    control: str
+    log: str
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        # a zombie child of ours counts as dead
+        with contextlib.suppress(OSError):
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z":
+                return False
+        return True
+
+
+def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> dict[str, Any]:
+    """The daemon config of switch ``node``: one port per veth end, static entries for every
+    host/collector MAC toward the port that leads to it (shortest path over the links)."""
+    ports = []
+    first_hop: dict[str, str] = {}
+    for port in built.ports_of(node):
+        link = topology.link(port.link)
+        ports.append({
+            "name": port.ifname,
+            "rate_bps": link.rate_bps,
+            "delay_ns": link.delay_ns,
+            "buffer_bytes": link.buffer_bytes,
+            "mtu": link.mtu,
+            "fcs": port.fcs,
+            "mac": port.mac,
+        })
+        first_hop[port.peer_node] = port.ifname
+    # BFS from this switch: the port a node is first reached through is its static port
+    seen = {node, *first_hop}
+    queue = deque(first_hop.items())
+    while queue:
+        current, via = queue.popleft()
+        if topology.node(current).kind is not NodeKind.SWITCH:
+            continue
+        for link in topology.links_of(current):
+            nxt = link.peer(current).node
+            if nxt not in seen:
+                seen.add(nxt)
+                first_hop[nxt] = via
+                queue.append((nxt, via))
+    static = {}
+    for other, via in first_hop.items():
+        n = topology.node(other)
+        if n.kind is not NodeKind.SWITCH:
+            static[built.mac(other, topology.links_of(other)[0].name)] = via
+    return {"switch": {"name": node, "ports": ports, "static_fdb": static}}
+
+
+def _spawn(prefix: str, node: str, argv: list[str], log_path: Path) -> int:
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen(
+            netns.ns_exec_argv(prefix, node, argv), stdout=logf, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    return proc.pid
+
+
+def _tail(path: str | Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _wait_ready(daemon: Daemon, timeout: float = READY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not daemon.alive():
+            raise RuntimeErrorNS(f"{daemon.kind} daemon of {daemon.node} exited during start-up; "
+                                 f"log {daemon.log}:\n{_tail(daemon.log)}")
+        with contextlib.suppress(OSError, ControlError, ValueError):
+            request(daemon.control, "ping", timeout=1.0)
+            return
+        time.sleep(0.05)
+    raise RuntimeErrorNS(f"{daemon.kind} daemon of {daemon.node} did not answer on {daemon.control} "
+                         f"within {timeout:.0f} s; log {daemon.log}:\n{_tail(daemon.log)}")
+
+
+def up(topology: Topology | None = None, prefix: str | None = None, *, apply_impairments: bool = True,
+       progress: Any = None) -> dict[str, Any]:
+    """Build ``topology`` (default: the LinkGuardian testbed) and start its daemons. All or
+    nothing: on failure everything is removed again and :class:`RuntimeErrorNS` is raised."""
+    topology = topology or load_topology(None)
+    prefix = prefix or topology.prefix
+    say = progress or (lambda msg: None)
+    if prefix in netns.list_running():
+        raise RuntimeErrorNS(f"a topology is already running under prefix {prefix!r}: "
+                             f"'netstack down --prefix {prefix}' first, or choose another --prefix")
+    rdir = run_dir(prefix)
+    if rdir.exists():
+        shutil.rmtree(rdir)  # leftovers of a crashed run whose namespaces are gone
+    rdir.mkdir(parents=True)
+    say(f"building {len(topology.nodes)} namespaces and {len(topology.links)} veth pairs (prefix {prefix})")
+    try:
+        built = netns.build(topology, prefix, apply_impairments=apply_impairments)
+    except Exception:
+        shutil.rmtree(rdir, ignore_errors=True)
+        raise
+    daemons: list[Daemon] = []
+    try:
+        for node in topology.switches:
+            cfg_path = rdir / f"{node.name}.json"
+            cfg_path.write_text(json.dumps(switch_config(topology, built, node.name), indent=2))
+            sock = rdir / f"{node.name}.sock"
+            log_path = rdir / f"{node.name}.log"
+            argv = [sys.executable, "-m", "daemons.switch", "--config", str(cfg_path), "--control", str(sock)]
+            pid = _spawn(prefix, node.name, argv, log_path)
+            daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path)))
+            say(f"started switch daemon {node.name} (pid {pid})")
+        for d in daemons:
+            _wait_ready(d)
+    except BaseException:
+        _stop(daemons)
+        netns.teardown(prefix)
+        shutil.rmtree(rdir, ignore_errors=True)
+        raise
+    state = {
+        "prefix": prefix,
+        "topology": topology.name,
+        "source": topology.source,
+        "started": time.time(),
+        "namespaces": built.namespaces,
+        "ports": [
+            {"node": p.node, "link": p.link, "netns": p.netns, "ifname": p.ifname, "mac": p.mac,
+             "peer": p.peer_node, "fcs": p.fcs}
+            for p in built.ports.values()
+        ],
+        "hosts": {n.name: str(n.ip) for n in topology.nodes if n.ip is not None},
+        "impairments": {f"{n}/{link}": b for (n, link), b in built.impairments.items()},
+        "daemons": [d.__dict__ for d in daemons],
+    }
+    (rdir / "state.json").write_text(json.dumps(state, indent=2))
+    return state
+
+
+def load_state(prefix: str) -> dict[str, Any]:
+    path = run_dir(prefix) / "state.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        running = netns.list_running()
+        hint = f" (running: {', '.join(running)})" if running else " (nothing is running: 'netstack up')"
+        raise RuntimeErrorNS(f"no topology is running under prefix {prefix!r}{hint}") from None
+
+
+def daemons_of(state: dict[str, Any]) -> list[Daemon]:
+    return [Daemon(**d) for d in state.get("daemons", [])]
+
+
+def _stop(daemons: list[Daemon]) -> None:
+    for d in daemons:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(d.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for d in daemons:
+        while d.alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if d.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(d.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(d.pid, os.WNOHANG)
+
+
+def down(prefix: str) -> list[str]:
+    """Stop the daemons and remove everything of ``prefix``. Idempotent."""
+    rdir = run_dir(prefix)
+    with contextlib.suppress(RuntimeErrorNS, json.JSONDecodeError):
+        _stop(daemons_of(load_state(prefix)))
+    removed = netns.teardown(prefix)  # also kills anything else still inside the namespaces
+    shutil.rmtree(rdir, ignore_errors=True)
+    return removed
+
+
+def down_all() -> list[str]:
+    """Remove every netstack topology, including what a crashed run left behind."""
+    prefixes = set(netns.list_running())
+    root = run_root()
+    if root.is_dir():
+        prefixes |= {p.name for p in root.iterdir() if p.is_dir()}
+    removed: list[str] = []
+    for prefix in sorted(prefixes):
+        with contextlib.suppress(ValueError):
+            removed += down(prefix)
+    removed += netns.teardown_all()
+    return removed
+
+
+def status(prefix: str) -> dict[str, Any]:
+    """Every daemon's counters (a daemon that does not answer is reported, not fatal)."""
+    state = load_state(prefix)
+    out: dict[str, Any] = {"prefix": prefix, "topology": state["topology"], "daemons": {}}
+    for d in daemons_of(state):
+        try:
+            out["daemons"][d.node] = request(d.control, "status", timeout=2.0)
+        except (OSError, ControlError, ValueError) as exc:
+            out["daemons"][d.node] = {"error": f"not answering ({exc}); log {d.log}", "alive": d.alive()}
+    return out
+
+
+def control(prefix: str, node: str, cmd: str, **args: Any) -> Any:
+    state = load_state(prefix)
+    for d in daemons_of(state):
+        if d.node == node:
+            return request(d.control, cmd, **args)
+    raise RuntimeErrorNS(f"no daemon runs on node {node!r} (daemons: {[d.node for d in daemons_of(state)]})")

@@ -1,0 +1,481 @@
+"""The switch engine: ingress pipeline, forwarding, PFC, features and the shell-facing API.
+
+Sans-IO (DESIGN.md "engines are sans-IO"): no sockets, clocks, threads or asyncio.
+Time only enters as ``now_ns``; frames only leave through :meth:`Switch.transmit`.
+Times passed in are clamped to be non-decreasing (a stale ``now_ns`` is treated as the
+latest one seen), so a shell with a jittery clock cannot make the link run backwards.
+
+Ingress pipeline of :meth:`Switch.receive`:
+
+1. count; on an ``fcs`` port check and strip the CRC32 trailer (drop + ``fcs_errors``);
+2. shorter than an Ethernet header: drop + ``malformed``;
+3. MAC control (EtherType 0x8808) or a 01:80:C2:00:00:0x destination: consumed by the
+   port, never forwarded; PFC (opcode 0x0101) and 802.3x PAUSE (0x0001) are honoured;
+4. features' ``on_ingress`` in attach order (None = consumed);
+5. learn the source MAC, look up the destination, classify (at ingress, per the ingress
+   port's ``class_map``), and enqueue on every egress port (tail drop, ECN marking,
+   PFC ingress accounting).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import replace
+from typing import Any
+
+from headers.errors import HeaderError
+from headers.fcs import fcs_ok
+from headers.pfc import MAX_QUANTA, build_pfc_frame, parse_pfc_frame
+from headers.registry import FCS_LEN
+from headers.tcd import ecn_mark_ipv4_frame_inplace
+
+from .config import NUM_CLASSES, ConfigError, ImpairmentConfig, PortConfig, SwitchConfig
+from .forwarding import Fdb, classify, is_link_local
+from .pfc import pause_ns
+from .port import Port
+
+_MAC_CONTROL = b"\x88\x08"
+_IPV4 = b"\x08\x00"
+_PFC_OPCODE = b"\x01\x01"
+_PAUSE_OPCODE = b"\x00\x01"  # 802.3x PAUSE (Annex 31B): one quanta value for the whole link
+
+
+class Switch:
+    """A software L2 switch. See :mod:`netstack.switch` for the API contract."""
+
+    def __init__(self, config: SwitchConfig) -> None:
+        if not isinstance(config, SwitchConfig):
+            raise ConfigError("switch", f"expected a SwitchConfig, got {type(config).__name__}")
+        self.config = config
+        self.name = config.name
+        #: latest time seen (ns); every time argument is clamped to be >= this
+        self.now = 0
+        self.ports: list[Port] = []
+        self._by_name: dict[str, Port] = {}
+        for i, pc in enumerate(config.ports):
+            p = Port(self, i, pc)
+            self.ports.append(p)
+            self._by_name[pc.name] = p
+        self.fdb = Fdb(max_learned=config.fdb_max_entries)
+        self._load_static()
+        #: MAC control frames generated while a port's link was being simulated, placed after
+        #: the simulation step that produced them (never re-entering a running port)
+        self._pending: deque[tuple[Port, bytes, int]] = deque()
+        self._flushing = False
+        self._idle_ports: list[Port] = []
+        self._timer_features: list[Any] = []
+        self.unknown_port = 0
+        #: Optional tracing hook ``(port, cls, frame, start_ns, end_ns, release_ns | None)``,
+        #: called for every frame put on a wire (cls -1: MAC control, -2: idle source;
+        #: release None: lost by the impairment model). For pcap writers and tests.
+        self.departure_hook: Any = None
+
+    # ================================================================== shell API
+    def receive(self, port: str, frame: bytes | bytearray | memoryview, now_ns: int) -> None:
+        """A frame arrived on ``port`` at ``now_ns``. Never raises on any frame content."""
+        t = self._event(now_ns)
+        p = self._by_name.get(port)
+        if p is None:
+            self.unknown_port += 1
+            return
+        if type(frame) is not bytes:
+            frame = bytes(frame)
+        try:
+            self._receive(p, frame, t)
+        except HeaderError:
+            p.counters.malformed += 1  # a feature could not parse its header: a counted drop
+        self._flush(None)
+
+    def transmit(self, now_ns: int) -> list[tuple[str, bytes]]:
+        """Frames whose release time is <= ``now_ns``, as (port, frame), in release order.
+
+        Fires due timers (feature ``on_timer``, PFC pause refreshes) first, then simulates
+        every link up to ``now_ns``; frames of one port always come out in wire order.
+        """
+        t = self._clock(now_ns)
+        self._fire_timers(t)
+        self._flush(None)
+        for p in self.ports:
+            p.run(t)
+        self._flush(t)
+        ready: list[list[tuple[int, int, str, bytes]]] = []
+        for p in self.ports:
+            out = p.out
+            if out and out[0][0] <= t:
+                mine = []
+                name = p.name
+                while out and out[0][0] <= t:
+                    rel, frame = out.popleft()
+                    mine.append((rel, p.index, name, frame))
+                ready.append(mine)
+        if not ready:
+            return []
+        if len(ready) == 1:
+            return [(name, frame) for _, _, name, frame in ready[0]]
+        return [(name, frame) for _, _, name, frame in heapq.merge(*ready)]
+
+    def next_deadline(self) -> int | None:
+        """When to call :meth:`transmit` next (ns), or None when nothing is pending.
+
+        A lower bound: waking at it may release nothing yet (the exact release time of a
+        frame is known only once the simulation starts it), in which case a later deadline
+        follows. Includes feature deadlines and PFC pause refreshes.
+        """
+        best: int | None = None
+        for p in self.ports:
+            t = p.next_time()
+            if t is not None and (best is None or t < best):
+                best = t
+            r = p.gen.next_refresh()
+            if r is not None and (best is None or r < best):
+                best = r
+        for f in self._timer_features:
+            t = f.next_deadline()
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
+
+    def counters(self) -> dict[str, dict[str, Any]]:
+        """A JSON-able dict per port: counters, queue occupancy per class, pause and PFC state."""
+        return {p.name: p.state(self.now) for p in self.ports}
+
+    def switch_counters(self) -> dict[str, Any]:
+        """Switch-wide counters (forwarding table, frames for unknown ports)."""
+        return {
+            "name": self.name,
+            "now_ns": self.now,
+            "fdb_static": len(self.fdb.static),
+            "fdb_learned": len(self.fdb.learned),
+            "fdb_full_events": self.fdb.full_events,
+            "fdb_moves": self.fdb.moves,
+            "unknown_port": self.unknown_port,
+        }
+
+    def add_kernel_drops(self, port: str, drops: int) -> None:
+        """Add drops the kernel reported for ``port``'s socket (PACKET_STATISTICS tp_drops)."""
+        self._port(port).counters.kernel_drops += int(drops)
+
+    def clear_counters(self, port: str | None = None) -> None:
+        """Zero the counters (and paused-time totals, peak occupancy) of one port or all."""
+        for p in [self._port(port)] if port is not None else self.ports:
+            p.counters.clear()
+            p.pause.clear_stats(self.now)
+            p.queues.peak = p.queues.used
+        if port is None:
+            self.unknown_port = 0
+            self.fdb.full_events = 0
+            self.fdb.moves = 0
+
+    def fdb_entries(self) -> list[dict[str, Any]]:
+        """The forwarding table, for the control socket."""
+        rows = [{"mac": m.hex(":"), "port": self.ports[i].name, "static": True} for m, i in self.fdb.static.items()]
+        rows += [{"mac": m.hex(":"), "port": self.ports[i].name, "static": False}
+                 for m, i in self.fdb.learned.items()]
+        return rows
+
+    # ============================================================= run-time control
+    def update_port(self, port: str, now_ns: int | None = None, **changes: Any) -> PortConfig:
+        """Change any :class:`PortConfig` fields at run time (validated; ConfigError names the field).
+
+        The link is simulated up to ``now_ns`` under the old settings first, so a new rate
+        or delay applies to frames that start after ``now_ns``. A smaller buffer drops
+        nothing already queued; it only refuses new frames until occupancy falls.
+        """
+        p = self._port(port)
+        t = self._event(now_ns)
+        new = p.cfg.with_changes(**changes)
+        p.run(t)
+        old = p.cfg
+        self.config = replace(self.config, ports=tuple(new if c.name == new.name else c for c in self.config.ports))
+        for cls in p.apply_config(new):
+            self._pfc_update(p, cls, t)
+        if old.static_macs != new.static_macs:
+            self._load_static()
+        self._flush(None)
+        return new
+
+    def set_rate(self, port: str, rate_bps: int | None, now_ns: int | None = None) -> None:
+        self.update_port(port, now_ns, rate_bps=rate_bps)
+
+    def set_delay(self, port: str, delay_ns: int, now_ns: int | None = None) -> None:
+        self.update_port(port, now_ns, delay_ns=delay_ns)
+
+    def set_buffer(self, port: str, buffer_bytes: int, now_ns: int | None = None) -> None:
+        self.update_port(port, now_ns, buffer_bytes=buffer_bytes)
+
+    def set_ecn_threshold(self, port: str, threshold_bytes: int | None, now_ns: int | None = None) -> None:
+        self.update_port(port, now_ns, ecn_threshold_bytes=threshold_bytes)
+
+    def set_impairment(self, port: str, impairment: ImpairmentConfig | dict[str, Any] | None,
+                       now_ns: int | None = None) -> None:
+        """Install (or with None remove) the seeded egress impairment; its generator restarts from the seed."""
+        if isinstance(impairment, dict):
+            impairment = ImpairmentConfig.from_dict(impairment)
+        p = self._port(port)
+        if impairment == p.cfg.impairment:
+            p.cfg = replace(p.cfg, impairment=None)  # force a fresh generator from the seed
+        self.update_port(port, now_ns, impairment=impairment)
+
+    # ================================================================ features
+    def attach_feature(self, port: str, feature: Any) -> None:
+        """Attach a per-port feature (see the interface in :mod:`netstack.switch`)."""
+        p = self._port(port)
+        if feature in p.features:
+            return
+        p.features.append(feature)
+        p.refresh_hooks()
+        if hasattr(feature, "on_timer") and hasattr(feature, "next_deadline"):
+            self._timer_features.append(feature)
+        self._refresh_idle_ports()
+        p.idle_wake = self.now
+
+    def detach_feature(self, port: str, feature: Any) -> None:
+        p = self._port(port)
+        if feature in p.features:
+            p.features.remove(feature)
+            p.refresh_hooks()
+            if feature in self._timer_features:
+                self._timer_features.remove(feature)
+            self._refresh_idle_ports()
+
+    def set_marking_policy(self, port: str, policy: Any) -> None:
+        """Install the dequeue-time marking hook of ``port`` (a TCD detector later); None removes it.
+
+        ``policy.on_dequeue(frame, cls, qlen_bytes, now_ns) -> bytes`` is called for every data
+        frame leaving a class queue (``qlen_bytes``: that class's queue after the frame left)
+        and may rewrite the ECN field; ``policy.on_pause(cls, paused, now_ns)``, if present,
+        is told of every PFC pause/resume received on the port.
+        """
+        self._port(port).marker = policy
+
+    def enqueue(self, port: str, frame: bytes, cls: int, now_ns: int | None = None) -> bool:
+        """A feature's own frame onto ``port``'s class ``cls`` (e.g. retransmissions on 7).
+
+        The frame takes buffer space like any other (tail drop returns False and is
+        counted) but no PFC ingress accounting. ``on_egress`` sees it at dequeue.
+        """
+        p = self._port(port)
+        if not isinstance(cls, int) or not 0 <= cls < NUM_CLASSES:
+            raise ValueError(f"class {cls!r} outside 0..{NUM_CLASSES - 1}")
+        t = self._event(now_ns)
+        ok = self._enqueue(p, bytes(frame), cls, None, t)
+        self._flush(None)
+        return ok
+
+    def pause_class(self, port: str, cls: int, paused: bool, now_ns: int | None = None) -> None:
+        """Ask ``port``'s peer to pause (or resume) class ``cls`` with real 802.1Qbb frames.
+
+        LinkGuardian's receiver pauses the sender's normal queue this way (seed 000 §3.5):
+        the pause goes out ahead of data, is refreshed before its quanta expire while held,
+        and combines with the port's lossless threshold (the class is paused while either
+        asks for it). Only state changes produce frames (seed 000 Algorithm 2).
+        """
+        p = self._port(port)
+        if not isinstance(cls, int) or not 0 <= cls < NUM_CLASSES:
+            raise ValueError(f"class {cls!r} outside 0..{NUM_CLASSES - 1}")
+        t = self._event(now_ns)
+        p.gen.want_feature[cls] = bool(paused)
+        self._pfc_update(p, cls, t)
+        self._flush(None)
+
+    # ================================================================= internals
+    def _port(self, name: str) -> Port:
+        p = self._by_name.get(name)
+        if p is None:
+            raise ConfigError("port", f"no port named {name!r} (ports: {', '.join(self._by_name)})")
+        return p
+
+    def _clock(self, now_ns: int | None) -> int:
+        if now_ns is not None and now_ns > self.now:
+            self.now = int(now_ns)
+        return self.now
+
+    def _event(self, now_ns: int | None) -> int:
+        """Advance the clock for an event that may change a feature's state: idle sources are re-polled."""
+        t = self._clock(now_ns)
+        for p in self._idle_ports:
+            if p.idle_wake is None:
+                p.idle_wake = t
+                p.idle_streak = 0
+        return t
+
+    def _refresh_idle_ports(self) -> None:
+        self._idle_ports = [p for p in self.ports if p.idle_hooks]
+
+    def _load_static(self) -> None:
+        index = {p.name: p.index for p in self.ports}
+        self.fdb.static = {mac: index[name] for mac, name in self.config.all_static().items()}
+        for mac in self.fdb.static:
+            self.fdb.learned.pop(mac, None)
+
+    def _receive(self, p: Port, frame: bytes, t: int) -> None:
+        c = p.counters
+        c.rx_frames += 1
+        c.rx_bytes += len(frame)
+        if p.fcs:
+            if len(frame) < 14 + FCS_LEN:
+                c.malformed += 1
+                return
+            if not fcs_ok(frame):
+                c.fcs_errors += 1
+                return
+            frame = frame[:-FCS_LEN]
+        elif len(frame) < 14:
+            c.malformed += 1
+            return
+        if frame[12:14] == _MAC_CONTROL or (frame[0] == 0x01 and is_link_local(frame)):
+            self._mac_control(p, frame, t)
+            return
+        for hook in p.ingress_hooks:
+            frame = hook(frame, t)
+            if frame is None:
+                c.feature_consumed += 1
+                return
+            if len(frame) < 14:
+                c.malformed += 1
+                return
+        fdb = self.fdb
+        src = frame[6:12]
+        if not src[0] & 1:
+            fdb.learn(src, p.index)
+        cfg = p.cfg
+        cls = classify(frame, cfg.class_map, cfg.default_class)
+        if frame[0] & 1:
+            targets = self.ports  # broadcast / multicast: flood
+        else:
+            out = fdb.lookup(frame[:6])
+            if out is None:
+                targets = self.ports  # unknown unicast: flood
+            elif out == p.index:
+                c.filtered += 1  # the destination is behind the port it came from
+                return
+            else:
+                self._enqueue(self.ports[out], frame, cls, p, t)
+                return
+        for e in targets:
+            if e is not p:
+                self._enqueue(e, frame, cls, p, t)
+
+    def _enqueue(self, e: Port, frame: bytes, cls: int, ingress: Port | None, t: int) -> bool:
+        n = len(frame)
+        ec = e.counters
+        if n > e.max_frame and ingress is not None:
+            # forwarded frames only: a feature's own frames (e.g. a LinkGuardian retransmission
+            # that already carries its 5-byte tag) are trusted to fit the link
+            ec.mtu_drops += 1
+            return False
+        # decide every frame boundary before t without this frame (strict priority "as if
+        # the pacer ran continuously": it cannot overtake a frame that had already started)
+        e.run(t)
+        q = e.queues
+        if q.used + n > q.capacity:
+            ec.queue_drops += 1
+            ec.queue_drops_class[cls] += 1
+            return False
+        k = e.ecn_k
+        if (k is not None and q.class_bytes[cls] > k and frame[12:14] == _IPV4 and n >= 34
+                and (frame[15] & 3) in (1, 2)):
+            # RFC 3168 marking at a queue threshold (DCTCP/DCQCN style): ECT -> CE with an
+            # incremental checksum update (headers.tcd, RFC 1624); Not-ECT is never marked
+            buf = bytearray(frame)
+            try:
+                if ecn_mark_ipv4_frame_inplace(buf, 14):
+                    frame = bytes(buf)
+                    ec.ecn_marked += 1
+            except HeaderError:
+                pass  # not a well-formed IPv4 header: forward unmarked
+        q.push(cls, frame, ingress)
+        if ingress is not None and ingress.gen.add(cls, n):
+            self._pfc_update(ingress, cls, t)
+        return True
+
+    def _mac_control(self, p: Port, frame: bytes, t: int) -> None:
+        c = p.counters
+        c.mac_control_rx += 1
+        if frame[12:14] != _MAC_CONTROL or len(frame) < 18:
+            return  # STP/LLDP/LACP...: link-local, consumed, nothing to do
+        opcode = frame[14:16]
+        if opcode == _PFC_OPCODE:
+            try:
+                pfc = parse_pfc_frame(frame)
+            except HeaderError:
+                c.malformed += 1
+                return
+            updates = [(cls, pfc.quanta[cls]) for cls in range(NUM_CLASSES) if pfc.class_enable >> cls & 1]
+        elif opcode == _PAUSE_OPCODE:
+            quanta = frame[16] << 8 | frame[17]
+            updates = [(cls, quanta) for cls in range(NUM_CLASSES)]
+        else:
+            return
+        c.pfc_rx += 1
+        # a frame already on the wire finishes: decide every boundary up to t first
+        p.run(t)
+        rate = p.cfg.rate_bps
+        marker = p.marker
+        on_pause = getattr(marker, "on_pause", None) if marker is not None else None
+        for cls, quanta in updates:
+            p.pause.apply(cls, t, pause_ns(quanta, rate))
+            if quanta:
+                c.pauses_rx += 1
+                c.pauses_rx_class[cls] += 1
+            else:
+                c.resumes_rx += 1
+            if on_pause is not None:
+                on_pause(cls, bool(quanta), t)
+
+    def _pfc_update(self, p: Port, cls: int, t: int) -> None:
+        """Send a pause/resume for (p, cls) if its effective state changed (Algorithm 2's curr_state)."""
+        gen = p.gen
+        want = gen.want_thresh[cls] or gen.want_feature[cls]
+        if want == gen.asserted[cls]:
+            return
+        gen.asserted[cls] = want
+        if want:
+            p.counters.pauses_tx += 1
+            gen.refresh_at[cls] = t + self._refresh_interval(p)
+        else:
+            p.counters.resumes_tx += 1
+            gen.refresh_at[cls] = 0
+        self._send_pfc(p, cls, MAX_QUANTA if want else 0, t)
+
+    @staticmethod
+    def _refresh_interval(p: Port) -> int:
+        # half the pause lifetime: the refresh reaches the peer well before the pause expires
+        return max(1, pause_ns(MAX_QUANTA, p.cfg.rate_bps) // 2)
+
+    def _send_pfc(self, p: Port, cls: int, quanta: int, t: int) -> None:
+        q = [0] * NUM_CLASSES
+        q[cls] = quanta
+        self._pending.append((p, build_pfc_frame(p.mac, 1 << cls, q, p.cfg.pfc_dst), t))
+
+    def _fire_timers(self, t: int) -> None:
+        for p in self.ports:
+            gen = p.gen
+            for cls in range(NUM_CLASSES):
+                r = gen.refresh_at[cls]
+                while gen.asserted[cls] and r and r <= t:
+                    p.counters.pause_refreshes_tx += 1
+                    self._send_pfc(p, cls, MAX_QUANTA, r)
+                    r += self._refresh_interval(p)
+                    gen.refresh_at[cls] = r
+        for f in list(self._timer_features):
+            deadline = f.next_deadline()
+            if deadline is not None and deadline <= t:
+                self._event(t)
+                f.on_timer(t)
+
+    def _flush(self, run_to: int | None) -> None:
+        """Place pending MAC control frames on their ports (and, in transmit, simulate on to ``run_to``)."""
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            pending = self._pending
+            while pending:
+                port, frame, s = pending.popleft()
+                port.add_control(frame, s)
+                if run_to is not None:
+                    port.run(run_to)
+        finally:
+            self._flushing = False

@@ -1,0 +1,806 @@
+"""Topology model: nodes, links, impairments, and the TOML file that describes them.
+
+A topology is one layer-2 domain: hosts and collectors (single-homed, one IPv4 address each)
+hang off software switches, switches are joined to each other by links, and every link is
+one veth pair between two network namespaces. Everything that the builder, the daemons and
+the tests need to agree on -- interface names, MAC addresses, device MTUs -- is computed here,
+purely, so that any process can recompute it from the file and get the same answer.
+
+Validation is total: a file that loads has no unknown keys, no dangling references, no
+clashing names, addresses or MACs, and only names that fit the kernel's limits. Every
+problem is reported with the path of the offending field (``links[1].rate``) in one
+:class:`TopologyError` before anything is built.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import hashlib
+import ipaddress
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+#: Linux IFNAMSIZ is 16 including the terminating NUL.
+IFNAME_MAX = 15
+#: Node names must leave room for the ``p-`` of a switch port named after its peer.
+NODE_NAME_MAX = IFNAME_MAX - 2
+PREFIX_MAX = 12
+LINK_NAME_MAX = 32
+
+DEFAULT_PREFIX = "ns"
+DEFAULT_RATE_BPS = 100_000_000  # 100 Mbit/s: the paper's 100G scaled down 1000x (DESIGN.md "Time and scale")
+DEFAULT_DELAY_NS = 10_000  # 10 us propagation: a few metres of fibre plus a PHY, as in a rack
+DEFAULT_MTU = 1500
+DEFAULT_BUFFER_BYTES = 200_000  # 200 KB per egress port, ~16 ms at 100 Mbit/s, ~133 full frames
+#: Extra device MTU on switch-to-switch links, for what the switches add to a host's
+#: full-size frame there: the 4-byte software FCS trailer, LinkGuardian tags (3 B each +
+#: 2 B next-EtherType) and room to spare. AF_PACKET refuses to send a frame longer than
+#: device MTU + 14, so without it a 1514-byte host frame plus FCS could not be forwarded.
+DEFAULT_SWITCH_HEADROOM = 64
+#: Resolution of the nft impairment backend (``numgen random mod 1000000``).
+NFT_RESOLUTION = 1e-6
+
+_NODE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_PREFIX_RE = re.compile(r"^[a-z][a-z0-9]*$")
+_LINK_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_IFNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+_NUM = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_RATE_RE = re.compile(rf"^({_NUM})\s*([kmgt]?)bit$", re.IGNORECASE)
+_DELAY_RE = re.compile(rf"^({_NUM})\s*(ns|us|µs|ms|s)$")
+_SIZE_RE = re.compile(rf"^({_NUM})\s*(b|kb|kib|mb|mib|gb|gib)$", re.IGNORECASE)
+
+_RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_DELAY_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9}
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "kib": 2**10, "mb": 10**6, "mib": 2**20, "gb": 10**9, "gib": 2**30}
+
+
+class TopologyError(ValueError):
+    """A topology file (or dict) is invalid. ``errors`` lists ``(field_path, problem)``."""
+
+    def __init__(self, errors: list[tuple[str, str]], source: str = "<topology>") -> None:
+        self.errors = list(errors)
+        self.source = source
+        lines = [f"{path}: {problem}" if path else problem for path, problem in self.errors]
+        if len(lines) == 1:
+            msg = f"{source}: {lines[0]}"
+        else:
+            msg = f"{source}: {len(lines)} problems:\n  " + "\n  ".join(lines)
+        super().__init__(msg)
+
+
+class NodeKind(enum.StrEnum):
+    HOST = "host"
+    SWITCH = "switch"
+    COLLECTOR = "collector"
+
+
+class Direction(enum.StrEnum):
+    A_TO_B = "a>b"
+    B_TO_A = "b>a"
+    BOTH = "both"
+
+
+class Backend(enum.StrEnum):
+    AUTO = "auto"
+    NETEM = "netem"
+    NFT = "nft"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    kind: NodeKind
+    ip: ipaddress.IPv4Interface | None = None  # hosts and collectors only
+    mac: str | None = None  # explicit MAC of a host's/collector's single interface
+
+    @property
+    def has_ip(self) -> bool:
+        return self.kind is not NodeKind.SWITCH
+
+
+@dataclass(frozen=True)
+class Impairment:
+    """Kernel-injected loss/corruption on a link (see ``netstack.topo.impair``).
+
+    ``corrupt`` and ``loss`` are probabilities per frame (0.001 = 0.1 %), applied on the
+    egress of the sending end(s) chosen by ``direction``.
+    """
+
+    corrupt: float = 0.0
+    loss: float = 0.0
+    direction: Direction = Direction.A_TO_B
+    backend: Backend = Backend.AUTO
+
+    @property
+    def active(self) -> bool:
+        return self.corrupt > 0 or self.loss > 0
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """One end of a link: the node, its interface (veth end) there and that interface's MAC."""
+
+    node: str
+    ifname: str
+    mac: str
+    features: dict[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    a: LinkEnd
+    b: LinkEnd
+    rate_bps: int = DEFAULT_RATE_BPS
+    delay_ns: int = DEFAULT_DELAY_NS
+    mtu: int = DEFAULT_MTU
+    headroom: int = 0
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES
+    fcs: bool = False
+    impairment: Impairment | None = None
+
+    @property
+    def device_mtu(self) -> int:
+        """MTU set on both veth ends: the IP MTU plus the switch headroom."""
+        return self.mtu + self.headroom
+
+    @property
+    def ends(self) -> tuple[LinkEnd, LinkEnd]:
+        return (self.a, self.b)
+
+    def end(self, node: str) -> LinkEnd:
+        if self.a.node == node:
+            return self.a
+        if self.b.node == node:
+            return self.b
+        raise KeyError(f"node {node!r} is not an end of link {self.name!r}")
+
+    def peer(self, node: str) -> LinkEnd:
+        return self.b if self.end(node) is self.a else self.a
+
+    def impaired_ends(self) -> list[LinkEnd]:
+        """The ends whose egress carries this link's impairment."""
+        imp = self.impairment
+        if imp is None or not imp.active:
+            return []
+        return {
+            Direction.A_TO_B: [self.a],
+            Direction.B_TO_A: [self.b],
+            Direction.BOTH: [self.a, self.b],
+        }[imp.direction]
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    prefix: str
+    nodes: tuple[Node, ...]
+    links: tuple[Link, ...]
+    source: str = field(default="<topology>", compare=False)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name!r} in topology {self.name!r}")
+
+    def link(self, name: str) -> Link:
+        for link in self.links:
+            if link.name == name:
+                return link
+        raise KeyError(f"no link {name!r} in topology {self.name!r}")
+
+    def links_of(self, node: str) -> list[Link]:
+        return [link for link in self.links if node in (link.a.node, link.b.node)]
+
+    def ends_of(self, node: str) -> list[tuple[Link, LinkEnd]]:
+        """Every (link, this node's end of it), in file order."""
+        return [(link, link.end(node)) for link in self.links_of(node)]
+
+    def iface(self, node: str, link: str) -> LinkEnd:
+        return self.link(link).end(node)
+
+    def nodes_of_kind(self, kind: NodeKind) -> list[Node]:
+        return [n for n in self.nodes if n.kind is kind]
+
+    @property
+    def hosts(self) -> list[Node]:
+        return self.nodes_of_kind(NodeKind.HOST)
+
+    @property
+    def switches(self) -> list[Node]:
+        return self.nodes_of_kind(NodeKind.SWITCH)
+
+    @property
+    def collectors(self) -> list[Node]:
+        return self.nodes_of_kind(NodeKind.COLLECTOR)
+
+    def endpoints(self) -> Iterator[tuple[Node, Link, LinkEnd]]:
+        for link in self.links:
+            for end in link.ends:
+                yield self.node(end.node), link, end
+
+
+# --------------------------------------------------------------------------- value parsers
+# Each returns the value or raises ValueError with the text that goes after "path: ".
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def parse_rate(value: Any) -> int:
+    """``"100Mbit"``, ``"1Gbit"``, ``"1.5kbit"`` or an int in bit/s -> bit/s (SI prefixes)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"{value} is not a positive rate in bit/s")
+        return value
+    if isinstance(value, str):
+        m = _RATE_RE.match(value.strip())
+        if m:
+            bps = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
+            if bps >= 1:
+                return round(bps)
+    raise ValueError(f"{_show(value)} is not a rate (use e.g. \"100Mbit\")")
+
+
+def parse_delay(value: Any) -> int:
+    """``"10us"``, ``"1ms"``, ``"1.5ms"``, ``"0"`` or ``0`` -> nanoseconds."""
+    if _is_number(value) and value == 0:
+        return 0
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "0":
+            return 0
+        m = _DELAY_RE.match(text)
+        if m:
+            return round(float(m.group(1)) * _DELAY_UNITS[m.group(2)])
+    raise ValueError(f"{_show(value)} is not a delay (use e.g. \"10us\" or \"1ms\")")
+
+
+def parse_size(value: Any) -> int:
+    """``"200KB"`` (1000-based), ``"256KiB"`` (1024-based), ``"1MB"`` or an int in bytes -> bytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"{value} is not a positive size in bytes")
+        return value
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value.strip())
+        if m:
+            n = round(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+            if n > 0:
+                return n
+    raise ValueError(f"{_show(value)} is not a size in bytes (use e.g. \"200KB\", \"256KiB\" or 200000)")
+
+
+def parse_probability(value: Any) -> float:
+    """A per-frame probability: a number in [0, 1] (``1e-3``) or a percentage string (``"0.1%"``)."""
+    p: float | None = None
+    if _is_number(value):
+        p = float(value)
+    elif isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            p = float(value.strip()[:-1]) / 100.0
+        except ValueError:
+            p = None
+    if p is None or not (0.0 <= p <= 1.0) or p != p:
+        raise ValueError(f"{_show(value)} is not a probability (use a number in [0, 1] such as 1e-3, or \"0.1%\")")
+    return p
+
+
+def _show(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def derived_mac(node: str, link: str) -> str:
+    """Stable locally administered unicast MAC for ``node``'s end of ``link``.
+
+    02:xx:xx:xx:xx:xx with the low 40 bits from SHA-256 of ``node/link``: the same names give
+    the same MAC on every run and every machine (captures stay comparable), and the 0x02
+    first octet (locally administered, unicast) cannot clash with any vendor's address.
+    """
+    digest = hashlib.sha256(f"{node}/{link}".encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
+
+
+def ip_mac(ip: ipaddress.IPv4Interface) -> str:
+    """Readable default MAC of a host/collector: 02:00 then its IPv4 address (10.0.0.1 -> 02:00:0a:00:00:01)."""
+    return ":".join(f"{b:02x}" for b in (0x02, 0x00, *ip.ip.packed))
+
+
+def _normalise_mac(value: str) -> str:
+    return value.strip().lower().replace("-", ":")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, path: str, problem: str) -> None:
+        self.items.append((path, problem))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+_TOP_KEYS = {"topology", "defaults", "nodes", "links"}
+_TOPOLOGY_KEYS = {"name", "prefix"}
+_DEFAULT_KEYS = {"rate", "delay", "mtu", "buffer"}
+_NODE_KEYS = {"name", "kind", "ip", "mac"}
+_LINK_KEYS = {
+    "name", "a", "b", "a_ifname", "b_ifname", "rate", "delay", "mtu", "headroom", "buffer", "fcs",
+    "impairment", "features",
+}
+_IMPAIRMENT_KEYS = {"corrupt", "loss", "direction", "backend"}
+_FEATURE_KEYS = {"a", "b"}
+
+
+def _unknown(errors: _Errors, path: str, table: Mapping[str, Any], allowed: set[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else key
+            errors.add(where, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def _table(errors: _Errors, path: str, value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        errors.add(path, f"must be a table, not {type(value).__name__}")
+        return None
+    return value
+
+
+def _int_field(errors: _Errors, path: str, value: Any, lo: int, hi: int) -> int | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        errors.add(path, f"{_show(value)} is not an integer")
+        return None
+    if not lo <= value <= hi:
+        errors.add(path, f"{value} is out of range [{lo}, {hi}]")
+        return None
+    return value
+
+
+def _parsed(errors: _Errors, path: str, value: Any, parser: Any) -> Any:
+    try:
+        return parser(value)
+    except ValueError as exc:
+        errors.add(path, str(exc))
+        return None
+
+
+def netns_name(prefix: str, node: str) -> str:
+    """The network namespace of ``node`` in the topology running under ``prefix``."""
+    return f"{prefix}-{node}"
+
+
+def validate_prefix(prefix: Any) -> str:
+    """Check a namespace prefix; raise :class:`TopologyError` if it is unusable."""
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > PREFIX_MAX:
+        raise TopologyError(
+            [("prefix", f"{_show(prefix)} is not a prefix (lower-case letter, then letters/digits, "
+                        f"at most {PREFIX_MAX} characters, no '-')")]
+        )
+    return prefix
+
+
+def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> Topology:
+    """Validate a parsed TOML document and build the :class:`Topology`."""
+    errors = _Errors()
+    if not isinstance(data, Mapping):
+        raise TopologyError([("", "a topology must be a table")], source)
+    _unknown(errors, "", data, _TOP_KEYS)
+
+    # [topology]
+    name, prefix = "topology", DEFAULT_PREFIX
+    top = _table(errors, "topology", data.get("topology", {}))
+    if top is not None:
+        _unknown(errors, "topology", top, _TOPOLOGY_KEYS)
+        if "name" in top:
+            if isinstance(top["name"], str) and top["name"].strip():
+                name = top["name"]
+            else:
+                errors.add("topology.name", f"{_show(top['name'])} is not a non-empty string")
+        if "prefix" in top:
+            try:
+                prefix = validate_prefix(top["prefix"])
+            except TopologyError as exc:
+                errors.add("topology.prefix", exc.errors[0][1])
+
+    # [defaults]
+    d_rate, d_delay, d_mtu, d_buffer = DEFAULT_RATE_BPS, DEFAULT_DELAY_NS, DEFAULT_MTU, DEFAULT_BUFFER_BYTES
+    defaults = _table(errors, "defaults", data.get("defaults", {}))
+    if defaults is not None:
+        _unknown(errors, "defaults", defaults, _DEFAULT_KEYS)
+        if "rate" in defaults:
+            d_rate = _parsed(errors, "defaults.rate", defaults["rate"], parse_rate) or d_rate
+        if "delay" in defaults:
+            v = _parsed(errors, "defaults.delay", defaults["delay"], parse_delay)
+            d_delay = d_delay if v is None else v
+        if "mtu" in defaults:
+            d_mtu = _int_field(errors, "defaults.mtu", defaults["mtu"], 68, 65535 - 256) or d_mtu
+        if "buffer" in defaults:
+            d_buffer = _parsed(errors, "defaults.buffer", defaults["buffer"], parse_size) or d_buffer
+
+    # [[nodes]]
+    nodes: dict[str, Node] = {}
+    node_paths: dict[str, str] = {}
+    raw_nodes = data.get("nodes")
+    if raw_nodes is None:
+        errors.add("nodes", "missing: a topology needs [[nodes]]")
+        raw_nodes = []
+    elif not isinstance(raw_nodes, list):
+        errors.add("nodes", "must be an array of tables ([[nodes]])")
+        raw_nodes = []
+    subnet: tuple[str, ipaddress.IPv4Network] | None = None
+    ips: dict[ipaddress.IPv4Address, str] = {}
+    for i, raw in enumerate(raw_nodes):
+        path = f"nodes[{i}]"
+        t = _table(errors, path, raw)
+        if t is None:
+            continue
+        _unknown(errors, path, t, _NODE_KEYS)
+        n_name = t.get("name")
+        ok = True
+        if not isinstance(n_name, str):
+            errors.add(f"{path}.name", "missing" if n_name is None else f"{_show(n_name)} is not a string")
+            continue
+        if not _NODE_NAME_RE.match(n_name):
+            errors.add(f"{path}.name", f"{_show(n_name)} is not a node name (letter, then letters/digits/_)")
+            ok = False
+        elif len(n_name) > NODE_NAME_MAX:
+            errors.add(
+                f"{path}.name",
+                f"{_show(n_name)} is {len(n_name)} characters; at most {NODE_NAME_MAX} so that the switch "
+                f"port \"p-{n_name}\" fits an interface name ({IFNAME_MAX})",
+            )
+            ok = False
+        if n_name in nodes or n_name in node_paths:
+            errors.add(f"{path}.name", f"duplicate node name {_show(n_name)} (also {node_paths[n_name]})")
+            continue
+        node_paths[n_name] = path
+        kind_raw = t.get("kind")
+        try:
+            kind = NodeKind(kind_raw)
+        except ValueError:
+            allowed = ", ".join(k.value for k in NodeKind)
+            problem = "missing" if kind_raw is None else f"{_show(kind_raw)} is not a node kind"
+            errors.add(f"{path}.kind", f"{problem} (one of: {allowed})")
+            continue
+        ip = None
+        mac = None
+        if kind is NodeKind.SWITCH:
+            for key in ("ip", "mac"):
+                if key in t:
+                    errors.add(f"{path}.{key}", "switches have no address (their ports are plain L2 ports)")
+                    ok = False
+        else:
+            raw_ip = t.get("ip")
+            if raw_ip is None:
+                errors.add(f"{path}.ip", f"missing: a {kind.value} needs an IPv4 address such as \"10.0.0.1/24\"")
+                ok = False
+            else:
+                ip = _parse_ip(errors, f"{path}.ip", raw_ip)
+                if ip is None:
+                    ok = False
+                else:
+                    if ip.ip in ips:
+                        errors.add(f"{path}.ip", f"{ip.ip} is already the address of {ips[ip.ip]}")
+                        ok = False
+                    ips[ip.ip] = n_name
+                    if subnet is None:
+                        subnet = (path, ip.network)
+                    elif ip.network != subnet[1]:
+                        errors.add(
+                            f"{path}.ip",
+                            f"{ip} is not in subnet {subnet[1]} of {subnet[0]} (one topology is one L2 subnet)",
+                        )
+                        ok = False
+            if "mac" in t:
+                raw_mac = t["mac"]
+                if not isinstance(raw_mac, str) or not _MAC_RE.match(_normalise_mac(raw_mac)):
+                    errors.add(f"{path}.mac", f"{_show(raw_mac)} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+                    ok = False
+                else:
+                    mac = _normalise_mac(raw_mac)
+                    first = int(mac[:2], 16)
+                    if first & 1:
+                        errors.add(f"{path}.mac", f"{mac} is a multicast address; an interface needs a unicast MAC")
+                        ok = False
+                    elif mac == "00:00:00:00:00:00":
+                        errors.add(f"{path}.mac", "00:00:00:00:00:00 is not a usable MAC")
+                        ok = False
+        if ok:
+            nodes[n_name] = Node(n_name, kind, ip, mac)
+
+    # [[links]]
+    raw_links = data.get("links")
+    if raw_links is None:
+        raw_links = []
+    elif not isinstance(raw_links, list):
+        errors.add("links", "must be an array of tables ([[links]])")
+        raw_links = []
+    links: list[Link] = []
+    link_paths: dict[str, str] = {}
+    attached: dict[str, str] = {}  # single-homed node -> path of its link
+    ifnames: dict[tuple[str, str], str] = {}  # (node, ifname) -> path
+    for i, raw in enumerate(raw_links):
+        path = f"links[{i}]"
+        t = _table(errors, path, raw)
+        if t is None:
+            continue
+        _unknown(errors, path, t, _LINK_KEYS)
+        ok = True
+        ends: dict[str, str] = {}
+        for side in ("a", "b"):
+            v = t.get(side)
+            if v is None:
+                errors.add(f"{path}.{side}", "missing: name the node at this end")
+                ok = False
+            elif not isinstance(v, str):
+                errors.add(f"{path}.{side}", f"{_show(v)} is not a node name")
+                ok = False
+            elif v not in node_paths:
+                errors.add(f"{path}.{side}", f"unknown node {_show(v)}")
+                ok = False
+            elif v not in nodes:
+                ok = False  # the node itself is invalid and already reported
+            else:
+                ends[side] = v
+        if ok and ends["a"] == ends["b"]:
+            errors.add(f"{path}.b", f"a link cannot join {ends['a']} to itself")
+            ok = False
+        l_name = t.get("name")
+        if l_name is None:
+            if ok:
+                l_name = f"{ends['a']}-{ends['b']}"
+        elif not isinstance(l_name, str) or not _LINK_NAME_RE.match(l_name) or len(l_name) > LINK_NAME_MAX:
+            errors.add(
+                f"{path}.name",
+                f"{_show(l_name)} is not a link name (letters, digits, '_', '.', '-'; at most {LINK_NAME_MAX})",
+            )
+            l_name = None
+            ok = False
+        if l_name is not None:
+            if l_name in link_paths:
+                errors.add(f"{path}.name", f"duplicate link name {_show(l_name)} (also {link_paths[l_name]})")
+                ok = False
+            else:
+                link_paths[l_name] = path
+
+        rate = d_rate
+        if "rate" in t:
+            rate = _parsed(errors, f"{path}.rate", t["rate"], parse_rate)
+            ok = ok and rate is not None
+        delay = d_delay
+        if "delay" in t:
+            delay = _parsed(errors, f"{path}.delay", t["delay"], parse_delay)
+            ok = ok and delay is not None
+        mtu = d_mtu
+        if "mtu" in t:
+            mtu = _int_field(errors, f"{path}.mtu", t["mtu"], 68, 65535 - 256)
+            ok = ok and mtu is not None
+        buffer = d_buffer
+        if "buffer" in t:
+            buffer = _parsed(errors, f"{path}.buffer", t["buffer"], parse_size)
+            ok = ok and buffer is not None
+
+        both_switches = ok and all(nodes[ends[s]].kind is NodeKind.SWITCH for s in ("a", "b"))
+        fcs = bool(both_switches)
+        if "fcs" in t:
+            if not isinstance(t["fcs"], bool):
+                errors.add(f"{path}.fcs", f"{_show(t['fcs'])} is not true/false")
+                ok = False
+            else:
+                fcs = t["fcs"]
+                if fcs and ok and not both_switches:
+                    errors.add(
+                        f"{path}.fcs",
+                        "the software FCS needs a switch at both ends (a kernel host neither adds nor checks it)",
+                    )
+                    ok = False
+        headroom = DEFAULT_SWITCH_HEADROOM if both_switches else 0
+        if "headroom" in t:
+            headroom = _int_field(errors, f"{path}.headroom", t["headroom"], 0, 256)
+            ok = ok and headroom is not None
+
+        impairment = None
+        if "impairment" in t:
+            impairment = _parse_impairment(errors, f"{path}.impairment", t["impairment"])
+            ok = ok and impairment is not None
+
+        features: dict[str, dict[str, Any]] = {"a": {}, "b": {}}
+        if "features" in t:
+            ft = _table(errors, f"{path}.features", t["features"])
+            if ft is None:
+                ok = False
+            else:
+                _unknown(errors, f"{path}.features", ft, _FEATURE_KEYS)
+                for side in ("a", "b"):
+                    if side in ft:
+                        st = _table(errors, f"{path}.features.{side}", ft[side])
+                        if st is None:
+                            ok = False
+                        else:
+                            features[side] = copy.deepcopy(st)
+
+        # Interface names and single-homing need valid ends.
+        resolved_ifnames: dict[str, str] = {}
+        if len(ends) == 2 and ends["a"] != ends["b"]:
+            for side, other in (("a", "b"), ("b", "a")):
+                node = nodes[ends[side]]
+                key = f"{side}_ifname"
+                if node.kind is not NodeKind.SWITCH:
+                    if node.name in attached:
+                        errors.add(
+                            f"{path}.{side}",
+                            f"{node.kind.value} {node.name} already has a link ({attached[node.name]}); "
+                            f"hosts and collectors are single-homed",
+                        )
+                        ok = False
+                        continue  # its interface name clash would only repeat the point
+                    attached[node.name] = path
+                if key in t:
+                    ifn = t[key]
+                    if not isinstance(ifn, str) or not _IFNAME_RE.match(ifn) or len(ifn) > IFNAME_MAX or ifn == "lo":
+                        errors.add(
+                            f"{path}.{key}",
+                            f"{_show(ifn)} is not an interface name (letters, digits, '_', '.', '-'; "
+                            f"at most {IFNAME_MAX}; not \"lo\")",
+                        )
+                        ok = False
+                        continue
+                else:
+                    ifn = "eth0" if node.kind is not NodeKind.SWITCH else f"p-{ends[other]}"
+                if (node.name, ifn) in ifnames:
+                    errors.add(
+                        f"{path}.{key}",
+                        f"interface {ifn} of {node.name} is already used by {ifnames[(node.name, ifn)]}"
+                        + ("" if key in t else f"; set {key} to tell the two links apart"),
+                    )
+                    ok = False
+                else:
+                    ifnames[(node.name, ifn)] = path
+                    resolved_ifnames[side] = ifn
+
+        if not ok or errors:
+            # Keep validating the rest, but never build a half-checked link.
+            continue
+        assert l_name is not None and rate is not None and delay is not None and mtu is not None
+        assert buffer is not None and headroom is not None
+        link_ends = []
+        for side in ("a", "b"):
+            node = nodes[ends[side]]
+            if node.kind is NodeKind.SWITCH:
+                mac = derived_mac(node.name, l_name)
+            else:
+                assert node.ip is not None
+                mac = node.mac or ip_mac(node.ip)
+            link_ends.append(LinkEnd(node.name, resolved_ifnames[side], mac, features[side]))
+        links.append(
+            Link(l_name, link_ends[0], link_ends[1], rate, delay, mtu, headroom, buffer, fcs, impairment)
+        )
+
+    if not errors:
+        for n_name, node in nodes.items():
+            if node.kind is not NodeKind.SWITCH and n_name not in attached:
+                errors.add(f"{node_paths[n_name]}", f"{node.kind.value} {n_name} has no link")
+        macs: dict[str, str] = {}
+        for link in links:
+            for end in link.ends:
+                where = f"{link_paths[link.name]} ({end.node} end)"
+                if end.mac in macs:
+                    errors.add(where, f"MAC {end.mac} is already used by {macs[end.mac]}")
+                macs[end.mac] = where
+    if errors:
+        raise TopologyError(errors.items, source)
+    ordered_nodes = tuple(nodes[n] for n in node_paths if n in nodes)
+    return Topology(name, prefix, ordered_nodes, tuple(links), source)
+
+
+def _parse_ip(errors: _Errors, path: str, raw: Any) -> ipaddress.IPv4Interface | None:
+    if not isinstance(raw, str) or "/" not in raw:
+        errors.add(path, f"{_show(raw)} is not an IPv4 address with prefix length (e.g. \"10.0.0.1/24\")")
+        return None
+    try:
+        ip = ipaddress.ip_interface(raw.strip())
+    except ValueError:
+        errors.add(path, f"{_show(raw)} is not an IPv4 address with prefix length (e.g. \"10.0.0.1/24\")")
+        return None
+    if not isinstance(ip, ipaddress.IPv4Interface):
+        errors.add(path, f"{_show(raw)}: only IPv4 is supported (IPv6 is disabled in the namespaces)")
+        return None
+    net = ip.network
+    if net.prefixlen > 30 and net.prefixlen != 31:
+        errors.add(path, f"{ip}: a /{net.prefixlen} leaves no room for two hosts")
+        return None
+    if net.prefixlen <= 30 and ip.ip in (net.network_address, net.broadcast_address):
+        errors.add(path, f"{ip} is the network or broadcast address of {net}")
+        return None
+    if ip.ip.is_multicast or ip.ip.is_loopback or ip.ip.is_unspecified:
+        errors.add(path, f"{ip.ip} is not a unicast host address")
+        return None
+    return ip
+
+
+def _parse_impairment(errors: _Errors, path: str, raw: Any) -> Impairment | None:
+    t = _table(errors, path, raw)
+    if t is None:
+        return None
+    before = len(errors.items)
+    _unknown(errors, path, t, _IMPAIRMENT_KEYS)
+    corrupt = loss = 0.0
+    if "corrupt" in t:
+        corrupt = _parsed(errors, f"{path}.corrupt", t["corrupt"], parse_probability) or 0.0
+    if "loss" in t:
+        loss = _parsed(errors, f"{path}.loss", t["loss"], parse_probability) or 0.0
+    direction = Direction.A_TO_B
+    if "direction" in t:
+        try:
+            direction = Direction(t["direction"])
+        except ValueError:
+            errors.add(f"{path}.direction", f"{_show(t['direction'])} is not a direction (one of: a>b, b>a, both)")
+    backend = Backend.AUTO
+    if "backend" in t:
+        try:
+            backend = Backend(t["backend"])
+        except ValueError:
+            errors.add(f"{path}.backend", f"{_show(t['backend'])} is not a backend (one of: auto, netem, nft)")
+    if backend in (Backend.NFT, Backend.AUTO):
+        # auto may fall back to nft, whose resolution is 1e-6: refuse what it cannot express.
+        for key, p in (("corrupt", corrupt), ("loss", loss)):
+            if p > 0 and round(p / NFT_RESOLUTION) == 0:
+                errors.add(
+                    f"{path}.{key}",
+                    f"{p:g} is below the nft backend's resolution of {NFT_RESOLUTION:g} "
+                    f"(use backend = \"netem\" on a kernel that has it, or the switch's own loss model)",
+                )
+    if len(errors.items) != before:
+        return None
+    return Impairment(corrupt, loss, direction, backend)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def loads_topology(text: str, source: str = "<string>") -> Topology:
+    """Parse and validate a topology from TOML text."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TopologyError([("", f"not valid TOML: {exc}")], source) from None
+    return topology_from_dict(data, source)
+
+
+def load_topology(path: str | Path | None = None) -> Topology:
+    """Load a topology file; ``None`` gives the default topology."""
+    if path is None:
+        return default_topology()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TopologyError([("", f"cannot read: {exc.strerror or exc}")], str(p)) from None
+    except UnicodeDecodeError:
+        raise TopologyError([("", "not UTF-8 text")], str(p)) from None
+    return loads_topology(text, str(p))
+
+
+DEFAULT_TOPOLOGY_RESOURCE = "default.toml"
+
+
+def default_topology_text() -> str:
+    return resources.files(__package__).joinpath(DEFAULT_TOPOLOGY_RESOURCE).read_text(encoding="utf-8")
+
+
+def default_topology() -> Topology:
+    """LinkGuardian's testbed in miniature: h1 - sw1 = sw2 - h2, collector c1 on sw2 (docs/topology.md)."""
+    return loads_topology(default_topology_text(), f"<default topology: netstack/topo/{DEFAULT_TOPOLOGY_RESOURCE}>")
