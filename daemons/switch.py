@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -125,6 +126,8 @@ class SwitchShell:
         for name, port in self.ports.items():
             ports[name]["send_errors"] = port.send_errors
             ports[name]["ifname"] = port.ifname
+            imp = self.switch.config.port(name).impairment
+            ports[name]["impairment"] = dataclasses.asdict(imp) if imp is not None else None
         return {
             "switch": self.switch.config.name if hasattr(self.switch, "config") else None,
             "pid": os.getpid(),

@@ -72,7 +72,7 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
     first_hop: dict[str, str] = {}
     for port in built.ports_of(node):
         link = topology.link(port.link)
-        ports.append({
+        entry: dict[str, Any] = {
             "name": port.ifname,
             "rate_bps": link.rate_bps,
             "delay_ns": link.delay_ns,
@@ -80,7 +80,9 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
             "mtu": link.mtu,
             "fcs": port.fcs,
             "mac": port.mac,
-        })
+        }
+        entry.update(port_options(link.name, link.end(node).features.get("switch", {})))
+        ports.append(entry)
         first_hop[port.peer_node] = port.ifname
     # BFS from this switch: the port a node is first reached through is its static port
     seen = {node, *first_hop}
@@ -101,6 +103,41 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
         if n.kind is not NodeKind.SWITCH:
             static[built.mac(other, topology.links_of(other)[0].name)] = via
     return {"switch": {"name": node, "ports": ports, "static_fdb": static}}
+
+
+#: ``[links.features.<end>.switch]`` keys -> PortConfig fields (sizes accept "20KB" etc.)
+PORT_OPTIONS = {
+    "lossless": ("lossless", bool), "xoff": ("xoff_bytes", "size"), "xon": ("xon_bytes", "size"),
+    "ecn_threshold": ("ecn_threshold_bytes", "size"), "default_class": ("default_class", int),
+    "peer_mac_pfc": ("peer_mac", "peer"),
+}
+
+
+def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Switch-port settings a topology file gives per link end, e.g.
+    ``[links.features.b] switch = { lossless = true, xoff = "20KB", xon = "10KB" }``."""
+    from .topo.model import TopologyError, parse_size
+
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in PORT_OPTIONS:
+            raise TopologyError([(f"links[{link}].features.switch.{key}",
+                                  f"unknown option; known: {', '.join(sorted(PORT_OPTIONS))}")])
+        field, kind = PORT_OPTIONS[key]
+        try:
+            if kind == "size":
+                out[field] = parse_size(value)
+            elif kind is bool:
+                if not isinstance(value, bool):
+                    raise ValueError(f"{value!r} is not true/false")
+                out[field] = value
+            elif kind is int:
+                out[field] = int(value)
+            else:
+                out[field] = value
+        except (TypeError, ValueError) as exc:
+            raise TopologyError([(f"links[{link}].features.switch.{key}", str(exc))]) from None
+    return out
 
 
 def _spawn(prefix: str, node: str, argv: list[str], log_path: Path) -> int:
@@ -246,12 +283,31 @@ def down_all() -> list[str]:
 def status(prefix: str) -> dict[str, Any]:
     """Every daemon's counters (a daemon that does not answer is reported, not fatal)."""
     state = load_state(prefix)
-    out: dict[str, Any] = {"prefix": prefix, "topology": state["topology"], "daemons": {}}
+    out: dict[str, Any] = {"prefix": prefix, "topology": state["topology"], "daemons": {}, "impairments": {}}
+    from .topo.impair import ImpairmentError, active_impairment
+
+    for p in state["ports"]:
+        try:
+            active = active_impairment(prefix, p["netns"], p["ifname"])
+        except (ImpairmentError, OSError, ValueError) as exc:
+            active = {"error": str(exc)}
+        if active:
+            out["impairments"][f"{p['node']}>{p['peer']}"] = {"link": p["link"], **active}
+    peers = {(p["node"], p["ifname"]): p for p in state["ports"]}
     for d in daemons_of(state):
         try:
-            out["daemons"][d.node] = request(d.control, "status", timeout=2.0)
+            out["daemons"][d.node] = st = request(d.control, "status", timeout=2.0)
         except (OSError, ControlError, ValueError) as exc:
             out["daemons"][d.node] = {"error": f"not answering ({exc}); log {d.log}", "alive": d.alive()}
+            continue
+        for ifname, counters in st.get("ports", {}).items():
+            imp = counters.get("impairment")
+            p = peers.get((d.node, ifname))
+            if imp and p:
+                out["impairments"][f"{p['node']}>{p['peer']}"] = {
+                    "link": p["link"], "backend": "switch", **imp,
+                    "dropped": counters.get("impair_lost"), "corrupted": counters.get("impair_corrupted"),
+                }
     return out
 
 

@@ -57,9 +57,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corrupt", type=_probability, default=0.0, help="fraction of frames corrupted (e.g. 1e-2)")
     p.add_argument("--loss", type=_probability, default=0.0, help="fraction of frames dropped")
     p.add_argument("--direction", default=None,
-                   help="A>B (e.g. sw1>sw2), B>A or both (default: the link's a>b)")
+                   help="which sending end: A:B or 'A>B' (quote the >), e.g. sw1:sw2; or both "
+                        "(default: the link's a>b)")
     p.add_argument("--backend", choices=["auto", "netem", "nft", "switch"], default="auto")
     p.add_argument("--seed", type=int, default=1, help="seed of the switch backend (default: %(default)s)")
+    p.add_argument("--gilbert", metavar="P_GB,P_BG", type=_gilbert,
+                   help="switch backend only: bursty Gilbert-Elliott model; per-frame probabilities of moving "
+                        "good->bad and bad->good; --corrupt/--loss then apply in the good state")
+    p.add_argument("--bad-corrupt", type=_probability, default=0.0, help="corruption rate in the bad state")
+    p.add_argument("--bad-loss", type=_probability, default=0.0, help="loss rate in the bad state")
     p.add_argument("--clear", action="store_true", help="remove every impairment from the link")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     p.set_defaults(func=cmd_impair)
@@ -73,6 +79,13 @@ def _probability(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a probability in [0, 1]")
     return value
+
+
+def _gilbert(text: str) -> tuple[float, float]:
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: give two probabilities, P_GB,P_BG")
+    return (_probability(parts[0]), _probability(parts[1]))
 
 
 def _need_root() -> None:
@@ -151,6 +164,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             rows.append([node, port, *[_get(c, k) for k in cols]])
     print(f"topology {st['topology']} (prefix {st['prefix']})")
     print(format_table(["node", "port", *cols], rows))
+    if st.get("impairments"):
+        print("\nimpairments (counts are the injector's own):")
+        irows = [[where, i.get("link", ""), i.get("backend", "?"), i.get("corrupt", ""), i.get("loss", ""),
+                  i.get("corrupted", ""), i.get("dropped", "")] for where, i in sorted(st["impairments"].items())]
+        print(format_table(["direction", "link", "backend", "corrupt", "loss", "corrupted", "dropped"], irows))
     return 0
 
 
@@ -205,10 +223,15 @@ def cmd_impair(args: argparse.Namespace) -> int:
                 if end["node"] not in switches:
                     raise CommandError(f"the switch backend needs a switch at the sending end; {end['node']} "
                                        "is not one (use --backend nft)")
-                control(args.prefix, end["node"], "set_impairment", port=end["ifname"],
-                        impairment={"corrupt": args.corrupt, "loss": args.loss, "seed": args.seed})
-                used = "switch"
+                model = {"corrupt": args.corrupt, "loss": args.loss, "seed": args.seed}
+                if args.gilbert:
+                    model.update(p_good_to_bad=args.gilbert[0], p_bad_to_good=args.gilbert[1],
+                                 corrupt_bad=args.bad_corrupt, loss_bad=args.bad_loss)
+                control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=model)
+                used = "switch" + (" gilbert-elliott" if args.gilbert else "")
             else:
+                if args.gilbert:
+                    raise CommandError("--gilbert needs --backend switch (netem/nft draw independent losses)")
                 used = apply_impairment(args.prefix, end["netns"], end["ifname"], corrupt=args.corrupt,
                                         loss=args.loss, backend=args.backend)
             print(f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g} [{used}]")
@@ -230,7 +253,7 @@ def _senders(direction: str | None, a: dict[str, Any], b: dict[str, Any]) -> lis
         return [b]
     if direction.lower() == "both":
         return [a, b]
-    src, sep, dst = direction.partition(">")
+    src, sep, dst = direction.replace(":", ">").partition(">")
     for end, other in ((a, b), (b, a)):
         if sep and end["node"] == src and other["node"] == dst:
             return [end]

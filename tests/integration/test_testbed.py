@@ -198,3 +198,24 @@ def test_status_json(testbed):
     for key in ("rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "fcs_errors", "queue_drops", "pauses_rx",
                 "pauses_tx", "kernel_drops"):
         assert key in ports["p-sw2"], key
+
+
+def test_switch_backend_impairment_via_cli_and_status(testbed):
+    prefix = testbed["prefix"]
+    cli = [sys.executable, "-m", "netstack.cli"]
+    r = subprocess.run([*cli, "impair", "sw1-sw2", "--backend", "switch", "--loss", "0.5", "--seed", "7",
+                        "--direction", "sw1:sw2", "--prefix", prefix], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    try:
+        sh(testbed, "h1", "ping", "-c", "20", "-i", "0.01", "-q", "10.0.0.2")
+        st = runtime.status(prefix)
+        imp = st["impairments"]["sw1>sw2"]
+        assert imp["backend"] == "switch" and imp["loss"] == 0.5 and imp["dropped"] > 0
+    finally:
+        r = subprocess.run([*cli, "impair", "sw1-sw2", "--clear", "--prefix", prefix], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+    assert "sw1>sw2" not in runtime.status(prefix)["impairments"]
+    bad = subprocess.run([*cli, "impair", "sw1-sw2", "--gilbert", "0.1,0.2", "--prefix", prefix],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "needs --backend switch" in bad.stderr
