@@ -55,14 +55,18 @@ class SwitchShell:
     def on_readable(self, name: str) -> None:
         frames = self.ports[name].recv_batch(RX_BATCH)
         now = time.monotonic_ns()
-        receive = self.switch.receive
-        for frame in frames:
-            try:
-                receive(name, frame, now)
-            except Exception:  # a bug in a feature must not kill the switch: log, count, go on
-                self.internal_errors += 1
-                if self.internal_errors <= 10:
-                    log.exception("internal error on a frame from %s", name)
+        try:
+            self.switch.receive_batch(name, frames, now)
+        except Exception:
+            # a bug in a feature must not kill the switch: redo the batch frame by frame so only
+            # the offending frames are lost, log, count, go on
+            for frame in frames:
+                try:
+                    self.switch.receive(name, frame, now)
+                except Exception:
+                    self.internal_errors += 1
+                    if self.internal_errors <= 10:
+                        log.exception("internal error on a frame from %s", name)
         self.flush(now)
 
     def flush(self, now: int | None = None) -> None:

@@ -12,6 +12,8 @@ from ..errors import CommandError
 #: benchmark name -> (module, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "headers": ("netstack.bench.headers", "encode/decode rate per header: fast codec vs Scapy"),
+    "forwarding": ("netstack.bench.forwarding",
+                   "frames/s through 1 and 2 userspace switches vs a bare forwarder and the kernel bridge"),
 }
 
 
@@ -29,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds each rate is measured for (default: %(default)s)")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="restrict to entries whose name contains NAME (repeatable)")
+    p.add_argument("--duration", type=_positive_float, default=None, metavar="SECONDS",
+                   help="seconds of offered load per measurement, for load benchmarks (default: the benchmark's)")
+    p.add_argument("--sizes", default=None, metavar="N,N,...",
+                   help="frame sizes in bytes, comma separated, for load benchmarks (default: the benchmark's)")
     p.set_defaults(func=run)
 
 

@@ -87,6 +87,24 @@ class Switch:
             p.counters.malformed += 1  # a feature could not parse its header: a counted drop
         self._flush(None)
 
+    def receive_batch(self, port: str, frames: list[bytes], now_ns: int) -> None:
+        """Frames read from ``port`` in one drain, all at ``now_ns``: :meth:`receive` for each,
+        with the per-event bookkeeping done once per batch (the shell's data path)."""
+        t = self._event(now_ns)
+        p = self._by_name.get(port)
+        if p is None:
+            self.unknown_port += len(frames)
+            return
+        rx = self._receive
+        for frame in frames:
+            if type(frame) is not bytes:
+                frame = bytes(frame)
+            try:
+                rx(p, frame, t)
+            except HeaderError:
+                p.counters.malformed += 1
+        self._flush(None)
+
     def transmit(self, now_ns: int) -> list[tuple[str, bytes]]:
         """Frames whose release time is <= ``now_ns``, as (port, frame), in release order.
 

@@ -1,0 +1,76 @@
+"""``netstack bench forwarding`` runs end to end, writes its JSON and leaves nothing behind.
+
+A smoke test only: a very short run of every path with one frame size. Rates are never
+asserted (DESIGN.md: timings belong in benchmarks, not in pass/fail tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+from netstack import runtime
+from netstack.bench import forwarding
+from netstack.topo import netns
+
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root"),
+]
+
+
+def test_make_frame_has_the_requested_size_and_port() -> None:
+    frame = forwarding.make_frame(64, "02:00:0a:4d:00:01", "02:00:0a:4d:00:02")
+    assert len(frame) == 64
+    assert int.from_bytes(frame[36:38], "big") == forwarding.UDP_PORT
+    assert len(forwarding.make_frame(1500, "02:00:0a:4d:00:01", "02:00:0a:4d:00:02")) == 1500
+
+
+def test_forwarding_benchmark_runs_writes_json_and_cleans_up(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("NETSTACK_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(forwarding, "STATS_WAIT_S", 1.1)
+    before = set(netns.running_namespaces())
+    args = argparse.Namespace(results_dir=str(tmp_path / "results"), min_time=0.25, only=None,
+                              duration=0.2, sizes="64")
+    assert forwarding.main(args) == 0
+
+    payload = json.loads((tmp_path / "results" / "bench-forwarding-latest.json").read_text())
+    for key in ("benchmark", "machine", "duration_s", "sizes_bytes", "paths", "prefix", "notes", "bmv2_reference",
+                "goal", "summary", "results"):
+        assert key in payload, key
+    assert payload["benchmark"] == "bench-forwarding"
+    assert payload["sizes_bytes"] == [64]
+    assert payload["bmv2_reference"]["frames_per_s_low"] == 80_000
+    assert {(r["path"], r["size_bytes"]) for r in payload["results"]} == {(p, 64) for p in forwarding.PATHS}
+    for r in payload["results"]:
+        for key in ("offered_fps", "rx_fps", "loss", "sent", "received", "ratio_vs_bare", "dut_saturated"):
+            assert key in r, (r["path"], key)
+        assert r["sent"] > 0, r["path"]
+        assert r["received"] > 0, r["path"]  # something got through every device under test
+        assert r["received"] <= r["sent"], r["path"]
+    for r in payload["results"]:
+        if r["path"].startswith("switch"):
+            assert set(r["switches"]) == ({"sw1"} if r["path"] == "switch1" else {"sw1", "sw2"})
+        if r["path"] == "bare":
+            assert "kernel_drops" in r["forwarder"]
+    assert "switch1_vs_bare" in payload["summary"][0]
+
+    out = capsys.readouterr().out
+    assert "| size" in out and "switch2" in out
+
+    prefix = payload["prefix"]
+    assert netns.running_namespaces(prefix) == {}
+    assert set(netns.running_namespaces()) == before
+    assert not runtime.run_dir(prefix).exists()
+
+
+def test_main_tolerates_missing_options(tmp_path, monkeypatch) -> None:
+    """The shared bench parser may lack --duration/--sizes; bad sizes are a clear error, not a crash."""
+    args = argparse.Namespace(results_dir=str(tmp_path), min_time=0.25, only=["nothing-matches"])
+    assert forwarding.main(args) == 2
+    args = argparse.Namespace(results_dir=str(tmp_path), min_time=0.25, only=None, sizes="64,9999")
+    assert forwarding.main(args) == 2
+    assert not list(tmp_path.iterdir())
