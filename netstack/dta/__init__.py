@@ -1,0 +1,59 @@
+"""DTA — Direct Telemetry Access (seed 003), as sans-IO engines.
+
+- :mod:`.reporter` — build reports (Key-Write, Append, Key-Increment, Sketch-Merge) and
+  stream sketches column by column with NACK-driven retransmission.
+- :mod:`.translator` — the collector's ToR: reports -> RoCEv2 WRITE / FETCH_ADD, Append
+  batching, Sketch-Merge aggregation, NACKs, QP resynchronisation with a grace period;
+  :class:`TranslatorFeature` plugs it into the software switch.
+- :mod:`.collector` — the collector's RDMA NIC in software: a RoCEv2 RC responder
+  executing requests on registered memory, with proper ACK/NAKs.
+- :mod:`.memory` — registered regions as shared-memory files plus a JSON manifest.
+- :mod:`.query` — the collector CPU's side: Key-Write lookups, Append reads, count-min
+  counters, sketch point queries.
+- :mod:`.keywrite` — slot / checksum / sketch-index math shared by writer and readers.
+
+Typical wiring (one process, e.g. a test)::
+
+    mem = CollectorMemory("c1", directory=None)
+    mem.add_keywrite(slots=1 << 16)
+    mem.add_append_list(1, entries=4096, batch=4)
+    nic = RoceResponder(mem, mac=..., ip=...)
+    tr = DTATranslator(TranslatorConfig(nic.connect_info(), mac=..., ip=...))
+    for f in tr.on_report(report_frame, now):
+        for resp in nic.receive(f, now):
+            tr.on_roce_response(resp, now)
+    CollectorQuery(mem).keywrite_get(key)
+"""
+
+from .collector import BufferedResponder, QueuePair, RoceResponder
+from .keywrite import KeyWriteLayout, expected_success, key_checksum, sketch_index, slot_index
+from .memory import CollectorMemory, MemoryAccessError, MemoryRegion, default_directory, open_region
+from .query import CollectorQuery, QueryError, open_collector
+from .reporter import CountMinSketch, Reporter, SketchReporter
+from .translator import DTATranslator, TranslatorConfig, TranslatorFeature, is_roce_frame
+
+__all__ = [
+    "BufferedResponder",
+    "CollectorMemory",
+    "CollectorQuery",
+    "CountMinSketch",
+    "DTATranslator",
+    "KeyWriteLayout",
+    "MemoryAccessError",
+    "MemoryRegion",
+    "QueryError",
+    "QueuePair",
+    "Reporter",
+    "RoceResponder",
+    "SketchReporter",
+    "TranslatorConfig",
+    "TranslatorFeature",
+    "default_directory",
+    "expected_success",
+    "is_roce_frame",
+    "key_checksum",
+    "open_collector",
+    "open_region",
+    "sketch_index",
+    "slot_index",
+]

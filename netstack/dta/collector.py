@@ -1,0 +1,427 @@
+"""The collector's RDMA NIC, in software: a sans-IO RoCEv2 Reliable-Connection responder.
+
+Seed 003 §7.3: after connection setup the collector's CPU does nothing per report; the NIC
+executes the translator's WRITEs and Fetch&Adds on registered memory and answers with
+ACKs/NAKs that the translator uses to resynchronise (§5.3). :class:`RoceResponder` is that
+NIC: ``receive(frame, now_ns)`` executes one RoCEv2 request on a
+:class:`~netstack.dta.memory.CollectorMemory` and returns the response frames. It never
+raises on frame content; every drop is counted.
+
+Behaviour (IBTA vol. 1 ch. 9, RC responder), and where we simplify:
+
+- One RC queue pair per region (the public collector has one per store); a QP may touch
+  any region of the collector (one protection domain), selected by rkey.
+- Checks, in order: IPv4/UDP to port 4791 (else ``not_roce``), parses (else
+  ``malformed``), addressed to our IP (``not_for_us``), ICRC (``icrc_errors``, silent
+  drop, as a NIC does), BTH version 0 and P_Key in the
+  default partition (``bad_header``), known destination QP (``unknown_qp``), request
+  opcode (responses arriving here: ``not_request``).
+- PSN: with ``d = (psn - ePSN) mod 2**24``: ``d == 0`` executes; ``0 < d < 2**23`` is a
+  **PSN sequence error**: NAK code 0 whose BTH PSN is the expected PSN (what the translator
+  resets to, §5.3). ``nak_policy="once"`` (default, IBTA) sends one NAK per sequence
+  error and silently drops further out-of-sequence requests until the expected PSN
+  arrives; ``"every"`` NAKs each one (some NICs; it is the behaviour that makes stale
+  in-flight frames re-trigger NAKs, §8.5). ``d >= 2**23`` is a **duplicate**: never
+  re-executed (a stale WRITE must not overwrite newer data); a duplicate WRITE with AckReq
+  gets an ACK, a duplicate atomic gets its saved result replayed from a small per-QP
+  cache (IBTA atomic replay), else it is dropped. Counted in ``duplicates``.
+- RDMA WRITE Only + RETH: ``dma_len`` must equal the payload (else NAK invalid request,
+  code 1); bad rkey, out-of-bounds or no ``write`` right: NAK **remote access error**
+  (code 2) with **no memory touched**. A zero-length WRITE touches nothing and is not
+  checked (IBTA). ACK only when the request has AckReq (an ACK covers every earlier PSN,
+  so the requester choosing AckReq is the coalescing; the public translator never sets it).
+- FETCH_ADD / CMP_SWAP + AtomicETH: 8-byte aligned (else NAK invalid request), rkey /
+  bounds / ``atomic`` right (else NAK remote access error); executed on the little-endian
+  u64 (memory.py) and always answered with ATOMIC ACKNOWLEDGE + AETH + AtomicAckETH (the
+  original value).
+- Any other request opcode (SEND, READ, multi-packet WRITE): NAK invalid request.
+- A NAK'd request (invalid / access) still consumes its PSN here. In IBTA those NAKs put
+  the QP in the Error state; we keep it usable so a single forged or buggy request does
+  not stop collection for good (the emulation's only deviation in this path; counted).
+- MSN counts completed messages (24 bits); every AETH carries it.
+- Responses: from our MAC/IP to the request's source MAC/IP, same UDP source port,
+  destination QP = the translator-side QPN announced in :meth:`connect_info`.
+
+:class:`BufferedResponder` puts a finite receive buffer and a service time in front of the
+responder: the NIC whose buffer fills with stale frames during a desynchronisation is what
+makes the translator's grace period necessary (§5.3, §8.5, Fig. 11).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import OrderedDict, deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from headers.errors import HeaderError
+from headers.inet import ip_str, mac_str
+from headers.registry import UdpPort
+from headers.roce import (
+    BTH,
+    AtomicAckETH,
+    NakCode,
+    Opcode,
+    RoceFrame,
+    aeth_ack,
+    aeth_nak,
+    build_roce_frame,
+    parse_roce_frame,
+)
+
+from .memory import CollectorMemory, MemoryAccessError
+
+PSN_MASK = 0xFFFFFF
+PSN_HALF = 1 << 23
+CONNECT_INFO_VERSION = 1
+#: Saved atomic results per QP, for replaying duplicate atomics (IBTA requires the responder
+#: to remember at least its advertised number of outstanding atomics).
+ATOMIC_REPLAY = 16
+
+_ROCE_PORT = UdpPort.ROCEV2.to_bytes(2, "big")
+
+
+def is_roce_frame(frame: bytes | bytearray | memoryview) -> bool:
+    """Cheap test: an Ethernet/IPv4/UDP frame to port 4791 (RoCEv2), without parsing it."""
+    if len(frame) < 42 or frame[12] != 0x08 or frame[13] != 0x00 or frame[23] != 17:
+        return False
+    u = 14 + (frame[14] & 15) * 4
+    return len(frame) >= u + 4 and frame[u + 2:u + 4] == _ROCE_PORT
+
+
+_REQUESTS = frozenset({
+    Opcode.SEND_FIRST, Opcode.SEND_MIDDLE, Opcode.SEND_LAST, Opcode.SEND_ONLY, Opcode.RDMA_WRITE_FIRST,
+    Opcode.RDMA_WRITE_MIDDLE, Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY, Opcode.RDMA_READ_REQUEST,
+    Opcode.COMPARE_SWAP, Opcode.FETCH_ADD,
+    0x03, 0x05, 0x09, 0x0B, 0x16, 0x17,  # RC *_WITH_IMMEDIATE / *_WITH_INVALIDATE variants
+})
+
+
+@dataclass
+class QpCounters:
+    """Per-QP responder counters (JSON-able through :meth:`RoceResponder.counters`)."""
+
+    requests: int = 0
+    writes: int = 0
+    write_bytes: int = 0
+    fetch_adds: int = 0
+    cmp_swaps: int = 0
+    acks: int = 0
+    atomic_acks: int = 0
+    naks_psn: int = 0
+    naks_access: int = 0
+    naks_invalid: int = 0
+    out_of_sequence_dropped: int = 0
+    duplicates: int = 0
+
+
+@dataclass
+class QueuePair:
+    """Responder side of one RC connection."""
+
+    name: str
+    qpn: int
+    peer_qpn: int
+    initial_psn: int
+    epsn: int
+    msn: int = 0
+    nak_outstanding: bool = False
+    counters: QpCounters = field(default_factory=QpCounters)
+    replay: OrderedDict[int, int] = field(default_factory=OrderedDict)
+
+
+@dataclass
+class ResponderCounters:
+    frames: int = 0
+    not_roce: int = 0
+    malformed: int = 0
+    not_for_us: int = 0
+    icrc_errors: int = 0
+    bad_header: int = 0
+    unknown_qp: int = 0
+    not_request: int = 0
+    internal_errors: int = 0
+
+
+class RoceResponder:
+    """A RoCEv2 RC responder over a collector's registered memory (see the module docstring).
+
+    ``mac``/``ip``: the collector NIC's addresses (6 and 4 bytes). One QP is created per
+    region present at construction; :meth:`add_qp` adds more. ``rng`` draws QPNs and
+    initial PSNs (seed it for reproducible tests)."""
+
+    def __init__(self, memory: CollectorMemory, mac: bytes, ip: bytes, *, nak_policy: str = "once",
+                 rng: random.Random | None = None, udp_port: int = UdpPort.ROCEV2) -> None:
+        if nak_policy not in ("once", "every"):
+            raise ValueError(f"nak_policy={nak_policy!r} must be 'once' or 'every'")
+        if len(mac) != 6 or len(ip) != 4:
+            raise ValueError("mac must be 6 bytes and ip 4 bytes")
+        self.memory = memory
+        self.mac = bytes(mac)
+        self.ip = bytes(ip)
+        self.nak_policy = nak_policy
+        self.udp_port = udp_port
+        self._rng = rng or random.Random()
+        self.counters_ = ResponderCounters()
+        self.qps: dict[int, QueuePair] = {}
+        self._by_name: dict[str, QueuePair] = {}
+        for name in memory.regions:
+            self.add_qp(name)
+
+    # ------------------------------------------------------------------ setup
+    def _fresh_qpn(self) -> int:
+        while True:
+            qpn = self._rng.randrange(2, 1 << 24)  # QP0/QP1 are the IB management QPs
+            if qpn not in self.qps and all(q.peer_qpn != qpn for q in self.qps.values()):
+                return qpn
+
+    def add_qp(self, name: str) -> QueuePair:
+        """A new RC QP named after (and serving) region ``name``, with a random initial PSN."""
+        if name in self._by_name:
+            raise ValueError(f"QP {name!r} exists")
+        qpn = self._fresh_qpn()
+        self.qps[qpn] = qp = QueuePair(name, qpn, 0, 0, 0)
+        qp.peer_qpn = self._fresh_qpn()
+        qp.initial_psn = qp.epsn = self._rng.randrange(0, 1 << 24)
+        self._by_name[name] = qp
+        return qp
+
+    def qp(self, name: str) -> QueuePair:
+        return self._by_name[name]
+
+    def connect_info(self) -> dict[str, Any]:
+        """The stand-in for the RDMA_CM exchange (§7.2.1): what a translator needs per region/QP.
+
+        ``{"version", "collector", "mac", "ip", "udp_port", "regions": [{"name", "qpn", "peer_qpn",
+        "initial_psn", "rkey", "base_va", "size", "access", "layout"}]}``. ``qpn`` is the
+        collector's QP (the BTH destination of requests), ``peer_qpn`` the translator-side
+        QPN this collector puts in its responses (in our exchange the collector assigns
+        both ends), ``initial_psn`` the PSN the first request must carry. JSON-able."""
+        regions = []
+        for name, region in self.memory.regions.items():
+            qp = self._by_name.get(name)
+            if qp is None:
+                continue
+            d = region.describe()
+            d.pop("file", None)
+            d.update(qpn=qp.qpn, peer_qpn=qp.peer_qpn, initial_psn=qp.initial_psn)
+            regions.append(d)
+        return {"version": CONNECT_INFO_VERSION, "collector": self.memory.name, "mac": mac_str(self.mac),
+                "ip": ip_str(self.ip), "udp_port": self.udp_port, "regions": regions}
+
+    def connect_info_json(self) -> str:
+        return json.dumps(self.connect_info())
+
+    # ------------------------------------------------------------------ data path
+    def receive(self, frame: bytes | bytearray | memoryview, now_ns: int = 0) -> list[bytes]:
+        """Execute one RoCEv2 request; return the response frames (possibly none). Never raises
+        on frame content."""
+        c = self.counters_
+        c.frames += 1
+        if not is_roce_frame(frame):
+            c.not_roce += 1  # ARP, IPv6 ND, ...: what a raw socket also sees; not an error
+            return []
+        try:
+            req = parse_roce_frame(frame)
+        except HeaderError:
+            c.malformed += 1
+            return []
+        try:
+            return self._receive(req)
+        except HeaderError:
+            c.malformed += 1
+        except Exception:  # a bug must not kill the data path (DESIGN.md); tests assert this stays 0
+            c.internal_errors += 1
+        return []
+
+    def _receive(self, req: RoceFrame) -> list[bytes]:
+        c = self.counters_
+        if req.ip.dst != self.ip:
+            c.not_for_us += 1
+            return []
+        if not req.icrc_ok:
+            c.icrc_errors += 1
+            return []
+        bth = req.bth
+        if bth.version != 0 or bth.pkey & 0x7FFF != 0x7FFF:
+            c.bad_header += 1
+            return []
+        qp = self.qps.get(bth.dqpn)
+        if qp is None:
+            c.unknown_qp += 1
+            return []
+        if bth.opcode not in _REQUESTS:
+            c.not_request += 1
+            return []
+        qc = qp.counters
+        qc.requests += 1
+        d = (bth.psn - qp.epsn) & PSN_MASK
+        if d:
+            if d < PSN_HALF:
+                return self._sequence_error(req, qp)
+            return self._duplicate(req, qp)
+        qp.nak_outstanding = False
+        op = bth.opcode
+        if op == Opcode.RDMA_WRITE_ONLY:
+            return self._write(req, qp)
+        if op in (Opcode.FETCH_ADD, Opcode.COMPARE_SWAP):
+            return self._atomic(req, qp)
+        return self._nak(req, qp, NakCode.INVALID_REQUEST)
+
+    def _advance(self, qp: QueuePair, completed: bool) -> None:
+        qp.epsn = (qp.epsn + 1) & PSN_MASK
+        if completed:
+            qp.msn = (qp.msn + 1) & PSN_MASK
+
+    def _write(self, req: RoceFrame, qp: QueuePair) -> list[bytes]:
+        reth = req.reth
+        assert reth is not None  # parse_roce_frame guarantees it for WRITE Only
+        payload = req.payload
+        n = len(payload)
+        if reth.dma_len != n:
+            return self._nak(req, qp, NakCode.INVALID_REQUEST)
+        if n:
+            region = self.memory.by_rkey(reth.rkey)
+            if region is None:
+                return self._nak(req, qp, NakCode.REMOTE_ACCESS_ERROR)
+            try:
+                region.write(reth.va, payload)
+            except MemoryAccessError:
+                return self._nak(req, qp, NakCode.REMOTE_ACCESS_ERROR)
+        qc = qp.counters
+        qc.writes += 1
+        qc.write_bytes += n
+        self._advance(qp, True)
+        if req.bth.ackreq:
+            return [self._ack(req, qp, req.bth.psn)]
+        return []
+
+    def _atomic(self, req: RoceFrame, qp: QueuePair) -> list[bytes]:
+        ae = req.atomic_eth
+        assert ae is not None
+        if ae.va % 8:
+            return self._nak(req, qp, NakCode.INVALID_REQUEST)
+        region = self.memory.by_rkey(ae.rkey)
+        if region is None:
+            return self._nak(req, qp, NakCode.REMOTE_ACCESS_ERROR)
+        try:
+            if req.bth.opcode == Opcode.FETCH_ADD:
+                orig = region.fetch_add(ae.va, ae.swap_add)
+                qp.counters.fetch_adds += 1
+            else:
+                orig = region.cmp_swap(ae.va, ae.compare, ae.swap_add)
+                qp.counters.cmp_swaps += 1
+        except MemoryAccessError:
+            return self._nak(req, qp, NakCode.REMOTE_ACCESS_ERROR)
+        self._advance(qp, True)
+        replay = qp.replay
+        replay[req.bth.psn] = orig
+        if len(replay) > ATOMIC_REPLAY:
+            replay.popitem(last=False)
+        return [self._atomic_ack(req, qp, req.bth.psn, orig)]
+
+    def _sequence_error(self, req: RoceFrame, qp: QueuePair) -> list[bytes]:
+        qc = qp.counters
+        if qp.nak_outstanding and self.nak_policy == "once":
+            qc.out_of_sequence_dropped += 1
+            return []
+        qp.nak_outstanding = True
+        qc.naks_psn += 1
+        return [self._response(req, qp, Opcode.ACKNOWLEDGE, qp.epsn, [aeth_nak(NakCode.PSN_SEQUENCE_ERROR, qp.msn)])]
+
+    def _duplicate(self, req: RoceFrame, qp: QueuePair) -> list[bytes]:
+        qp.counters.duplicates += 1
+        op = req.bth.opcode
+        if op in (Opcode.FETCH_ADD, Opcode.COMPARE_SWAP):
+            orig = qp.replay.get(req.bth.psn)
+            if orig is None:
+                return []
+            return [self._atomic_ack(req, qp, req.bth.psn, orig)]
+        if req.bth.ackreq:
+            return [self._ack(req, qp, req.bth.psn)]
+        return []
+
+    def _nak(self, req: RoceFrame, qp: QueuePair, code: NakCode) -> list[bytes]:
+        qc = qp.counters
+        if code == NakCode.REMOTE_ACCESS_ERROR:
+            qc.naks_access += 1
+        else:
+            qc.naks_invalid += 1
+        psn = req.bth.psn
+        self._advance(qp, False)
+        return [self._response(req, qp, Opcode.ACKNOWLEDGE, psn, [aeth_nak(code, qp.msn)])]
+
+    def _ack(self, req: RoceFrame, qp: QueuePair, psn: int) -> bytes:
+        qp.counters.acks += 1
+        return self._response(req, qp, Opcode.ACKNOWLEDGE, psn, [aeth_ack(qp.msn)])
+
+    def _atomic_ack(self, req: RoceFrame, qp: QueuePair, psn: int, orig: int) -> bytes:
+        qp.counters.atomic_acks += 1
+        return self._response(req, qp, Opcode.ATOMIC_ACKNOWLEDGE, psn, [aeth_ack(qp.msn), AtomicAckETH(orig)])
+
+    def _response(self, req: RoceFrame, qp: QueuePair, opcode: int, psn: int, ext: list[Any]) -> bytes:
+        bth = BTH(opcode=opcode, migreq=1, pkey=0xFFFF, dqpn=qp.peer_qpn, psn=psn)
+        return build_roce_frame(self.mac, req.eth.src, self.ip, req.ip.src, req.udp.sport, bth, ext)
+
+    # ------------------------------------------------------------------ state
+    def counters(self) -> dict[str, Any]:
+        """JSON-able counters: responder-wide, and per QP (with its ePSN and MSN)."""
+        out: dict[str, Any] = asdict(self.counters_)
+        out["qps"] = {qp.name: {"qpn": qp.qpn, "epsn": qp.epsn, "msn": qp.msn, **asdict(qp.counters)}
+                      for qp in self.qps.values()}
+        return out
+
+
+class BufferedResponder:
+    """A NIC receive buffer of ``capacity`` frames in front of a :class:`RoceResponder`, served
+    one frame per ``service_ns`` (sans-IO, for emulating collector-side congestion).
+
+    ``offer(frame, now)`` enqueues (False and counted in ``overflow_drops`` when full: the
+    congestion loss that desynchronises a QP, §5.3); ``poll(now)`` executes every frame
+    whose service has completed by ``now`` and returns ``(time, response)`` pairs. Frames
+    are executed in arrival order, so stale frames queued before a resynchronisation are
+    processed (and NAK'd or dropped) before the translator's new ones — the "buffers filled
+    with invalid RDMA traffic" that the grace period waits out (§5.3)."""
+
+    def __init__(self, responder: RoceResponder, capacity: int, service_ns: int) -> None:
+        if capacity < 1 or service_ns < 0:
+            raise ValueError("capacity must be >= 1 and service_ns >= 0")
+        self.responder = responder
+        self.capacity = capacity
+        self.service_ns = service_ns
+        self.queue: deque[bytes] = deque()
+        self.busy_until = 0
+        self.overflow_drops = 0
+        self.served = 0
+        self._pending: list[tuple[int, bytes]] = []
+
+    def offer(self, frame: bytes, now_ns: int) -> bool:
+        self._serve(now_ns, None)
+        if len(self.queue) >= self.capacity:
+            self.overflow_drops += 1
+            return False
+        if not self.queue:
+            self.busy_until = max(self.busy_until, now_ns)
+        self.queue.append(frame)
+        return True
+
+    def poll(self, now_ns: int) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        self._serve(now_ns, out)
+        return out
+
+    def _serve(self, now_ns: int, out: list[tuple[int, bytes]] | None) -> None:
+        pending = self._pending  # responses produced while only offering wait for the next poll
+        while self.queue and self.busy_until + self.service_ns <= now_ns:
+            self.busy_until += self.service_ns
+            frame = self.queue.popleft()
+            self.served += 1
+            for resp in self.responder.receive(frame, self.busy_until):
+                pending.append((self.busy_until, resp))
+        if out is not None:
+            out.extend(pending)
+            pending.clear()
+
+    def next_deadline(self) -> int | None:
+        return self.busy_until + self.service_ns if self.queue else None

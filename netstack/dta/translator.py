@@ -1,0 +1,828 @@
+"""The DTA translator (seed 003 §5, §7.2), sans-IO: DTA reports in, RoCEv2 requests out.
+
+The collector's ToR switch turns each report into RDMA operations on the collector's
+registered memory and keeps the RDMA state (QPN, rkey, per-QP PSN) the reporters never see.
+
+    t = DTATranslator(TranslatorConfig(connect_info, mac=..., ip=...))
+    frames = t.on_report(report_frame, now_ns)      # RoCEv2 requests + DTA NACKs
+    t.on_roce_response(ack_or_nak_frame, now_ns)    # from the collector (resync, §5.3)
+    t.next_deadline() / t.on_timer(now_ns)          # idle Append flushes, time-based grace
+
+Every output is a whole Ethernet frame: RoCEv2 (UDP 4791) for the collector, DTA NACKs
+(UDP 40044) for reporters; :func:`netstack.dta.collector.is_roce_frame` tells them
+apart. Nothing raises on frame content: every refusal is a counted drop
+(:meth:`DTATranslator.counters`).
+
+Primitives (layouts in :mod:`netstack.dta.memory`, hashes in :mod:`netstack.dta.keywrite`)
+------------------------------------------------------------------------------------------
+- **Key-Write** (§6.1, §7.2.2): N = the report's redundancy, capped at the store's
+  ``max_redundancy`` (and ``TranslatorConfig.max_redundancy``); copy n is an RDMA WRITE Only
+  of ``checksum(key) || data`` to slot ``slot_hash(key, n) & (slots - 1)`` (CRC32 of
+  key || n, finished with a mixer unless the store asks for the public pure-CRC form:
+  :mod:`netstack.dta.keywrite` explains why). A report whose data
+  word count differs from the store's is dropped (``bad_data_size``).
+- **Append** (§6.2, §7.2.3): one ring buffer per list at the collector; the head pointer
+  and the batch being built live here. When B entries (B ∈ {1,2,4,8,16}, per list) are
+  buffered they go out in one WRITE at the head, and the head advances by B (wrapping: a
+  ring holds a multiple of B entries, so a batch never straddles the end). **Idle flush**
+  (the gap §7.2.3 footnote 5 points out): once the oldest not-yet-written entry has waited
+  ``append_flush_ns``, the entries not yet written are written *in place* (at
+  head + already-written) but stay in the batch; the head still advances only when the
+  batch is full, and the completing WRITE carries only the remaining entries. So a flush
+  never misaligns the ring and no entry is written twice. ``append_flush_ns=None``
+  disables flushing (the public behaviour).
+- **Key-Increment** (§6.4): N FETCH_ADDs of the report's 64-bit counter at slot
+  ``slot_hash(key, n) & (slots - 1)`` of the counter store (8-byte slots).
+- **Sketch-Merge** (§6.3, §7.2.4): each reporter sends its columns *sequentially*. The
+  column number is a running 32-bit counter: column ``g`` is column ``g % C`` of epoch
+  ``g // C`` (C = the sketch's column count), so consecutive epochs continue the sequence
+  and "sequential" needs no separate epoch field. Per (sketch, reporter) we expect the next
+  column; a report beyond it gets a NACK (UDP 40044, sketch extension) with the expected
+  column and is dropped (repeated NACKs for the same column are held off for
+  ``sketch_nack_holdoff_ns``, so the columns in flight behind a loss do not each restart
+  the reporter); an older column is a duplicate and silently dropped. A reporter's first
+  column must start an epoch (``g % C == 0``), else it is NACK'd to that epoch's start.
+  Accepted columns merge into the aggregate (``sum``, saturating at 2**32-1, or ``max``);
+  a column is complete when every configured reporter contributed; completed columns go
+  to the collector in aligned groups of ``batch_columns`` columns, one WRITE per group, in
+  the rotated layout (Fig. 5d): the group's columns are contiguous in memory, each column
+  ``rows`` big-endian u32. Epoch ``e`` is stored in slot ``e % epochs`` of the region.
+- **Retransmittable reports** (any other primitive with the base header's
+  ``retransmittable`` bit): per reporter source IP we keep the last sequence number
+  accepted in order; a report that is not the next one is dropped and answered with a
+  NACK carrying that last number (the public translator's NACK tracking, per reporter
+  instead of one register). A reporter's first report is accepted whatever its number.
+- Postcarder (0x04) is decoded but not translated (``unsupported``).
+
+Queue-pair resynchronisation (§5.3, §8.5)
+----------------------------------------
+PSNs are tracked per QP, starting at the collector's initial PSN (``connect_info``). On a
+NAK "PSN sequence error" from the collector the QP's PSN is reset to the NAK's PSN (the
+collector's expected PSN) and a **grace period** starts, during which no RDMA is
+generated: Key-Write, Key-Increment and Append reports are dropped (``grace_dropped``;
+Append entries are dropped *before* the head pointer, so the list has no hole, the
+alternative §7.2.3 footnote 6 mentions), Sketch-Merge columns are still merged and their
+WRITEs are held until the grace period ends. The grace period is either a number of
+reports (``grace_reports``, default 1000, counting every report that reaches the
+translator, as the public code's per-port drop counter does — the public default is
+100,000 at Tofino rates) or a time (``grace_ns``). Each further NAK restarts it (as in the
+public code, where every NAK re-arms the drop counter). A count-based grace period only
+ends when reports arrive; held writes and due flushes are emitted with the report that
+ends it. The grace period is per collector NIC (shared by all QPs), like the public
+per-egress-port register. Differences from the public code: a *positive* ACK does not
+touch the PSN (the public code rewinds on any opcode-0x11 packet), and a NAK whose PSN is
+ahead of what we have sent is ignored (``response_bad_psn``: a forged or corrupt NAK must
+not move the PSN forward).
+
+Switch integration: :class:`TranslatorFeature` (see its docstring for where it hooks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from headers.dta import (
+    Append,
+    DTABase,
+    DTANack,
+    KeyIncrement,
+    KeyWrite,
+    MergeFunction,
+    SketchMerge,
+    build_nack_frame,
+    parse_report_frame,
+)
+from headers.errors import HeaderError
+from headers.inet import UdpFrame, ip_bytes, mac_bytes
+from headers.registry import UdpPort
+from headers.roce import (
+    BTH,
+    RETH,
+    AethKind,
+    AtomicETH,
+    NakCode,
+    Opcode,
+    build_roce_frame,
+    decode_syndrome,
+    parse_roce_frame,
+)
+
+from .collector import is_roce_frame
+from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, slot_index
+from .memory import APPEND_BATCHES
+
+PSN_MASK = 0xFFFFFF
+COLUMN_MASK = 0xFFFFFFFF
+U32_MAX = 0xFFFFFFFF
+#: Reporters whose sequence numbers we track (the public register has 65,536 entries).
+MAX_TRACKED_REPORTERS = 65536
+#: Incomplete sketch columns kept per sketch before the oldest are given up (a reporter
+#: that went silent must not make the aggregate grow without bound).
+MAX_OPEN_COLUMNS_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class TranslatorConfig:
+    """How a translator is set up.
+
+    ``connect_info``: the collector's :meth:`~netstack.dta.collector.RoceResponder.connect_info`
+    (dict or JSON text). ``mac``/``ip``: the translator's own addresses (source of its RoCEv2
+    frames and destination of the collector's responses; the IP need not be routable).
+    ``udp_sport``: UDP source port of the RoCEv2 frames. ``max_redundancy``: cap on N
+    (None: each store's own ``max_redundancy``). ``grace_reports`` / ``grace_ns``: the
+    grace period as a report count or a time (at most one; both None = no grace period).
+    ``append_flush_ns``: idle-batch flush timeout (None = never). ``track_seqnum``: NACK
+    gaps of retransmittable reports. ``sketch_nack_holdoff_ns``: minimum spacing of NACKs
+    asking one reporter for the same column. ``ack_every``: set AckReq on every n-th
+    request of a QP (0 = never, as the public translator).
+    """
+
+    connect_info: dict[str, Any] | str
+    mac: bytes
+    ip: bytes
+    udp_sport: int = 49152
+    max_redundancy: int | None = None
+    grace_reports: int | None = 1000
+    grace_ns: int | None = None
+    append_flush_ns: int | None = 1_000_000
+    track_seqnum: bool = True
+    sketch_nack_holdoff_ns: int = 1_000_000
+    ack_every: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.mac, str):
+            object.__setattr__(self, "mac", mac_bytes(self.mac))
+        if isinstance(self.ip, str):
+            object.__setattr__(self, "ip", ip_bytes(self.ip))
+        if len(self.mac) != 6 or len(self.ip) != 4:
+            raise ValueError("mac must be 6 bytes and ip 4 bytes")
+        if not 0 <= self.udp_sport <= 0xFFFF:
+            raise ValueError(f"udp_sport={self.udp_sport} outside 0..65535")
+        if self.grace_reports is not None and self.grace_ns is not None:
+            raise ValueError("give the grace period as grace_reports or grace_ns, not both")
+        for name in ("grace_reports", "grace_ns", "append_flush_ns", "max_redundancy"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 0):
+                raise ValueError(f"{name}={v!r} must be a non-negative int or None")
+        if self.max_redundancy == 0:
+            raise ValueError("max_redundancy must be >= 1")
+        if self.ack_every < 0 or self.sketch_nack_holdoff_ns < 0:
+            raise ValueError("ack_every and sketch_nack_holdoff_ns must be >= 0")
+
+
+@dataclass
+class TranslatorCounters:
+    reports: int = 0
+    malformed: int = 0
+    not_for_collector: int = 0
+    keywrite: int = 0
+    keyincrement: int = 0
+    append: int = 0
+    sketch: int = 0
+    unsupported: int = 0
+    no_store: int = 0
+    unknown_list: int = 0
+    unknown_sketch: int = 0
+    bad_data_size: int = 0
+    redundancy_capped: int = 0
+    seq_nacks: int = 0
+    grace_dropped: int = 0
+    grace_periods: int = 0
+    sketch_nacks: int = 0
+    sketch_nacks_held: int = 0
+    sketch_duplicates: int = 0
+    sketch_bad_shape: int = 0
+    sketch_unknown_reporter: int = 0
+    sketch_columns_completed: int = 0
+    sketch_columns_abandoned: int = 0
+    roce_frames: int = 0
+    writes: int = 0
+    fetch_adds: int = 0
+    append_batches: int = 0
+    append_flushes: int = 0
+    sketch_writes: int = 0
+    responses: int = 0
+    response_malformed: int = 0
+    response_icrc_errors: int = 0
+    response_unexpected: int = 0
+    response_unknown_qp: int = 0
+    response_bad_psn: int = 0
+    acks: int = 0
+    rnr_naks: int = 0
+    resyncs: int = 0
+    naks_access: int = 0
+    naks_invalid: int = 0
+    naks_other: int = 0
+    internal_errors: int = 0
+
+
+@dataclass
+class TxQp:
+    """Requester side of one RC connection (one collector region)."""
+
+    name: str
+    qpn: int  # the collector's QPN: BTH destination of our requests
+    local_qpn: int  # ours: BTH destination of the collector's responses
+    psn: int
+    rkey: int
+    base_va: int
+    size: int
+    layout: dict[str, Any]
+    frames: int = 0
+    resyncs: int = 0
+
+
+@dataclass
+class _AppendList:
+    qp: TxQp
+    list_id: int
+    entries: int
+    batch: int
+    head: int = 0  # ring slot where the current batch starts
+    buf: list[int] = field(default_factory=list)  # the batch being built
+    written: int = 0  # how many of buf an idle flush already wrote
+    oldest_ns: int | None = None  # arrival of buf[written], the oldest unwritten entry
+
+
+@dataclass
+class _Sketch:
+    qp: TxQp
+    sketch_id: int
+    rows: int
+    columns: int
+    merge: int
+    reporters: frozenset[int]
+    batch_columns: int
+    epochs: int
+    expected: dict[int, int] = field(default_factory=dict)
+    last_nack: dict[int, tuple[int, int]] = field(default_factory=dict)
+    agg: dict[int, list[int]] = field(default_factory=dict)  # global column -> merged counters
+    contributors: dict[int, set[int]] = field(default_factory=dict)
+    ready: dict[int, dict[int, list[int]]] = field(default_factory=dict)  # group start -> completed columns
+
+
+def _parse_connect_info(info: dict[str, Any] | str) -> dict[str, Any]:
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except ValueError as exc:
+            raise ValueError(f"connect_info is not JSON: {exc}") from None
+    if not isinstance(info, dict) or not isinstance(info.get("regions"), list):
+        raise ValueError("connect_info must be a dict with a 'regions' list")
+    for key in ("mac", "ip"):
+        if not isinstance(info.get(key), str):
+            raise ValueError(f"connect_info needs the collector's {key!r}")
+    return info
+
+
+class DTATranslator:
+    """The translator engine. See the module docstring for what it does with each report."""
+
+    def __init__(self, config: TranslatorConfig) -> None:
+        self.config = config
+        info = _parse_connect_info(config.connect_info)
+        self.collector = str(info.get("collector", "collector"))
+        self.collector_mac = mac_bytes(info["mac"])
+        self.collector_ip = ip_bytes(info["ip"])
+        self.c = TranslatorCounters()
+        self.qps: dict[str, TxQp] = {}
+        self._by_local_qpn: dict[int, TxQp] = {}
+        self._keywrite: tuple[TxQp, KeyWriteLayout] | None = None
+        self._keyinc: tuple[TxQp, int, int, str] | None = None
+        self._lists: dict[int, _AppendList] = {}
+        self._sketches: dict[int, _Sketch] = {}
+        self._seq: OrderedDict[bytes, int] = OrderedDict()
+        self._grace = False
+        self._grace_left = 0
+        self._grace_until: int | None = None
+        self._held: list[tuple[TxQp, int, bytes]] = []  # sketch WRITEs waiting for the grace period to end
+        self.now = 0
+        for entry in info["regions"]:
+            self._add_region(entry)
+
+    # ------------------------------------------------------------------ setup
+    def _add_region(self, e: dict[str, Any]) -> None:
+        if not isinstance(e, dict):
+            raise ValueError(f"connect_info region {e!r} is not an object")
+        try:
+            qp = TxQp(str(e["name"]), int(e["qpn"]), int(e["peer_qpn"]), int(e["initial_psn"]) & PSN_MASK,
+                      int(e["rkey"]), int(e["base_va"]), int(e["size"]), dict(e.get("layout") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"connect_info region {e!r}: {exc}") from None
+        if qp.name in self.qps or qp.local_qpn in self._by_local_qpn:
+            raise ValueError(f"connect_info: duplicate region or QPN in {e!r}")
+        self.qps[qp.name] = qp
+        self._by_local_qpn[qp.local_qpn] = qp
+        lay = qp.layout
+        kind = lay.get("kind")
+        try:
+            if kind == "keywrite":
+                kw = KeyWriteLayout.from_dict(lay)
+                if kw.size > qp.size:
+                    raise ValueError("layout larger than the region")
+                if self._keywrite is not None:
+                    raise ValueError("a second Key-Write store")
+                self._keywrite = (qp, kw)
+            elif kind == "keyincrement":
+                slots = int(lay["slots"])
+                if not is_power_of_two(slots) or slots * 8 > qp.size:
+                    raise ValueError("slots must be a power of two that fits the region")
+                if self._keyinc is not None:
+                    raise ValueError("a second Key-Increment store")
+                mode = check_slot_hash(str(lay.get("slot_hash", DEFAULT_SLOT_HASH)))
+                self._keyinc = (qp, slots, int(lay.get("max_redundancy", 4)), mode)
+            elif kind == "append":
+                lid, entries, batch = int(lay["list_id"]), int(lay["entries"]), int(lay.get("batch", 4))
+                if batch not in APPEND_BATCHES or entries < batch or entries % batch or entries * 4 > qp.size:
+                    raise ValueError("entries must be a multiple of a batch size in (1, 2, 4, 8, 16)")
+                if lid in self._lists:
+                    raise ValueError(f"list {lid} twice")
+                self._lists[lid] = _AppendList(qp, lid, entries, batch)
+            elif kind == "sketch":
+                sid, rows, cols = int(lay["sketch_id"]), int(lay["rows"]), int(lay["columns"])
+                merge = {"sum": MergeFunction.SUM, "max": MergeFunction.MAX}[lay.get("merge", "sum")]
+                reporters = frozenset(int(r) for r in lay["reporters"])
+                bc, epochs = int(lay.get("batch_columns", 4)), int(lay.get("epochs", 1))
+                if not reporters or rows < 1 or cols < 1 or bc < 1 or epochs < 1 or epochs * cols * rows * 4 > qp.size:
+                    raise ValueError("inconsistent sketch layout")
+                if sid in self._sketches:
+                    raise ValueError(f"sketch {sid} twice")
+                self._sketches[sid] = _Sketch(qp, sid, rows, cols, merge, reporters, bc, epochs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"connect_info region {qp.name!r} ({kind}): {exc}") from None
+
+    # ------------------------------------------------------------------ reports
+    def on_report(self, frame: bytes | bytearray | memoryview, now_ns: int) -> list[bytes]:
+        """Translate one DTA report frame; return RoCEv2 frames and/or a NACK frame."""
+        out: list[bytes] = []
+        self._clock(now_ns)
+        self.c.reports += 1
+        try:
+            udp, base, prim = parse_report_frame(frame)
+        except HeaderError:
+            self.c.malformed += 1
+            return out
+        try:
+            self._report(udp, base, prim, out)
+        except HeaderError:
+            self.c.malformed += 1
+        except Exception:  # a bug must not kill the data path (DESIGN.md); tests assert this stays 0
+            self.c.internal_errors += 1
+        return out
+
+    def _report(self, udp: UdpFrame, base: DTABase, prim: Any, out: list[bytes]) -> None:
+        c = self.c
+        if udp.ip.dst != self.collector_ip:
+            c.not_for_collector += 1
+            return
+        self._check_grace_end(out)
+        if isinstance(prim, SketchMerge):
+            self._sketch(udp, prim, out)
+            return
+        if base.retransmittable and self.config.track_seqnum and not self._track(udp, base, out):
+            return
+        if self._grace:
+            c.grace_dropped += 1
+            self._grace_tick(out)
+            return
+        if isinstance(prim, KeyWrite):
+            self._key_write(prim, out)
+        elif isinstance(prim, Append):
+            self._append(prim, out)
+        elif isinstance(prim, KeyIncrement):
+            self._key_increment(prim, out)
+        else:
+            c.unsupported += 1
+
+    def _track(self, udp: UdpFrame, base: DTABase, out: list[bytes]) -> bool:
+        """Public-style NACK tracking; False (and a NACK in ``out``) when the report is out of order."""
+        src = udp.ip.src
+        seq = self._seq
+        last = seq.get(src)
+        if last is None or base.seqnum == (last + 1) & 0xFF:
+            seq[src] = base.seqnum
+            seq.move_to_end(src)
+            if len(seq) > MAX_TRACKED_REPORTERS:
+                seq.popitem(last=False)
+            return True
+        self.c.seq_nacks += 1
+        out.append(self._nack_frame(udp, DTANack(last)))
+        return False
+
+    def _nack_frame(self, udp: UdpFrame, nack: DTANack) -> bytes:
+        # as the public translator: back to the reporter, from the address it reported to,
+        # keeping its source port; only the destination port (40044) marks a NACK
+        return build_nack_frame(self.config.mac, udp.eth.src, udp.ip.dst, udp.ip.src, nack, sport=udp.udp.sport)
+
+    def _cap(self, redundancy: int, store_max: int) -> int:
+        cap = store_max if self.config.max_redundancy is None else min(store_max, self.config.max_redundancy)
+        if redundancy > cap:
+            self.c.redundancy_capped += 1
+            return cap
+        return redundancy
+
+    def _key_write(self, rep: KeyWrite, out: list[bytes]) -> None:
+        c = self.c
+        if self._keywrite is None:
+            c.no_store += 1
+            return
+        qp, lay = self._keywrite
+        if len(rep.data) != lay.data_words:
+            c.bad_data_size += 1
+            return
+        c.keywrite += 1
+        payload = lay.encode_slot(rep.key, rep.data)
+        for n in range(self._cap(rep.redundancy, lay.max_redundancy)):
+            self._write(qp, qp.base_va + lay.slot_offset(rep.key, n), payload, out)
+
+    def _key_increment(self, rep: KeyIncrement, out: list[bytes]) -> None:
+        c = self.c
+        if self._keyinc is None:
+            c.no_store += 1
+            return
+        qp, slots, store_max, mode = self._keyinc
+        c.keyincrement += 1
+        for n in range(self._cap(rep.redundancy, store_max)):
+            va = qp.base_va + slot_index(rep.key, n, slots, mode) * 8
+            self._request(qp, Opcode.FETCH_ADD, [AtomicETH(va, qp.rkey, rep.counter, 0)], b"", out)
+            c.fetch_adds += 1
+
+    def _append(self, rep: Append, out: list[bytes]) -> None:
+        c = self.c
+        lst = self._lists.get(rep.list_id)
+        if lst is None:
+            c.unknown_list += 1
+            return
+        c.append += 1
+        lst.buf.append(rep.data)
+        if lst.oldest_ns is None:
+            lst.oldest_ns = self.now
+        if len(lst.buf) == lst.batch:
+            self._append_write(lst, out)
+            c.append_batches += 1
+            lst.head = (lst.head + lst.batch) % lst.entries
+            lst.buf = []
+            lst.written = 0
+            lst.oldest_ns = None
+
+    def _append_write(self, lst: _AppendList, out: list[bytes]) -> None:
+        """WRITE the entries of the current batch not written yet, where they belong."""
+        todo = lst.buf[lst.written:]
+        if not todo:
+            return
+        qp = lst.qp
+        va = qp.base_va + (lst.head + lst.written) * 4
+        self._write(qp, va, b"".join(x.to_bytes(4, "big") for x in todo), out)
+        lst.written = len(lst.buf)
+
+    def _flush_due(self, out: list[bytes]) -> None:
+        timeout = self.config.append_flush_ns
+        if timeout is None or self._grace:
+            return
+        for lst in self._lists.values():
+            if lst.oldest_ns is not None and lst.oldest_ns + timeout <= self.now:
+                self._append_write(lst, out)
+                lst.oldest_ns = None
+                self.c.append_flushes += 1
+
+    # ------------------------------------------------------------------ Sketch-Merge
+    def _sketch(self, udp: UdpFrame, rep: SketchMerge, out: list[bytes]) -> None:
+        c = self.c
+        sk = self._sketches.get(rep.sketch_id)
+        if sk is None:
+            c.unknown_sketch += 1
+            return
+        rid = rep.reporter_id
+        if rid not in sk.reporters:
+            c.sketch_unknown_reporter += 1
+            return
+        if rep.rows != sk.rows or rep.merge != sk.merge:
+            c.sketch_bad_shape += 1
+            return
+        col = rep.column
+        exp = sk.expected.get(rid)
+        if exp is None:
+            exp = col - col % sk.columns  # a reporter's first column must start an epoch
+        if col != exp:
+            if (col - exp) & COLUMN_MASK < 1 << 31:  # ahead: a gap, ask for exp
+                last = sk.last_nack.get(rid)
+                if last is not None and last[0] == exp and self.now - last[1] < self.config.sketch_nack_holdoff_ns:
+                    c.sketch_nacks_held += 1
+                    return
+                sk.last_nack[rid] = (exp, self.now)
+                c.sketch_nacks += 1
+                out.append(self._nack_frame(udp, DTANack.for_sketch((exp - 1) & 0xFF, rid, sk.sketch_id, exp)))
+            else:
+                c.sketch_duplicates += 1
+            return
+        c.sketch += 1
+        sk.expected[rid] = (col + 1) & COLUMN_MASK
+        sk.last_nack.pop(rid, None)
+        agg = sk.agg.get(col)
+        if agg is None:
+            sk.agg[col] = list(rep.counters)
+            sk.contributors[col] = {rid}
+            if len(sk.agg) > MAX_OPEN_COLUMNS_FACTOR * sk.columns:
+                self._abandon_oldest(sk, col)
+        else:
+            if sk.merge == MergeFunction.SUM:
+                sk.agg[col] = [min(a + b, U32_MAX) for a, b in zip(agg, rep.counters, strict=True)]
+            else:
+                sk.agg[col] = [max(a, b) for a, b in zip(agg, rep.counters, strict=True)]
+            sk.contributors[col].add(rid)
+        if len(sk.contributors[col]) == len(sk.reporters):
+            self._column_complete(sk, col, out)
+        if self._grace:
+            self._grace_tick(out)
+
+    def _abandon_oldest(self, sk: _Sketch, newest: int) -> None:
+        """Give up the oldest incomplete column (and the group it would have completed)."""
+        oldest = max(sk.agg, key=lambda g: (newest - g) & COLUMN_MASK)
+        del sk.agg[oldest]
+        del sk.contributors[oldest]
+        start = oldest - (oldest % sk.columns) % sk.batch_columns
+        sk.ready.pop(start, None)
+        self.c.sketch_columns_abandoned += 1
+
+    def _column_complete(self, sk: _Sketch, col: int, out: list[bytes]) -> None:
+        self.c.sketch_columns_completed += 1
+        counters = sk.agg.pop(col)
+        del sk.contributors[col]
+        epoch_col = col % sk.columns
+        start = col - epoch_col % sk.batch_columns  # global column where this column's group starts
+        group_len = min(sk.batch_columns, sk.columns - (start % sk.columns))
+        ready = sk.ready.setdefault(start, {})
+        ready[col] = counters
+        if len(ready) < group_len:
+            if len(sk.ready) > MAX_OPEN_COLUMNS_FACTOR * sk.columns:  # groups a silent reporter left open
+                del sk.ready[max(sk.ready, key=lambda g: (start - g) & COLUMN_MASK)]
+            return
+        del sk.ready[start]
+        payload = b"".join(v.to_bytes(4, "big") for g in range(start, start + group_len) for v in ready[g])
+        slot = (start // sk.columns) % sk.epochs
+        qp = sk.qp
+        va = qp.base_va + (slot * sk.columns + start % sk.columns) * sk.rows * 4
+        self.c.sketch_writes += 1
+        if self._grace:
+            self._held.append((qp, va, payload))
+        else:
+            self._write(qp, va, payload, out)
+
+    # ------------------------------------------------------------------ RoCEv2 out
+    def _write(self, qp: TxQp, va: int, payload: bytes, out: list[bytes]) -> None:
+        self._request(qp, Opcode.RDMA_WRITE_ONLY, [RETH(va, qp.rkey, len(payload))], payload, out)
+        self.c.writes += 1
+
+    def _request(self, qp: TxQp, opcode: int, ext: list[Any], payload: bytes, out: list[bytes]) -> None:
+        cfg = self.config
+        qp.frames += 1
+        ackreq = 1 if cfg.ack_every and qp.frames % cfg.ack_every == 0 else 0
+        bth = BTH(opcode=opcode, migreq=1, padcount=-len(payload) & 3, pkey=0xFFFF, dqpn=qp.qpn,
+                  ackreq=ackreq, psn=qp.psn)
+        qp.psn = (qp.psn + 1) & PSN_MASK
+        out.append(build_roce_frame(cfg.mac, self.collector_mac, cfg.ip, self.collector_ip, cfg.udp_sport, bth,
+                                    ext, payload))
+        self.c.roce_frames += 1
+
+    # ------------------------------------------------------------------ responses and resync
+    def on_roce_response(self, frame: bytes | bytearray | memoryview, now_ns: int) -> list[bytes]:
+        """Handle an ACK / ATOMIC ACK / NAK from the collector (§5.3). Returns frames only when
+        the clock ending a time-based grace period releases held writes."""
+        out: list[bytes] = []
+        self._clock(now_ns)
+        c = self.c
+        c.responses += 1
+        self._check_grace_end(out)
+        try:
+            resp = parse_roce_frame(frame)
+            if not resp.icrc_ok:
+                c.response_icrc_errors += 1
+                return out
+            if resp.ip.src != self.collector_ip or resp.aeth is None or resp.bth.opcode not in (
+                    Opcode.ACKNOWLEDGE, Opcode.ATOMIC_ACKNOWLEDGE):
+                c.response_unexpected += 1
+                return out
+            qp = self._by_local_qpn.get(resp.bth.dqpn)
+            if qp is None:
+                c.response_unknown_qp += 1
+                return out
+            kind, value = decode_syndrome(resp.aeth.syndrome)
+        except HeaderError:
+            c.response_malformed += 1
+            return out
+        if kind == AethKind.ACK:
+            c.acks += 1
+        elif kind == AethKind.RNR_NAK:
+            c.rnr_naks += 1
+        elif value == NakCode.PSN_SEQUENCE_ERROR:
+            psn = resp.bth.psn
+            if (qp.psn - psn) & PSN_MASK >= 1 << 23:
+                c.response_bad_psn += 1  # "expected" a PSN we never sent: not from our collector's view
+                return out
+            qp.psn = psn
+            qp.resyncs += 1
+            c.resyncs += 1
+            self._start_grace()
+        elif value == NakCode.REMOTE_ACCESS_ERROR:
+            c.naks_access += 1
+        elif value == NakCode.INVALID_REQUEST:
+            c.naks_invalid += 1
+        else:
+            c.naks_other += 1
+        return out
+
+    def _start_grace(self) -> None:
+        cfg = self.config
+        if cfg.grace_reports:
+            self._grace_left = cfg.grace_reports
+        elif cfg.grace_ns:
+            self._grace_until = self.now + cfg.grace_ns
+        else:
+            return
+        if not self._grace:
+            self.c.grace_periods += 1
+        self._grace = True
+
+    def _grace_tick(self, out: list[bytes]) -> None:
+        if self._grace_left > 0:
+            self._grace_left -= 1
+            if self._grace_left == 0:
+                self._check_grace_end(out)
+
+    def _check_grace_end(self, out: list[bytes]) -> None:
+        if not self._grace or self._grace_left > 0:
+            return
+        if self._grace_until is not None:
+            if self.now < self._grace_until:
+                return
+            self._grace_until = None
+        self._grace = False
+        held, self._held = self._held, []
+        for qp, va, payload in held:
+            self._write(qp, va, payload, out)
+        self._flush_due(out)
+
+    @property
+    def in_grace(self) -> bool:
+        return self._grace
+
+    # ------------------------------------------------------------------ timers
+    def next_deadline(self) -> int | None:
+        """When :meth:`on_timer` has work (an idle Append batch to flush, held writes to release
+        at the end of a time-based grace period), or None."""
+        if self._grace:
+            # a count-based grace period ends with a report, never with time
+            if self._grace_until is not None and (self._held or self._flush_pending()):
+                return self._grace_until
+            return None
+        timeout = self.config.append_flush_ns
+        if timeout is None:
+            return None
+        best: int | None = None
+        for lst in self._lists.values():
+            if lst.oldest_ns is not None:
+                t = lst.oldest_ns + timeout
+                if best is None or t < best:
+                    best = t
+        return best
+
+    def _flush_pending(self) -> bool:
+        return self.config.append_flush_ns is not None and any(x.oldest_ns is not None for x in self._lists.values())
+
+    def on_timer(self, now_ns: int) -> list[bytes]:
+        """Flush idle Append batches and end a time-based grace period; returns RoCEv2 frames."""
+        out: list[bytes] = []
+        self._clock(now_ns)
+        try:
+            self._check_grace_end(out)
+            self._flush_due(out)
+        except Exception:
+            self.c.internal_errors += 1
+        return out
+
+    def _clock(self, now_ns: int) -> None:
+        if now_ns > self.now:
+            self.now = int(now_ns)
+
+    # ------------------------------------------------------------------ state
+    def counters(self) -> dict[str, Any]:
+        """JSON-able counters and state: per QP (PSN, frames, resyncs), lists (head, buffered)."""
+        out: dict[str, Any] = asdict(self.c)
+        out["in_grace"] = self._grace
+        out["grace_reports_left"] = self._grace_left
+        out["qps"] = {q.name: {"qpn": q.qpn, "psn": q.psn, "frames": q.frames, "resyncs": q.resyncs}
+                      for q in self.qps.values()}
+        out["lists"] = {str(x.list_id): {"head": x.head, "buffered": len(x.buf), "written": x.written}
+                        for x in self._lists.values()}
+        out["sketches"] = {str(s.sketch_id): {"open_columns": len(s.agg),
+                                              "expected": {str(r): c for r, c in s.expected.items()}}
+                           for s in self._sketches.values()}
+        return out
+
+    def append_head(self, list_id: int) -> int:
+        """Ring slot where list ``list_id``'s current batch starts (the head pointer, §7.2.3)."""
+        return self._lists[list_id].head
+
+
+# ======================================================================== switch glue
+class _ReportTap:
+    """Ingress hook on a non-collector port: DTA reports for the collector never reach the FDB."""
+
+    def __init__(self, feature: TranslatorFeature, port: str) -> None:
+        self.feature = feature
+        self.port = port
+
+    def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
+        return self.feature._intercept(self.port, frame, now_ns)
+
+
+class TranslatorFeature:
+    """Runs a :class:`DTATranslator` inside a :class:`netstack.switch.Switch` (the collector's ToR).
+
+    Where it hooks — with the switch's existing per-port feature interface only:
+
+    - ``port`` (the collector-facing port) gets this object: ``on_ingress`` consumes the
+      collector's RoCEv2 responses addressed to the translator (UDP 4791 to the translator
+      IP) and feeds them to :meth:`DTATranslator.on_roce_response`; ``next_deadline`` /
+      ``on_timer`` drive the idle-flush / grace timers.
+    - **every other port** gets a small ingress tap. A report (IPv4/UDP dport 40040 to the
+      collector's IP) is consumed there, before learning and forwarding, and translated:
+      RoCEv2 frames are ``switch.enqueue``'d on ``port`` (class ``cls``), NACKs on the port
+      the report came in on (back towards the reporter, like the P4 code bouncing the
+      packet). Everything else passes untouched.
+
+    Why not egress: the switch forwards a report toward the collector port, but
+    ``on_egress`` must return exactly one frame, while a report becomes 0..N frames (and a
+    NACK goes the other way). Intercepting at ingress is also where the Tofino pipeline
+    parses it (§7.2, Fig. 4). Reports that arrive on ``port`` itself are translated too.
+
+    Construction attaches everything (``switch.attach_feature`` ignores repeats, so also
+    attaching this object yourself is harmless); :meth:`detach` removes it."""
+
+    def __init__(self, switch: Any, port: str, translator: DTATranslator, *, cls: int = 0) -> None:
+        self.switch = switch
+        self.port = port
+        self.translator = translator
+        self.cls = cls
+        self.enqueue_drops = 0
+        self._collector_ip = translator.collector_ip
+        self._own_ip = translator.config.ip
+        self._taps: list[tuple[str, _ReportTap]] = []
+        switch.attach_feature(port, self)
+        for p in switch.ports:
+            if p.name != port:
+                tap = _ReportTap(self, p.name)
+                switch.attach_feature(p.name, tap)
+                self._taps.append((p.name, tap))
+
+    def detach(self) -> None:
+        self.switch.detach_feature(self.port, self)
+        for name, tap in self._taps:
+            self.switch.detach_feature(name, tap)
+        self._taps.clear()
+
+    # -- feature interface (collector port)
+    def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
+        kind = self._classify(frame)
+        if kind == "roce":
+            self._send(self.translator.on_roce_response(frame, now_ns), self.port, now_ns)
+            return None
+        if kind == "report":
+            return self._intercept(self.port, frame, now_ns)
+        return frame
+
+    def next_deadline(self) -> int | None:
+        return self.translator.next_deadline()
+
+    def on_timer(self, now_ns: int) -> None:
+        self._send(self.translator.on_timer(now_ns), self.port, now_ns)
+
+    # -- internals
+    def _classify(self, frame: bytes) -> str | None:
+        if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+            return None
+        ihl = (frame[14] & 15) * 4
+        u = 14 + ihl
+        if ihl < 20 or len(frame) < u + 8:
+            return None
+        dport = frame[u + 2] << 8 | frame[u + 3]
+        if dport == UdpPort.DTA and frame[30:34] == self._collector_ip:
+            return "report"
+        if dport == UdpPort.ROCEV2 and frame[30:34] == self._own_ip and frame[26:30] == self._collector_ip:
+            return "roce"
+        return None
+
+    def _intercept(self, port: str, frame: bytes, now_ns: int) -> bytes | None:
+        if self._classify(frame) != "report":
+            return frame
+        for out in self.translator.on_report(frame, now_ns):
+            self._send([out], self.port if is_roce_frame(out) else port, now_ns)
+        return None
+
+    def _send(self, frames: list[bytes], port: str, now_ns: int) -> None:
+        for f in frames:
+            if not self.switch.enqueue(port, f, self.cls, now_ns):
+                self.enqueue_drops += 1
