@@ -1,0 +1,47 @@
+"""LinkGuardian and LinkGuardianNB (seed 000): link-local retransmission between two switches.
+
+- :mod:`.params`: Eq. 2 (:func:`copies_for`) and :class:`LGParams` (thresholds, timeout,
+  scaling, DESIGN.md "Time and scale").
+- :mod:`.sender` / :mod:`.receiver`: the sans-IO engines (§3-§3.5, Algorithms 1 and 2).
+- :mod:`.feature`: the engines as software-switch features, with run-time enable/disable
+  (:func:`enable_sender`, :func:`enable_receiver`, :func:`disable`, :func:`status`).
+- :mod:`.sim`: virtual-time harnesses: two real switches back to back (:class:`BackToBack`,
+  the Fig. 7 testbed's A/B/C/D counters) and the bare engines on a scripted link
+  (:class:`EnginePair`).
+"""
+
+from .feature import (
+    RECEIVER,
+    SENDER,
+    LGReceiverFeature,
+    LGSenderFeature,
+    detach,
+    disable,
+    enable_receiver,
+    enable_sender,
+    features,
+    forward_as_received,
+    status,
+)
+from .params import LGParams, copies_for
+from .receiver import LGReceiver
+from .sender import LG_CONTROL_MAC, LGSender
+
+__all__ = [
+    "LG_CONTROL_MAC",
+    "RECEIVER",
+    "SENDER",
+    "LGParams",
+    "LGReceiver",
+    "LGReceiverFeature",
+    "LGSender",
+    "LGSenderFeature",
+    "copies_for",
+    "detach",
+    "disable",
+    "enable_receiver",
+    "enable_sender",
+    "features",
+    "forward_as_received",
+    "status",
+]

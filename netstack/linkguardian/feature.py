@@ -1,0 +1,496 @@
+"""LinkGuardian as features of the software switch (``netstack.switch`` feature interface).
+
+Seed 000 Fig. 5: the *sender* switch stamps, buffers and retransmits on its egress port
+toward the corrupting link; the *receiver* switch, on its ingress port from that link,
+detects holes, reorders and sends ACKs, loss notifications and pauses back.
+
+- :class:`LGSenderFeature` (sender switch, protected egress port)
+  ``on_egress`` stamps frames of the protected classes (dequeue time = wire order, §3.5)
+  and keeps copies; ``on_ingress`` consumes explicit ACK couriers and loss notifications
+  and strips piggybacked leading-ACK tags from reverse traffic before it is forwarded;
+  ``idle_frame`` is the self-replenishing dummy queue (§3.2); retransmissions go through
+  ``switch.enqueue(port, copy, retx_class)`` (strict priority above normal data, §3.4).
+  The receiver's PFC pause of the normal classes is honoured by the switch itself
+  (§3.5 "Backpressuring the normal packet queue"); the feature only reports it.
+- :class:`LGReceiverFeature` (receiver switch, protected ingress port)
+  ``on_ingress`` runs Algorithm 1 and returns the frame to forward, or None when it was
+  held, a duplicate, a dummy or control; frames released later (hole repaired, or
+  ackNoTimeout through ``next_deadline``/``on_timer``) are injected into normal forwarding
+  with :func:`forward_as_received`; ``on_egress`` piggybacks the leading ACK on reverse
+  traffic and ``idle_frame`` is the explicit-ACK courier (§3.1); loss notifications go out
+  on the highest class and Algorithm 2 drives ``switch.pause_class`` (real 802.1Qbb).
+
+Enable / disable at run time, without restarting the switch (§3: LinkGuardian "lies
+dormant" until corruptd turns it on). A disabled feature stays attached but passive: the
+sender stops stamping and flushes its Tx buffer; the receiver releases its reordering
+buffer in order, resumes the sender and from then on only strips tags still in flight, so
+no tagged frame ever leaks to a host. :func:`enable_sender`, :func:`enable_receiver`,
+:func:`disable` and :func:`status` are the entry points for the daemon and CLI. Enable
+the receiver before the sender and disable the sender first.
+
+Frames on the protected link also carry the software FCS; the switch adds and checks it,
+so the features only ever see frames without it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from headers.errors import HeaderError
+from headers.registry import EtherType
+from netstack.switch import Switch
+from netstack.switch.config import ConfigError, derived_mac
+from netstack.switch.forwarding import classify
+
+from .params import LGParams
+from .receiver import LGReceiver
+from .sender import DUMMY_BIT, ERA_BIT, LG_CONTROL_MAC, RETX_BIT, LGSender
+
+_LG_HI = EtherType.LINKGUARDIAN >> 8
+_LG_LO = EtherType.LINKGUARDIAN & 0xFF
+_LG_INT = int(EtherType.LINKGUARDIAN)
+
+SENDER = "sender"
+#: retransmitted seq_nos remembered by a passive (disabled) receiver, oldest forgotten first
+PASSIVE_RECORD = 4096
+RECEIVER = "receiver"
+ROLES = (SENDER, RECEIVER)
+
+
+def forward_as_received(switch: Switch, port: str, frame: bytes, now_ns: int | None = None,
+                        after: Any = None) -> bool:
+    """Forward ``frame`` as if it had just been received on ``port`` and passed ``after``'s ingress hook.
+
+    For frames a feature releases later than their arrival (LinkGuardian's reordering
+    buffer). The rest of the ingress pipeline runs: the hooks of features attached after
+    ``after``, then learning, lookup, classification and enqueue (tail drop, ECN, PFC
+    ingress accounting), exactly as :meth:`Switch.receive` step 5 does. The FCS and
+    MAC-control steps are skipped (the frame passed them on arrival) and no rx counter
+    moves (it was counted then). Returns False if a later hook consumed it or it was
+    filtered. Uses ``Switch.forward`` if the switch provides one.
+    """
+    native = getattr(switch, "forward", None)
+    if native is not None:
+        return bool(native(port, frame, now_ns, after_feature=after))
+    # Fallback built on the switch's internals (netstack/switch/core.py, Switch._receive
+    # step 5): kept in step with it until the switch offers a public forward().
+    p = switch._port(port)
+    t = switch._event(now_ns)
+    c = p.counters
+    try:
+        hooks = p.ingress_hooks
+        start = 0
+        if after is not None:
+            for i, hook in enumerate(hooks):
+                if getattr(hook, "__self__", None) is after:
+                    start = i + 1
+        for hook in hooks[start:]:
+            frame = hook(frame, t)
+            if frame is None:
+                c.feature_consumed += 1
+                return False
+            if len(frame) < 14:
+                c.malformed += 1
+                return False
+    except HeaderError:
+        c.malformed += 1
+        return False
+    src = frame[6:12]
+    if not src[0] & 1:
+        switch.fdb.learn(src, p.index)
+    cls = classify(frame, p.cfg.class_map, p.cfg.default_class)
+    sent = True
+    if frame[0] & 1:
+        targets = switch.ports
+    else:
+        out = switch.fdb.lookup(frame[:6])
+        if out is None:
+            targets = switch.ports
+        elif out == p.index:
+            c.filtered += 1
+            sent = False
+            targets = []
+        else:
+            targets = [switch.ports[out]]
+    for e in targets:
+        if e is not p:
+            switch._enqueue(e, frame, cls, p, t)
+    switch._flush(None)
+    return sent
+
+
+def _find_tag(frame: bytes, want: int) -> int | None:
+    """Offset of the first LinkGuardian tag of type ``want`` in the tag stack, or None."""
+    o = 14
+    n = len(frame)
+    while True:
+        if n < o + 5:
+            raise HeaderError("LinkGuardian", "truncated tag", o)
+        kind = frame[o] >> 6
+        if kind == want:
+            return o
+        if kind == 3:
+            raise HeaderError("LinkGuardian", "type 11 (buffered copy) is sender-internal, never on a link", o)
+        size = 8 if kind == 2 else 5
+        if n < o + size:
+            raise HeaderError("LinkGuardian", "truncated tag", o)
+        if frame[o + size - 2] << 8 | frame[o + size - 1] != _LG_INT:
+            return None
+        o += size
+
+
+class _LGFeature:
+    role = ""
+
+    def __init__(self, switch: Switch, port: str, params: LGParams | None = None) -> None:
+        if params is None:
+            params = LGParams()
+        if not isinstance(params, LGParams):
+            raise ConfigError("linkguardian", f"expected LGParams, got {type(params).__name__}")
+        cfg = switch.config.port(port)  # ConfigError for an unknown port
+        self.switch = switch
+        self.port = port
+        self.params = params
+        self.mac = cfg.mac if cfg.mac is not None else derived_mac(switch.name, port)
+        self.enabled = False
+        self.attached = False
+
+    def attach(self) -> None:
+        if not self.attached:
+            self.switch.attach_feature(self.port, self)
+            self.attached = True
+
+    def detach(self, now_ns: int | None = None) -> None:
+        """Disable, then remove from the switch (tags still in flight are no longer stripped)."""
+        self.disable(now_ns)
+        if self.attached:
+            self.switch.detach_feature(self.port, self)
+            self.attached = False
+
+    def enable(self, now_ns: int | None = None) -> None:
+        raise NotImplementedError
+
+    def disable(self, now_ns: int | None = None) -> None:
+        raise NotImplementedError
+
+    def set_params(self, params: LGParams) -> None:
+        raise NotImplementedError
+
+    def status(self) -> dict[str, Any]:
+        return {"role": self.role, "port": self.port, "enabled": self.enabled, "attached": self.attached,
+                "params": self.params.to_dict(), "counters": self.counters()}
+
+    def counters(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class LGSenderFeature(_LGFeature):
+    """The sender switch's protected egress port (see the module docstring)."""
+
+    role = SENDER
+
+    def __init__(self, switch: Switch, port: str, params: LGParams | None = None) -> None:
+        super().__init__(switch, port, params)
+        self.engine = LGSender(self.params, src_mac=self.mac, dst_mac=LG_CONTROL_MAC)
+        #: bit c set: class c is stamped (0 while disabled)
+        self._mask = 0
+        self._repoll_at: int | None = None
+
+    # ------------------------------------------------------------- feature interface
+    def on_egress(self, frame: bytes, cls: int, now_ns: int) -> bytes:
+        if self._mask >> cls & 1:
+            if self._repoll_at is None and self.engine.dummy_budget == 0:
+                # The switch asks an idle source again only after a switch event, and a
+                # dequeue is not one: without this, the dummies behind a lone frame (the
+                # tail loss of §3.2) would wait for the next unrelated event. A timer that
+                # is due at once is such an event.
+                self._repoll_at = now_ns
+            return self.engine.stamp(frame, now_ns)
+        return frame  # other classes (retransmissions included) go out as they are
+
+    def next_deadline(self) -> int | None:
+        return self._repoll_at
+
+    def on_timer(self, now_ns: int) -> None:
+        self._repoll_at = None
+
+    def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
+        if frame[12] != _LG_HI or frame[13] != _LG_LO:
+            return frame
+        fwd, retx = self.engine.receive(frame, now_ns)
+        if retx and self.enabled:
+            sw, port, cls = self.switch, self.port, self.params.retx_class
+            for copy in retx:
+                if not sw.enqueue(port, copy, cls, now_ns):
+                    self.engine.retx_dropped += 1
+        return fwd
+
+    def idle_frame(self, now_ns: int) -> bytes | None:
+        if not self.enabled:
+            return None
+        return self.engine.dummy(now_ns)
+
+    # --------------------------------------------------------------------- control
+    def enable(self, now_ns: int | None = None) -> None:
+        self.attach()
+        self.enabled = True
+        self._mask = sum(1 << c for c in self.params.data_classes)
+
+    def disable(self, now_ns: int | None = None) -> None:
+        self.enabled = False
+        self._mask = 0
+        self.engine.flush()
+
+    def set_params(self, params: LGParams) -> None:
+        self.params = params
+        self.engine.set_params(params)
+        if self.enabled:
+            self._mask = sum(1 << c for c in params.data_classes)
+
+    def counters(self) -> dict[str, Any]:
+        out = self.engine.counters()
+        state = self.switch.counters().get(self.port, {})
+        per_class = state.get("pauses_rx_class", [])
+        paused = state.get("paused", [])
+        data = self.params.data_classes
+        # the switch honours the receiver's 802.1Qbb frames itself; report what it saw
+        out["pauses_rx"] = sum(per_class[c] for c in data if c < len(per_class))
+        out["paused_now"] = any(paused[c] for c in data if c < len(paused))
+        out["paused_ns"] = max((state.get("paused_ns", [0] * 8)[c] for c in data), default=0)
+        return out
+
+
+class LGReceiverFeature(_LGFeature):
+    """The receiver switch's protected ingress port (see the module docstring)."""
+
+    role = RECEIVER
+
+    def __init__(self, switch: Switch, port: str, params: LGParams | None = None) -> None:
+        super().__init__(switch, port, params)
+        self.engine = LGReceiver(self.params, src_mac=self.mac, dst_mac=LG_CONTROL_MAC)
+        self.notifications_dropped = 0
+        self.released_later = 0
+        self.passive_stripped = 0
+        self.passive_duplicates = 0
+        #: retransmitted (era, seq_no) delivered while passive: N copies of one frame may
+        #: still be in flight when protection is disabled, and only the first may pass
+        self._passive_seen: dict[int, None] = {}
+
+    # ------------------------------------------------------------- feature interface
+    def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
+        if frame[12] != _LG_HI or frame[13] != _LG_LO:
+            return frame  # unprotected traffic
+        o = 14
+        if len(frame) < 19:
+            raise HeaderError("LGData", "truncated tag", 14)
+        if frame[14] >> 6:
+            found = _find_tag(frame, 0)
+            if found is None:
+                return frame  # leading ACKs / notifications for a sender feature on this port
+            o = found
+        first = frame[o]
+        # remove the tag: the EtherType in front of it becomes its next_type
+        inner = None if first & DUMMY_BIT else frame[:o - 2] + frame[o + 3:]
+        if not self.enabled:
+            return self._passive(first, frame[o + 1] << 8 | frame[o + 2], inner)
+        eng = self.engine
+        out = eng.on_data(first, frame[o + 1] << 8 | frame[o + 2], inner, now_ns)
+        if eng.control_out or eng.pause_out:
+            self._emit(now_ns)
+        n = len(out)
+        if n == 1:
+            return out[0]
+        if n == 0:
+            return None
+        # a repaired hole releases held frames: all but the last are forwarded here, in
+        # order, and the last is returned for the switch to forward after them
+        for f in out[:-1]:
+            self._forward(f, now_ns)
+        return out[-1]
+
+    def on_egress(self, frame: bytes, cls: int, now_ns: int) -> bytes:
+        if self.enabled:
+            return self.engine.piggyback(frame)
+        return frame
+
+    def idle_frame(self, now_ns: int) -> bytes | None:
+        if not self.enabled:
+            return None
+        return self.engine.courier()
+
+    def next_deadline(self) -> int | None:
+        return self.engine.next_deadline() if self.enabled else None
+
+    def on_timer(self, now_ns: int) -> None:
+        out = self.engine.on_timer(now_ns)
+        self._emit(now_ns)
+        for f in out:
+            self._forward(f, now_ns)
+
+    # --------------------------------------------------------------------- control
+    def enable(self, now_ns: int | None = None) -> None:
+        self.attach()
+        self.enabled = True
+        self._passive_seen.clear()
+
+    def disable(self, now_ns: int | None = None) -> None:
+        if not self.enabled:
+            return
+        self.enabled = False
+        out = self.engine.release_all()
+        self._emit(now_ns)
+        for f in out:
+            self._forward(f, now_ns)
+
+    def set_params(self, params: LGParams) -> None:
+        self.params = params
+        self.engine.set_params(params)
+        self._emit(None)
+
+    def counters(self) -> dict[str, Any]:
+        out = self.engine.counters()
+        out["notifications_dropped"] = self.notifications_dropped
+        out["released_later"] = self.released_later
+        out["passive_stripped"] = self.passive_stripped
+        out["passive_duplicates"] = self.passive_duplicates
+        return out
+
+    # ------------------------------------------------------------------- internals
+    def _forward(self, frame: bytes, now_ns: int | None) -> None:
+        self.released_later += 1
+        forward_as_received(self.switch, self.port, frame, now_ns, after=self)
+
+    def _passive(self, first: int, seq: int, inner: bytes | None) -> bytes | None:
+        """Disabled: strip tags still in flight and deliver as is, each retransmission once."""
+        if inner is None:
+            return None
+        if first & RETX_BIT:
+            key = (first & ERA_BIT) << 12 | seq
+            seen = self._passive_seen
+            if key in seen:
+                self.passive_duplicates += 1
+                return None
+            seen[key] = None
+            if len(seen) > PASSIVE_RECORD:
+                del seen[next(iter(seen))]
+        self.passive_stripped += 1
+        return inner
+
+    def _emit(self, now_ns: int | None) -> None:
+        eng = self.engine
+        sw, port = self.switch, self.port
+        if eng.control_out:
+            frames, eng.control_out = eng.control_out, []
+            cls = self.params.retx_class
+            for f in frames:
+                if not sw.enqueue(port, f, cls, now_ns):
+                    self.notifications_dropped += 1
+        if eng.pause_out:
+            states, eng.pause_out = eng.pause_out, []
+            for paused in states:
+                for cls in self.params.data_classes:
+                    sw.pause_class(port, cls, paused, now_ns)
+
+
+# ------------------------------------------------------------------ daemon / CLI API
+_FEATURES: weakref.WeakKeyDictionary[Switch, dict[tuple[str, str], _LGFeature]] = weakref.WeakKeyDictionary()
+
+
+def _registry(switch: Switch) -> dict[tuple[str, str], _LGFeature]:
+    reg = _FEATURES.get(switch)
+    if reg is None:
+        reg = _FEATURES[switch] = {}
+    return reg
+
+
+def _enable(cls: type[_LGFeature], switch: Switch, port: str, params: LGParams | dict[str, Any] | None,
+            now_ns: int | None) -> Any:
+    if isinstance(params, dict):
+        params = LGParams.from_dict(params)
+    reg = _registry(switch)
+    key = (port, cls.role)
+    feature = reg.get(key)
+    if feature is None:
+        feature = cls(switch, port, params)
+        reg[key] = feature
+    elif params is not None and params != feature.params:
+        feature.set_params(params)
+    feature.enable(now_ns)
+    return feature
+
+
+def enable_sender(switch: Switch, port: str, params: LGParams | dict[str, Any] | None = None,
+                  now_ns: int | None = None) -> LGSenderFeature:
+    """Protect ``port``'s egress (the sender side), attaching the feature on first use.
+
+    ``params`` (an :class:`LGParams` or its dict form) replaces the current settings;
+    None keeps them (defaults on first use). Raises ConfigError on bad settings or port.
+    """
+    return _enable(LGSenderFeature, switch, port, params, now_ns)
+
+
+def enable_receiver(switch: Switch, port: str, params: LGParams | dict[str, Any] | None = None,
+                    now_ns: int | None = None) -> LGReceiverFeature:
+    """Run the receiver side on ``port``'s ingress, attaching the feature on first use."""
+    return _enable(LGReceiverFeature, switch, port, params, now_ns)
+
+
+def disable(switch: Switch, port: str, role: str | None = None, now_ns: int | None = None) -> list[str]:
+    """Disable LinkGuardian on ``port`` (one role or both); return the roles disabled.
+
+    The features stay attached, passive, so that tags still in flight are stripped.
+    """
+    if role is not None and role not in ROLES:
+        raise ConfigError("linkguardian.role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    switch.config.port(port)
+    done = []
+    for r in (SENDER, RECEIVER):  # the sender first: no new seq_nos while the receiver lets go
+        f = _registry(switch).get((port, r))
+        if f is not None and (role is None or role == r) and f.enabled:
+            f.disable(now_ns)
+            done.append(r)
+    return done
+
+
+def detach(switch: Switch, port: str, role: str | None = None, now_ns: int | None = None) -> list[str]:
+    """Disable and remove the features from ``port`` (one role or both); return the roles removed."""
+    reg = _registry(switch)
+    done = []
+    for r in (SENDER, RECEIVER):
+        f = reg.get((port, r))
+        if f is not None and (role is None or role == r):
+            f.detach(now_ns)
+            del reg[(port, r)]
+            done.append(r)
+    return done
+
+
+def features(switch: Switch, port: str | None = None) -> list[_LGFeature]:
+    """The LinkGuardian features of ``switch`` (of one port when given)."""
+    return [f for (p, _), f in _registry(switch).items() if port is None or p == port]
+
+
+def status(switch: Switch, port: str | None = None) -> dict[str, dict[str, Any]]:
+    """``{port: {role: feature.status()}}`` for ``lg status`` (JSON-able)."""
+    out: dict[str, dict[str, Any]] = {}
+    for (p, r), f in _registry(switch).items():
+        if port is None or p == port:
+            out.setdefault(p, {})[r] = f.status()
+    return out
+
+
+__all__ = [
+    "RECEIVER",
+    "ROLES",
+    "SENDER",
+    "LGReceiverFeature",
+    "LGSenderFeature",
+    "detach",
+    "disable",
+    "enable_receiver",
+    "enable_sender",
+    "features",
+    "forward_as_received",
+    "status",
+]

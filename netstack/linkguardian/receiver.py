@@ -1,0 +1,434 @@
+"""The LinkGuardian receiver engine (seed 000 §3.1, §3.3, §3.5; Algorithms 1 and 2), sans-IO.
+
+One instance per protected ingress port. Inputs: the data tag of each protected frame
+(or dummy) with the untagged inner frame, and ``on_timer(now)``; outputs: the frames to
+deliver (returned, in delivery order), loss notifications for the highest-priority class
+(:attr:`LGReceiver.control_out`) and backpressure transitions (:attr:`LGReceiver.pause_out`),
+which the switch feature drains after every call, plus leading ACKs on demand
+(:meth:`piggyback`, :meth:`courier`).
+
+State, all in *absolute* counters (16-bit seq_no + era resolved with :func:`unwrap`
+against ``expected``, §3.5):
+
+- ``expected``: one past the highest seq_no seen. A data frame or a dummy (§3.2: it
+  carries the *next* seq_no) ahead of it reveals a hole ``expected .. seq - 1``: one loss
+  notification per 255 frames (``hole_size`` is 8 bits) goes back at once.
+- ``ack_no`` (blocking mode, Algorithm 1): the next frame to deliver. ``seq == ack_no``:
+  deliver and advance (then drain the reordering buffer); ``seq > ack_no``: hold it in the
+  reordering buffer; ``seq < ack_no`` (or already held): drop, a duplicate. ackNoTimeout
+  (§3.5) gives up on a hole that was not repaired in time and lets ``ack_no`` pass it.
+- Backpressure (Algorithm 2, §3.3): pause the sender's normal queue when the reordering
+  buffer reaches ``pauseThreshold``, resume at ``resumeThreshold``; only state changes are
+  emitted (``curr_state``).
+- LinkGuardianNB (tag bit ``blocking = 0``): deliver at once, no buffer, no pauses; a
+  frame is still delivered at most once (it must be new or fill an open hole). Open holes
+  are forgotten after ackNoTimeout too, which bounds the record.
+- Leading ACK (§3.1): the *in-order point*, the highest counter below which nothing is
+  still awaited (blocking: ``ack_no - 1``; NB: just below the lowest open hole). Each new
+  value is sent ``lack_repeats`` times, piggybacked on reverse frames when there are some,
+  else by explicit couriers from the lowest-priority idle source.
+
+Why the in-order point and not the highest seq seen (which the public P4 carries in its
+notifications): the sender frees every copy at or below a leading ACK. A value that
+never passes an open hole cannot free a frame whose retransmission is still needed, even
+if the notification is overtaken or lost, and even though the software switch simulates
+its egress link in slightly delayed steps (a piggybacked value computed "later" than the
+frame's dequeue time is still safe). The price is a Tx buffer that also holds the frames
+behind a hole until it is repaired, about one retransmission delay's worth.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Any
+
+from headers.errors import HeaderError
+from headers.linkguardian import SEQ_SPACE, LGType, unwrap
+from headers.registry import MIN_FRAME, EtherType
+
+from .params import LGParams
+from .sender import BLOCKING_BIT, DUMMY_BIT, ERA_BIT, LG_CONTROL_MAC, RETX_BIT
+
+_LG_INT = int(EtherType.LINKGUARDIAN)
+_TAG_HEAD = struct.Struct("!HBH")
+_LOSS = struct.Struct("!HBHBHH")
+
+#: A seq_no further than this ahead of ``expected`` is not a hole but a new stream (the
+#: sender was restarted, or the receiver attached mid-stream): the receiver resynchronises
+#: (counted) instead of reporting tens of thousands of losses. Well inside N/2, so unwrap
+#: is exact for everything closer.
+RESYNC_DISTANCE = SEQ_SPACE // 4
+#: Behind ``expected``, only open holes are legitimately far back (a retransmission behind
+#: a full reordering buffer: 200 KB of 64-byte frames is ~3,100 frames). Anything else this
+#: far behind means the sender started again from a lower counter.
+RESYNC_BEHIND = 4096
+#: hole_size is an 8-bit field: a longer gap is reported in several notifications.
+MAX_HOLE_PER_NOTIFICATION = 255
+
+COUNTER_KEYS = (
+    "data_rx",                  # protected data frames received (originals and copies)
+    "retx_rx",                  # ... of which retransmitted copies (reTx = 1)
+    "dummies_rx",               # dummy frames received (§3.2); never delivered
+    "delivered",                # frames handed on (in order in blocking mode)
+    "duplicates",               # frames dropped as already delivered / held / given up
+    "holes_detected",           # gaps seen (one per revealing frame)
+    "lost_detected",            # frames in those gaps
+    "max_hole",                 # the longest gap (consecutive losses)
+    "holes_filled",             # gap frames that arrived later (retransmissions)
+    "loss_notifications_sent",  # notifications queued for the sender
+    "timeouts",                 # frames given up by ackNoTimeout (never repaired)
+    "reorder_drops",            # frames dropped because the reordering buffer was full
+    "reorder_buffer_frames",
+    "reorder_buffer_bytes",
+    "reorder_buffer_max_frames",
+    "reorder_buffer_max_bytes",
+    "pauses_sent",              # Algorithm 2 pause transitions
+    "resumes_sent",             # Algorithm 2 resume transitions
+    "lacks_explicit",           # leading ACKs sent on couriers (§3.1)
+    "lacks_piggybacked",        # leading ACKs piggybacked on reverse frames
+    "resyncs",                  # new streams detected (far jump of seq_no)
+    "mode_switches",            # blocking <-> NB transitions followed from the tags
+    "released_on_disable",      # frames released in order when protection was disabled
+)
+
+
+class LGReceiver:
+    """Receiver side of one protected link (see the module docstring)."""
+
+    def __init__(self, params: LGParams, *, src_mac: bytes = b"\x02\0\0\0\0\x02",
+                 dst_mac: bytes = LG_CONTROL_MAC, start: int = 0) -> None:
+        if len(src_mac) != 6 or len(dst_mac) != 6:
+            raise ValueError("MAC addresses must be 6 bytes")
+        self._addr = dst_mac + src_mac
+        self.params = params
+        self.set_params(params)
+        self.blocking = params.blocking
+        #: both ends start at counter 0, so a fresh receiver is in step (and a loss of the
+        #: very first frames is a hole like any other); after a disable it is not, and the
+        #: first tagged frame sets the counters again
+        self.synced = True
+        self.expected = start
+        self.ack_no = start
+        #: the leading ACK: the in-order point (absolute), and how many more times to send it
+        self.leading_ack = start - 1
+        self.lack_left = 0
+        #: open holes: absolute counter -> time detected; _hole_q keeps them in seq order
+        #: (holes are found in increasing seq order, so it is also detection-time order)
+        self._holes: dict[int, int] = {}
+        self._hole_q: deque[int] = deque()
+        #: the reordering buffer (§3.3): absolute counter -> inner frame
+        self._rob: dict[int, bytes] = {}
+        #: Algorithm 2's curr_state (True = the sender's normal queue is paused)
+        self.paused = False
+        #: loss notifications to send on the highest class, drained by the caller
+        self.control_out: list[bytes] = []
+        #: backpressure transitions (True = pause, False = resume), drained by the caller
+        self.pause_out: list[bool] = []
+        for key in COUNTER_KEYS:
+            setattr(self, key, 0)
+
+    def set_params(self, params: LGParams) -> None:
+        """New thresholds, timeout and repeats apply from the next event."""
+        self.params = params
+        self._timeout = params.ack_no_timeout_ns
+        self._pause_at = params.pause_threshold_bytes
+        self._resume_at = params.resume_bytes
+        self._bp = params.backpressure
+        self._rob_limit = params.reorder_buffer_limit_bytes
+        self._repeats = params.lack_repeats
+        if not self._bp and getattr(self, "paused", False):
+            self.paused = False
+            self.pause_out.append(False)
+            self.resumes_sent += 1
+
+    # ----------------------------------------------------------------------- data path
+    def receive(self, frame: bytes, now_ns: int) -> list[bytes]:
+        """A frame whose outer tag is a data tag: the frames now deliverable, in order."""
+        if len(frame) < 19 or frame[12] << 8 | frame[13] != _LG_INT:
+            raise HeaderError("LGData", "not a LinkGuardian-tagged frame", 12)
+        first = frame[14]
+        if first >> 6 != LGType.DATA:
+            raise HeaderError("LGData", f"outer tag type {first >> 6:02b} is not DATA", 14)
+        inner = None if first & DUMMY_BIT else frame[:12] + frame[17:]
+        return self.on_data(first, frame[15] << 8 | frame[16], inner, now_ns)
+
+    def on_data(self, first: int, seq: int, inner: bytes | None, now_ns: int) -> list[bytes]:
+        """Algorithm 1 for one tag: ``first`` = the tag's type/flags byte, ``seq`` = seq_no.
+
+        ``inner`` is the frame with the tag removed (ignored for a dummy). Returns the
+        frames to deliver now, in order.
+        """
+        out: list[bytes] = []
+        s = unwrap(first >> 4 & 1, seq, self.expected)
+        if not self.synced:
+            self._sync(s)
+        else:
+            d = s - self.expected
+            if d > RESYNC_DISTANCE or (d < -RESYNC_BEHIND and s not in self._holes):
+                self.resyncs += 1
+                self._release(out, forget_holes=True)
+                self._sync(s)
+        if bool(first & BLOCKING_BIT) != self.blocking:
+            self._switch_mode(out)
+        exp = self.expected
+        if s > exp:
+            # a gap (Algorithm 1's hole; §3.2: a dummy reveals a tail loss the same way)
+            self._new_holes(exp, s, now_ns)
+            self.expected = exp = s
+        if first & DUMMY_BIT:
+            self.dummies_rx += 1
+            if out:
+                self.delivered += len(out)
+            return out
+        self.data_rx += 1
+        if first & RETX_BIT:
+            self.retx_rx += 1
+        holes = self._holes
+        if s == exp:
+            self.expected = s + 1
+        elif s < exp and s in holes:
+            del holes[s]
+            self.holes_filled += 1
+        else:
+            self.duplicates += 1  # already delivered, held, or given up (de-duplication)
+            if out:
+                self.delivered += len(out)
+            return out
+        if inner is None:
+            inner = b""
+        if self.blocking:
+            # Algorithm 1
+            if s == self.ack_no:
+                out.append(inner)
+                self.ack_no = s + 1
+                if self.ack_no < self.expected:
+                    self._drain(out)
+            elif self.reorder_buffer_bytes + len(inner) > self._rob_limit:
+                self.reorder_drops += 1  # overflow (Fig. 9b); ack_no will step over it
+            else:
+                self._rob[s] = inner
+                b = self.reorder_buffer_bytes + len(inner)
+                self.reorder_buffer_bytes = b
+                n = self.reorder_buffer_frames + 1
+                self.reorder_buffer_frames = n
+                if b > self.reorder_buffer_max_bytes:
+                    self.reorder_buffer_max_bytes = b
+                if n > self.reorder_buffer_max_frames:
+                    self.reorder_buffer_max_frames = n
+            a = self.ack_no - 1
+            if a != self.leading_ack:
+                self.leading_ack = a
+                self.lack_left = self._repeats
+            if self._bp:
+                self._backpressure()
+        else:
+            out.append(inner)
+            self._nb_lack()
+        self.delivered += len(out)
+        return out
+
+    # -------------------------------------------------------------------------- timers
+    def next_deadline(self) -> int | None:
+        """When the oldest open hole's ackNoTimeout expires (None: no hole)."""
+        q = self._hole_q
+        holes = self._holes
+        while q:
+            t = holes.get(q[0])
+            if t is not None:
+                return t + self._timeout
+            q.popleft()
+        return None
+
+    def on_timer(self, now_ns: int) -> list[bytes]:
+        """ackNoTimeout (§3.5): give up on every hole older than the timeout; deliver what follows."""
+        out: list[bytes] = []
+        q = self._hole_q
+        holes = self._holes
+        limit = now_ns - self._timeout
+        while q:
+            h = q[0]
+            t = holes.get(h)
+            if t is None:
+                q.popleft()
+                continue
+            if t > limit:
+                break
+            q.popleft()
+            del holes[h]
+            self.timeouts += 1
+        if self.blocking:
+            if self.ack_no < self.expected:
+                self._drain(out)
+            a = self.ack_no - 1
+            if a != self.leading_ack:
+                self.leading_ack = a
+                self.lack_left = self._repeats
+            if self._bp:
+                self._backpressure()
+        else:
+            self._nb_lack()
+        self.delivered += len(out)
+        return out
+
+    # --------------------------------------------------------------- leading ACKs (§3.1)
+    def piggyback(self, frame: bytes) -> bytes:
+        """``frame`` (reverse direction) with the pending leading ACK added, if one is pending."""
+        if self.lack_left <= 0:
+            return frame
+        if frame[12] << 8 | frame[13] == _LG_INT and len(frame) > 14 and frame[14] >> 6 == LGType.LOSS_NOTIFICATION:
+            return frame  # our own notification already carries the leading ACK
+        self.lack_left -= 1
+        self.lacks_piggybacked += 1
+        v = self.leading_ack
+        return frame[:12] + _TAG_HEAD.pack(_LG_INT, 0x60 | (v >> 12 & ERA_BIT), v & 0xFFFF) + frame[12:]
+
+    def courier(self) -> bytes | None:
+        """An explicit ACK frame if a leading-ACK value still needs sending, else None."""
+        if self.lack_left <= 0:
+            return None
+        self.lack_left -= 1
+        self.lacks_explicit += 1
+        v = self.leading_ack
+        head = self._addr + _TAG_HEAD.pack(_LG_INT, 0x40 | (v >> 12 & ERA_BIT), v & 0xFFFF) + b"\0\0"
+        return head + bytes(MIN_FRAME - len(head))
+
+    # ------------------------------------------------------------------------ control
+    def release_all(self) -> list[bytes]:
+        """Protection disabled: every held frame in order, holes forgotten, backpressure off.
+
+        The next tagged frame resynchronises the receiver (the sender may have moved on).
+        """
+        out: list[bytes] = []
+        self._release(out, forget_holes=True)
+        self.released_on_disable += len(out)
+        self.delivered += len(out)
+        self.synced = False
+        if self.paused:
+            self.paused = False
+            self.pause_out.append(False)
+            self.resumes_sent += 1
+        return out
+
+    def holes(self) -> list[int]:
+        """Absolute counters still awaited, ascending (for tests and status)."""
+        return sorted(self._holes)
+
+    def held(self) -> list[int]:
+        """Absolute counters in the reordering buffer, ascending."""
+        return sorted(self._rob)
+
+    def counters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {key: getattr(self, key) for key in COUNTER_KEYS}
+        out.update(mode="blocking" if self.blocking else "nb", paused=self.paused, expected=self.expected,
+                   ack_no=self.ack_no, leading_ack=self.leading_ack, open_holes=len(self._holes),
+                   synced=self.synced)
+        return out
+
+    # ---------------------------------------------------------------------- internals
+    def _sync(self, s: int) -> None:
+        self.synced = True
+        self.expected = s
+        self.ack_no = s
+        if s - 1 != self.leading_ack:
+            self.leading_ack = s - 1
+            self.lack_left = self._repeats
+
+    def _new_holes(self, first: int, end: int, now_ns: int) -> None:
+        """Frames ``first .. end - 1`` are missing: record them, notify the sender at once."""
+        n = end - first
+        self.holes_detected += 1
+        self.lost_detected += n
+        if n > self.max_hole:
+            self.max_hole = n
+        holes = self._holes
+        q = self._hole_q
+        for c in range(first, end):
+            holes[c] = now_ns
+            q.append(c)
+        v = self.leading_ack  # unchanged by a new hole: it is the in-order point
+        era = 0x80 | (v >> 12 & ERA_BIT)
+        c = first
+        while c < end:
+            k = min(MAX_HOLE_PER_NOTIFICATION, end - c)
+            head = self._addr + _LOSS.pack(_LG_INT, era, v & 0xFFFF, k, c & 0xFFFF, 0)
+            self.control_out.append(head + bytes(MIN_FRAME - len(head)))
+            self.loss_notifications_sent += 1
+            c += k
+
+    def _drain(self, out: list[bytes]) -> None:
+        """Algorithm 1's recirculation: deliver held frames while they are next in line."""
+        a = self.ack_no
+        rob = self._rob
+        holes = self._holes
+        exp = self.expected
+        nbytes = 0
+        start = len(out)
+        while True:
+            f = rob.pop(a, None)
+            if f is not None:
+                out.append(f)
+                nbytes += len(f)
+                a += 1
+                continue
+            if a >= exp or a in holes:
+                break
+            a += 1  # neither held nor awaited: dropped on overflow, or delivered before a mode switch
+        self.ack_no = a
+        self.reorder_buffer_frames -= len(out) - start
+        self.reorder_buffer_bytes -= nbytes
+
+    def _backpressure(self) -> None:
+        """Algorithm 2 on the reordering buffer's occupancy (state changes only)."""
+        b = self.reorder_buffer_bytes
+        if not self.paused:
+            if b >= self._pause_at:
+                self.paused = True
+                self.pause_out.append(True)
+                self.pauses_sent += 1
+        elif b <= self._resume_at:
+            self.paused = False
+            self.pause_out.append(False)
+            self.resumes_sent += 1
+
+    def _nb_lack(self) -> None:
+        q = self._hole_q
+        holes = self._holes
+        while q and q[0] not in holes:
+            q.popleft()
+        a = (q[0] if q else self.expected) - 1
+        if a != self.leading_ack:
+            self.leading_ack = a
+            self.lack_left = self._repeats
+
+    def _release(self, out: list[bytes], forget_holes: bool) -> None:
+        rob = self._rob
+        for c in sorted(rob):
+            out.append(rob[c])
+        rob.clear()
+        self.reorder_buffer_frames = 0
+        self.reorder_buffer_bytes = 0
+        if forget_holes:
+            self._holes.clear()
+            self._hole_q.clear()
+        self.ack_no = self.expected
+
+    def _switch_mode(self, out: list[bytes]) -> None:
+        """Follow the sender's ``blocking`` bit (§3.5: LinkGuardianNB is a run-time option)."""
+        self.mode_switches += 1
+        if self.blocking:
+            self._release(out, forget_holes=False)  # NB from now on: nothing is held
+            self.blocking = False
+            if self.paused:
+                self.paused = False
+                self.pause_out.append(False)
+                self.resumes_sent += 1
+        else:
+            q = self._hole_q
+            while q and q[0] not in self._holes:
+                q.popleft()
+            self.ack_no = q[0] if q else self.expected
+            self.blocking = True
+
+
+__all__ = ["COUNTER_KEYS", "MAX_HOLE_PER_NOTIFICATION", "RESYNC_BEHIND", "RESYNC_DISTANCE", "LGReceiver"]
