@@ -123,7 +123,47 @@ class SwitchShell:
             "set_impairment": self.ctl_set_impairment,
             "clear_counters": self.ctl_clear,
             "fdb": lambda req: self.switch.fdb_entries(),
+            "lg_enable": self.ctl_lg_enable,
+            "lg_disable": self.ctl_lg_disable,
+            "lg_status": self.ctl_lg_status,
         }
+
+    # --- LinkGuardian (seed 000), per port, at run time --------------------------------
+    def ctl_lg_enable(self, req: dict[str, Any]) -> dict[str, Any]:
+        from netstack import linkguardian as lg
+
+        name = self._port(req)
+        role = req.get("role")
+        if role not in ("sender", "receiver"):
+            raise ControlError('role must be "sender" or "receiver"')
+        enable = lg.enable_sender if role == "sender" else lg.enable_receiver
+        try:
+            feature = enable(self.switch, name, req.get("params") or {}, time.monotonic_ns())
+        except (ConfigError, ValueError, TypeError) as exc:
+            raise ControlError(f"cannot enable LinkGuardian {role} on {name}: {exc}") from None
+        self.flush()
+        log.info("LinkGuardian %s enabled on %s", role, name)
+        return {"port": name, "role": role, "params": feature.params.to_dict()}
+
+    def ctl_lg_disable(self, req: dict[str, Any]) -> list[str]:
+        from netstack import linkguardian as lg
+
+        name = self._port(req)
+        try:
+            roles = lg.disable(self.switch, name, req.get("role"), time.monotonic_ns())
+        except (ConfigError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+        self.flush()
+        log.info("LinkGuardian disabled on %s (%s)", name, ", ".join(roles) or "nothing enabled")
+        return roles
+
+    def ctl_lg_status(self, req: dict[str, Any]) -> dict[str, Any]:
+        from netstack import linkguardian as lg
+
+        port = req.get("port")
+        if port is not None:
+            self._port(req)
+        return lg.status(self.switch, port)
 
     def ctl_status(self, req: dict[str, Any]) -> dict[str, Any]:
         ports = self.switch.counters()

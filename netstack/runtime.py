@@ -220,6 +220,9 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
             for p in built.ports.values()
         ],
         "hosts": {n.name: str(n.ip) for n in topology.nodes if n.ip is not None},
+        "links": {link.name: {"a": link.a.node, "b": link.b.node, "rate_bps": link.rate_bps,
+                              "delay_ns": link.delay_ns, "mtu": link.mtu, "fcs": link.fcs}
+                  for link in topology.links},
         "impairments": {f"{n}/{link}": b for (n, link), b in built.impairments.items()},
         "daemons": [d.__dict__ for d in daemons],
     }

@@ -41,7 +41,6 @@ from headers.errors import HeaderError
 from headers.registry import EtherType
 from netstack.switch import Switch
 from netstack.switch.config import ConfigError, derived_mac
-from netstack.switch.forwarding import classify
 
 from .params import LGParams
 from .receiver import LGReceiver
@@ -60,64 +59,9 @@ ROLES = (SENDER, RECEIVER)
 
 def forward_as_received(switch: Switch, port: str, frame: bytes, now_ns: int | None = None,
                         after: Any = None) -> bool:
-    """Forward ``frame`` as if it had just been received on ``port`` and passed ``after``'s ingress hook.
-
-    For frames a feature releases later than their arrival (LinkGuardian's reordering
-    buffer). The rest of the ingress pipeline runs: the hooks of features attached after
-    ``after``, then learning, lookup, classification and enqueue (tail drop, ECN, PFC
-    ingress accounting), exactly as :meth:`Switch.receive` step 5 does. The FCS and
-    MAC-control steps are skipped (the frame passed them on arrival) and no rx counter
-    moves (it was counted then). Returns False if a later hook consumed it or it was
-    filtered. Uses ``Switch.forward`` if the switch provides one.
-    """
-    native = getattr(switch, "forward", None)
-    if native is not None:
-        return bool(native(port, frame, now_ns, after_feature=after))
-    # Fallback built on the switch's internals (netstack/switch/core.py, Switch._receive
-    # step 5): kept in step with it until the switch offers a public forward().
-    p = switch._port(port)
-    t = switch._event(now_ns)
-    c = p.counters
-    try:
-        hooks = p.ingress_hooks
-        start = 0
-        if after is not None:
-            for i, hook in enumerate(hooks):
-                if getattr(hook, "__self__", None) is after:
-                    start = i + 1
-        for hook in hooks[start:]:
-            frame = hook(frame, t)
-            if frame is None:
-                c.feature_consumed += 1
-                return False
-            if len(frame) < 14:
-                c.malformed += 1
-                return False
-    except HeaderError:
-        c.malformed += 1
-        return False
-    src = frame[6:12]
-    if not src[0] & 1:
-        switch.fdb.learn(src, p.index)
-    cls = classify(frame, p.cfg.class_map, p.cfg.default_class)
-    sent = True
-    if frame[0] & 1:
-        targets = switch.ports
-    else:
-        out = switch.fdb.lookup(frame[:6])
-        if out is None:
-            targets = switch.ports
-        elif out == p.index:
-            c.filtered += 1
-            sent = False
-            targets = []
-        else:
-            targets = [switch.ports[out]]
-    for e in targets:
-        if e is not p:
-            switch._enqueue(e, frame, cls, p, t)
-    switch._flush(None)
-    return sent
+    """Forward ``frame`` as if it had just been received on ``port`` and passed ``after``'s
+    ingress hook (frames released from the reordering buffer later than their arrival)."""
+    return switch.forward(port, frame, now_ns, after_feature=after)
 
 
 def _find_tag(frame: bytes, want: int) -> int | None:

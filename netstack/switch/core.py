@@ -105,6 +105,37 @@ class Switch:
                 p.counters.malformed += 1
         self._flush(None)
 
+    def forward(self, port: str, frame: bytes, now_ns: int | None = None, *, after_feature: Any = None) -> bool:
+        """Forward ``frame`` as if it had just been received on ``port`` and passed
+        ``after_feature``'s ingress hook: for frames a feature releases later than their
+        arrival (LinkGuardian's reordering buffer, seed 000 Algorithm 1). Later features'
+        hooks, learning, lookup, classification and enqueue run; FCS, MAC control and rx
+        counters do not (the frame passed them on arrival). False if consumed or filtered."""
+        p = self._port(port)
+        t = self._event(now_ns)
+        c = p.counters
+        hooks = p.ingress_hooks
+        start = 0
+        if after_feature is not None:
+            for i, hook in enumerate(hooks):
+                if getattr(hook, "__self__", None) is after_feature:
+                    start = i + 1
+        try:
+            for hook in hooks[start:]:
+                frame = hook(frame, t)
+                if frame is None:
+                    c.feature_consumed += 1
+                    return False
+                if len(frame) < 14:
+                    c.malformed += 1
+                    return False
+            ok = self._forward(p, frame, t)
+        except HeaderError:
+            c.malformed += 1
+            return False
+        self._flush(None)
+        return ok
+
     def transmit(self, now_ns: int) -> list[tuple[str, bytes]]:
         """Frames whose release time is <= ``now_ns``, as (port, frame), in release order.
 
@@ -353,6 +384,11 @@ class Switch:
             if len(frame) < 14:
                 c.malformed += 1
                 return
+        self._forward(p, frame, t)
+
+    def _forward(self, p: Port, frame: bytes, t: int) -> bool:
+        """Ingress step 5: learn, look up, classify, enqueue (or flood). False if filtered."""
+        c = p.counters
         fdb = self.fdb
         src = frame[6:12]
         if not src[0] & 1:
@@ -367,13 +403,14 @@ class Switch:
                 targets = self.ports  # unknown unicast: flood
             elif out == p.index:
                 c.filtered += 1  # the destination is behind the port it came from
-                return
+                return False
             else:
                 self._enqueue(self.ports[out], frame, cls, p, t)
-                return
+                return True
         for e in targets:
             if e is not p:
                 self._enqueue(e, frame, cls, p, t)
+        return True
 
     def _enqueue(self, e: Port, frame: bytes, cls: int, ingress: Port | None, t: int) -> bool:
         n = len(frame)
