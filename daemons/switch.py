@@ -39,6 +39,8 @@ RX_BATCH = 256
 #: never sleep less than this, and release every frame that became due meanwhile.
 MIN_SLEEP_S = 0.001
 STATS_INTERVAL_S = 1.0
+#: Modules whose ``switch_handlers(shell) -> {cmd: handler}`` extend the control socket.
+SWITCH_PLUGINS = ("netstack.dta.live",)
 
 
 class SwitchShell:
@@ -126,7 +128,24 @@ class SwitchShell:
             "lg_enable": self.ctl_lg_enable,
             "lg_disable": self.ctl_lg_disable,
             "lg_status": self.ctl_lg_status,
+            **self._plugin_handlers(),
         }
+
+    def _plugin_handlers(self) -> dict[str, Any]:
+        """Control commands contributed by other protocols' modules (``switch_handlers(shell)``),
+        so a feature such as the DTA translator plugs in without touching this shell."""
+        import importlib
+
+        handlers: dict[str, Any] = {}
+        for name in SWITCH_PLUGINS:
+            try:
+                module = importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if exc.name != name:
+                    raise
+                continue
+            handlers.update(module.switch_handlers(self))
+        return handlers
 
     # --- LinkGuardian (seed 000), per port, at run time --------------------------------
     def ctl_lg_enable(self, req: dict[str, Any]) -> dict[str, Any]:

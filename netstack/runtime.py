@@ -140,6 +140,12 @@ def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def collector_daemon_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("daemons.collector") is not None
+
+
 def _spawn(prefix: str, node: str, argv: list[str], log_path: Path) -> int:
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(
@@ -201,6 +207,21 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
             pid = _spawn(prefix, node.name, argv, log_path)
             daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path)))
             say(f"started switch daemon {node.name} (pid {pid})")
+        for node in topology.collectors:
+            if not collector_daemon_available():
+                break
+            link = topology.links_of(node.name)[0]
+            cfg_path = rdir / f"{node.name}.json"
+            cfg_path.write_text(json.dumps({"collector": {
+                "name": node.name, "ifname": link.end(node.name).ifname, "mac": built.mac(node.name, link.name),
+                "ip": str(node.ip.ip), "memory_dir": f"/dev/shm/netstack-{prefix}-{node.name}",
+            }}, indent=2))
+            sock = rdir / f"{node.name}.sock"
+            log_path = rdir / f"{node.name}.log"
+            argv = [sys.executable, "-m", "daemons.collector", "--config", str(cfg_path), "--control", str(sock)]
+            pid = _spawn(prefix, node.name, argv, log_path)
+            daemons.append(Daemon(node.name, "collector", pid, str(sock), str(log_path)))
+            say(f"started collector daemon {node.name} (pid {pid})")
         for d in daemons:
             _wait_ready(d)
     except BaseException:
