@@ -1,0 +1,61 @@
+"""Driving real traffic through a running testbed: the pieces `netstack demo` and the
+benchmarks share (host tools run with ``ip netns exec``, counters read from the daemons)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from . import runtime
+
+
+class ExperimentError(RuntimeError):
+    pass
+
+
+def tool_argv(state: dict[str, Any], node: str, *args: str) -> list[str]:
+    return ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
+
+
+def start_tool(state: dict[str, Any], node: str, *args: str) -> subprocess.Popen:
+    """Start a server-side tool and wait until it says it is ready."""
+    proc = subprocess.Popen(tool_argv(state, node, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline().strip()
+    if line != "ready":
+        proc.kill()
+        raise ExperimentError(f"{args[0]} in {node} did not start: {line} {proc.stderr.read()[-500:]}")
+    return proc
+
+
+def finish_tool(proc: subprocess.Popen, timeout: float = 300) -> dict[str, Any]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise ExperimentError("a traffic tool did not finish in time") from None
+    if proc.returncode != 0:
+        raise ExperimentError(f"traffic tool failed: {err[-500:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_tool(state: dict[str, Any], node: str, *args: str, timeout: float = 600, progress: bool = False) -> dict:
+    r = subprocess.run(tool_argv(state, node, *args), stdout=subprocess.PIPE,
+                       stderr=None if progress else subprocess.PIPE, text=True, timeout=timeout, check=False)
+    if r.returncode != 0:
+        raise ExperimentError(f"{args[0]} in {node} failed: {(r.stderr or '')[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def link_counters(prefix: str, sender: tuple[str, str], receiver: tuple[str, str]) -> dict[str, int]:
+    """Frames the sending switch put on a link and FCS drops at the receiving switch (the
+    paper's counters B and C: actual loss = drops / sent)."""
+    st = runtime.status(prefix)["daemons"]
+    s = st[sender[0]]["ports"][sender[1]]
+    r = st[receiver[0]]["ports"][receiver[1]]
+    return {"sent": s["tx_frames"], "fcs_drops": r["fcs_errors"], "received": r["rx_frames"]}
+
+
+def diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}
