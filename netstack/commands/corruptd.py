@@ -1,0 +1,40 @@
+"""``netstack corruptd``: enable LinkGuardian on links found corrupting (seed 000 §3, App. C)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import CommandError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("corruptd", help="watch link corruption and enable LinkGuardian where needed",
+                       description="Poll every switch-to-switch link's FCS-error rate (drops at the receiver over "
+                                   "frames the sender put on the link, sliding window) and enable LinkGuardian, "
+                                   "with N copies from Eq. 2, on a link that corrupts above the threshold. "
+                                   "Runs until interrupted (or --duration).")
+    p.add_argument("--threshold", type=float, default=1e-4, help="corruption rate that triggers protection")
+    p.add_argument("--target", type=float, default=1e-8, help="target effective loss for Eq. 2")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    p.add_argument("--window", type=float, default=10.0, help="seconds of history the rate is measured over")
+    p.add_argument("--min-frames", type=int, default=2000, help="frames needed before deciding")
+    p.add_argument("--mode", choices=["blocking", "nb"], default="blocking")
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--prefix", default="ns")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..io.control import ControlError
+    from ..linkguardian.corruptd import CorruptionMonitor, run_corruptd
+    from ..runtime import RuntimeErrorNS
+
+    try:
+        monitor = CorruptionMonitor(args.threshold, args.target, int(args.window * 1e9), args.min_frames)
+        decisions = run_corruptd(args.prefix, monitor, interval_s=args.interval, mode=args.mode,
+                                 duration_s=args.duration, say=lambda m: print(m, file=sys.stderr, flush=True))
+    except (ValueError, RuntimeErrorNS, ControlError) as exc:
+        raise CommandError(str(exc)) from None
+    print(f"corruptd: protected {len(decisions)} link direction(s)")
+    return 0
