@@ -21,7 +21,6 @@ import os
 import signal
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -75,17 +74,13 @@ class SwitchShell:
         if now is None:
             now = time.monotonic_ns()
         try:
-            out = self.switch.transmit(now)
+            out = self.switch.transmit_by_port(now)
         except Exception:
             self.internal_errors += 1
             log.exception("internal error in transmit")
             out = []
-        if out:
-            per_port: dict[str, list[bytes]] = defaultdict(list)
-            for name, frame in out:
-                per_port[name].append(frame)
-            for name, frames in per_port.items():
-                self.ports[name].send_batch(frames)
+        for name, frames in out:
+            self.ports[name].send_batch(frames)
         self._arm(now)
 
     def _arm(self, now: int) -> None:

@@ -120,3 +120,23 @@ def test_rate_change_applies_to_frames_starting_later():
     sw.set_rate("p1", 2 * GBPS, now_ns=1500)  # frame 1 (1000..2000) keeps its end
     sw.transmit(10_000)
     assert [(d.start, d.end) for d in tr.on("p1")] == [(0, 1000), (1000, 2000), (2000, 2500), (2500, 3000)]
+
+
+def test_transmit_by_port_equals_transmit_grouped():
+    """The shell's grouped form releases exactly what transmit() would, per port, in order."""
+    from netstack.switch import Switch
+    from netstack.switch.config import PortConfig, SwitchConfig
+
+    def build():
+        return Switch(SwitchConfig("s", (PortConfig("a", rate_bps=10_000_000), PortConfig("b", rate_bps=10_000_000),
+                                         PortConfig("c", rate_bps=5_000_000))))
+
+    frames = [bytes([0xFF] * 6) + bytes([2, 0, 0, 0, 0, i % 7]) + b"\x08\x00" + bytes(60 + i % 50) for i in range(200)]
+    s1, s2 = build(), build()
+    for i, f in enumerate(frames):
+        s1.receive("abc"[i % 3], f, i * 10_000)
+        s2.receive("abc"[i % 3], f, i * 10_000)
+    flat = s1.transmit(10**12)
+    grouped = dict(s2.transmit_by_port(10**12))
+    for port in "abc":
+        assert [f for n, f in flat if n == port] == grouped.get(port, [])
