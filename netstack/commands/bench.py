@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "headers": ("netstack.bench.headers", "encode/decode rate per header: fast codec vs Scapy"),
     "forwarding": ("netstack.bench.forwarding",
                    "frames/s through 1 and 2 userspace switches vs a bare forwarder and the kernel bridge"),
+    "dta": ("netstack.bench.dta", "DTA reports/s ingested end to end vs a naive CPU collector; Fig. 7 and Fig. 9"),
 }
 
 

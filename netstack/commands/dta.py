@@ -1,0 +1,432 @@
+"""``netstack dta``: Direct Telemetry Access on the running testbed — translator, reports, queries."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from typing import Any
+
+from ..errors import CommandError
+
+DESCRIPTION = """\
+Direct Telemetry Access (seed 003). Reporters send small UDP reports (port 40040) towards the
+collector; the collector's ToR switch (the translator) turns each report into RoCEv2 RDMA
+operations (WRITE, FETCH_ADD) on memory regions the collector registered, so the collector's
+CPU does no per-report work. Here the collector daemon (in the collector's namespace, started
+by 'netstack up') is a userspace RoCEv2 responder over shared-memory files in /dev/shm, and
+the translator runs inside the ToR's switch daemon once enabled.
+
+Primitives: Key-Write (key -> value, N redundant slots), Append (ring-buffer lists, B entries
+per WRITE), Key-Increment (N Fetch&Adds, count-min on query), Sketch-Merge (per-reporter
+sketch columns merged at the translator, NACK + retransmission on a gap)."""
+
+EPILOG = """\
+examples:
+  netstack up
+  netstack dta enable                                   translator on c1's ToR (sw2)
+  netstack dta report keywrite 42 7 --from h1           key 42 := 7 (2 copies)
+  netstack dta report append 4 100 --count 10 --from h2 values 100..109 onto list 4 (B = 4)
+  netstack dta report increment 7 --count 100 --from h1
+  netstack dta report sketch --reporter-id 1 --random 1000 --from h1
+  netstack dta report sketch --reporter-id 2 --random 1000 --seed 2 --from h2
+  netstack dta query keywrite 42
+  netstack dta query append 4 --last 5
+  netstack dta query counter 7
+  netstack dta query sketch 1 17
+  netstack dta status
+  netstack dta disable
+
+docs/dta.md has the design, the memory layouts and the measured numbers."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dta", help="DTA telemetry: translator on the collector's ToR, reports, queries",
+                       description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dsub = p.add_subparsers(dest="dta_cmd", metavar="ACTION", required=True)
+
+    e = dsub.add_parser("enable", help="start the translator on the collector's ToR switch",
+                        description="Fetch the collector daemon's connect_info (QPN, rkey, base address, size and "
+                                    "next PSN of every region: the stand-in for RDMA_CM) and start the "
+                                    "translator in the switch daemon, on the port facing the collector. Enabling "
+                                    "again replaces the translator (a fresh one, in sequence with the collector's "
+                                    "queue pairs; Append heads restart at 0).")
+    _common(e, collector=True)
+    g = e.add_mutually_exclusive_group()
+    g.add_argument("--grace", type=int, metavar="REPORTS",
+                   help="grace period after a PSN resync, in reports dropped (default: 1000; the public code's "
+                        "100,000 is for Tofino rates)")
+    g.add_argument("--grace-ms", type=float, help="grace period as a time instead of a report count")
+    f = e.add_mutually_exclusive_group()
+    f.add_argument("--append-flush-ms", type=float, default=None,
+                   help="write an idle, partly filled Append batch after this long (default: 1 ms)")
+    f.add_argument("--no-append-flush", action="store_true",
+                   help="never flush idle Append batches (the public translator's behaviour)")
+    e.add_argument("--max-redundancy", type=int, help="cap on N for Key-Write / Key-Increment reports")
+    e.add_argument("--ack-every", type=int, help="set AckReq on every n-th request of a QP (default: never)")
+    e.add_argument("--no-seq-tracking", action="store_true",
+                   help="do not NACK gaps in retransmittable reports' sequence numbers")
+    e.add_argument("--cls", type=int, default=0, help="egress class of the RoCEv2 frames (default: 0)")
+    e.set_defaults(func=cmd_enable)
+
+    d = dsub.add_parser("disable", help="stop the translator (reports are then forwarded like any frame)")
+    _common(d, collector=True)
+    d.set_defaults(func=cmd_disable)
+
+    s = dsub.add_parser("status", help="translator and collector counters",
+                        description="Translator: reports per primitive, RDMA operations generated, NACKs, "
+                                    "resyncs, grace-period drops. Collector: per queue pair, requests executed, "
+                                    "ACK/NAKs, ICRC errors, duplicates.")
+    _common(s, collector=True)
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_status)
+
+    r = dsub.add_parser("report", help="send reports from a host (real UDP datagrams to the collector)",
+                        description="Run the reporter tool inside a host's namespace: real UDP datagrams to the "
+                                    "collector's IP, port 40040, from source port 40041. The translator on the "
+                                    "collector's ToR must be enabled ('netstack dta enable').")
+    rsub = r.add_subparsers(dest="kind", metavar="PRIMITIVE", required=True)
+    kw = rsub.add_parser("keywrite", help="KEY VALUE: Key-Write (report i writes KEY+i := VALUE+i)")
+    kw.add_argument("key", type=_u32)
+    kw.add_argument("value", type=_u32)
+    kw.add_argument("--redundancy", type=int, default=2, help="N slots per key (default: %(default)s)")
+    ap = rsub.add_parser("append", help="LIST VALUE: Append (report i appends VALUE+i to LIST)")
+    ap.add_argument("list", type=_u32, help="list id (default layout: 1, 2, 4, 8, 16 = its batch size)")
+    ap.add_argument("value", type=_u32)
+    inc = rsub.add_parser("increment", help="KEY: Key-Increment (each report adds --by to KEY)")
+    inc.add_argument("key", type=_u32)
+    inc.add_argument("--by", type=int, default=1, help="amount per report (default: %(default)s)")
+    inc.add_argument("--keys", type=int, default=1, help="spread the reports over KEY..KEY+keys-1 round robin")
+    inc.add_argument("--redundancy", type=int, default=None,
+                     help="N counters per key (default: the store's maximum, which 'query counter' assumes)")
+    sk = rsub.add_parser("sketch", help="stream a Count-Min sketch, column by column (Sketch-Merge)")
+    sk.add_argument("--sketch-id", type=int, default=1)
+    sk.add_argument("--reporter-id", type=int, default=1,
+                    help="this reporter's id; the collector's layout lists the reporters a column waits for "
+                         "(default layout: 1 and 2)")
+    sk.add_argument("--items", default="", help="content: KEY[:COUNT],... added to the sketch")
+    sk.add_argument("--random", type=int, default=0, metavar="N", help="content: N random keys")
+    sk.add_argument("--seed", type=int, default=1, help="seed of --random (default: %(default)s)")
+    sk.add_argument("--key-space", type=int, default=1000, help="--random draws keys 1..this (default: %(default)s)")
+    sk.add_argument("--epoch", type=int, default=None,
+                    help="epoch to send (default: the next one the translator expects from this reporter)")
+    for sp in (kw, ap, inc, sk):
+        sp.add_argument("--from", dest="src", default="h1", help="host that reports (default: %(default)s)")
+        sp.add_argument("--rate", type=float, default=0.0, help="reports/s (default: as fast as possible)")
+        if sp is not sk:
+            sp.add_argument("--count", type=int, default=1, help="number of reports (default: %(default)s)")
+        _common(sp, collector=True)
+        sp.add_argument("--json", action="store_true", help="print the reporter's JSON summary")
+        sp.set_defaults(func=cmd_report)
+
+    q = dsub.add_parser("query", help="read the collector's memory (Key-Write, Append, counters, sketches)",
+                        description="Read the collector's registered regions (shared-memory files), as the "
+                                    "collector's CPU does while the NIC ingests. Exit status 1 when a key is "
+                                    "not found.")
+    qsub = q.add_subparsers(dest="what", metavar="STORE", required=True)
+    qk = qsub.add_parser("keywrite", help="KEY: the value stored under KEY (tries slots n = 0..N-1)")
+    qk.add_argument("key", type=_u32)
+    qk.add_argument("--redundancy", type=int, default=None, help="copies to try (default: the store's maximum)")
+    qk.add_argument("--consensus", type=int, default=1,
+                    help="require this many agreeing copies (fewer wrong answers, more misses; default 1)")
+    qa = qsub.add_parser("append", help="LIST: entries of an Append list, oldest first")
+    qa.add_argument("list", type=_u32)
+    qa.add_argument("--last", type=int, default=None, help="only the K newest entries")
+    qc = qsub.add_parser("counter", help="KEY: Key-Increment count (minimum of its N counters)")
+    qc.add_argument("key", type=_u32)
+    qc.add_argument("--redundancy", type=int, default=None, help="N the reporters used (default: the store's max)")
+    qs = qsub.add_parser("sketch", help="ID [KEY]: point estimate of KEY from a merged sketch, or --matrix")
+    qs.add_argument("sketch_id", type=int)
+    qs.add_argument("key", type=_u32, nargs="?")
+    qs.add_argument("--epoch", type=int, default=None,
+                    help="epoch (default: the newest one every reporter completed, else 0)")
+    qs.add_argument("--matrix", action="store_true", help="print the whole merged sketch")
+    for sp in (qk, qa, qc, qs):
+        _common(sp, collector=True)
+        sp.add_argument("--json", action="store_true")
+        sp.set_defaults(func=cmd_query)
+
+
+def _common(p: argparse.ArgumentParser, collector: bool = False) -> None:
+    p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    p.add_argument("--switch", default=None, help="the translator's switch (default: the collector's ToR)")
+    if collector:
+        p.add_argument("--collector", default="c1", help="collector node (default: %(default)s)")
+
+
+def _u32(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a 32-bit unsigned integer")
+    return value
+
+
+def _live() -> Any:
+    """netstack.dta.live, imported lazily so that 'netstack --help' stays fast."""
+    from ..dta import live
+
+    return live
+
+
+def _switch(args: argparse.Namespace) -> str:
+    live = _live()
+    if args.switch:
+        return args.switch
+    try:
+        return live.collector_tor(live._state(args.prefix), args.collector)
+    except live.DTAError as exc:
+        raise CommandError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- enable / disable / status
+
+
+def cmd_enable(args: argparse.Namespace) -> int:
+    live = _live()
+    opts: dict[str, Any] = {"cls": args.cls}
+    if args.grace is not None:
+        opts["grace_reports"] = args.grace
+    if args.grace_ms is not None:
+        opts["grace_ms"] = args.grace_ms
+    if args.no_append_flush:
+        opts["append_flush_ms"] = None
+    elif args.append_flush_ms is not None:
+        opts["append_flush_ms"] = args.append_flush_ms
+    if args.max_redundancy is not None:
+        opts["max_redundancy"] = args.max_redundancy
+    if args.ack_every is not None:
+        opts["ack_every"] = args.ack_every
+    if args.no_seq_tracking:
+        opts["track_seqnum"] = False
+    try:
+        out = live.enable_translator(args.prefix, args.switch, args.collector, **opts)
+    except live.DTAError as exc:
+        raise CommandError(str(exc)) from None
+    cfg = out["config"]
+    grace = (f"{cfg['grace_reports']} reports" if cfg["grace_reports"] else
+             f"{cfg['grace_ns'] / 1e6:g} ms" if cfg["grace_ns"] else "none")
+    flush = f"{cfg['append_flush_ns'] / 1e6:g} ms" if cfg["append_flush_ns"] is not None else "never"
+    print(f"DTA translator {'replaced' if out['replaced'] else 'enabled'} on {out['switch']}/{out['port']} "
+          f"(translator {out['translator_ip']}, {out['translator_mac']}) for collector {out['collector_node']} "
+          f"({out['collector_ip']}, {out['collector_mac']})")
+    print(f"  regions: {', '.join(out['regions'])}; memory in {out['memory_dir']}")
+    print(f"  grace period {grace}, idle Append flush {flush}, max redundancy "
+          f"{cfg['max_redundancy'] or 'per store'}")
+    return 0
+
+
+def cmd_disable(args: argparse.Namespace) -> int:
+    live = _live()
+    try:
+        out = live.disable_translator(args.prefix, _switch(args))
+    except live.DTAError as exc:
+        raise CommandError(str(exc)) from None
+    if out.get("was_enabled"):
+        c = out["counters"]
+        print(f"DTA translator disabled on {_switch(args)}/{out['port']} after {c['reports']} reports "
+              f"({c['roce_frames']} RoCEv2 frames)")
+    else:
+        print(f"DTA was not enabled on {_switch(args)}")
+    return 0
+
+
+TRANSLATOR_COLS = ["reports", "keywrite", "append", "keyincrement", "sketch", "roce_frames", "writes", "fetch_adds",
+                   "append_batches", "append_flushes", "sketch_writes", "acks", "resyncs", "grace_dropped",
+                   "seq_nacks", "sketch_nacks", "malformed", "internal_errors"]
+QP_COLS = ["requests", "writes", "fetch_adds", "acks", "atomic_acks", "naks_psn", "naks_access", "naks_invalid",
+           "out_of_sequence_dropped", "duplicates"]
+RESPONDER_COLS = ["frames", "not_roce", "malformed", "not_for_us", "icrc_errors", "bad_header", "unknown_qp",
+                  "not_request", "internal_errors"]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ..bench.common import format_table
+
+    live = _live()
+    switch = _switch(args)
+    try:
+        tr = live.translator_status(args.prefix, switch, quiet=True)
+        col = live.collector_status(args.prefix, args.collector)
+    except live.DTAError as exc:
+        raise CommandError(str(exc)) from None
+    if args.json:
+        print(json.dumps({"translator": tr, "collector": col}, indent=2))
+        return 0
+    if tr.get("enabled"):
+        c = tr["counters"]
+        print(f"translator on {switch}/{tr['port']} ({tr['translator_ip']}) -> collector {tr['collector']} "
+              f"({tr['collector_ip']}){'  [IN GRACE PERIOD]' if tr['in_grace'] else ''}")
+        rows = [[k, c.get(k, 0)] for k in TRANSLATOR_COLS if c.get(k) or k in ("reports", "roce_frames")]
+        drops = {k: v for k, v in c.items() if isinstance(v, int) and v and k not in TRANSLATOR_COLS}
+        rows += [[k, v] for k, v in drops.items()]
+        rows.append(["enqueue_drops (collector port full)", tr["enqueue_drops"]])
+        print(format_table(["translator counter", "value"], rows))
+        lists = {k: v for k, v in c.get("lists", {}).items() if v["head"] or v["buffered"]}
+        if lists:
+            print("Append heads: " + ", ".join(f"list {k}: head {v['head']}, {v['buffered']} buffered"
+                                               for k, v in lists.items()))
+    else:
+        print(f"DTA is not enabled on {switch}: netstack dta enable")
+    print()
+    r = col["responder"]
+    print(f"collector {col['collector']} ({col['ip']}, {col['ifname']}), memory in {col['memory_dir']}, "
+          f"UDP 4791 guard: {col['udp4791_guard']}, socket drops: {col['kernel_drops']}")
+    print(format_table(["responder", *RESPONDER_COLS], [["all QPs", *(r.get(k, 0) for k in RESPONDER_COLS)]]))
+    rows = [[name, *(qp.get(k, 0) for k in QP_COLS)] for name, qp in r["qps"].items()]
+    print(format_table(["queue pair", *QP_COLS], rows))
+    return 0
+
+
+# --------------------------------------------------------------------------- report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..topo.netns import ns_exec_argv
+
+    live = _live()
+    switch = _switch(args)
+    try:
+        state = live._state(args.prefix)
+        if args.src not in state["hosts"] or args.src == args.collector:
+            hosts = [h for h in state["hosts"] if h != args.collector]
+            raise CommandError(f"--from {args.src!r}: not a host of this topology (hosts: {', '.join(hosts)})")
+        tr = live.translator_status(args.prefix, switch)
+        dst = live.collector_ip(state, args.collector)
+        info = live.connect_info(args.prefix, args.collector)
+    except live.DTAError as exc:
+        raise CommandError(str(exc)) from None
+    if tr["collector_ip"] != dst:
+        raise CommandError(f"the translator on {switch} serves {tr['collector_ip']}, not {args.collector} ({dst}): "
+                           f"netstack dta enable --collector {args.collector}")
+    argv = [sys.executable, "-m", "netstack.dta.live", "report", args.kind, "--dst", dst, "--rate", str(args.rate)]
+    if args.kind == "keywrite":
+        argv += ["--key", str(args.key), "--value", str(args.value), "--redundancy", str(args.redundancy),
+                 "--count", str(args.count)]
+    elif args.kind == "append":
+        if live.region_layout(info, "append", list_id=args.list) is None:
+            lists = [r["layout"]["list_id"] for r in info["regions"] if r["layout"].get("kind") == "append"]
+            raise CommandError(f"collector {args.collector} has no Append list {args.list} (lists: {lists})")
+        argv += ["--list", str(args.list), "--value", str(args.value), "--count", str(args.count)]
+    elif args.kind == "increment":
+        lay = live.region_layout(info, "keyincrement")
+        if lay is None:
+            raise CommandError(f"collector {args.collector} has no Key-Increment store")
+        n = args.redundancy or int(lay.get("max_redundancy", 4))
+        argv += ["--key", str(args.key), "--by", str(args.by), "--keys", str(args.keys), "--redundancy", str(n),
+                 "--count", str(args.count)]
+    else:
+        lay = live.region_layout(info, "sketch", sketch_id=args.sketch_id)
+        if lay is None:
+            raise CommandError(f"collector {args.collector} has no sketch {args.sketch_id}")
+        if args.reporter_id not in lay["reporters"]:
+            raise CommandError(f"sketch {args.sketch_id} merges reporters {lay['reporters']}, not "
+                               f"{args.reporter_id} (--reporter-id)")
+        epoch = args.epoch
+        if epoch is None:
+            expected = tr["counters"].get("sketches", {}).get(str(args.sketch_id), {}).get("expected", {})
+            nxt = int(expected.get(str(args.reporter_id), 0))
+            epoch = -(-nxt // int(lay["columns"]))
+        argv += ["--sketch-id", str(args.sketch_id), "--reporter-id", str(args.reporter_id), "--rows",
+                 str(lay["rows"]), "--columns", str(lay["columns"]), "--epoch", str(epoch), "--seed", str(args.seed),
+                 "--keys", str(args.key_space), "--random", str(args.random)]
+        if args.items:
+            argv += ["--items", args.items]
+        if not args.items and not args.random:
+            raise CommandError("give the sketch's content: --items KEY[:COUNT],... and/or --random N")
+    proc = subprocess.run(ns_exec_argv(args.prefix, args.src, argv), capture_output=True, text=True, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise CommandError(f"the reporter in {args.src} failed (exit {proc.returncode}): "
+                           f"{proc.stderr.strip()[-800:]}")
+    res = json.loads(lines[-1])
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    rate = f"{res['sent'] / res['seconds']:.0f}/s" if res.get("seconds") else "-"
+    print(f"{args.src} -> {args.collector} ({dst}:40040) via {switch}: {res['sent']} {args.kind} reports "
+          f"in {res['seconds']:.3f} s ({rate})")
+    if args.kind == "sketch":
+        print(f"  sketch {args.sketch_id}, reporter {args.reporter_id}, epoch {res['epoch']}: "
+              f"{res['columns_sent']} columns sent, {res['nacks']} NACKs, {res['rewinds']} rewinds; "
+              f"{res['total']} items")
+    return 0
+
+
+# --------------------------------------------------------------------------- query
+
+
+def _latest_epoch(args: argparse.Namespace, live: Any, columns: int) -> int:
+    try:
+        st = live.translator_status(args.prefix, _switch(args), quiet=True)
+    except (live.DTAError, CommandError):
+        return 0
+    expected = st.get("counters", {}).get("sketches", {}).get(str(args.sketch_id), {}).get("expected", {})
+    if not expected:
+        return 0
+    return max(0, min(int(v) for v in expected.values()) // columns - 1)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from ..dta.query import CollectorQuery, QueryError
+
+    live = _live()
+    try:
+        directory = live.memory_dir(args.prefix, args.collector)
+    except live.DTAError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        q = CollectorQuery.open(directory)
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot open the collector's memory in {directory}: {exc}") from None
+    try:
+        return _query(args, q, live)
+    except QueryError as exc:
+        raise CommandError(str(exc).strip("'\"")) from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        q.close()
+
+
+def _query(args: argparse.Namespace, q: Any, live: Any) -> int:
+    out: dict[str, Any]
+    if args.what == "keywrite":
+        cands = q.keywrite_candidates(args.key, args.redundancy)
+        value = q.keywrite_get(args.key, args.redundancy, args.consensus)
+        matched = sum(c is not None for c in cands)
+        out = {"key": args.key, "value": list(value) if value else None, "copies_matched": matched,
+               "copies_tried": len(cands)}
+        text = (f"key {args.key}: {' '.join(str(v) for v in value)}" if value else f"key {args.key}: not found") + \
+            f"  ({matched} of {len(cands)} slots hold this key's checksum)"
+        found = value is not None
+    elif args.what == "append":
+        values = q.append_read(args.list, args.last)
+        out = {"list": args.list, "entries": values}
+        text = f"list {args.list} ({len(values)} entries, oldest first): {' '.join(map(str, values)) or '-'}"
+        found = True
+    elif args.what == "counter":
+        counters = q.counters_of(args.key, args.redundancy)
+        out = {"key": args.key, "count": min(counters), "counters": counters}
+        text = f"key {args.key}: {min(counters)}  (min of its counters {counters})"
+        found = True
+    else:
+        region = q.memory.find("sketch", sketch_id=args.sketch_id)
+        if region is None:
+            raise CommandError(f"the collector has no sketch {args.sketch_id}")
+        epoch = args.epoch if args.epoch is not None else _latest_epoch(args, live, int(region.layout["columns"]))
+        if args.matrix or args.key is None:
+            m = q.sketch_matrix(args.sketch_id, epoch)
+            out = {"sketch": args.sketch_id, "epoch": epoch, "matrix": m}
+            text = "\n".join([f"sketch {args.sketch_id}, epoch {epoch} ({len(m)} rows x {len(m[0])} columns):"]
+                             + [" ".join(map(str, row)) for row in m])
+        else:
+            est = q.sketch_point(args.sketch_id, args.key, epoch)
+            out = {"sketch": args.sketch_id, "epoch": epoch, "key": args.key, "estimate": est}
+            text = f"sketch {args.sketch_id}, epoch {epoch}: key {args.key} ~ {est}"
+        found = True
+    print(json.dumps(out) if args.json else text)
+    return 0 if found else 1

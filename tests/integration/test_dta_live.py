@@ -1,0 +1,250 @@
+"""DTA on the live testbed (issue #6): reporters in h1 and h2 send real UDP reports, sw2's
+translator turns them into RoCEv2 operations, c1's collector daemon executes them on its
+shared-memory regions, and the queries read the result back.
+
+h1's reports cross sw1 and enter sw2 on p-sw1; h2's enter sw2 on p-h2; c1 hangs off p-c1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from headers.roce import check_icrc
+from netstack.dta import CollectorQuery, CountMinSketch, live
+from netstack.dta.collector import is_roce_frame
+from netstack.dta.keywrite import KeyWriteLayout
+from netstack.topo.netns import in_netns
+
+from .conftest import in_node
+
+pytestmark = pytest.mark.netns
+
+
+def _collector_ip(state) -> str:
+    return state["hosts"]["c1"].split("/")[0]
+
+
+def _report(state, node, kind, *args, background=False):
+    argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.dta.live", "report",
+            kind, "--dst", _collector_ip(state), "--quiet", *map(str, args)]
+    if background:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _finish(proc) -> dict:
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _until(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.02)
+
+
+def _qps(prefix):
+    return live.collector_status(prefix)["responder"]["qps"]
+
+
+@pytest.fixture(scope="module")
+def dta(testbed):
+    prefix = testbed["prefix"]
+    info = live.enable_translator(prefix, "sw2", "c1")
+    q = CollectorQuery.open(info["memory_dir"])
+    try:
+        yield {"state": testbed, "prefix": prefix, "info": info, "q": q}
+    finally:
+        q.close()
+        live.disable_translator(prefix, "sw2")
+
+
+def test_enable_finds_the_collector_port_and_regions(dta):
+    info = dta["info"]
+    assert info["port"] == "p-c1" and info["collector_ip"] == _collector_ip(dta["state"])
+    assert {"keywrite", "keyincrement", "append-4", "sketch-1"} <= set(info["regions"])
+    st = live.collector_status(dta["prefix"])
+    assert st["udp4791_guard"] in ("nft", "socket")
+    assert Path(st["memory_dir"], "manifest.json").exists()
+
+
+def test_keywrite_from_two_hosts_with_valid_icrc_on_the_wire(dta):
+    state, prefix, q = dta["state"], dta["prefix"], dta["q"]
+    # watch c1's wire: every RoCEv2 frame the translator sends must carry a correct ICRC
+    with in_netns(state["namespaces"]["c1"]):
+        tap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    tap.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    tap.bind(("eth0", 0))
+    tap.setblocking(False)
+    try:
+        before = _qps(prefix)["keywrite"]["writes"]
+        # one after the other, so that the order of the WRITEs (and so which key wins a slot two
+        # keys share) is known: the result is compared with a replay on the same layout
+        assert _report(state, "h1", "keywrite", "--key", 1000, "--value", 5000, "--count", 300,
+                       "--redundancy", 2)["sent"] == 300
+        assert _report(state, "h2", "keywrite", "--key", 2000, "--value", 9000, "--count", 300,
+                       "--redundancy", 3)["sent"] == 300
+        want = before + 300 * 2 + 300 * 3
+        assert _until(lambda: _qps(prefix)["keywrite"]["writes"] >= want), _qps(prefix)["keywrite"]
+        frames = []
+        while True:
+            try:
+                frames.append(tap.recv(9216))
+            except BlockingIOError:
+                break
+    finally:
+        tap.close()
+    roce = [f for f in frames if is_roce_frame(f) and f[30:34] == socket.inet_aton(_collector_ip(state))]
+    assert len(roce) == 300 * 2 + 300 * 3
+    assert all(check_icrc(f) for f in roce)
+    layout = KeyWriteLayout.from_dict(q.memory.find("keywrite").layout)
+    owner: dict[int, tuple[int, int]] = {}
+    for first, value, n in ((1000, 5000, 2), (2000, 9000, 3)):
+        for i in range(300):
+            for copy in range(n):
+                owner[layout.slot_offset(first + i, copy)] = (first + i, value + i)
+    found = 0
+    for first, value in ((1000, 5000), (2000, 9000)):
+        for i in range(300):
+            key = first + i
+            votes = [owner.get(layout.slot_offset(key, n)) for n in range(layout.max_redundancy)]
+            copies = sum(v is not None and v[0] == key for v in votes)
+            assert q.keywrite_get(key) == ((value + i,) if copies else None), key
+            assert q.keywrite_get(key, consensus=2) == ((value + i,) if copies >= 2 else None), key
+            found += copies > 0
+    assert found >= 590  # a few keys may lose every copy to later keys: the structure's nature (Fig. 7)
+    assert q.keywrite_get(999) is None and q.keywrite_get(3000) is None
+
+
+def test_append_full_and_partial_batches_from_two_hosts(dta):
+    state, prefix, q = dta["state"], dta["prefix"], dta["q"]
+    _report(state, "h1", "append", "--list", 4, "--value", 100, "--count", 10)  # 2 batches + 2 buffered
+    # the idle flush (1 ms) writes the 2 buffered entries in place, without moving the head
+    assert _until(lambda: q.append_read(4) == list(range(100, 110))), q.append_read(4)
+    _report(state, "h2", "append", "--list", 4, "--value", 200, "--count", 3)  # completes the batch, 1 more
+    want = [*range(100, 110), 200, 201, 202]
+    assert _until(lambda: q.append_read(4) == want), q.append_read(4)
+    assert q.append_read(4, last=2) == [201, 202]
+    c = live.translator_status(prefix, "sw2")["counters"]
+    assert c["append_flushes"] >= 2 and c["lists"]["4"]["head"] == 12
+
+
+def test_keyincrement_counts_are_exact(dta):
+    state, q = dta["state"], dta["q"]
+    n = q.memory.find("keyincrement").layout["max_redundancy"]
+    a = _report(state, "h1", "increment", "--key", 77, "--by", 1, "--count", 400, "--redundancy", n, background=True)
+    b = _report(state, "h2", "increment", "--key", 77, "--by", 3, "--count", 250, "--redundancy", n, background=True)
+    _finish(a), _finish(b)
+    assert _until(lambda: q.counter_get(77) == 400 + 750), q.counters_of(77)
+    assert q.counters_of(77) == [1150] * n  # every one of the N counters saw every Fetch&Add
+    assert q.counter_get(78) == 0
+
+
+def test_sketch_merge_from_two_reporters_is_the_elementwise_sum(dta):
+    state, q = dta["state"], dta["q"]
+    lay = q.memory.find("sketch", sketch_id=1).layout
+    rows, cols = lay["rows"], lay["columns"]
+    common = ["--sketch-id", 1, "--rows", rows, "--columns", cols, "--keys", 500]
+    a = _report(state, "h1", "sketch", "--reporter-id", 1, "--random", 3000, "--seed", 11, *common, background=True)
+    b = _report(state, "h2", "sketch", "--reporter-id", 2, "--random", 2000, "--seed", 12, *common, background=True)
+    ra, rb = _finish(a), _finish(b)
+    expected = CountMinSketch(rows, cols)
+    for key in live.sketch_items(11, 3000, 500) + live.sketch_items(12, 2000, 500):
+        expected.add(key)
+    assert [[x + y for x, y in zip(r1, r2, strict=True)] for r1, r2 in zip(ra["matrix"], rb["matrix"], strict=True)] \
+        == expected.matrix
+    assert _until(lambda: q.sketch_matrix(1, 0) == expected.matrix)
+    key = live.sketch_items(11, 1, 500)[0]
+    assert q.sketch_point(1, key) >= 1
+
+
+def test_reenabling_after_traffic_stays_in_sequence(dta):
+    """connect_info hands out each QP's current PSN, so a replaced translator starts in sequence
+    (with the QPs' initial PSNs every request would look like a duplicate and be dropped)."""
+    state, prefix, q = dta["state"], dta["prefix"], dta["q"]
+    assert live.enable_translator(prefix, "sw2", "c1")["replaced"]
+    _report(state, "h2", "keywrite", "--key", 555_000, "--value", 42, "--redundancy", 2)
+    assert _until(lambda: q.keywrite_get(555_000) == (42,))
+    live.disable_translator(prefix, "sw2")
+    assert live.translator_status(prefix, "sw2", quiet=True) == {"enabled": False}
+    with pytest.raises(live.DTAError, match="DTA is not enabled on sw2: netstack dta enable"):
+        live.translator_status(prefix, "sw2")
+    live.enable_translator(prefix, "sw2", "c1")
+    _report(state, "h1", "append", "--list", 16, "--value", 7, "--count", 16)
+    assert _until(lambda: q.append_read(16) == list(range(7, 23)))
+
+
+def test_no_icrc_errors_no_naks_no_resyncs(dta):
+    st = live.collector_status(dta["prefix"])
+    r = st["responder"]
+    assert r["icrc_errors"] == 0 and r["malformed"] == 0 and r["internal_errors"] == 0 and r["unknown_qp"] == 0
+    for name, qp in r["qps"].items():
+        assert qp["naks_psn"] == qp["naks_access"] == qp["naks_invalid"] == 0, name
+        assert qp["duplicates"] == qp["out_of_sequence_dropped"] == 0, name
+    c = live.translator_status(dta["prefix"], "sw2")["counters"]
+    assert c["resyncs"] == 0 and c["response_icrc_errors"] == 0 and c["internal_errors"] == 0
+    assert c["malformed"] == 0 and c["grace_dropped"] == 0
+    assert c["acks"] == c["fetch_adds"]  # every Fetch&Add answered by an ATOMIC ACKNOWLEDGE
+
+
+FORGE = r"""
+import json, socket, sys
+from headers.inet import ip_bytes, mac_bytes
+from headers.roce import BTH, RETH, Opcode, build_roce_frame, parse_roce_frame
+p = json.loads(sys.argv[1])
+me_mac = open("/sys/class/net/eth0/address").read().strip()
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); rx.bind(("0.0.0.0", 4791)); rx.settimeout(2.0)
+tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); tx.bind(("eth0", 0))
+def frame(rkey, psn):
+    bth = BTH(opcode=Opcode.RDMA_WRITE_ONLY, migreq=1, pkey=0xFFFF, dqpn=p["qpn"], psn=psn)
+    return build_roce_frame(mac_bytes(me_mac), mac_bytes(p["mac"]), ip_bytes(p["src"]), ip_bytes(p["ip"]), 50000,
+                            bth, [RETH(p["va"], rkey, 8)], b"FORGED!!")
+bad_icrc = bytearray(frame(p["rkey"], p["psn"])); bad_icrc[-1] ^= 0xFF
+tx.send(bytes(bad_icrc))                      # a corrupt frame: silently dropped (ICRC)
+tx.send(frame(p["bad_rkey"], p["psn"]))       # a well-formed WRITE with a bad rkey: NAK
+data = rx.recv(2048)
+bth = BTH.from_bytes(data, 0)
+print(json.dumps({"opcode": bth.opcode, "psn": bth.psn, "syndrome": data[12], "len": len(data)}))
+"""
+
+
+def test_forged_roce_frame_is_nakked_and_touches_no_memory(dta):
+    state, prefix = dta["state"], dta["prefix"]
+    info = live.connect_info(prefix)
+    region = next(r for r in info["regions"] if r["name"] == "sketch-1")  # idle now: nothing else moves its PSN
+    qp_before = _qps(prefix)["sketch-1"]
+    icrc_before = live.collector_status(prefix)["responder"]["icrc_errors"]
+    rkeys = {r["rkey"] for r in info["regions"]}
+    bad = region["rkey"] ^ 0x5A5A5A5A
+    while bad in rkeys or bad == 0:
+        bad = (bad + 1) & 0xFFFFFFFF
+    directory = Path(info["memory_dir"])
+    time.sleep(0.05)  # let any idle flush finish before the snapshot
+    snapshot = {p.name: p.read_bytes() for p in directory.glob("*.mem")}
+    params = {"qpn": region["qpn"], "psn": qp_before["epsn"], "rkey": region["rkey"], "bad_rkey": bad,
+              "va": region["base_va"], "mac": info["mac"], "ip": info["ip"],
+              "src": state["hosts"]["h1"].split("/")[0]}
+    r = in_node(state, "h1", FORGE, json.dumps(params), timeout=30)
+    assert r.returncode == 0, r.stderr
+    nak = json.loads(r.stdout.strip().splitlines()[-1])
+    assert nak["opcode"] == 0x11  # ACKNOWLEDGE carrying a NAK
+    assert nak["syndrome"] >> 5 == 0b11 and nak["syndrome"] & 0x1F == 2  # NAK, remote access error
+    assert nak["psn"] == qp_before["epsn"]
+    qp_after = _qps(prefix)["sketch-1"]
+    assert qp_after["naks_access"] == qp_before["naks_access"] + 1
+    assert qp_after["writes"] == qp_before["writes"]
+    assert live.collector_status(prefix)["responder"]["icrc_errors"] == icrc_before + 1
+    assert {p.name: p.read_bytes() for p in directory.glob("*.mem")} == snapshot
