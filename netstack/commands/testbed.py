@@ -160,10 +160,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         if "error" in d:
             rows.append([node, "-", d["error"], *[""] * (len(cols) - 1)])
             continue
+        if "ports" not in d:
+            continue  # not a switch (e.g. the DTA collector): listed below
         for port, c in d["ports"].items():
             rows.append([node, port, *[_get(c, k) for k in cols]])
     print(f"topology {st['topology']} (prefix {st['prefix']})")
     print(format_table(["node", "port", *cols], rows))
+    others = {node: d for node, d in st["daemons"].items() if "ports" not in d and "error" not in d}
+    for node, d in others.items():
+        summary = {k: v for k, v in d.items() if isinstance(v, (int, float, str)) and k != "pid"}
+        print(f"\n{node}: " + ", ".join(f"{k}={v}" for k, v in list(summary.items())[:8]))
     if st.get("impairments"):
         print("\nimpairments (counts are the injector's own):")
         irows = [[where, i.get("link", ""), i.get("backend", "?"), i.get("corrupt", ""), i.get("loss", ""),

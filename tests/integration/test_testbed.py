@@ -192,7 +192,7 @@ def test_status_json(testbed):
                        capture_output=True, text=True, check=False, timeout=30)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert set(data["daemons"]) == {"sw1", "sw2"}
+    assert set(data["daemons"]) == {"sw1", "sw2", "c1"}  # switches and the DTA collector
     ports = data["daemons"]["sw1"]["ports"]
     assert set(ports) == {"p-h1", "p-sw2"}
     for key in ("rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "fcs_errors", "queue_drops", "pauses_rx",
