@@ -15,6 +15,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "forwarding": ("netstack.bench.forwarding",
                    "frames/s through 1 and 2 userspace switches vs a bare forwarder and the kernel bridge"),
     "dta": ("netstack.bench.dta", "DTA reports/s ingested end to end vs a naive CPU collector; Fig. 7 and Fig. 9"),
+    "linkguardian": ("netstack.bench.linkguardian",
+                     "LinkGuardian Figs. 8-10: effective loss/link speed (virtual time + live check), TCP, FCT"),
 }
 
 
