@@ -59,6 +59,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from daemons.common import daemon_parser, run_daemon
 from headers.inet import ip_bytes, mac_bytes
 from netstack.dta.collector import RoceResponder
 from netstack.dta.memory import MANIFEST, CollectorMemory
@@ -356,21 +357,9 @@ async def amain(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m daemons.collector", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, required=True, help="collector config JSON (written by netstack up)")
-    parser.add_argument("--control", type=Path, required=True, help="Unix control socket path")
+    parser = daemon_parser("python -m daemons.collector", __doc__, "collector")
     parser.add_argument("--layout", default=None, help="JSON layout file overriding the default stores")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own loop (debugging)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.no_uvloop:
-        return asyncio.run(amain(args))
-    import uvloop
-
-    return uvloop.run(amain(args))
+    return run_daemon(parser.parse_args(argv), amain)
 
 
 if __name__ == "__main__":

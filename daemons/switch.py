@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from daemons.common import daemon_parser, run_daemon
 from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
 from netstack.switch import Switch
@@ -297,21 +298,8 @@ async def amain(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m daemons.switch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, required=True, help="switch config JSON (written by netstack up)")
-    parser.add_argument("--control", type=Path, required=True, help="Unix control socket path")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own loop (debugging)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.no_uvloop:
-        return asyncio.run(amain(args))
-    import uvloop
-
-    # uvloop.run, not uvloop.install: the global policy breaks pyroute2 (DESIGN.md)
-    return uvloop.run(amain(args))
+    parser = daemon_parser("python -m daemons.switch", __doc__, "switch")
+    return run_daemon(parser.parse_args(argv), amain)
 
 
 if __name__ == "__main__":
