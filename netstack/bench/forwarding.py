@@ -55,6 +55,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..io.packet import _IOVec, _MMsgHdr
 from .common import format_table, write_results
 
 #: Paths in the order they are measured; ``--only`` selects among them by substring.
@@ -654,30 +655,13 @@ def main(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- helper processes
 
 
-class _IOVec(ctypes.Structure):
-    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
-
-
-class _MsgHdr(ctypes.Structure):
-    _fields_ = [
-        ("msg_name", ctypes.c_void_p), ("msg_namelen", ctypes.c_uint32),
-        ("msg_iov", ctypes.POINTER(_IOVec)), ("msg_iovlen", ctypes.c_size_t),
-        ("msg_control", ctypes.c_void_p), ("msg_controllen", ctypes.c_size_t),
-        ("msg_flags", ctypes.c_int),
-    ]
-
-
-class _MMsgHdr(ctypes.Structure):
-    _fields_ = [("msg_hdr", _MsgHdr), ("msg_len", ctypes.c_uint)]
-
-
 class PrebuiltBatch:
     """``sendmmsg`` of the same frames over and over, with the mmsghdr array built once.
 
-    ``PacketPort.send_batch`` builds its iovec/mmsghdr array on every call (right for a switch,
-    whose frames change every call); measured here it tops out near 0.26 M frames/s, about
-    2.4 us of ctypes work per frame, below the bare forwarder it must overload. With the array
-    built once, one core offers ~0.8 M frames/s. Stops early on EAGAIN/ENOBUFS (returns what
+    ``PacketPort.send_batch`` joins the frames into one buffer and sets the iovecs on every call
+    (right for a switch, whose frames change every call); a generator that sends the same frames
+    again and again skips even that, so one core offers ~0.8 M frames/s, enough to overload the
+    forwarders under test. Stops early on EAGAIN/ENOBUFS (returns what
     the kernel took; the caller counts the rest as not sent).
     """
 
