@@ -60,16 +60,20 @@ class SwitchShell:
         try:
             self.switch.receive_batch(name, frames, now)
         except Exception:
-            # a bug in a feature must not kill the switch: redo the batch frame by frame so only
-            # the offending frames are lost, log, count, go on
-            for frame in frames:
+            # a bug in a feature must not kill the switch: lose the offending frame (the engine
+            # says how far the batch got), log, count, and go on with the rest, one by one
+            self._internal_error(name)
+            for frame in frames[self.switch.batch_done:]:
                 try:
                     self.switch.receive(name, frame, now)
                 except Exception:
-                    self.internal_errors += 1
-                    if self.internal_errors <= 10:
-                        log.exception("internal error on a frame from %s", name)
+                    self._internal_error(name)
         self.flush(now)
+
+    def _internal_error(self, name: str) -> None:
+        self.internal_errors += 1
+        if self.internal_errors <= 10:
+            log.exception("internal error on a frame from %s", name)
 
     def flush(self, now: int | None = None) -> None:
         if now is None:

@@ -38,7 +38,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds of offered load per measurement, for load benchmarks (default: the benchmark's)")
     p.add_argument("--sizes", default=None, metavar="N,N,...",
                    help="frame sizes in bytes, comma separated, for load benchmarks (default: the benchmark's)")
+    p.add_argument("--rounds", type=_positive_int, default=None, metavar="N",
+                   help="measure every path N times, alternating, and report medians, for load benchmarks "
+                        "(default: the benchmark's)")
     p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
 
 
 def _positive_float(text: str) -> float:

@@ -66,6 +66,8 @@ class Switch:
         self._idle_ports: list[Port] = []
         self._timer_features: list[Any] = []
         self.unknown_port = 0
+        #: frames of the last receive_batch fully processed (see receive_batch)
+        self.batch_done = 0
         #: Optional tracing hook ``(port, cls, frame, start_ns, end_ns, release_ns | None)``,
         #: called for every frame put on a wire (cls -1: MAC control, -2: idle source;
         #: release None: lost by the impairment model). For pcap writers and tests.
@@ -74,35 +76,24 @@ class Switch:
     # ================================================================== shell API
     def receive(self, port: str, frame: bytes | bytearray | memoryview, now_ns: int) -> None:
         """A frame arrived on ``port`` at ``now_ns``. Never raises on any frame content."""
-        t = self._event(now_ns)
-        p = self._by_name.get(port)
-        if p is None:
-            self.unknown_port += 1
-            return
-        if type(frame) is not bytes:
-            frame = bytes(frame)
-        try:
-            self._receive(p, frame, t)
-        except HeaderError:
-            p.counters.malformed += 1  # a feature could not parse its header: a counted drop
-        self._flush(None)
+        self.receive_batch(port, [frame], now_ns)
 
     def receive_batch(self, port: str, frames: list[bytes], now_ns: int) -> None:
-        """Frames read from ``port`` in one drain, all at ``now_ns``: :meth:`receive` for each,
-        with the per-event bookkeeping done once per batch (the shell's data path)."""
+        """Frames read from ``port`` in one drain, all arriving at ``now_ns`` (the shell's data
+        path): the ingress pipeline for each, with the per-event bookkeeping done once.
+
+        Never raises on frame content. Should a feature hook raise anything but a HeaderError
+        (a bug), the exception propagates and :attr:`batch_done` says how many frames were
+        fully processed, so a shell can go on with the rest without repeating any.
+        """
         t = self._event(now_ns)
+        self.batch_done = 0
         p = self._by_name.get(port)
         if p is None:
             self.unknown_port += len(frames)
+            self.batch_done = len(frames)
             return
-        rx = self._receive
-        for frame in frames:
-            if type(frame) is not bytes:
-                frame = bytes(frame)
-            try:
-                rx(p, frame, t)
-            except HeaderError:
-                p.counters.malformed += 1
+        self._receive(p, frames, t)
         self._flush(None)
 
     def forward(self, port: str, frame: bytes, now_ns: int | None = None, *, after_feature: Any = None) -> bool:
@@ -113,26 +104,18 @@ class Switch:
         counters do not (the frame passed them on arrival). False if consumed or filtered."""
         p = self._port(port)
         t = self._event(now_ns)
-        c = p.counters
         hooks = p.ingress_hooks
         start = 0
         if after_feature is not None:
             for i, hook in enumerate(hooks):
                 if getattr(hook, "__self__", None) is after_feature:
                     start = i + 1
-        try:
-            for hook in hooks[start:]:
-                frame = hook(frame, t)
-                if frame is None:
-                    c.feature_consumed += 1
-                    return False
-                if len(frame) < 14:
-                    c.malformed += 1
-                    return False
-            ok = self._forward(p, frame, t)
-        except HeaderError:
-            c.malformed += 1
-            return False
+        if start < len(hooks):
+            out = self._features_ingress(p, hooks[start:], frame, t)
+            if out is None:
+                return False
+            frame = out
+        ok = self._forward(p, frame, t)
         self._flush(None)
         return ok
 
@@ -379,51 +362,82 @@ class Switch:
         for mac in self.fdb.static:
             self.fdb.learned.pop(mac, None)
 
-    def _receive(self, p: Port, frame: bytes, t: int) -> None:
+    def _receive(self, p: Port, frames: list[bytes], t: int) -> None:
+        """Ingress steps 1-5 (module docstring) for frames that arrived on ``p`` at ``t``."""
         c = p.counters
-        c.rx_frames += 1
-        c.rx_bytes += len(frame)
-        if p.fcs:
-            if len(frame) < 14 + FCS_LEN:
-                c.malformed += 1
-                return
-            if not fcs_ok(frame):
-                c.fcs_errors += 1
-                return
-            frame = frame[:-FCS_LEN]
-        elif len(frame) < 14:
-            c.malformed += 1
-            return
-        if frame[12:14] == _MAC_CONTROL or (frame[0] == 0x01 and is_link_local(frame)):
-            self._mac_control(p, frame, t)
-            return
-        for hook in p.ingress_hooks:
-            frame = hook(frame, t)
-            if frame is None:
-                c.feature_consumed += 1
-                return
-            if len(frame) < 14:
-                c.malformed += 1
-                return
-        self._forward(p, frame, t)
+        c.rx_frames += len(frames)
+        c.rx_bytes += sum(map(len, frames))
+        fcs = p.fcs
+        hooks = p.ingress_hooks
+        forward = self._forward
+        done = 0
+        try:
+            for frame in frames:
+                done += 1
+                if type(frame) is not bytes:
+                    frame = bytes(frame)
+                if fcs:
+                    if len(frame) < 14 + FCS_LEN:
+                        c.malformed += 1
+                        continue
+                    if not fcs_ok(frame):
+                        c.fcs_errors += 1
+                        continue
+                    frame = frame[:-FCS_LEN]
+                elif len(frame) < 14:
+                    c.malformed += 1
+                    continue
+                if frame[12:14] == _MAC_CONTROL or (frame[0] == 0x01 and is_link_local(frame)):
+                    self._mac_control(p, frame, t)
+                    continue
+                if hooks:
+                    frame = self._features_ingress(p, hooks, frame, t)
+                    if frame is None:
+                        continue
+                forward(p, frame, t)
+        finally:
+            self.batch_done = done  # a frame whose processing raised counts as done (lost)
+
+    @staticmethod
+    def _features_ingress(p: Port, hooks: list[Any], frame: bytes, t: int) -> bytes | None:
+        """Ingress step 4: ``hooks`` in order; None when a hook consumed or broke the frame (counted)."""
+        c = p.counters
+        try:
+            for hook in hooks:
+                frame = hook(frame, t)
+                if frame is None:
+                    c.feature_consumed += 1
+                    return None
+                if len(frame) < 14:
+                    c.malformed += 1
+                    return None
+        except HeaderError:
+            c.malformed += 1  # a feature could not parse its header: a counted drop
+            return None
+        return frame
 
     def _forward(self, p: Port, frame: bytes, t: int) -> bool:
         """Ingress step 5: learn, look up, classify, enqueue (or flood). False if filtered."""
-        c = p.counters
         fdb = self.fdb
         src = frame[6:12]
-        if not src[0] & 1:
-            fdb.learn(src, p.index)
+        if not src[0] & 1 and fdb.learned.get(src) != p.index and src not in fdb.static:
+            fdb.learn(src, p.index)  # (the two lookups skip the call for known stations)
         cfg = p.cfg
-        cls = classify(frame, cfg.class_map, cfg.default_class)
+        if frame[12:14] == _IPV4 and len(frame) > 15 and frame[14] >> 4 == 4:
+            cls = cfg.class_map[frame[15] >> 5]  # classify()'s common case, without the call
+        else:
+            cls = classify(frame, cfg.class_map, cfg.default_class)
         if frame[0] & 1:
             targets = self.ports  # broadcast / multicast: flood
         else:
-            out = fdb.lookup(frame[:6])
+            dst = frame[:6]
+            out = fdb.static.get(dst)
+            if out is None:
+                out = fdb.learned.get(dst)
             if out is None:
                 targets = self.ports  # unknown unicast: flood
             elif out == p.index:
-                c.filtered += 1  # the destination is behind the port it came from
+                p.counters.filtered += 1  # the destination is behind the port it came from
                 return False
             else:
                 self._enqueue(self.ports[out], frame, cls, p, t)
@@ -435,11 +449,10 @@ class Switch:
 
     def _enqueue(self, e: Port, frame: bytes, cls: int, ingress: Port | None, t: int) -> bool:
         n = len(frame)
-        ec = e.counters
         if n > e.max_frame and ingress is not None:
             # forwarded frames only: a feature's own frames (e.g. a LinkGuardian retransmission
             # that already carries its 5-byte tag) are trusted to fit the link
-            ec.mtu_drops += 1
+            e.counters.mtu_drops += 1
             return False
         # decide every frame boundary before t without this frame (strict priority "as if
         # the pacer ran continuously": it cannot overtake a frame that had already started).
@@ -450,6 +463,7 @@ class Switch:
             e.run(t)
         q = e.queues
         if q.used + n > q.capacity:
+            ec = e.counters
             ec.queue_drops += 1
             ec.queue_drops_class[cls] += 1
             return False
@@ -462,7 +476,7 @@ class Switch:
             try:
                 if ecn_mark_ipv4_frame_inplace(buf, 14):
                     frame = bytes(buf)
-                    ec.ecn_marked += 1
+                    e.counters.ecn_marked += 1
             except HeaderError:
                 pass  # not a well-formed IPv4 header: forward unmarked
         q.push(cls, frame, ingress)

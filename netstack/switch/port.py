@@ -168,7 +168,11 @@ class Port:
             if ne:
                 cls = pause.eligible(ne, d)
                 if cls >= 0:
-                    self._dequeue(cls, d)
+                    if (pause.latest <= d and not self.egress_hooks and self.marker is None
+                            and self.impair is None and self.sw.departure_hook is None):
+                        self._drain(cls, t)
+                    else:
+                        self._dequeue(cls, d)
                     continue
                 expiry = pause.next_expiry(ne)  # every class holding frames is paused
             wake = self.idle_wake
@@ -212,6 +216,56 @@ class Port:
         self.counters.tx_frames_class[cls] += 1
         self.idle_streak = 0
         self._wire(frame, d, cls)
+
+    def _drain(self, cls: int, t: int) -> None:
+        """Start class ``cls``'s frames back to back while the link is free by ``t``: the
+        plain-port fast path of :meth:`_run` (the data path's common case).
+
+        Only called when nothing can change the strict-priority choice until ``t``: no class
+        is paused after the current boundary (pauses arrive in ``Switch.receive``, never during
+        a run) and no feature, marking policy, impairment or departure hook can add a frame or
+        rewrite one, so the highest class keeps winning every boundary until it is empty or
+        the link is busy past ``t``. Each frame leaves exactly as :meth:`_dequeue` and
+        :meth:`_wire` would send it (tests/switch/test_fast_path.py compares the two paths).
+        """
+        queues = self.queues
+        q = queues.q[cls]
+        pacer = self.pacer
+        start = pacer.start
+        fcs = self.fcs
+        overhead = self.overhead
+        delay = self.delay
+        append = self.out.append
+        last = self.last_release
+        d = self.clock
+        if pacer.busy_until > d:
+            d = pacer.busy_until
+        frames = size = wire_bytes = 0
+        while q and d <= t:
+            frame, ingress = q.popleft()
+            n = len(frame)
+            size += n
+            if ingress is not None and ingress.gen.remove(cls, n):
+                self.sw._pfc_update(ingress, cls, d)
+            if fcs:
+                frame = append_fcs(frame)
+            self.clock = d
+            end = start(d, (n if n > MIN_FRAME else MIN_FRAME) + overhead)
+            frames += 1
+            wire_bytes += len(frame)
+            release = end + delay
+            if release < last:
+                release = last  # a link never reorders, even when delay_ns shrinks
+            last = release
+            append((release, frame))
+            d = end
+        self.last_release = last
+        queues.took(cls, size)
+        c = self.counters
+        c.tx_frames += frames
+        c.tx_bytes += wire_bytes
+        c.tx_frames_class[cls] += frames
+        self.idle_streak = 0
 
     def _wire(self, frame: bytes, start: int, cls: int) -> None:
         """Put ``frame`` on the link at ``start``: line time, FCS, impairment, release time."""

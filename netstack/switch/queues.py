@@ -56,5 +56,12 @@ class ClassQueues:
             self.nonempty &= ~(1 << cls)
         return frame, ingress
 
+    def took(self, cls: int, size: int) -> None:
+        """``size`` bytes were popped from class ``cls`` directly (the port's fast path)."""
+        self.class_bytes[cls] -= size
+        self.used -= size
+        if not self.q[cls]:
+            self.nonempty &= ~(1 << cls)
+
     def frames(self, cls: int) -> int:
         return len(self.q[cls])

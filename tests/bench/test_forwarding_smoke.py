@@ -34,7 +34,7 @@ def test_forwarding_benchmark_runs_writes_json_and_cleans_up(tmp_path, monkeypat
     monkeypatch.setattr(forwarding, "STATS_WAIT_S", 1.1)
     before = set(netns.running_namespaces())
     args = argparse.Namespace(results_dir=str(tmp_path / "results"), min_time=0.25, only=None,
-                              duration=0.2, sizes="64")
+                              duration=0.2, sizes="64", rounds=2)
     assert forwarding.main(args) == 0
 
     payload = json.loads((tmp_path / "results" / "bench-forwarding-latest.json").read_text())
@@ -44,7 +44,9 @@ def test_forwarding_benchmark_runs_writes_json_and_cleans_up(tmp_path, monkeypat
     assert payload["benchmark"] == "bench-forwarding"
     assert payload["sizes_bytes"] == [64]
     assert payload["bmv2_reference"]["frames_per_s_low"] == 80_000
-    assert {(r["path"], r["size_bytes"]) for r in payload["results"]} == {(p, 64) for p in forwarding.PATHS}
+    assert payload["rounds"] == 2
+    assert sorted((r["round"], r["path"], r["size_bytes"]) for r in payload["results"]) == sorted(
+        (k, p, 64) for k in range(2) for p in forwarding.PATHS)
     for r in payload["results"]:
         for key in ("offered_fps", "rx_fps", "loss", "sent", "received", "ratio_vs_bare", "dut_saturated"):
             assert key in r, (r["path"], key)
@@ -56,10 +58,11 @@ def test_forwarding_benchmark_runs_writes_json_and_cleans_up(tmp_path, monkeypat
             assert set(r["switches"]) == ({"sw1"} if r["path"] == "switch1" else {"sw1", "sw2"})
         if r["path"] == "bare":
             assert "kernel_drops" in r["forwarder"]
-    assert "switch1_vs_bare" in payload["summary"][0]
+    row = payload["summary"][0]
+    assert "switch1_vs_bare" in row and len(row["switch1_vs_bare_range"]) == 2
 
     out = capsys.readouterr().out
-    assert "| size" in out and "switch2" in out
+    assert "| round" in out and "switch2" in out and "medians over 2 round(s)" in out
 
     prefix = payload["prefix"]
     assert netns.running_namespaces(prefix) == {}
@@ -74,3 +77,15 @@ def test_main_tolerates_missing_options(tmp_path, monkeypatch) -> None:
     args = argparse.Namespace(results_dir=str(tmp_path), min_time=0.25, only=None, sizes="64,9999")
     assert forwarding.main(args) == 2
     assert not list(tmp_path.iterdir())
+
+
+def test_summary_takes_medians_of_same_round_ratios() -> None:
+    recs = []
+    for rnd, (bare, sw) in enumerate([(200.0, 150.0), (100.0, 90.0), (300.0, 150.0)]):
+        recs.append({"round": rnd, "size_bytes": 64, "path": "bare", "rx_fps": bare, "ratio_vs_bare": 1.0})
+        recs.append({"round": rnd, "size_bytes": 64, "path": "switch1", "rx_fps": sw, "ratio_vs_bare": sw / bare})
+    (row,) = forwarding.summarise(recs, [64], ["bare", "switch1"])
+    assert row["bare_rx_fps"] == 200.0 and row["bare_rx_fps_range"] == [100.0, 300.0]
+    assert row["switch1_vs_bare"] == 0.75  # median of 0.75, 0.9, 0.5 (not 150 / 200 by coincidence only)
+    assert row["switch1_vs_bare_range"] == [0.5, 0.9]
+    assert row["goal_met"] is True

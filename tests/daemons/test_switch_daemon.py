@@ -114,6 +114,36 @@ async def test_shell_survives_garbage(shell, wiring):
         b.close()
 
 
+class _BuggyFeature:
+    """A feature with a bug: raises on one payload, passes everything else."""
+
+    def __init__(self, bad: bytes) -> None:
+        self.bad = bad
+
+    def on_ingress(self, frame: bytes, now_ns: int) -> bytes:
+        if frame == self.bad:
+            raise RuntimeError("feature bug")
+        return frame
+
+
+@pytest.mark.asyncio
+async def test_shell_survives_a_feature_bug_without_repeating_frames(shell, wiring):
+    frames = [_frame(i) for i in range(40)]
+    shell.switch.attach_feature("pa", _BuggyFeature(frames[3]))
+    a, b = _port(wiring["a"], "ea"), _port(wiring["b"], "eb")
+    try:
+        a.send_batch(frames)
+        got = await _collect(b, 39, timeout=2.0)
+        await asyncio.sleep(0.05)
+        got += await _collect(b, 1, timeout=0.1)
+        # only the frame that hit the bug is lost; none is forwarded twice
+        assert got == frames[:3] + frames[4:]
+        assert shell.internal_errors == 1
+    finally:
+        a.close()
+        b.close()
+
+
 @pytest.mark.asyncio
 async def test_control_handlers(shell):
     status = shell.ctl_status({})
