@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                      "(default: from the switches' FCS counters)")
     e.add_argument("--no-backpressure", action="store_true", help="disable the pause/resume backpressure "
                                                                   "(Fig. 9b: the reordering buffer overflows)")
+    e.add_argument("--recirc-rate", default="instant", metavar="RATE",
+                   help="how fast the reordering buffer drains once a hole is repaired: 'instant' (default), "
+                        "'link' (a recirculation port as fast as the link, as on Tofino, seed 000 §3.3) or a "
+                        "rate such as 50Mbit")
     e.add_argument("--direction", help="sending switch first: A:B (default: the link's a:b)")
     e.add_argument("--prefix", default="ns")
     e.set_defaults(func=cmd_enable)
@@ -72,8 +76,22 @@ def measured_loss(prefix: str, sender: dict[str, Any], receiver: dict[str, Any])
     return bad / tx if tx >= 1000 and bad > 0 else None
 
 
+def recirc_rate(text: str | None) -> int | None:
+    """``--recirc-rate``: 'instant' -> 0, 'link' -> None (the link's rate), else a rate."""
+    from ..topo.model import TopologyError, parse_rate
+
+    if text is None or text == "instant":
+        return 0
+    if text == "link":
+        return None
+    try:
+        return parse_rate(text)
+    except (TopologyError, ValueError) as exc:
+        raise CommandError(f"--recirc-rate {text!r}: {exc} (or 'instant' / 'link')") from None
+
+
 def lg_params(link_rate_bps: int, mode: str, target: float, copies: int | None, actual: float | None,
-              backpressure: bool) -> dict[str, Any]:
+              backpressure: bool, recirc_rate_bps: int | None = 0) -> dict[str, Any]:
     """Paper parameters (100G, seed 000 §4) scaled to the emulated rate: times up, rates
     down by the same factor, bytes unchanged (DESIGN.md "Time and scale")."""
     from dataclasses import fields
@@ -83,13 +101,15 @@ def lg_params(link_rate_bps: int, mode: str, target: float, copies: int | None, 
     base = LGParams.paper(100).scaled(100e9 / link_rate_bps)
     known = {f.name for f in fields(LGParams)}
     d = {k: v for k, v in base.to_dict().items() if k in known}
-    d.update(mode=mode, target_loss=target, copies=copies, actual_loss=actual, backpressure=backpressure)
+    d.update(mode=mode, target_loss=target, copies=copies, actual_loss=actual, backpressure=backpressure,
+             recirc_rate_bps=recirc_rate_bps)
     LGParams.from_dict(d)  # validate here, with a clear error, before any switch sees it
     return d
 
 
 def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float = 1e-8, copies: int | None = None,
-                actual: float | None = None, backpressure: bool = True, direction: str | None = None) -> dict:
+                actual: float | None = None, backpressure: bool = True, direction: str | None = None,
+                recirc_rate_bps: int | None = 0) -> dict:
     from ..runtime import control, load_state
 
     state = load_state(prefix)
@@ -97,7 +117,7 @@ def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float
     if copies is None and actual is None:
         actual = measured_loss(prefix, sender, receiver)
     rate = state.get("links", {}).get(link, {}).get("rate_bps") or 100_000_000
-    params = lg_params(rate, mode, target, copies, actual, backpressure)
+    params = lg_params(rate, mode, target, copies, actual, backpressure, recirc_rate_bps)
     r = control(prefix, receiver["node"], "lg_enable", port=receiver["ifname"], role="receiver", params=params)
     s = control(prefix, sender["node"], "lg_enable", port=sender["ifname"], role="sender", params=params)
     return {"link": link, "sender": f"{sender['node']}/{sender['ifname']}",
@@ -122,7 +142,8 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
     try:
         out = enable_link(args.prefix, args.link, mode=args.mode, target=args.target, copies=args.copies,
-                          actual=args.actual_loss, backpressure=not args.no_backpressure, direction=args.direction)
+                          actual=args.actual_loss, backpressure=not args.no_backpressure, direction=args.direction,
+                          recirc_rate_bps=recirc_rate(args.recirc_rate))
     except (RuntimeErrorNS, ControlError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     p = out["params"]

@@ -212,7 +212,7 @@ class LGReceiverFeature(_LGFeature):
 
     def __init__(self, switch: Switch, port: str, params: LGParams | None = None) -> None:
         super().__init__(switch, port, params)
-        self.engine = LGReceiver(self.params, src_mac=self.mac, dst_mac=LG_CONTROL_MAC)
+        self.engine = LGReceiver(self._engine_params(), src_mac=self.mac, dst_mac=LG_CONTROL_MAC)
         self.notifications_dropped = 0
         self.released_later = 0
         self.passive_stripped = 0
@@ -275,6 +275,7 @@ class LGReceiverFeature(_LGFeature):
     # --------------------------------------------------------------------- control
     def enable(self, now_ns: int | None = None) -> None:
         self.attach()
+        self.engine.set_params(self._engine_params())  # the port's rate may have changed
         self.enabled = True
         self._passive_seen.clear()
 
@@ -289,8 +290,16 @@ class LGReceiverFeature(_LGFeature):
 
     def set_params(self, params: LGParams) -> None:
         self.params = params
-        self.engine.set_params(params)
+        self.engine.set_params(self._engine_params())
         self._emit(None)
+
+    def _engine_params(self) -> LGParams:
+        """The settings with ``recirc_rate_bps`` None resolved to the protected link's rate
+        (a recirculation port as fast as the link, as on Tofino; unpaced port: at once)."""
+        p = self.params
+        if p.recirc_rate_bps is not None:
+            return p
+        return p.with_changes(recirc_rate_bps=self.switch.config.port(self.port).rate_bps or 0)
 
     def counters(self) -> dict[str, Any]:
         out = self.engine.counters()

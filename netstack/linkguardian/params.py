@@ -132,6 +132,14 @@ class LGParams:
       (§4 testbed: 200 KB each). A full Tx buffer evicts its oldest copy; a full reordering
       buffer drops the arriving frame (both counted).
     - ``backpressure``: Algorithm 2 on/off (Fig. 9b runs with it off).
+    - ``recirc_rate_bps``: the rate at which the reordering buffer drains once a hole is
+      repaired. On Tofino the buffer *is* a recirculation port's queue (§3.3, Fig. 6), served
+      at that port's line rate while new frames keep joining its tail; so after each loss the
+      buffer shrinks only at the recirculation rate minus the arrival rate, and where that is
+      not positive it grows loss after loss until, without backpressure, it overflows
+      (§4.2, Fig. 9b). 0 (default): drained
+      at once, the software shortcut every result so far was measured with; None: the
+      protected link's own rate (the switch feature fills it in); else a rate in bit/s.
     - ``data_class``: the protected, pausable normal classes (an int or a list).
     - ``retx_class``: the highest-priority class for retransmissions and loss notifications.
     - ``mtu_bytes``: the hysteresis unit of §3.3.
@@ -151,6 +159,7 @@ class LGParams:
     tx_buffer_limit_bytes: int = 200_000
     reorder_buffer_limit_bytes: int = 200_000
     backpressure: bool = True
+    recirc_rate_bps: int | None = 0
     data_class: int | tuple[int, ...] = DEFAULT_DATA_CLASSES
     retx_class: int = DEFAULT_RETX_CLASS
     mtu_bytes: int = DEFAULT_MTU
@@ -185,6 +194,8 @@ class LGParams:
         if self.backpressure and limit < pause:
             raise ConfigError("linkguardian.reorder_buffer_limit_bytes",
                               f"must be >= pause_threshold_bytes ({limit} < {pause}) when backpressure is on")
+        if self.recirc_rate_bps is not None:
+            set_(self, "recirc_rate_bps", _int(self.recirc_rate_bps, "recirc_rate_bps", 0))
         set_(self, "data_class", _classes(self.data_class))
         set_(self, "retx_class", _int(self.retx_class, "retx_class", 0, NUM_CLASSES - 1))
         if self.retx_class in self.data_class:

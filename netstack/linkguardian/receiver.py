@@ -17,6 +17,11 @@ against ``expected``, §3.5):
   deliver and advance (then drain the reordering buffer); ``seq > ack_no``: hold it in the
   reordering buffer; ``seq < ack_no`` (or already held): drop, a duplicate. ackNoTimeout
   (§3.5) gives up on a hole that was not repaired in time and lets ``ack_no`` pass it.
+- The reordering buffer drains like the recirculation port it is on Tofino (§3.3, Fig. 6):
+  once a hole is repaired, the frames held behind it leave in order at ``recirc_rate_bps``
+  (the link rate by default), and frames arriving meanwhile join the tail instead of
+  overtaking them. Under line-rate traffic the buffer therefore empties only as fast as the
+  link is idle, which is why it needs backpressure (§4.2, Fig. 9b). Rate 0: drained at once.
 - Backpressure (Algorithm 2, §3.3): pause the sender's normal queue when the reordering
   buffer reaches ``pauseThreshold``, resume at ``resumeThreshold``; only state changes are
   emitted (``curr_state``).
@@ -46,6 +51,7 @@ from typing import Any
 from headers.errors import HeaderError
 from headers.linkguardian import SEQ_SPACE, LGType, unwrap
 from headers.registry import MIN_FRAME, EtherType
+from netstack.switch.config import DEFAULT_OVERHEAD_BYTES
 
 from .params import LGParams
 from .sender import BLOCKING_BIT, DUMMY_BIT, ERA_BIT, LG_CONTROL_MAC, RETX_BIT
@@ -101,6 +107,10 @@ class LGReceiver:
         if len(src_mac) != 6 or len(dst_mac) != 6:
             raise ValueError("MAC addresses must be 6 bytes")
         self._addr = dst_mac + src_mac
+        #: frames repaired and in order, leaving the reordering buffer at the recirculation rate
+        self._recirc: deque[bytes] = deque()
+        #: when the recirculation port finishes its current frame (ns)
+        self._recirc_free = 0
         self.params = params
         self.set_params(params)
         self.blocking = params.blocking
@@ -137,6 +147,7 @@ class LGReceiver:
         self._bp = params.backpressure
         self._rob_limit = params.reorder_buffer_limit_bytes
         self._repeats = params.lack_repeats
+        self._recirc_bps = params.recirc_rate_bps or 0
         if not self._bp and getattr(self, "paused", False):
             self.paused = False
             self.pause_out.append(False)
@@ -160,6 +171,8 @@ class LGReceiver:
         frames to deliver now, in order.
         """
         out: list[bytes] = []
+        if self._recirc:
+            self._pump(now_ns, out)  # frames done recirculating leave ahead of this one
         s = unwrap(first >> 4 & 1, seq, self.expected)
         if not self.synced:
             self._sync(s)
@@ -200,22 +213,15 @@ class LGReceiver:
         if self.blocking:
             # Algorithm 1
             if s == self.ack_no:
-                out.append(inner)
                 self.ack_no = s + 1
+                if not self._recirc:
+                    out.append(inner)
+                elif self._take(len(inner)):
+                    self._recirc.append(inner)  # in order, but behind frames still recirculating
                 if self.ack_no < self.expected:
-                    self._drain(out)
-            elif self.reorder_buffer_bytes + len(inner) > self._rob_limit:
-                self.reorder_drops += 1  # overflow (Fig. 9b); ack_no will step over it
-            else:
+                    self._advance(out, now_ns)
+            elif self._take(len(inner)):
                 self._rob[s] = inner
-                b = self.reorder_buffer_bytes + len(inner)
-                self.reorder_buffer_bytes = b
-                n = self.reorder_buffer_frames + 1
-                self.reorder_buffer_frames = n
-                if b > self.reorder_buffer_max_bytes:
-                    self.reorder_buffer_max_bytes = b
-                if n > self.reorder_buffer_max_frames:
-                    self.reorder_buffer_max_frames = n
             a = self.ack_no - 1
             if a != self.leading_ack:
                 self.leading_ack = a
@@ -230,19 +236,26 @@ class LGReceiver:
 
     # -------------------------------------------------------------------------- timers
     def next_deadline(self) -> int | None:
-        """When the oldest open hole's ackNoTimeout expires (None: no hole)."""
+        """When the oldest open hole's ackNoTimeout expires or the recirculating frame at the
+        head of the reordering buffer is done (None: neither)."""
+        best = None
+        if self._recirc:
+            best = self._recirc_free + self._recirc_ns(self._recirc[0])
         q = self._hole_q
         holes = self._holes
         while q:
             t = holes.get(q[0])
             if t is not None:
-                return t + self._timeout
+                t += self._timeout
+                return t if best is None or t < best else best
             q.popleft()
-        return None
+        return best
 
     def on_timer(self, now_ns: int) -> list[bytes]:
         """ackNoTimeout (§3.5): give up on every hole older than the timeout; deliver what follows."""
         out: list[bytes] = []
+        if self._recirc:
+            self._pump(now_ns, out)
         q = self._hole_q
         holes = self._holes
         limit = now_ns - self._timeout
@@ -259,7 +272,7 @@ class LGReceiver:
             self.timeouts += 1
         if self.blocking:
             if self.ack_no < self.expected:
-                self._drain(out)
+                self._advance(out, now_ns)
             a = self.ack_no - 1
             if a != self.leading_ack:
                 self.leading_ack = a
@@ -314,6 +327,11 @@ class LGReceiver:
         """Absolute counters still awaited, ascending (for tests and status)."""
         return sorted(self._holes)
 
+    @property
+    def recirculating(self) -> int:
+        """Frames repaired and in order (past ``ack_no``) still draining from the reordering buffer."""
+        return len(self._recirc)
+
     def held(self) -> list[int]:
         """Absolute counters in the reordering buffer, ascending."""
         return sorted(self._rob)
@@ -322,6 +340,7 @@ class LGReceiver:
         out: dict[str, Any] = {key: getattr(self, key) for key in COUNTER_KEYS}
         out.update(mode="blocking" if self.blocking else "nb", paused=self.paused, expected=self.expected,
                    ack_no=self.ack_no, leading_ack=self.leading_ack, open_holes=len(self._holes),
+                   recirculating_frames=self.recirculating, recirc_rate_bps=self._recirc_bps,
                    synced=self.synced)
         return out
 
@@ -356,27 +375,81 @@ class LGReceiver:
             self.loss_notifications_sent += 1
             c += k
 
-    def _drain(self, out: list[bytes]) -> None:
-        """Algorithm 1's recirculation: deliver held frames while they are next in line."""
+    def _take(self, n: int) -> bool:
+        """Room for ``n`` more bytes in the reordering buffer? Account them, or count the drop."""
+        b = self.reorder_buffer_bytes + n
+        if b > self._rob_limit:
+            self.reorder_drops += 1  # overflow (Fig. 9b); ack_no will step over the frame
+            return False
+        self.reorder_buffer_bytes = b
+        k = self.reorder_buffer_frames + 1
+        self.reorder_buffer_frames = k
+        if b > self.reorder_buffer_max_bytes:
+            self.reorder_buffer_max_bytes = b
+        if k > self.reorder_buffer_max_frames:
+            self.reorder_buffer_max_frames = k
+        return True
+
+    def _advance(self, out: list[bytes], now_ns: int) -> None:
+        """Algorithm 1's recirculation: held frames next in line leave the reordering buffer,
+        at once (rate 0) or through the recirculation port (see :meth:`_pump`)."""
         a = self.ack_no
         rob = self._rob
         holes = self._holes
         exp = self.expected
-        nbytes = 0
-        start = len(out)
+        ready = []
         while True:
             f = rob.pop(a, None)
             if f is not None:
-                out.append(f)
-                nbytes += len(f)
+                ready.append(f)
                 a += 1
                 continue
             if a >= exp or a in holes:
                 break
             a += 1  # neither held nor awaited: dropped on overflow, or delivered before a mode switch
         self.ack_no = a
-        self.reorder_buffer_frames -= len(out) - start
+        if not ready:
+            return
+        if self._recirc_bps:
+            if not self._recirc and self._recirc_free < now_ns:
+                self._recirc_free = now_ns  # the recirculation port was idle
+            self._recirc.extend(ready)  # still in the buffer (and still counted) until pumped out
+            return
+        out.extend(ready)
+        self.reorder_buffer_frames -= len(ready)
+        self.reorder_buffer_bytes -= sum(map(len, ready))
+
+    def _recirc_ns(self, frame: bytes) -> int:
+        """Time ``frame`` takes on the recirculation port (line time, as the switch's pacer counts it)."""
+        n = len(frame)
+        return -(-((n if n > MIN_FRAME else MIN_FRAME) + DEFAULT_OVERHEAD_BYTES) * 8_000_000_000 // self._recirc_bps)
+
+    def _pump(self, now_ns: int, out: list[bytes]) -> None:
+        """Deliver the frames the recirculation port has finished by ``now_ns``, in order."""
+        q = self._recirc
+        k = 0
+        nbytes = 0
+        if not self._recirc_bps:  # the rate was set to 0 meanwhile: everything at once
+            k = len(q)
+            nbytes = sum(map(len, q))
+            out.extend(q)
+            q.clear()
+        else:
+            t = self._recirc_free
+            while q:
+                end = t + self._recirc_ns(q[0])
+                if end > now_ns:
+                    break
+                f = q.popleft()
+                out.append(f)
+                nbytes += len(f)
+                k += 1
+                t = end
+            self._recirc_free = t
+        self.reorder_buffer_frames -= k
         self.reorder_buffer_bytes -= nbytes
+        if self._bp and self.blocking:
+            self._backpressure()  # the buffer shrank: it may be time to resume (Algorithm 2)
 
     def _backpressure(self) -> None:
         """Algorithm 2 on the reordering buffer's occupancy (state changes only)."""
@@ -402,6 +475,8 @@ class LGReceiver:
             self.lack_left = self._repeats
 
     def _release(self, out: list[bytes], forget_holes: bool) -> None:
+        out.extend(self._recirc)  # already in order, ahead of everything still held
+        self._recirc.clear()
         rob = self._rob
         for c in sorted(rob):
             out.append(rob[c])

@@ -13,6 +13,9 @@ Invariants (seed 000 §3.3, §3.4, §3.5):
   leading ACK has passed;
 - the reordering buffer stays below pauseThreshold plus what can still be in flight
   when the pause takes effect.
+
+Each blocking-mode property runs with the reordering buffer drained at once, through a
+recirculation port as fast as the link (one frame per slot), and through one at half speed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ verdicts = st.one_of(
     st.tuples(st.just("late"), st.integers(1, 6)),
 )
 no_reorder = st.sampled_from([OK, OK, OK, LOSE, LOSE, DUP])
+#: recirculation rates: at once, one SIZE frame per slot (the link's rate), half that
+LINE_RATE_BPS = (SIZE + 24) * 8 * 1_000_000_000 // SLOT
+recirc_rates = st.sampled_from([0, LINE_RATE_BPS, LINE_RATE_BPS // 2])
 
 
 def scripted(schedule):
@@ -51,10 +57,10 @@ def scripted(schedule):
     return fate
 
 
-def params(mode="blocking", copies=2, timeout_slots=400, backpressure=True, pause=2000):
+def params(mode="blocking", copies=2, timeout_slots=400, backpressure=True, pause=2000, recirc=0):
     return LGParams(mode=mode, copies=copies, ack_no_timeout_ns=timeout_slots * SLOT, pause_threshold_bytes=pause,
                     resume_threshold_bytes=pause // 2, backpressure=backpressure,
-                    reorder_buffer_limit_bytes=10**6 if not backpressure else 100_000)
+                    reorder_buffer_limit_bytes=10**6 if not backpressure else 100_000, recirc_rate_bps=recirc)
 
 
 class Checker:
@@ -89,7 +95,8 @@ class Checker:
             # neither delivered nor held (in transit, lost and awaiting retransmission), plus
             # those the sender stamps before the pause reaches it (one per slot).
             if r.paused and self.cap is None:
-                in_flight = s.next_counter - r.ack_no - r.reorder_buffer_frames
+                # (frames still recirculating are past ack_no: only the held ones are not)
+                in_flight = s.next_counter - r.ack_no - (r.reorder_buffer_frames - r.recirculating)
                 self.cap = b + SIZE * (in_flight + PAUSE_DELAY)
                 self.caps.append(self.cap)
             elif not r.paused:
@@ -106,9 +113,9 @@ def run(p, schedule, count, reorder=6):
 
 
 @settings(max_examples=150)
-@given(st.lists(verdicts, max_size=250), st.integers(1, 120), st.integers(1, 3))
-def test_blocking_in_order_no_duplicates_missing_only_when_counted(schedule, count, copies):
-    p = params(copies=copies, timeout_slots=30)
+@given(st.lists(verdicts, max_size=250), st.integers(1, 120), st.integers(1, 3), recirc_rates)
+def test_blocking_in_order_no_duplicates_missing_only_when_counted(schedule, count, copies, recirc):
+    p = params(copies=copies, timeout_slots=30, recirc=recirc)
     _, res, _ = run(p, schedule, count)
     d = res.delivered
     assert all(a < b for a, b in pairwise(d))  # strictly in order: no duplicates
@@ -122,10 +129,10 @@ def test_blocking_in_order_no_duplicates_missing_only_when_counted(schedule, cou
 
 
 @settings(max_examples=150)
-@given(st.lists(no_reorder, max_size=250), st.integers(1, 120), st.integers(1, 3))
-def test_without_reordering_exactly_the_frames_with_no_copy_through_are_missing(schedule, count, copies):
+@given(st.lists(no_reorder, max_size=250), st.integers(1, 120), st.integers(1, 3), recirc_rates)
+def test_without_reordering_exactly_the_frames_with_no_copy_through_are_missing(schedule, count, copies, recirc):
     # timeout far above any retransmission delay: ackNoTimeout only fires when all copies died
-    p = params(copies=copies, timeout_slots=2000)
+    p = params(copies=copies, timeout_slots=2000, recirc=recirc)
     _, res, _ = run(p, schedule, count, reorder=0)
     d = res.delivered
     assert all(a < b for a, b in pairwise(d))
@@ -147,10 +154,10 @@ def test_nb_delivers_each_frame_at_most_once(schedule, count, copies):
 
 
 @settings(max_examples=60)
-@given(st.lists(no_reorder, max_size=200), st.integers(20, 150), st.sampled_from([600, 1000, 2000]))
-def test_reordering_buffer_is_bounded_by_backpressure(schedule, count, pause):
+@given(st.lists(no_reorder, max_size=200), st.integers(20, 150), st.sampled_from([600, 1000, 2000]), recirc_rates)
+def test_reordering_buffer_is_bounded_by_backpressure(schedule, count, pause, recirc):
     # a long ackNoTimeout lets the buffer build: only backpressure keeps it small
-    p = params(copies=1, timeout_slots=2000, pause=pause)
+    p = params(copies=1, timeout_slots=2000, pause=pause, recirc=recirc)
     _, res, check = run(p, schedule, count, reorder=0)
     assert res.receiver["reorder_drops"] == 0
     # each pause was decided within one slot's arrivals of pauseThreshold, so the cap is
@@ -228,3 +235,41 @@ def test_one_unrepaired_hole_holds_the_buffer_at_pause_threshold_plus_in_flight(
     assert res.receiver["pauses_sent"] == 1 and res.receiver["resumes_sent"] == 1
     assert res.missing == {5} and res.receiver["timeouts"] == 1
     assert res.delivered == [i for i in range(200) if i != 5]
+
+
+def _fig9b(recirc: int, backpressure: bool):
+    """One lost frame every 40 (its retransmission arrives: no ackNoTimeout), the link busy
+    every slot: how the reordering buffer fares with a given drain."""
+    lose = set(range(10, 2000, 40))
+    p = LGParams(copies=1, ack_no_timeout_ns=1000 * SLOT, backpressure=backpressure,
+                 pause_threshold_bytes=12 * SIZE, resume_threshold_bytes=6 * SIZE,
+                 reorder_buffer_limit_bytes=30 * SIZE, recirc_rate_bps=recirc)
+    pair = EnginePair(p, fate=lambda k, kind: () if k in lose and kind == "data" else (0,), delay_slots=DELAY,
+                      reverse_delay_slots=REV_DELAY, pause_delay_slots=PAUSE_DELAY, slot_ns=SLOT, frame_size=SIZE)
+    return pair.run(1200)
+
+
+def test_a_slow_recirculation_port_ratchets_up_and_overflows_without_backpressure():
+    """§3.3/§4.2 (Fig. 9b): frames behind a repaired hole drain through the recirculation port
+    and every later arrival queues behind them. Drained at once, 30 frames of room never fill;
+    drained slower than frames arrive, the buffer only grows and overflows (end-to-end loss);
+    backpressure keeps it below pauseThreshold with nothing lost."""
+    instant = _fig9b(0, backpressure=False)
+    assert instant.receiver["reorder_drops"] == 0 and instant.missing == set()
+    ratchet = _fig9b(LINE_RATE_BPS // 2, backpressure=False)
+    assert ratchet.receiver["reorder_drops"] > 0
+    assert len(ratchet.missing) == ratchet.receiver["reorder_drops"]  # the overflow is end-to-end loss
+    assert all(a < b for a, b in pairwise(ratchet.delivered))
+    guarded = _fig9b(LINE_RATE_BPS // 2, backpressure=True)
+    assert guarded.receiver["reorder_drops"] == 0 and guarded.missing == set()
+    assert guarded.receiver["pauses_sent"] > 0
+    assert all(a < b for a, b in pairwise(guarded.delivered))
+
+
+def test_at_line_rate_the_buffer_holds_one_hole_at_a_time():
+    """The same losses with the recirculation port as fast as the link: while one hole is open
+    the frames before it keep leaving, so the buffer peaks at about one retransmission delay of
+    frames (a maximum over holes, not a sum) and 30 frames of room suffice."""
+    run_ = _fig9b(LINE_RATE_BPS, backpressure=False)
+    assert run_.receiver["reorder_drops"] == 0 and run_.missing == set()
+    assert run_.receiver["reorder_buffer_max_frames"] <= 2 * (DELAY + REV_DELAY + 1)
