@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,3 +91,26 @@ def _fmt(value: object) -> str:
             return f"{value / 1e3:.1f} k"
         return f"{value:.3g}"
     return str(value)
+
+
+def loadavg() -> list[float]:
+    """The 1/5/15-minute load averages (rounded), [] where the platform has none: recorded with
+    every live benchmark so a reader can see other work competed for the CPU."""
+    with contextlib.suppress(OSError):
+        return [round(x, 2) for x in os.getloadavg()]
+    return []
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block, so a benchmark killed mid-run still
+    unwinds through the ``finally`` blocks that remove its namespaces and processes."""
+
+    def _term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, _term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

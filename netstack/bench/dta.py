@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import format_table, write_results
+from .common import format_table, loadavg, sigterm_unwinds, write_results
 
 DEFAULT_DURATION_S = 2.0
 LINK_RATE = "1Gbit"
@@ -803,12 +803,6 @@ def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[s
     return "\n".join(out)
 
 
-def _loadavg() -> list[float]:
-    with contextlib.suppress(OSError):
-        return [round(x, 2) for x in os.getloadavg()]
-    return []
-
-
 def main(args: argparse.Namespace) -> int:
     duration = float(getattr(args, "duration", None) or DEFAULT_DURATION_S)
     only = getattr(args, "only", None)
@@ -847,25 +841,17 @@ def main(args: argparse.Namespace) -> int:
     if plan and live_on:
         notes.append(f"CPU placement: sw2 alone on CPU {plan['switch']}; the collector process (responder or naive) "
                      f"and the reporter (nice 19) on CPU {plan['collector']}; {PIN_ENV}=0 disables pinning.")
-    load_before = _loadavg()
-    with contextlib.suppress(OSError):
-        load = os.getloadavg()[0]
-        if load > 0.5 and live_on:
-            notes.append(f"1-min load average was {load:.2f} at start: other work competed for the CPU.")
+    load_before = loadavg()
+    if load_before and load_before[0] > 0.5 and live_on:
+        notes.append(f"1-min load average was {load_before[0]:.2f} at start: other work competed for the CPU.")
     _say(f"netstack bench dta: live cases {len(dta_cases)} DTA + {len(naive_cases)} naive, {duration:g} s each; "
          f"fig7 {'yes' if do7 else 'no'}, fig9 {'yes' if do9 else 'no'}")
     for n in notes:
         _say(f"note: {n}")
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, _term)
     prefix = f"bdta{secrets.token_hex(3)}"
-    try:
+    with sigterm_unwinds():
         live_records = run_live(prefix, duration, dta_cases, naive_cases) if (dta_cases or naive_cases) else []
-    finally:
-        signal.signal(signal.SIGTERM, old)
     f7: list[dict[str, Any]] = []
     f9: list[dict[str, Any]] = []
     if do7:
@@ -881,7 +867,7 @@ def main(args: argparse.Namespace) -> int:
                   "collector in c1, same run; Fig. 7/9 sans-IO on the Key-Write store",
         "duration_s": duration, "prefix": prefix,
         "link": {"rate": LINK_RATE, "delay": "0", "buffer": LINK_BUFFER},
-        "cpu_plan": plan, "notes": notes, "plots": pngs, "loadavg_before": load_before, "loadavg_after": _loadavg(),
+        "cpu_plan": plan, "notes": notes, "plots": pngs, "loadavg_before": load_before, "loadavg_after": loadavg(),
         "live": live_records, "fig7": f7, "fig9": f9,
     })
     md = results_dir / "bench-dta-latest.md"

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..io.packet import _IOVec, _MMsgHdr
-from .common import format_table, write_results
+from .common import format_table, loadavg, sigterm_unwinds, write_results
 
 #: Paths in the order they are measured; ``--only`` selects among them by substring.
 PATHS = ("bare", "bridge", "switch1", "switch2")
@@ -577,12 +577,6 @@ def _run_round(sizes: list[int], duration: float, paths: list[str], prefix: str)
     return records
 
 
-def _load() -> list[float]:
-    with contextlib.suppress(OSError):
-        return [round(x, 2) for x in os.getloadavg()]
-    return []
-
-
 def main(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("netstack bench forwarding needs root (network namespaces, veths, AF_PACKET)", file=sys.stderr)
@@ -625,7 +619,7 @@ def main(args: argparse.Namespace) -> int:
                      f"{PIN_ENV}=0 disables pinning.")
     else:
         notes.append("No CPU pinning: the scheduler placed every process.")
-    load_before = _load()
+    load_before = loadavg()
     if load_before and load_before[0] > 0.5:
         notes.append(f"1-min load average was {load_before[0]} at start: other work (or a just-finished run) was "
                      "competing for the CPU; rates may be low and vary between runs.")
@@ -634,15 +628,8 @@ def main(args: argparse.Namespace) -> int:
     for n in notes:
         _say(f"note: {n}")
 
-    # SIGTERM must unwind through the finally blocks that remove namespaces and processes.
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, _term)
-    try:
+    with sigterm_unwinds():
         records = run_benchmark(sizes, duration, paths, prefix, rounds)
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
     bare = {(r["round"], r["size_bytes"]): r["rx_fps"] for r in records if r["path"] == "bare"}
     for r in records:
@@ -664,7 +651,7 @@ def main(args: argparse.Namespace) -> int:
         "goal": {"switch_vs_bare_ratio": GOAL_RATIO, "applies_to": "switch1"},
         "bmv2_reference": BMV2_REFERENCE,
         "loadavg_before": load_before,
-        "loadavg_after": _load(),
+        "loadavg_after": loadavg(),
         "notes": notes,
         "summary": summary,
         "results": records,

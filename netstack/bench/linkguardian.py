@@ -50,7 +50,6 @@ import math
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -60,7 +59,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .common import format_table, write_results
+from .common import format_table, loadavg, sigterm_unwinds, write_results
 
 SECTIONS = ("fig8", "live-check", "fig9", "fig10")
 LIVE_SECTIONS = ("live-check", "fig9", "fig10")
@@ -1110,12 +1109,6 @@ def plot_fig10(f10: dict[str, Any], path: Path) -> None:
 # =========================================================================== the benchmark
 
 
-def _load() -> list[float]:
-    with contextlib.suppress(OSError):
-        return [round(x, 2) for x in os.getloadavg()]
-    return []
-
-
 def _guarded(section: str, errors: dict[str, str], say: Progress, fn: Callable[..., Any], *args: Any) -> Any:
     """Run a live section; a failure (a daemon or tool dying, someone else's 'netstack down --all')
     is reported and recorded, and the other sections' results are still written."""
@@ -1159,16 +1152,12 @@ def main(args: argparse.Namespace) -> int:
     say("estimated wall time: " + ", ".join(f"{k} ~{v / 60:.1f} min" for k, v in est.items())
         + f"; total ~{sum(est.values()) / 60:.1f} min")
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, _term)
     payload: dict[str, Any] = {"sections": sections, "sizes": asdict(sizes), "frame_sizes": frame_sizes,
                                "prefix": prefix, "scaling": sc, "estimate_s": est, "target_loss": TARGET_LOSS}
-    payload["loadavg_before"] = _load()
+    payload["loadavg_before"] = loadavg()
     started = time.monotonic()
     errors: dict[str, str] = {}
-    try:
+    with sigterm_unwinds():
         f8 = run_fig8(sizes, frame_sizes, scale, say) if "fig8" in sections else None
         lc = f9 = f10 = None
         if "live-check" in sections:
@@ -1186,10 +1175,8 @@ def main(args: argparse.Namespace) -> int:
             f9 = _guarded("fig9", errors, say, run_fig9, prefix, sizes, say)
         if "fig10" in sections:
             f10 = _guarded("fig10", errors, say, run_fig10, prefix, sizes, say)
-    finally:
-        signal.signal(signal.SIGTERM, old)
     payload["wall_s"] = time.monotonic() - started
-    payload["loadavg_after"] = _load()
+    payload["loadavg_after"] = loadavg()
 
     targets: list[dict[str, Any]] = []
     md = ["# netstack bench linkguardian", "",

@@ -10,7 +10,6 @@ import secrets
 import select
 import socket
 import struct
-import textwrap
 
 import pytest
 
@@ -31,6 +30,8 @@ from netstack.topo.impair import (
 )
 from netstack.topo.model import Backend, loads_topology
 from netstack.topo.netns import build, in_netns, teardown
+
+from . import PAIR
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root")
 
@@ -166,27 +167,6 @@ def test_netem_unavailable_on_this_kernel():
 
 # --------------------------------------------------------------------------- live
 
-PAIR = textwrap.dedent(
-    """
-    [topology]
-    name = "impair-pair"
-
-    [[nodes]]
-    name = "a"
-    kind = "host"
-    ip = "10.9.0.1/24"
-
-    [[nodes]]
-    name = "b"
-    kind = "host"
-    ip = "10.9.0.2/24"
-
-    [[links]]
-    name = "a-b"
-    a = "a"
-    b = "b"
-    """
-)
 ETH_TEST = 0x88B5  # IEEE 802 local experimental EtherType
 PORT = 7100
 

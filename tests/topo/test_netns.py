@@ -8,7 +8,6 @@ import secrets
 import select
 import socket
 import subprocess
-import textwrap
 import time
 
 import pytest
@@ -31,29 +30,10 @@ from netstack.topo.netns import (
     teardown_all,
 )
 
+from . import PAIR
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root")
 
-PAIR = textwrap.dedent(
-    """
-    [topology]
-    name = "pair"
-
-    [[nodes]]
-    name = "a"
-    kind = "host"
-    ip = "10.9.0.1/24"
-
-    [[nodes]]
-    name = "b"
-    kind = "host"
-    ip = "10.9.0.2/24"
-
-    [[links]]
-    name = "a-b"
-    a = "a"
-    b = "b"
-    """
-)
 
 
 def _netns_with(prefix: str) -> list[str]:
