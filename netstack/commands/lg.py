@@ -28,10 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                      "(default: from the switches' FCS counters)")
     e.add_argument("--no-backpressure", action="store_true", help="disable the pause/resume backpressure "
                                                                   "(Fig. 9b: the reordering buffer overflows)")
-    e.add_argument("--recirc-rate", default="instant", metavar="RATE",
-                   help="how fast the reordering buffer drains once a hole is repaired: 'instant' (default), "
-                        "'link' (a recirculation port as fast as the link, as on Tofino, seed 000 §3.3) or a "
-                        "rate such as 50Mbit")
+    e.add_argument("--recirc-rate", default="link", metavar="RATE",
+                   help="the recirculation port the reordering buffer cycles through (seed 000 §3.3): 'link' "
+                        "(default: as fast as the protected link, as on Tofino at 100G), a rate such as "
+                        "400Mbit, or 'instant' (held frames leave the moment they are next, at no cost)")
     e.add_argument("--direction", help="sending switch first: A:B (default: the link's a:b)")
     e.add_argument("--prefix", default="ns")
     e.set_defaults(func=cmd_enable)
@@ -77,12 +77,12 @@ def measured_loss(prefix: str, sender: dict[str, Any], receiver: dict[str, Any])
 
 
 def recirc_rate(text: str | None) -> int | None:
-    """``--recirc-rate``: 'instant' -> 0, 'link' -> None (the link's rate), else a rate."""
+    """``--recirc-rate``: 'link' (or nothing) -> None (the link's rate), 'instant' -> 0, else a rate."""
     from ..topo.model import TopologyError, parse_rate
 
-    if text is None or text == "instant":
+    if text == "instant":
         return 0
-    if text == "link":
+    if text is None or text == "link":
         return None
     try:
         return parse_rate(text)
@@ -91,7 +91,7 @@ def recirc_rate(text: str | None) -> int | None:
 
 
 def lg_params(link_rate_bps: int, mode: str, target: float, copies: int | None, actual: float | None,
-              backpressure: bool, recirc_rate_bps: int | None = 0) -> dict[str, Any]:
+              backpressure: bool, recirc_rate_bps: int | None = None) -> dict[str, Any]:
     """Paper parameters (100G, seed 000 §4) scaled to the emulated rate: times up, rates
     down by the same factor, bytes unchanged (DESIGN.md "Time and scale")."""
     from dataclasses import fields
@@ -109,7 +109,7 @@ def lg_params(link_rate_bps: int, mode: str, target: float, copies: int | None, 
 
 def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float = 1e-8, copies: int | None = None,
                 actual: float | None = None, backpressure: bool = True, direction: str | None = None,
-                recirc_rate_bps: int | None = 0) -> dict:
+                recirc_rate_bps: int | None = None) -> dict:
     from ..runtime import control, load_state
 
     state = load_state(prefix)

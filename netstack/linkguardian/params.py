@@ -132,14 +132,14 @@ class LGParams:
       (§4 testbed: 200 KB each). A full Tx buffer evicts its oldest copy; a full reordering
       buffer drops the arriving frame (both counted).
     - ``backpressure``: Algorithm 2 on/off (Fig. 9b runs with it off).
-    - ``recirc_rate_bps``: the rate at which the reordering buffer drains once a hole is
-      repaired. On Tofino the buffer *is* a recirculation port's queue (§3.3, Fig. 6), served
-      at that port's line rate while new frames keep joining its tail; so after each loss the
-      buffer shrinks only at the recirculation rate minus the arrival rate, and where that is
-      not positive it grows loss after loss until, without backpressure, it overflows
-      (§4.2, Fig. 9b). 0 (default): drained
-      at once, the software shortcut every result so far was measured with; None: the
-      protected link's own rate (the switch feature fills it in); else a rate in bit/s.
+    - ``recirc_rate_bps``: the recirculation port the reordering buffer is (§3.3, Fig. 6):
+      held frames cycle through it and are checked against ack_no after every pass, later
+      arrivals join its tail, so the buffer drains at this rate minus the arrival rate and,
+      where that is not positive (the port as fast as the link, the paper's 100G case), grows
+      loss after loss until backpressure pauses the sender or, without it, it overflows
+      (§4.2, Fig. 9b). None (default): the protected link's own rate (the switch feature fills
+      it in; an engine on its own drains at once); 0: at once, a software shortcut in which
+      waiting costs nothing; else a rate in bit/s.
     - ``data_class``: the protected, pausable normal classes (an int or a list).
     - ``retx_class``: the highest-priority class for retransmissions and loss notifications.
     - ``mtu_bytes``: the hysteresis unit of §3.3.
@@ -159,7 +159,7 @@ class LGParams:
     tx_buffer_limit_bytes: int = 200_000
     reorder_buffer_limit_bytes: int = 200_000
     backpressure: bool = True
-    recirc_rate_bps: int | None = 0
+    recirc_rate_bps: int | None = None
     data_class: int | tuple[int, ...] = DEFAULT_DATA_CLASSES
     retx_class: int = DEFAULT_RETX_CLASS
     mtu_bytes: int = DEFAULT_MTU

@@ -17,11 +17,19 @@ against ``expected``, §3.5):
   deliver and advance (then drain the reordering buffer); ``seq > ack_no``: hold it in the
   reordering buffer; ``seq < ack_no`` (or already held): drop, a duplicate. ackNoTimeout
   (§3.5) gives up on a hole that was not repaired in time and lets ``ack_no`` pass it.
-- The reordering buffer drains like the recirculation port it is on Tofino (§3.3, Fig. 6):
-  once a hole is repaired, the frames held behind it leave in order at ``recirc_rate_bps``
-  (the link rate by default), and frames arriving meanwhile join the tail instead of
-  overtaking them. Under line-rate traffic the buffer therefore empties only as fast as the
-  link is idle, which is why it needs backpressure (§4.2, Fig. 9b). Rate 0: drained at once.
+- The reordering buffer *is* a recirculation port's queue, as on Tofino (§3.3, Fig. 6,
+  Algorithm 1 line 6: "recirculate(); will be subjected to the algo again"). With
+  ``recirc_rate_bps`` > 0 every held frame keeps cycling: the port serves its queue at
+  that rate, and at the end of each pass the frame at the head is checked against
+  ``ack_no`` again: forwarded if it is next, else sent round to the tail. Frames arriving
+  out of order join the tail; only the frame ``seq == ack_no`` coming off the link (the
+  repair) is forwarded directly. So the buffer drains only at the recirculation rate minus
+  the arrival rate, and after a repair it may first have to come round once more (the
+  queue is in whatever rotation the cycling left it). With the port as fast as the link
+  (the paper's 100G case) and traffic at line rate it never drains: every loss adds its
+  hole's worth and the rotation, until backpressure pauses the sender or, without it, the
+  buffer overflows (§4.2, Fig. 9b). Rate 0: a software shortcut, held frames leave the
+  instant they are next in line and cost nothing while they wait.
 - Backpressure (Algorithm 2, §3.3): pause the sender's normal queue when the reordering
   buffer reaches ``pauseThreshold``, resume at ``resumeThreshold``; only state changes are
   emitted (``curr_state``).
@@ -85,6 +93,7 @@ COUNTER_KEYS = (
     "loss_notifications_sent",  # notifications queued for the sender
     "timeouts",                 # frames given up by ackNoTimeout (never repaired)
     "reorder_drops",            # frames dropped because the reordering buffer was full
+    "recirculations",           # passes after which a held frame went round the port again
     "reorder_buffer_frames",
     "reorder_buffer_bytes",
     "reorder_buffer_max_frames",
@@ -107,10 +116,15 @@ class LGReceiver:
         if len(src_mac) != 6 or len(dst_mac) != 6:
             raise ValueError("MAC addresses must be 6 bytes")
         self._addr = dst_mac + src_mac
-        #: frames repaired and in order, leaving the reordering buffer at the recirculation rate
-        self._recirc: deque[bytes] = deque()
-        #: when the recirculation port finishes its current frame (ns)
-        self._recirc_free = 0
+        #: the recirculation port's queue (absolute counters of held frames, head = on the
+        #: port now) and when the head's current pass ends; _ring_ns: one full rotation
+        self._ring: deque[int] = deque()
+        self._pass_end = 0
+        self._ring_ns = 0
+        self._recirc_bps = 0
+        self._now = 0
+        #: the reordering buffer (§3.3): absolute counter -> inner frame
+        self._rob: dict[int, bytes] = {}
         self.params = params
         self.set_params(params)
         self.blocking = params.blocking
@@ -127,8 +141,6 @@ class LGReceiver:
         #: (holes are found in increasing seq order, so it is also detection-time order)
         self._holes: dict[int, int] = {}
         self._hole_q: deque[int] = deque()
-        #: the reordering buffer (§3.3): absolute counter -> inner frame
-        self._rob: dict[int, bytes] = {}
         #: Algorithm 2's curr_state (True = the sender's normal queue is paused)
         self.paused = False
         #: loss notifications to send on the highest class, drained by the caller
@@ -147,7 +159,14 @@ class LGReceiver:
         self._bp = params.backpressure
         self._rob_limit = params.reorder_buffer_limit_bytes
         self._repeats = params.lack_repeats
-        self._recirc_bps = params.recirc_rate_bps or 0
+        bps = params.recirc_rate_bps or 0
+        if bps != self._recirc_bps:
+            self._recirc_bps = bps
+            self._ring.clear()
+            if bps and self._rob:  # held frames go onto the port in order, from now
+                self._ring.extend(sorted(self._rob))
+                self._pass_end = self._now + self._recirc_ns(self._rob[self._ring[0]])
+            self._ring_ns = sum(self._recirc_ns(self._rob[c]) for c in self._ring)
         if not self._bp and getattr(self, "paused", False):
             self.paused = False
             self.pause_out.append(False)
@@ -171,8 +190,9 @@ class LGReceiver:
         frames to deliver now, in order.
         """
         out: list[bytes] = []
-        if self._recirc:
-            self._pump(now_ns, out)  # frames done recirculating leave ahead of this one
+        self._now = now_ns
+        if self._ring:
+            self._pump(now_ns, out)  # passes completed before this frame arrived
         s = unwrap(first >> 4 & 1, seq, self.expected)
         if not self.synced:
             self._sync(s)
@@ -213,15 +233,18 @@ class LGReceiver:
         if self.blocking:
             # Algorithm 1
             if s == self.ack_no:
+                out.append(inner)  # line 1: next in line, forwarded straight from the link
                 self.ack_no = s + 1
-                if not self._recirc:
-                    out.append(inner)
-                elif self._take(len(inner)):
-                    self._recirc.append(inner)  # in order, but behind frames still recirculating
                 if self.ack_no < self.expected:
-                    self._advance(out, now_ns)
+                    self._advance(out)
             elif self._take(len(inner)):
-                self._rob[s] = inner
+                self._rob[s] = inner  # line 6: held, recirculating until its turn
+                if self._recirc_bps:
+                    ns = self._recirc_ns(inner)
+                    if not self._ring:
+                        self._pass_end = now_ns + ns  # the port was idle
+                    self._ring.append(s)
+                    self._ring_ns += ns
             a = self.ack_no - 1
             if a != self.leading_ack:
                 self.leading_ack = a
@@ -236,11 +259,12 @@ class LGReceiver:
 
     # -------------------------------------------------------------------------- timers
     def next_deadline(self) -> int | None:
-        """When the oldest open hole's ackNoTimeout expires or the recirculating frame at the
-        head of the reordering buffer is done (None: neither)."""
+        """When the oldest open hole's ackNoTimeout expires or, if the frame next in line is
+        recirculating, when the current pass ends (None: neither). While nothing held is next
+        in line, passes only rotate the queue and are accounted lazily."""
         best = None
-        if self._recirc:
-            best = self._recirc_free + self._recirc_ns(self._recirc[0])
+        if self._ring and self.ack_no in self._rob:
+            best = self._pass_end
         q = self._hole_q
         holes = self._holes
         while q:
@@ -254,7 +278,8 @@ class LGReceiver:
     def on_timer(self, now_ns: int) -> list[bytes]:
         """ackNoTimeout (§3.5): give up on every hole older than the timeout; deliver what follows."""
         out: list[bytes] = []
-        if self._recirc:
+        self._now = now_ns
+        if self._ring:
             self._pump(now_ns, out)
         q = self._hole_q
         holes = self._holes
@@ -272,7 +297,7 @@ class LGReceiver:
             self.timeouts += 1
         if self.blocking:
             if self.ack_no < self.expected:
-                self._advance(out, now_ns)
+                self._advance(out)
             a = self.ack_no - 1
             if a != self.leading_ack:
                 self.leading_ack = a
@@ -329,8 +354,8 @@ class LGReceiver:
 
     @property
     def recirculating(self) -> int:
-        """Frames repaired and in order (past ``ack_no``) still draining from the reordering buffer."""
-        return len(self._recirc)
+        """Frames cycling through the recirculation port (0 when it drains at once)."""
+        return len(self._ring)
 
     def held(self) -> list[int]:
         """Absolute counters in the reordering buffer, ascending."""
@@ -390,34 +415,33 @@ class LGReceiver:
             self.reorder_buffer_max_frames = k
         return True
 
-    def _advance(self, out: list[bytes], now_ns: int) -> None:
-        """Algorithm 1's recirculation: held frames next in line leave the reordering buffer,
-        at once (rate 0) or through the recirculation port (see :meth:`_pump`)."""
+    def _advance(self, out: list[bytes]) -> None:
+        """``ack_no`` moves on: over frames neither held nor awaited (dropped on overflow, or
+        delivered before a mode switch) and, when the buffer drains at once, over held frames,
+        which are delivered. On the recirculation port a held frame waits for its pass to end
+        (:meth:`_pump`)."""
         a = self.ack_no
         rob = self._rob
         holes = self._holes
         exp = self.expected
-        ready = []
-        while True:
-            f = rob.pop(a, None)
+        cycling = self._recirc_bps
+        n = nbytes = 0
+        while a < exp:
+            f = rob.get(a)
             if f is not None:
-                ready.append(f)
-                a += 1
-                continue
-            if a >= exp or a in holes:
+                if cycling:
+                    break
+                del rob[a]
+                out.append(f)
+                n += 1
+                nbytes += len(f)
+            elif a in holes:
                 break
-            a += 1  # neither held nor awaited: dropped on overflow, or delivered before a mode switch
+            a += 1
         self.ack_no = a
-        if not ready:
-            return
-        if self._recirc_bps:
-            if not self._recirc and self._recirc_free < now_ns:
-                self._recirc_free = now_ns  # the recirculation port was idle
-            self._recirc.extend(ready)  # still in the buffer (and still counted) until pumped out
-            return
-        out.extend(ready)
-        self.reorder_buffer_frames -= len(ready)
-        self.reorder_buffer_bytes -= sum(map(len, ready))
+        if n:
+            self.reorder_buffer_frames -= n
+            self.reorder_buffer_bytes -= nbytes
 
     def _recirc_ns(self, frame: bytes) -> int:
         """Time ``frame`` takes on the recirculation port (line time, as the switch's pacer counts it)."""
@@ -425,31 +449,47 @@ class LGReceiver:
         return -(-((n if n > MIN_FRAME else MIN_FRAME) + DEFAULT_OVERHEAD_BYTES) * 8_000_000_000 // self._recirc_bps)
 
     def _pump(self, now_ns: int, out: list[bytes]) -> None:
-        """Deliver the frames the recirculation port has finished by ``now_ns``, in order."""
-        q = self._recirc
-        k = 0
-        nbytes = 0
-        if not self._recirc_bps:  # the rate was set to 0 meanwhile: everything at once
-            k = len(q)
-            nbytes = sum(map(len, q))
-            out.extend(q)
-            q.clear()
-        else:
-            t = self._recirc_free
-            while q:
-                end = t + self._recirc_ns(q[0])
-                if end > now_ns:
-                    break
-                f = q.popleft()
+        """Run the recirculation port up to ``now_ns``: every pass that has ended applies
+        Algorithm 1 to its frame again (forward if next in line, else round to the tail)."""
+        ring = self._ring
+        rob = self._rob
+        t = self._pass_end
+        n = nbytes = 0
+        while ring and t <= now_ns:
+            if self.ack_no not in rob:
+                # nothing held is next in line: passes only rotate the queue; whole turns
+                # change nothing, so skip them
+                turns = (now_ns - t) // self._ring_ns
+                if turns:
+                    t += turns * self._ring_ns
+                    self.recirculations += turns * len(ring)
+            c = ring.popleft()
+            f = rob[c]
+            ns = self._recirc_ns(f)
+            if c == self.ack_no:
+                del rob[c]
                 out.append(f)
+                n += 1
                 nbytes += len(f)
-                k += 1
-                t = end
-            self._recirc_free = t
-        self.reorder_buffer_frames -= k
-        self.reorder_buffer_bytes -= nbytes
-        if self._bp and self.blocking:
-            self._backpressure()  # the buffer shrank: it may be time to resume (Algorithm 2)
+                self._ring_ns -= ns
+                self.ack_no = c + 1
+                if self.ack_no < self.expected:
+                    self._advance(out)
+            else:
+                ring.append(c)  # not its turn: once more round the port
+                self.recirculations += 1
+            if ring:
+                t += self._recirc_ns(rob[ring[0]])
+        self._pass_end = t
+        if n:
+            self.reorder_buffer_frames -= n
+            self.reorder_buffer_bytes -= nbytes
+            a = self.ack_no - 1
+            if a != self.leading_ack:
+                self.leading_ack = a
+                self.lack_left = self._repeats
+            if self._bp and self.blocking:
+                self._backpressure()  # the buffer shrank: it may be time to resume (Algorithm 2)
 
     def _backpressure(self) -> None:
         """Algorithm 2 on the reordering buffer's occupancy (state changes only)."""
@@ -475,8 +515,8 @@ class LGReceiver:
             self.lack_left = self._repeats
 
     def _release(self, out: list[bytes], forget_holes: bool) -> None:
-        out.extend(self._recirc)  # already in order, ahead of everything still held
-        self._recirc.clear()
+        self._ring.clear()
+        self._ring_ns = 0
         rob = self._rob
         for c in sorted(rob):
             out.append(rob[c])

@@ -9,6 +9,7 @@ from headers.linkguardian import LGData, LGLeadingAck, LGLossNotification, decod
 from headers.registry import MIN_FRAME
 from netstack.linkguardian import LG_CONTROL_MAC, LGParams, LGReceiver, LGSender
 from netstack.linkguardian.receiver import MAX_HOLE_PER_NOTIFICATION
+from netstack.switch.config import DEFAULT_OVERHEAD_BYTES
 
 from . import US, data_tag, frame, index_of, stamp_for
 
@@ -205,6 +206,45 @@ def test_gap_sends_a_loss_notification_and_algorithm_1_reorders():
     assert r.receive(stamp_for(5, f[5]), 7) == [f[5]]
     assert r.duplicates == 2 and r.holes_filled == 1 and r.held() == [] and r.leading_ack == 5
     assert r.reorder_buffer_max_frames == 2 and r.reorder_buffer_max_bytes == 600 and r.retx_rx == 2
+
+
+def test_held_frames_cycle_through_the_recirculation_port_until_their_turn():
+    """Algorithm 1 line 6 (§3.3, Fig. 6): a held frame is recirculated and checked against
+    ack_no at the end of every pass. The repair itself is forwarded straight from the link;
+    the frames behind it leave only as their passes end, starting from whatever rotation
+    the cycling left the queue in."""
+    f = [frame(i, 300) for i in range(5)]
+    pass_ns = 1000
+    rate = (300 + DEFAULT_OVERHEAD_BYTES) * 8 * 1_000_000_000 // pass_ns
+    r = LGReceiver(P.with_changes(recirc_rate_bps=rate))
+    for i in (1, 2, 3):  # frame 0 lost: 1, 2, 3 held, all on the port from t = 0
+        assert r.receive(stamp_for(i, f[i]), 0) == []
+    assert r.recirculating == 3 and r.next_deadline() == 10 * US  # nothing next in line: only ackNoTimeout
+    # passes end at 1000 (frame 1 goes round) and 2000 (frame 2 goes round): queue 3, 1, 2
+    assert r.receive(stamp_for(0, f[0], retx=1), 2500) == [f[0]]
+    assert r.ack_no == 1 and r.recirculations == 2 and r.next_deadline() == 3000
+    assert r.on_timer(3000) == []  # frame 3's pass: not its turn, round again
+    assert r.next_deadline() == 4000 and r.reorder_buffer_frames == 3
+    assert r.on_timer(4000) == [f[1]]
+    assert r.on_timer(6500) == [f[2], f[3]]  # passes ending at 5000 and 6000
+    assert r.recirculating == 0 and r.reorder_buffer_bytes == 0 and r.next_deadline() is None
+    assert r.delivered == 4 and r.recirculations == 3 and r.leading_ack == 3
+    assert r.receive(stamp_for(4, f[4]), 7000) == [f[4]]  # empty port: straight through
+
+
+def test_recirculating_buffer_skips_whole_turns_while_the_hole_is_open():
+    """Passes that only rotate the queue are accounted lazily: a late call after many turns
+    ends in the same state as stepping through them."""
+    f = [frame(i, 300) for i in range(4)]
+    rate = (300 + DEFAULT_OVERHEAD_BYTES) * 8 * 1_000_000
+    r = LGReceiver(P.with_changes(recirc_rate_bps=rate, ack_no_timeout_ns=10**9))
+    for i in (1, 2, 3):
+        r.receive(stamp_for(i, f[i]), 0)
+    # 3,001,500 ns: 3,001 passes ended (1,000 whole turns and one more pass): queue 2, 3, 1
+    assert r.receive(stamp_for(0, f[0], retx=1), 3_001_500) == [f[0]]
+    assert r.recirculations == 3001
+    assert r.on_timer(3_004_000) == [f[1]]  # 2 and 3 go round first (3,002,000 and 3,003,000)
+    assert r.on_timer(3_006_000) == [f[2], f[3]]
 
 
 def test_dummy_reveals_a_tail_loss_and_is_never_delivered():

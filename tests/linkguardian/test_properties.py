@@ -95,8 +95,8 @@ class Checker:
             # neither delivered nor held (in transit, lost and awaiting retransmission), plus
             # those the sender stamps before the pause reaches it (one per slot).
             if r.paused and self.cap is None:
-                # (frames still recirculating are past ack_no: only the held ones are not)
-                in_flight = s.next_counter - r.ack_no - (r.reorder_buffer_frames - r.recirculating)
+                # (every held frame, recirculating or not, is at or past ack_no)
+                in_flight = s.next_counter - r.ack_no - r.reorder_buffer_frames
                 self.cap = b + SIZE * (in_flight + PAUSE_DELAY)
                 self.caps.append(self.cap)
             elif not r.paused:
@@ -249,27 +249,30 @@ def _fig9b(recirc: int, backpressure: bool):
     return pair.run(1200)
 
 
-def test_a_slow_recirculation_port_ratchets_up_and_overflows_without_backpressure():
-    """§3.3/§4.2 (Fig. 9b): frames behind a repaired hole drain through the recirculation port
-    and every later arrival queues behind them. Drained at once, 30 frames of room never fill;
-    drained slower than frames arrive, the buffer only grows and overflows (end-to-end loss);
-    backpressure keeps it below pauseThreshold with nothing lost."""
+def test_a_recirculation_port_as_fast_as_the_link_ratchets_up_and_overflows_without_backpressure():
+    """§3.3/§4.2 (Fig. 9b): held frames cycle through the recirculation port and every later
+    arrival joins its tail, so with the port as fast as the link (the paper's 100G case) and
+    the link busy every slot the buffer never drains: each loss adds its hole's worth and the
+    buffer overflows (end-to-end loss). Drained at once, 30 frames of room never fill;
+    backpressure keeps the port's queue bounded with nothing lost."""
     instant = _fig9b(0, backpressure=False)
     assert instant.receiver["reorder_drops"] == 0 and instant.missing == set()
-    ratchet = _fig9b(LINE_RATE_BPS // 2, backpressure=False)
+    ratchet = _fig9b(LINE_RATE_BPS, backpressure=False)
     assert ratchet.receiver["reorder_drops"] > 0
     assert len(ratchet.missing) == ratchet.receiver["reorder_drops"]  # the overflow is end-to-end loss
+    assert ratchet.receiver["recirculations"] > 0
     assert all(a < b for a, b in pairwise(ratchet.delivered))
-    guarded = _fig9b(LINE_RATE_BPS // 2, backpressure=True)
+    guarded = _fig9b(LINE_RATE_BPS, backpressure=True)
     assert guarded.receiver["reorder_drops"] == 0 and guarded.missing == set()
     assert guarded.receiver["pauses_sent"] > 0
     assert all(a < b for a, b in pairwise(guarded.delivered))
 
 
-def test_at_line_rate_the_buffer_holds_one_hole_at_a_time():
-    """The same losses with the recirculation port as fast as the link: while one hole is open
-    the frames before it keep leaving, so the buffer peaks at about one retransmission delay of
-    frames (a maximum over holes, not a sum) and 30 frames of room suffice."""
-    run_ = _fig9b(LINE_RATE_BPS, backpressure=False)
+def test_a_port_four_times_the_link_holds_about_one_hole_at_a_time():
+    """The same losses with a recirculation port four times as fast as the link (the paper's
+    25G links with 100G recirculation): after a repair the queue drains at three times the
+    arrival rate, so the buffer peaks at about one retransmission delay of frames (a maximum
+    over holes, not a sum) and 30 frames of room suffice without backpressure."""
+    run_ = _fig9b(4 * LINE_RATE_BPS, backpressure=False)
     assert run_.receiver["reorder_drops"] == 0 and run_.missing == set()
     assert run_.receiver["reorder_buffer_max_frames"] <= 2 * (DELAY + REV_DELAY + 1)
