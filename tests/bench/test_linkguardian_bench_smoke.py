@@ -73,7 +73,8 @@ def test_linkguardian_benchmark_runs_writes_results_and_cleans_up(tmp_path, monk
     assert all("speed_vs_lossless" in r for r in f8["speed"])
     lc = payload["live_check"]
     assert lc["datagrams"] == 300 and lc["link"]["sent"] > 0 and "agrees" in lc
-    assert [r["backpressure"] for r in payload["fig9"]["runs"]] == [True, False]
+    assert [(r["backpressure"], r["recirc_factor"]) for r in payload["fig9"]["runs"]] == list(bench.FIG9_RUNS)
+    assert [r["recirc_rate_bps"] for r in payload["fig9"]["runs"]] == [100_000_000, 100_000_000, 400_000_000]
     for r in payload["fig9"]["runs"]:
         assert r["tcp"]["samples"] and {e["event"] for e in r["events"]} == {"corrupt", "lg_enable"}
         assert "reorder_drops" in r["receiver"] and "pauses_sent" in r["receiver"]
