@@ -1080,6 +1080,10 @@ def plot_fig9(f9: dict[str, Any], path: Path) -> None:
         if "lg_enable" in ev:
             ax.axvline(ev["lg_enable"], color="tab:green", ls="--", label="LinkGuardian enabled")
         ls = r["lg_samples"]
+        rb = [(x["t"], x["reorder_buffer_bytes"] / 1e3) for x in ls if x.get("reorder_buffer_bytes") is not None]
+        if rb:
+            ax.plot([t for t, _ in rb], [b for _, b in rb], ":", color="tab:purple",
+                    label="reordering buffer, KB (sampled)")
         tr = [(x["t"], x["tcp_retrans"]) for x in ls if x["tcp_retrans"] is not None]
         bx = ax.twinx()
         if len(tr) > 1:
@@ -1092,8 +1096,8 @@ def plot_fig9(f9: dict[str, Any], path: Path) -> None:
                      f"recirculation {'= link' if k == 1 else f'{k}x link'} "
                      f"(N={r['copies']}; pauses {rx.get('pauses_sent')}, reorder drops {rx.get('reorder_drops')}, "
                      f"peak reorder buffer {rx.get('reorder_buffer_max_bytes')} B)", fontsize=9)
-        ax.set_ylabel("Mbit/s")
-        ax.set_ylim(0, 140)
+        ax.set_ylabel("Mbit/s; KB")
+        ax.set_ylim(0, 215)
         ax.grid(True, alpha=0.3)
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = bx.get_legend_handles_labels()
