@@ -263,8 +263,10 @@ class LGReceiver:
         recirculating, when the current pass ends (None: neither). While nothing held is next
         in line, passes only rotate the queue and are accounted lazily."""
         best = None
-        if self._ring and self.ack_no in self._rob:
-            best = self._pass_end
+        if self.ack_no in self._rob:
+            # on the port: when its pass ends; drained at once (the rate was just set to 0
+            # while it waited on the port): now
+            best = self._pass_end if self._ring else self._now
         q = self._hole_q
         holes = self._holes
         while q:

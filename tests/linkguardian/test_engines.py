@@ -247,6 +247,24 @@ def test_recirculating_buffer_skips_whole_turns_while_the_hole_is_open():
     assert r.on_timer(3_006_000) == [f[2], f[3]]
 
 
+def test_recirculation_rate_changed_while_frames_are_held():
+    """set_params may change the port's rate at run time: held frames go onto the new port in
+    order, or, switched to the instant drain, leave at the next timer."""
+    f = [frame(i, 300) for i in range(4)]
+    rate = (300 + DEFAULT_OVERHEAD_BYTES) * 8 * 1_000_000
+    r = LGReceiver(P)  # instant
+    for i in (1, 2):
+        r.receive(stamp_for(i, f[i]), 0)
+    r.set_params(P.with_changes(recirc_rate_bps=rate))  # now a port; 1, 2 on it in order
+    assert r.recirculating == 2
+    assert r.receive(stamp_for(0, f[0], retx=1), 500) == [f[0]]
+    assert r.next_deadline() == 1000 and r.on_timer(1000) == [f[1]]
+    r.set_params(P)  # back to instant while 2 waits on the port
+    assert r.recirculating == 0 and r.next_deadline() == 1000
+    assert r.on_timer(1000) == [f[2]] and r.next_deadline() is None
+    assert r.receive(stamp_for(3, f[3]), 1100) == [f[3]] and r.reorder_buffer_frames == 0
+
+
 def test_dummy_reveals_a_tail_loss_and_is_never_delivered():
     r = LGReceiver(P)
     r.receive(stamp_for(0, frame(0)), 0)
