@@ -275,7 +275,7 @@ class LGReceiverFeature(_LGFeature):
     # --------------------------------------------------------------------- control
     def enable(self, now_ns: int | None = None) -> None:
         self.attach()
-        self.engine.set_params(self._engine_params())  # the port's rate may have changed
+        self.engine.set_params(self._engine_params(), now_ns)  # the port's rate may have changed
         self.enabled = True
         self._passive_seen.clear()
 
@@ -290,7 +290,7 @@ class LGReceiverFeature(_LGFeature):
 
     def set_params(self, params: LGParams) -> None:
         self.params = params
-        self.engine.set_params(self._engine_params())
+        self.engine.set_params(self._engine_params(), self.switch.now)
         self._emit(None)
 
     def _engine_params(self) -> LGParams:

@@ -150,8 +150,12 @@ class LGReceiver:
         for key in COUNTER_KEYS:
             setattr(self, key, 0)
 
-    def set_params(self, params: LGParams) -> None:
-        """New thresholds, timeout and repeats apply from the next event."""
+    def set_params(self, params: LGParams, now_ns: int | None = None) -> None:
+        """New thresholds, timeout and repeats apply from the next event. A new recirculation
+        rate restarts the port at ``now_ns`` (default: the last event's time) with the held
+        frames in order (how far the old queue had turned is not kept)."""
+        if now_ns is not None and now_ns > self._now:
+            self._now = now_ns
         self.params = params
         self._timeout = params.ack_no_timeout_ns
         self._pause_at = params.pause_threshold_bytes
@@ -192,7 +196,7 @@ class LGReceiver:
         out: list[bytes] = []
         self._now = now_ns
         if self._ring:
-            self._pump(now_ns, out)  # passes completed before this frame arrived
+            self._catch_up(now_ns, out)  # passes (and timeouts) due before this frame arrived
         s = unwrap(first >> 4 & 1, seq, self.expected)
         if not self.synced:
             self._sync(s)
@@ -282,7 +286,18 @@ class LGReceiver:
         out: list[bytes] = []
         self._now = now_ns
         if self._ring:
-            self._pump(now_ns, out)
+            self._catch_up(now_ns, out)
+        self._expire(now_ns, out)
+        if self.blocking:
+            if self._bp:
+                self._backpressure()
+        else:
+            self._nb_lack()
+        self.delivered += len(out)
+        return out
+
+    def _expire(self, now_ns: int, out: list[bytes]) -> None:
+        """Give up every hole detected ackNoTimeout or longer before ``now_ns`` (counted)."""
         q = self._hole_q
         holes = self._holes
         limit = now_ns - self._timeout
@@ -304,12 +319,25 @@ class LGReceiver:
             if a != self.leading_ack:
                 self.leading_ack = a
                 self.lack_left = self._repeats
-            if self._bp:
-                self._backpressure()
-        else:
-            self._nb_lack()
-        self.delivered += len(out)
-        return out
+
+    def _catch_up(self, now_ns: int, out: list[bytes]) -> None:
+        """Run the recirculation port up to ``now_ns``, applying each ackNoTimeout that fell due
+        meanwhile at its own time: a call made late must not spend the passes in which the
+        frame after a given-up hole could already have left on going round again."""
+        q = self._hole_q
+        holes = self._holes
+        while self._ring:
+            while q and q[0] not in holes:
+                q.popleft()
+            if not q:
+                break
+            t = holes[q[0]] + self._timeout
+            if t > now_ns:
+                break
+            self._pump(t, out)
+            self._expire(t, out)
+        if self._ring:
+            self._pump(now_ns, out)
 
     # --------------------------------------------------------------- leading ACKs (§3.1)
     def piggyback(self, frame: bytes) -> bytes:

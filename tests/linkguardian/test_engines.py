@@ -265,6 +265,31 @@ def test_recirculation_rate_changed_while_frames_are_held():
     assert r.receive(stamp_for(3, f[3]), 1100) == [f[3]] and r.reorder_buffer_frames == 0
 
 
+@pytest.mark.parametrize("late_event", ["timer", "data"])
+def test_a_late_call_applies_ack_no_timeout_at_its_own_time_on_the_port(late_event):
+    """ackNoTimeout (§3.5) with frames on the recirculation port: a call that comes late (the
+    daemon's timer, or a frame received before the due timer fired) gives the hole up at the
+    time it expired, so the frame behind it leaves on the first pass after that, as if the
+    timer had been on time."""
+    f = [frame(i, 300) for i in range(5)]
+    rate = (300 + DEFAULT_OVERHEAD_BYTES) * 8 * 1_000_000  # one pass = 1000 ns
+    p = P.with_changes(recirc_rate_bps=rate, ack_no_timeout_ns=10_500)
+    on_time = LGReceiver(p)
+    late = LGReceiver(p)
+    for r in (on_time, late):
+        for i in (1, 2, 3):  # frame 0 lost for good
+            r.receive(stamp_for(i, f[i]), 0)
+    assert on_time.on_timer(10_500) == [] and on_time.timeouts == 1
+    assert on_time.on_timer(13_000) == [f[1]]  # passes: 1 at 10,000, 2 at 11,000, 3 at 12,000, 1 at 13,000
+    if late_event == "timer":
+        assert late.on_timer(13_500) == [f[1]]
+    else:
+        assert late.receive(stamp_for(4, f[4]), 13_500) == [f[1]]  # 4 is held behind 2 and 3
+    assert late.timeouts == 1 and late.ack_no == 2
+    assert on_time.on_timer(15_000) == [f[2], f[3]]
+    assert late.on_timer(15_000) == [f[2], f[3]]
+
+
 def test_dummy_reveals_a_tail_loss_and_is_never_delivered():
     r = LGReceiver(P)
     r.receive(stamp_for(0, frame(0)), 0)
