@@ -90,13 +90,20 @@ def udp_sink(args: argparse.Namespace) -> dict:
             "seconds": (last - first) if first is not None and last is not None else 0.0}
 
 
-def tcp_sink(args: argparse.Namespace) -> dict:
+def _accept_one(port: int) -> socket.socket:
+    """Listen on ``port``, tell the harness we are ready (stderr), and take one connection."""
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", args.port))
+    srv.bind(("0.0.0.0", port))
     srv.listen(1)
     print("ready", file=sys.stderr, flush=True)
     conn, _ = srv.accept()
+    srv.close()
+    return conn
+
+
+def tcp_sink(args: argparse.Namespace) -> dict:
+    conn = _accept_one(args.port)
     total = 0
     t0 = time.monotonic()
     while True:
@@ -134,12 +141,7 @@ def tcp_send(args: argparse.Namespace) -> dict:
 
 
 def rr_server(args: argparse.Namespace) -> dict:
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", args.port))
-    srv.listen(1)
-    print("ready", file=sys.stderr, flush=True)
-    conn, _ = srv.accept()
+    conn = _accept_one(args.port)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     answered = 0
     buf = b""

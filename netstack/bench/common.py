@@ -93,6 +93,22 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+#: set to 0 to run the benchmarks' processes unpinned
+PIN_ENV = "NETSTACK_BENCH_PIN"
+
+
+def pinnable_cpus() -> list[int] | None:
+    """The CPUs this process may run on, ascending, when there are at least two and pinning
+    is not disabled (``NETSTACK_BENCH_PIN=0``); else None."""
+    if os.environ.get(PIN_ENV, "1") == "0":
+        return None
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except OSError:
+        return None
+    return cpus if len(cpus) >= 2 else None
+
+
 def loadavg() -> list[float]:
     """The 1/5/15-minute load averages (rounded), [] where the platform has none: recorded with
     every live benchmark so a reader can see other work competed for the CPU."""

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import format_table, loadavg, sigterm_unwinds, write_results
+from .common import PIN_ENV, format_table, loadavg, pinnable_cpus, sigterm_unwinds, write_results
 
 DEFAULT_DURATION_S = 2.0
 LINK_RATE = "1Gbit"
@@ -81,7 +81,6 @@ KEEP_UP = 0.95
 #: A paced run whose reporter delivered less than this fraction of the asked rate is reporter-bound.
 REPORTER_SHORT = 0.9
 SEARCH_STEPS = 6
-PIN_ENV = "NETSTACK_BENCH_PIN"
 SO_RXQ_OVFL = 40
 READY_TIMEOUT_S = 10.0
 SUBNET = "10.0.0"
@@ -130,13 +129,8 @@ def topology_toml(collector_kind: str) -> str:
 
 def cpu_plan() -> dict[str, list[int]] | None:
     """{"switch": [...], "collector": [...], "reporter": [...]}, or None (no pinning)."""
-    if os.environ.get(PIN_ENV, "1") == "0":
-        return None
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except OSError:
-        return None
-    if len(cpus) < 2:
+    cpus = pinnable_cpus()
+    if cpus is None:
         return None
     return {"switch": cpus[1:2], "collector": cpus[:1], "reporter": cpus[:1]}
 

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..io.packet import _IOVec, _MMsgHdr
-from .common import format_table, loadavg, sigterm_unwinds, write_results
+from .common import PIN_ENV, format_table, loadavg, pinnable_cpus, sigterm_unwinds, write_results
 
 #: Paths in the order they are measured; ``--only`` selects among them by substring.
 PATHS = ("bare", "bridge", "switch1", "switch2")
@@ -105,7 +105,6 @@ GEN_BATCH = 256
 #: Loss above which the device under test (not the generator) limited the rate.
 SATURATION_LOSS = 0.01
 #: Set to 0 to let the scheduler place every process (default: pin, see :func:`cpu_plan`).
-PIN_ENV = "NETSTACK_BENCH_PIN"
 READY_TIMEOUT_S = 10.0
 
 SOL_PACKET = 263
@@ -248,13 +247,8 @@ def cpu_plan() -> tuple[list[int], list[int]] | None:
     socket is full) runs in softirq on the generator's core; the forwarder's sends are processed
     on its own core.
     """
-    if os.environ.get(PIN_ENV, "1") == "0":
-        return None
-    try:
-        usable = sorted(os.sched_getaffinity(0))
-    except OSError:
-        return None
-    if len(usable) < 2:
+    usable = pinnable_cpus()
+    if usable is None:
         return None
     return usable[:1], usable[1:]
 
