@@ -17,6 +17,7 @@ time of single-packet exchanges (seed 000 §4.3, 143 B is the most frequent RPC 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import socket
 import struct
@@ -24,12 +25,85 @@ import sys
 import time
 
 _SEQ = struct.Struct("!I")
+#: udp-sink reports this many out-of-order arrivals individually (where in the stream they were)
+MAX_LATE_REPORTED = 10
+
+
+def next_hop(dst: str, routes: str) -> tuple[str, str] | None:
+    """(device, IPv4 address) whose link-layer address reaching ``dst`` needs, from the text of
+    ``/proc/net/route`` (longest prefix wins; on-link: ``dst`` itself); None without a route."""
+    want = struct.unpack("=I", socket.inet_aton(dst))[0]  # the file's words are host-order
+    best: tuple[int, str, int] | None = None
+    for line in routes.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 8:
+            continue
+        try:
+            net, gw, flags, mask = int(f[1], 16), int(f[2], 16), int(f[3], 16), int(f[7], 16)
+        except ValueError:
+            continue
+        if not flags & 1 or want & mask != net:  # RTF_UP, and the prefix must match
+            continue
+        plen = bin(mask).count("1")
+        if best is None or plen > best[0]:
+            best = (plen, f[0], gw if flags & 2 else want)  # RTF_GATEWAY
+    if best is None:
+        return None
+    return best[1], socket.inet_ntoa(struct.pack("=I", best[2]))
+
+
+def neighbour_complete(dev: str, addr: str, arp: str) -> bool:
+    """Is ``addr`` on ``dev`` resolved (ATF_COM) in the text of ``/proc/net/arp``?"""
+    for line in arp.splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 6 and f[0] == addr and f[5] == dev:
+            try:
+                return bool(int(f[2], 16) & 2)
+            except ValueError:
+                return False
+    return False
+
+
+def resolve_neighbour(s: socket.socket, dst: str, port: int, timeout: float) -> bool:
+    """Resolve the next hop toward ``dst`` before a measured stream starts.
+
+    While ARP is unresolved the kernel queues the first datagrams, and when the reply comes it
+    sends them with the neighbour lock dropped between each: a datagram sent meanwhile on the
+    other CPU overtakes the whole queue (tens of reordered datagrams at the sink, nothing to do
+    with the network under test). A zero-length datagram (udp-sink ignores those) starts the
+    resolution; wait until /proc/net/arp says complete. False: no route, broadcast/multicast
+    or not resolved within ``timeout`` (the stream goes ahead anyway)."""
+    try:
+        with open("/proc/net/route") as f:
+            hop = next_hop(dst, f.read())
+    except (OSError, ValueError):
+        return False
+    if hop is None or socket.inet_aton(hop[1])[0] >= 224:
+        return False
+    deadline = time.monotonic() + timeout
+    probe_at = 0.0
+    while True:
+        now = time.monotonic()
+        try:
+            with open("/proc/net/arp") as f:
+                if neighbour_complete(hop[0], hop[1], f.read()):
+                    return True
+        except OSError:
+            return False
+        if now >= deadline:
+            return False
+        if now >= probe_at:  # again every 100 ms, in case a probe or its ARP request was lost
+            with contextlib.suppress(OSError):
+                s.sendto(b"", (dst, port))
+            probe_at = now + 0.1
+        time.sleep(0.002)
 
 
 def udp_send(args: argparse.Namespace) -> dict:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
     pad = b"\x00" * max(0, args.size - 4)
+    resolved = resolve_neighbour(s, args.dst, args.port, args.resolve_timeout) if args.resolve_timeout > 0 else None
     t0 = time.monotonic()
     sent = 0
     blocked = 0
@@ -47,7 +121,7 @@ def udp_send(args: argparse.Namespace) -> dict:
                 time.sleep(0.0005)
         sent += 1
     return {"tool": "udp-send", "sent": sent, "seconds": time.monotonic() - t0, "size": args.size,
-            "send_retries": blocked}
+            "send_retries": blocked, "neighbour_resolved": resolved}
 
 
 def udp_sink(args: argparse.Namespace) -> dict:
@@ -57,6 +131,7 @@ def udp_sink(args: argparse.Namespace) -> dict:
     print("ready", file=sys.stderr, flush=True)
     seen: set[int] = set()
     received = duplicates = reordered = 0
+    late: list[list[int]] = []  # the first out-of-order arrivals: [seq, highest seen before it]
     highest = -1
     first = last = None
     s.settimeout(args.wait)
@@ -65,13 +140,13 @@ def udp_sink(args: argparse.Namespace) -> dict:
             data = s.recv(65536)
         except TimeoutError:
             break
+        if len(data) < 4:
+            continue  # not a sequenced datagram (udp-send's neighbour probe is empty)
         now = time.monotonic()
         if first is None:
             first = now
             s.settimeout(args.quiet)
         last = now
-        if len(data) < 4:
-            continue
         seq = _SEQ.unpack_from(data)[0]
         received += 1
         if seq in seen:
@@ -80,12 +155,14 @@ def udp_sink(args: argparse.Namespace) -> dict:
         seen.add(seq)
         if seq < highest:
             reordered += 1  # arrived after a higher sequence number: out of order
+            if len(late) < MAX_LATE_REPORTED:
+                late.append([seq, highest])
         else:
             highest = seq
     expected = args.expect if args.expect else highest + 1
     unique = len(seen)
     return {"tool": "udp-sink", "received": received, "unique": unique, "duplicates": duplicates,
-            "reordered": reordered, "expected": expected, "lost": max(0, expected - unique),
+            "reordered": reordered, "late": late, "expected": expected, "lost": max(0, expected - unique),
             "loss": (max(0, expected - unique) / expected) if expected > 0 else 0.0,
             "seconds": (last - first) if first is not None and last is not None else 0.0}
 
@@ -203,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=10000)
     p.add_argument("--rate", type=float, default=0.0, help="datagrams/s (0 = as fast as possible)")
     p.add_argument("--size", type=int, default=200, help="UDP payload bytes (>= 4)")
+    p.add_argument("--resolve-timeout", type=float, default=1.0, metavar="S",
+                   help="first resolve the next hop's MAC (ARP), waiting up to S seconds: datagrams "
+                        "queued during resolution leave out of order; 0 = do not wait")
     p.set_defaults(func=udp_send)
     p = sub.add_parser("udp-sink")
     p.add_argument("--port", type=int, default=5002)

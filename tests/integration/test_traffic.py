@@ -40,3 +40,22 @@ def test_request_response_fct(testbed):
     assert res["flows"] == 200
     fct = res["fct_us"]
     assert 0 < fct["p50"] <= fct["p99"] <= fct["p100"]
+
+
+def test_udp_send_resolves_the_next_hop_first_so_nothing_is_reordered(testbed):
+    """With ARP unresolved, the kernel queues the first datagrams and, when the reply comes,
+    a datagram sent meanwhile overtakes the queue (measured: ~1 run in 12 reordered 30+
+    datagrams at 6,000/s). udp-send resolves the neighbour first (empty probe, which the sink
+    ignores), so every run below must arrive complete and in order."""
+    from .conftest import sh
+
+    for _ in range(6):
+        for node in ("h1", "h2"):
+            assert sh(testbed, node, "ip", "neigh", "flush", "all").returncode == 0
+        sink = _tool(testbed, "h2", "udp-sink", "--quiet", "1", "--expect", "1500", background=True)
+        sent = _tool(testbed, "h1", "udp-send", "--dst", "10.0.0.2", "--count", "1500", "--rate", "6000")
+        out, _ = sink.communicate(timeout=60)
+        res = json.loads(out.strip().splitlines()[-1])
+        assert sent["neighbour_resolved"] is True
+        assert res["received"] == 1500, res  # the probe is not counted
+        assert res["reordered"] == 0 and res["late"] == [] and res["lost"] == 0, res
