@@ -87,6 +87,7 @@ class TcsDataFlag(IntFlag):
 class TcsAckFlag(IntFlag):
     TRIGGER_COUNT = 0x01  # sent because N packets arrived; clear: because T elapsed (seed 004 §2)
     FIN_SEEN = 0x02  # the receiver has seen the packet flagged LAST
+    NAK = 0x04  # go-back-N baseline only (RoCE RC's "NAK sequence error"): resend from cum_ack
 
 
 # --- serial-number arithmetic on 32-bit sequence numbers (RFC 1982) ---------------------------

@@ -1,0 +1,105 @@
+"""The go-back-N baseline: RoCE RC's loss recovery (PROTOCOLS.md asks T/C-SACK to be compared
+with it; seed 004 §1 names "the sensitivity of the go-back-N packet loss retransmission
+algorithm used by RDMA to packet loss" as what T/C-SACK fixes), sans-IO.
+
+As an RC responder and requester do it (IBTA, "NAK sequence error"):
+
+- The receiver accepts only the expected packet (``epsn``, here the cumulative point);
+  anything above it is discarded. The first out-of-order packet of a gap draws one NAK
+  (``NAK`` flag, ``cum_ack`` = the expected packet) at once; no further NAK until ``epsn``
+  moves. In-order packets are acknowledged with the same T/N coalescing as T/C-SACK, so the
+  two differ only in recovery; a duplicate counts toward the next ACK.
+- The sender paces at the same preset rate and never waits for ACKs; a NAK makes it go back
+  and resend *everything* from the NAK'd packet; with no ACK progress for ``rto`` (default
+  4T) it goes back to the cumulative point. A go-back whose first packet is lost again can
+  only be recovered by the timeout: the receiver NAKs a gap once.
+
+Same wire format as T/C-SACK (``TcsData``/``TcsAck`` without blocks), so the same tools and
+captures serve both.
+"""
+
+from __future__ import annotations
+
+from headers.tcsack import TcsAck, TcsAckFlag, TcsDataFlag
+
+from .common import ReceiverBase, SenderBase
+from .params import TcsParams
+
+
+class GbnReceiver(ReceiverBase):
+    COUNTER_KEYS = (*ReceiverBase.COUNTER_KEYS, "out_of_order_drops", "naks_sent")
+
+    def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0) -> None:
+        super().__init__(params, flow_id, start_seq)
+        self._nak_for: int | None = None
+
+    def _accept(self, s: int, payload: bytes, now_ns: int) -> list[bytes]:
+        if s == self.cum:
+            self.cum = s + 1
+            return [payload]
+        if s < self.cum:
+            self.duplicates += 1
+            return []
+        self.out_of_order_drops += 1
+        if self._nak_for != self.cum:
+            self._nak_for = self.cum
+            self.naks_sent += 1
+            self._send_ack(now_ns, count=False, extra_flags=TcsAckFlag.NAK)
+            self.acks_time_triggered -= 1  # a NAK is neither count- nor time-triggered
+        return []
+
+
+class GbnSender(SenderBase):
+    COUNTER_KEYS = (*SenderBase.COUNTER_KEYS, "go_backs", "timeouts")
+
+    def __init__(self, params: TcsParams, data: bytes, flow_id: int = 0, start_seq: int = 0,
+                 now_ns: int = 0) -> None:
+        super().__init__(params, data, flow_id, start_seq, now_ns)
+        self._next = self.base  # next packet to send (moves back on a NAK or a timeout)
+        self._high = self.base  # one past the highest packet ever sent
+        self._progress_ns = now_ns  # the RTO clock: last ACK that moved the cumulative point
+
+    def _has_packet(self) -> bool:
+        return self._next < self.end
+
+    def _timer_deadline(self) -> int | None:
+        if self._high == self.base:
+            return None
+        return self._progress_ns + self.params.rto
+
+    def _on_time(self, now_ns: int) -> None:
+        if self.done or self._high == self.base:
+            return
+        if now_ns >= self._progress_ns + self.params.rto:
+            self.timeouts += 1
+            self._go_back(self.cum)
+            self._progress_ns = now_ns
+
+    def _next_packet(self, stamp_ns: int) -> tuple[int, int] | None:
+        s = self._next
+        if s >= self.end:
+            return None
+        self._next = s + 1
+        if s < self._high:
+            self.retx_sent += 1
+            return s, TcsDataFlag.RETX
+        self._high = s + 1
+        self.sent_new += 1
+        return s, 0
+
+    def _sent_limit(self) -> int:
+        return self._high
+
+    def _on_ack(self, ack: TcsAck, cum: int, now_ns: int) -> None:
+        if cum > self.cum:
+            self.cum = cum
+            self._progress_ns = now_ns
+            if self._next < cum:
+                self._next = cum  # no need to resend what arrived
+        if ack.flags & TcsAckFlag.NAK:
+            self._go_back(cum)
+
+    def _go_back(self, to: int) -> None:
+        if to < self._next:
+            self.go_backs += 1
+            self._next = to

@@ -1,0 +1,188 @@
+"""T/C-SACK and go-back-N engines (seed 004 §2), driven by hand and through the virtual path."""
+
+from __future__ import annotations
+
+import pytest
+
+from headers.errors import HeaderError
+from headers.tcsack import TcsAck, TcsAckFlag, TcsData, TcsDataFlag
+from netstack.tcsack import GbnReceiver, GbnSender, TcsParamError, TcsParams, TcsReceiver, TcsSender
+from netstack.tcsack.rangeset import RangeSet
+from netstack.tcsack.sim import Path, run_transfer
+
+P = TcsParams(rate_bps=10_000_000, t_ns=1_000_000, n=4, payload=100)
+
+
+def _data(i: int, flags: int = 0, tsval: int = 0, seq: int | None = None) -> bytes:
+    return TcsData(0, i if seq is None else seq, tsval, flags).to_bytes() + bytes([i & 0xFF]) * 100
+
+
+def _acks(r) -> list[TcsAck]:
+    out = [TcsAck.from_bytes(a) for a in r.ack_out]
+    r.ack_out.clear()
+    return out
+
+
+def test_receiver_acks_every_n_packets_with_sack_blocks():
+    r = TcsReceiver(P)
+    for i in (0, 1, 3, 5):  # 2 and 4 lost
+        r.receive(_data(i, tsval=100 + i), 1_000 * i)
+    (ack,) = _acks(r)
+    assert ack.flags & TcsAckFlag.TRIGGER_COUNT
+    assert ack.cum_ack == 2 and ack.blocks == ((3, 4), (5, 6))
+    assert ack.holes() == ((2, 3), (4, 5)) and ack.tsecr == 105 and ack.ack_seq == 0
+
+
+def test_receiver_acks_t_after_the_first_unacked_packet_and_only_then():
+    r = TcsReceiver(P)
+    assert r.next_deadline() is None  # nothing arrived: no ACK clock
+    r.receive(_data(0), 5_000)
+    assert r.next_deadline() == 5_000 + P.t_ns
+    r.on_timer(5_000 + P.t_ns - 1)
+    assert r.ack_out == []
+    r.on_timer(5_000 + P.t_ns)
+    (ack,) = _acks(r)
+    assert not ack.flags & TcsAckFlag.TRIGGER_COUNT and ack.cum_ack == 1
+    assert ack.ack_delay == P.t_ns // 1000  # held T on purpose: the sender subtracts it
+    assert r.next_deadline() is None
+
+
+def test_receiver_delivers_in_order_once_and_reports_fin():
+    r = TcsReceiver(P)
+    assert r.receive(_data(1), 0) == []
+    assert r.receive(_data(2, TcsDataFlag.LAST), 0) == []
+    assert r.receive(_data(1), 0) == []  # duplicate while buffered
+    out = r.receive(_data(0), 0)
+    assert [p[0] for p in out] == [0, 1, 2]
+    assert r.receive(_data(0), 0) == []
+    assert r.duplicates == 2 and r.complete
+    r.on_timer(10 * P.t_ns)
+    ack = _acks(r)[-1]
+    assert ack.flags & TcsAckFlag.FIN_SEEN and ack.cum_ack == 3
+
+
+def test_receiver_bounds_its_buffer_and_reports_at_most_max_blocks():
+    p = P.with_changes(buffer_packets=50, max_blocks=3, n=1000)
+    r = TcsReceiver(p)
+    for i in range(2, 200, 2):
+        r.receive(_data(i), 0)
+    assert r.buffer_drops == 200 // 2 - 1 - 25 and r.buffered == 25
+    r.on_timer(p.t_ns)
+    (ack,) = _acks(r)
+    assert ack.blocks == ((2, 3), (4, 5), (6, 7))  # the lowest runs
+
+
+def test_receiver_counts_other_flows_and_rejects_non_data():
+    r = TcsReceiver(P)
+    assert r.receive(TcsData(7, 0).to_bytes(), 0) == [] and r.foreign == 1
+    with pytest.raises(HeaderError):
+        r.receive(TcsAck(0, 0, 0).to_bytes(), 0)
+
+
+def test_sender_paces_at_the_preset_rate():
+    s = TcsSender(P, bytes(1000))  # 10 packets of 100 B
+    slot = P.packet_ns(112)
+    assert len(s.poll(0)) == 1
+    assert s.next_deadline() == slot
+    assert s.poll(slot - 1) == []
+    assert len(s.poll(slot)) == 1
+    # a late poll catches up by a small burst only
+    assert len(s.poll(100 * slot)) == s.BURST + 1
+
+
+def test_sender_resends_only_what_a_later_packet_overtook():
+    s = TcsSender(P, bytes(1000))
+    slot = P.packet_ns(112)
+    sent = [TcsData.from_bytes(d) for t in range(6) for d in s.poll(t * slot)]
+    assert [d.seq for d in sent] == [0, 1, 2, 3, 4, 5]
+    # 1 lost; the ACK echoes packet 3: packet 1 was sent before it -> lost; 4 and 5 are beyond
+    # the last block: nothing said
+    s.on_ack(TcsAck(0, 0, 1, sent[3].tsval, ((2, 4),)), 6 * slot)
+    assert s.losses_detected == 1
+    d = TcsData.from_bytes(s.poll(7 * slot)[0])
+    assert d.seq == 1 and d.flags & TcsDataFlag.RETX
+    # an ACK echoing a packet sent before the retransmission does not resend it again
+    s.on_ack(TcsAck(0, 1, 1, sent[5].tsval, ((2, 6),)), 7 * slot)
+    assert s.losses_detected == 1
+    # a stale ACK (older ack_seq) is ignored
+    s.on_ack(TcsAck(0, 0, 1, sent[5].tsval, ((2, 6),)), 7 * slot)
+    assert s.stale_acks == 1
+
+
+def test_sender_probes_with_the_last_packet_after_2t_without_an_ack():
+    s = TcsSender(P, bytes(300))
+    slot = P.packet_ns(112)
+    for t in range(3):
+        s.poll(t * slot)
+    assert s.next_deadline() == 2 * P.t_ns
+    (d,) = s.poll(2 * P.t_ns)
+    probe = TcsData.from_bytes(d)
+    assert probe.seq == 2 and probe.flags & TcsDataFlag.PROBE and probe.flags & TcsDataFlag.LAST
+    assert s.probes_sent == 1 and s.next_deadline() == 4 * P.t_ns
+
+
+def test_sender_rejects_acks_for_what_it_never_sent():
+    s = TcsSender(P, bytes(300))
+    s.poll(0)
+    s.on_ack(TcsAck(0, 0, 3), 10)
+    assert s.bogus_acks == 1 and s.cum == 0
+
+
+def test_gbn_receiver_drops_out_of_order_and_naks_once_per_gap():
+    r = GbnReceiver(P)
+    r.receive(_data(0), 0)
+    assert r.receive(_data(2), 0) == [] and r.receive(_data(3), 0) == []
+    (nak,) = _acks(r)
+    assert nak.flags & TcsAckFlag.NAK and nak.cum_ack == 1 and nak.blocks == ()
+    assert r.out_of_order_drops == 2 and r.naks_sent == 1
+
+
+def test_gbn_sender_goes_back_on_a_nak_and_on_timeout():
+    s = GbnSender(P, bytes(1000))
+    slot = P.packet_ns(112)
+    for t in range(5):
+        s.poll(t * slot)
+    s.on_ack(TcsAck(0, 0, 2, flags=TcsAckFlag.NAK), 5 * slot)
+    assert [TcsData.from_bytes(d).seq for d in s.poll(5 * slot)] == [2] and s.go_backs == 1
+    s.poll(6 * slot)
+    s.poll(100 * P.t_ns)
+    assert s.timeouts == 1
+
+
+def test_params_are_checked():
+    with pytest.raises(TcsParamError, match="rate_bps"):
+        TcsParams(rate_bps=0)
+    with pytest.raises(TcsParamError, match="rto_ns"):
+        TcsParams(rto_ns=5)
+
+
+def test_rangeset_merges_and_drops():
+    r = RangeSet()
+    assert r.add(5) == 1 and r.add(7) == 1 and r.add(6) == 1
+    assert r.runs() == [(5, 8)]
+    assert r.add(3, 10) == 4 and r.runs() == [(3, 10)]
+    r.add(12, 14)
+    r.drop_below(4)
+    assert r.runs() == [(4, 10), (12, 14)] and 13 in r and 11 not in r
+
+
+@pytest.mark.parametrize("kind", ["tcsack", "gbn"])
+@pytest.mark.parametrize("loss", [0.0, 0.02])
+def test_a_transfer_completes_intact_over_a_lossy_delayed_path(kind, loss):
+    p = TcsParams(rate_bps=50_000_000, t_ns=1_000_000, n=8, payload=500)
+    data = bytes(range(256)) * 400
+    fwd, rev = Path(delay_ns=500_000, loss=loss, seed=5), Path(delay_ns=500_000, loss=loss, seed=6)
+    res = run_transfer(kind, p, data, fwd, rev)
+    assert res["delivered_ok"] and res["receiver_complete"] and res["done_ns"] is not None
+
+
+def test_tcsack_resends_far_less_than_go_back_n_at_the_same_loss():
+    p = TcsParams(rate_bps=50_000_000, t_ns=1_000_000, n=8, payload=500)
+    data = bytes(1_000_000)
+    t = run_transfer("tcsack", p, data, Path(delay_ns=2_000_000, loss=0.02, seed=1), Path(delay_ns=2_000_000, seed=2))
+    g = run_transfer("gbn", p, data, Path(delay_ns=2_000_000, loss=0.02, seed=1), Path(delay_ns=2_000_000, seed=2))
+    assert t["delivered_ok"] and g["delivered_ok"]
+    # T/C-SACK resends about the lost packets; go-back-N a whole round trip's worth per loss
+    assert t["sender"]["retx_sent"] < 2 * t["fwd_lost"] + 5
+    assert g["sender"]["retx_sent"] > 5 * t["sender"]["retx_sent"]
+    assert t["done_ns"] < g["done_ns"]
