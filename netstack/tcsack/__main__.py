@@ -1,0 +1,5 @@
+import sys
+
+from .live import main
+
+sys.exit(main())

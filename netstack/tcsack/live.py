@@ -1,0 +1,266 @@
+"""T/C-SACK, go-back-N and kernel TCP on real sockets: ``python -m netstack.tcsack``.
+
+Run the receiver in one host's namespace and the sender in another's (``netstack exec``):
+
+    python -m netstack.tcsack recv --proto tcsack
+    python -m netstack.tcsack send --proto tcsack --dst 10.0.0.2 --bytes 4MB --rate 60Mbit
+
+The engines are sans-IO; this shell owns the socket and the clock: it sends what ``poll``
+returns, feeds every datagram it reads to the engine, and sleeps until the engine's next
+deadline or the next datagram. ``--proto tcp`` moves the same bytes over a kernel TCP
+connection for comparison. Each side prints one JSON object on its last stdout line; the
+receiver's ``sha256`` must equal the sender's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import random
+import select
+import socket
+import sys
+import time
+from typing import Any
+
+from headers.errors import HeaderError
+from netstack.topo.model import parse_rate, parse_size
+
+from .common import ReceiverBase, SenderBase
+from .params import TcsParamError, TcsParams
+from .sim import ENGINES
+
+PORT = 40200  # PROTOCOLS.md registry
+PROTOS = ("tcsack", "gbn", "tcp")
+
+
+def _params(args: argparse.Namespace) -> TcsParams:
+    return TcsParams(rate_bps=args.rate, t_ns=int(args.t_ms * 1_000_000), n=args.n, payload=args.payload,
+                     rto_ns=int(args.rto_ms * 1_000_000) if args.rto_ms else None)
+
+
+def _drain(sock: socket.socket) -> list[tuple[bytes, Any]]:
+    out = []
+    while True:
+        try:
+            out.append(sock.recvfrom(65536))
+        except (BlockingIOError, InterruptedError):
+            return out
+
+
+def _wait(sock: socket.socket, deadline_ns: int | None, cap_s: float) -> None:
+    """Sleep until ``deadline_ns`` (monotonic), a datagram, or ``cap_s`` at most."""
+    timeout = cap_s
+    if deadline_ns is not None:
+        timeout = min(cap_s, max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9))
+    if timeout > 0:
+        select.select([sock], [], [], timeout)
+
+
+def data_for(n: int, seed: int) -> bytes:
+    """The transfer's bytes: pseudo-random (seeded), so a corrupted or misplaced packet shows."""
+    return random.Random(seed).randbytes(n)
+
+
+# --------------------------------------------------------------------------- datagram protocols
+def send_datagrams(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
+    s_cls, _ = ENGINES[args.proto]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+    sock.connect((args.dst, args.port))
+    sock.setblocking(False)
+    t0 = time.monotonic_ns()
+    eng: SenderBase = s_cls(_params(args), data, flow_id=args.flow, start_seq=args.start_seq, now_ns=t0)
+    limit = t0 + int(args.max_seconds * 1e9)
+    send_errors = malformed = 0
+    next_progress = t0 + 1_000_000_000
+    while not eng.done:
+        now = time.monotonic_ns()
+        if now > limit:
+            break
+        for d in eng.poll(now):
+            try:
+                sock.send(d)
+            except OSError:
+                send_errors += 1  # a full socket buffer: the packet is lost, as on a wire
+        for d, _ in _drain(sock):
+            try:
+                eng.receive(d, time.monotonic_ns())
+            except HeaderError:
+                malformed += 1
+        if args.progress and now >= next_progress:
+            c = eng.counters()
+            print(f"[{args.proto}] {c['cum_acked']}/{c['packets']} packets acknowledged, "
+                  f"{c['retx_sent']} resent", file=sys.stderr, flush=True)
+            next_progress += 1_000_000_000
+        if not eng.done:
+            _wait(sock, eng.next_deadline(), 0.05)
+    end = eng.done_ns if eng.done_ns is not None else time.monotonic_ns()
+    secs = (end - t0) / 1e9
+    return {"tool": "tcsack-send", "proto": args.proto, "done": eng.done, "bytes": len(data),
+            "seconds": secs, "goodput_bps": len(data) * 8 / secs if eng.done and secs > 0 else 0.0,
+            "sha256": hashlib.sha256(data).hexdigest(), "send_errors": send_errors, "malformed": malformed,
+            "params": _params(args).to_dict(), "counters": eng.counters()}
+
+
+def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
+    _, r_cls = ENGINES[args.proto]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
+    sock.bind(("0.0.0.0", args.port))
+    sock.setblocking(False)
+    print("ready", file=sys.stderr, flush=True)
+    eng: ReceiverBase = r_cls(_params(args), flow_id=args.flow, start_seq=args.start_seq)
+    h = hashlib.sha256()
+    peer = None
+    first = complete_at = None
+    last_rx = time.monotonic_ns()
+    start = last_rx
+    malformed = 0
+    while True:
+        now = time.monotonic_ns()
+        if first is None and now - start > args.wait * 1e9:
+            break
+        if complete_at is not None and now - last_rx > args.linger * 1e9:
+            break  # done, and the sender has stopped probing: it saw the final ACK
+        for d, addr in _drain(sock):
+            now = time.monotonic_ns()
+            last_rx = now
+            if first is None:
+                first = now
+            try:
+                for payload in eng.receive(d, now):
+                    h.update(payload)
+            except HeaderError:
+                malformed += 1
+                continue
+            peer = addr
+        eng.on_timer(time.monotonic_ns())
+        if eng.ack_out and peer is not None:
+            for a in eng.ack_out:
+                with contextlib.suppress(OSError):  # a lost ACK: the sender's 2T probe repairs it
+                    sock.sendto(a, peer)
+        eng.ack_out.clear()
+        if complete_at is None and eng.complete:
+            complete_at = time.monotonic_ns()
+        _wait(sock, eng.next_deadline(), 0.05)
+    secs = ((complete_at or last_rx) - first) / 1e9 if first is not None else 0.0
+    return {"tool": "tcsack-recv", "proto": args.proto, "complete": eng.complete,
+            "bytes": eng.bytes_delivered, "sha256": h.hexdigest(), "seconds": secs, "malformed": malformed,
+            "counters": eng.counters()}
+
+
+# ----------------------------------------------------------------------------- kernel TCP
+def send_tcp(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
+    t0 = time.monotonic_ns()
+    s = socket.create_connection((args.dst, args.port), timeout=args.max_seconds)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)  # the receiver closes once it has read everything: the transfer is complete
+    end = time.monotonic_ns()
+    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    s.close()
+    secs = (end - t0) / 1e9
+    # struct tcp_info: tcpi_total_retrans is the u32 at byte offset 100 (linux/tcp.h)
+    retrans = int.from_bytes(info[100:104], sys.byteorder) if len(info) >= 104 else None
+    return {"tool": "tcsack-send", "proto": "tcp", "done": True, "bytes": len(data), "seconds": secs,
+            "goodput_bps": len(data) * 8 / secs, "sha256": hashlib.sha256(data).hexdigest(),
+            "counters": {"total_retrans": retrans}}
+
+
+def recv_tcp(args: argparse.Namespace) -> dict[str, Any]:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", args.port))
+    srv.listen(1)
+    srv.settimeout(args.wait)
+    print("ready", file=sys.stderr, flush=True)
+    conn, _ = srv.accept()
+    srv.close()
+    h = hashlib.sha256()
+    n = 0
+    t0 = time.monotonic_ns()
+    while True:
+        b = conn.recv(1 << 16)
+        if not b:
+            break
+        h.update(b)
+        n += len(b)
+    secs = (time.monotonic_ns() - t0) / 1e9
+    conn.close()
+    return {"tool": "tcsack-recv", "proto": "tcp", "complete": True, "bytes": n, "sha256": h.hexdigest(),
+            "seconds": secs}
+
+
+# ---------------------------------------------------------------------------------- CLI
+def _rate(text: str) -> int:
+    try:
+        return parse_rate(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(int(text) if text.strip().isdigit() else text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m netstack.tcsack", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("send", "recv"):
+        p = sub.add_parser(name, help=f"the {'sending' if name == 'send' else 'receiving'} host's side")
+        p.add_argument("--proto", choices=PROTOS, default="tcsack",
+                       help="tcsack (seed 004), gbn (RoCE RC go-back-N) or tcp (kernel TCP); default tcsack")
+        p.add_argument("--port", type=int, default=PORT, help=f"UDP/TCP port (default {PORT})")
+        p.add_argument("--rate", type=_rate, default=TcsParams.rate_bps,
+                       help="preset sending rate, line rate incl. headers (default 50Mbit)")
+        p.add_argument("--t-ms", type=float, default=TcsParams.t_ns / 1e6,
+                       help="T: the receiver ACKs at most this long after a packet (default 2 ms)")
+        p.add_argument("--n", type=int, default=TcsParams.n, help="N: ... or after this many packets (default 16)")
+        p.add_argument("--payload", type=int, default=TcsParams.payload, help="bytes per packet (default 1200)")
+        p.add_argument("--rto-ms", type=float, default=0.0, help="go-back-N timeout (default 4T)")
+        p.add_argument("--flow", type=int, default=0, help="flow_id (default 0)")
+        p.add_argument("--start-seq", type=int, default=0, help="first sequence number (default 0)")
+        if name == "send":
+            p.add_argument("--dst", required=True, help="the receiver's IPv4 address")
+            p.add_argument("--bytes", type=_size, default=parse_size("4MB"), help="bytes to move (default 4MB)")
+            p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random data (default 1)")
+            p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long (default 120)")
+            p.add_argument("--progress", action="store_true", help="a progress line per second on stderr")
+        else:
+            p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the sender (default 30)")
+            p.add_argument("--linger", type=float, default=0.5,
+                           help="after completion, stop once the sender was silent this long (default 0.5 s)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        _params(args)
+    except TcsParamError as e:
+        ap.error(str(e))
+    if not 0 <= args.start_seq <= 0xFFFFFFFF or not 0 <= args.flow <= 0xFFFF:
+        ap.error("--start-seq must fit 32 bits and --flow 16 bits")
+    try:
+        if args.cmd == "send":
+            data = data_for(args.bytes, args.seed)
+            out = send_tcp(args, data) if args.proto == "tcp" else send_datagrams(args, data)
+        else:
+            out = recv_tcp(args) if args.proto == "tcp" else recv_datagrams(args)
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(out), flush=True)
+    return 0 if out.get("done", out.get("complete")) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
