@@ -284,6 +284,7 @@ class CollectorShell:
             "internal_errors": self.internal_errors,
             "responses_sent": self.responses_sent,
             "send_errors": self.port.send_errors,
+            "tx_dropped": self.port.tx_dropped,
             "kernel_packets": self.port.kernel_packets,
             "kernel_drops": self.port.kernel_drops,
             "responder": self.nic.counters(),

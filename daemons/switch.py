@@ -188,6 +188,7 @@ class SwitchShell:
         ports = self.switch.counters()
         for name, port in self.ports.items():
             ports[name]["send_errors"] = port.send_errors
+            ports[name]["tx_dropped"] = port.tx_dropped
             ports[name]["ifname"] = port.ifname
             imp = self.switch.config.port(name).impairment
             ports[name]["impairment"] = dataclasses.asdict(imp) if imp is not None else None

@@ -130,3 +130,14 @@ def sigterm_unwinds() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+class Progress:
+    """Progress lines on stderr, stamped with the time since the benchmark started."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def __call__(self, msg: str) -> None:
+        el = time.monotonic() - self.t0
+        print(f"[{int(el // 60):02d}:{el % 60:04.1f}] {msg}", file=sys.stderr, flush=True)

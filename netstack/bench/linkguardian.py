@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .common import format_table, loadavg, sigterm_unwinds, write_results
+from .common import Progress, format_table, loadavg, sigterm_unwinds, write_results
 
 SECTIONS = ("fig8", "live-check", "fig9", "fig10")
 LIVE_SECTIONS = ("live-check", "fig9", "fig10")
@@ -273,15 +273,6 @@ def loss_estimate(lost: int, frames: int) -> dict[str, Any]:
 
 
 # =========================================================================== progress
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.t0 = time.monotonic()
-
-    def __call__(self, msg: str) -> None:
-        el = time.monotonic() - self.t0
-        print(f"[{int(el // 60):02d}:{el % 60:04.1f}] {msg}", file=sys.stderr, flush=True)
 
 
 def estimate_seconds(sizes: Sizes, sections: list[str], frame_sizes: list[int]) -> dict[str, float]:

@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "dta": ("netstack.bench.dta", "DTA reports/s ingested end to end vs a naive CPU collector; Fig. 7 and Fig. 9"),
     "linkguardian": ("netstack.bench.linkguardian",
                      "LinkGuardian Figs. 8-10: effective loss/link speed (virtual time + live check), TCP, FCT"),
+    "tcsack": ("netstack.bench.tcsack", "T/C-SACK vs go-back-N (RoCE RC) vs kernel TCP: goodput under loss and delay"),
 }
 
 

@@ -73,6 +73,11 @@ class PacketPort:
         self.send_errors = 0
 
     @property
+    def tx_dropped(self) -> int:
+        """Frames the stack took and dropped on the way out (an nft egress drop): not resent."""
+        return self._sender.dropped
+
+    @property
     def rx_truncated(self) -> int:
         """Frames longer than a ring slot (the interface MTU grew after the port opened): dropped."""
         return self._ring.truncated if self._ring is not None else 0
@@ -107,8 +112,11 @@ class PacketPort:
                 try:
                     self.sock.send(frame)
                     sent += 1
-                except OSError:
-                    self.send_errors += 1
+                except OSError as exc:
+                    if exc.errno == errno.ENOBUFS:
+                        self._sender.dropped += 1  # taken and dropped on the way out
+                    else:
+                        self.send_errors += 1
         return sent
 
     def read_kernel_stats(self) -> tuple[int, int]:
@@ -233,6 +241,8 @@ class _MMsgHdr(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+#: ioctl: bytes in a socket's send queue (linux/sockios.h SIOCOUTQ = TIOCOUTQ)
+_SIOCOUTQ = 0x5411
 _sendmmsg = getattr(_libc, "sendmmsg", None)
 if _sendmmsg is not None:
     _sendmmsg.argtypes = [ctypes.c_int, ctypes.POINTER(_MMsgHdr), ctypes.c_uint, ctypes.c_int]
@@ -311,9 +321,35 @@ class BatchSender:
         self._msgs_addr = ctypes.addressof(self._msgs)
         self._iov_words = memoryview(self._iovs).cast("B").cast(_WORD)  # iov_base, iov_len, ...
         self._size = ctypes.sizeof(_MMsgHdr)
+        #: frames the stack took and then dropped on the way out (see :meth:`send`)
+        self.dropped = 0
+        try:
+            with socket.socket(fileno=os.dup(fd)) as s:
+                self._sndbuf: int | None = s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        except OSError:
+            self._sndbuf = None  # not a socket: a short count is always "not taken"
+
+    def _taken(self) -> bool:
+        """After a short sendmmsg count: did the socket have room, i.e. was the frame taken?"""
+        if self._sndbuf is None:
+            return False
+        buf = array("i", [0])
+        try:
+            fcntl.ioctl(self.fd, _SIOCOUTQ, buf)
+        except OSError:
+            return False
+        return buf[0] < self._sndbuf // 2
 
     def send(self, frames: Sequence[bytes]) -> int:
-        """Send in order; returns how many the kernel took (stops at the first refusal)."""
+        """Send in order; returns how many frames the kernel consumed: sent, or taken and then
+        dropped by the stack on the way out (``dropped``: an nft egress drop, a full qdisc).
+        Stops at the first frame it refused (full socket buffer, interface down, oversize).
+
+        A dropped frame is gone, as on a wire: sending it again would turn a configured loss
+        p into p^2. sendmmsg(2) reports it as ENOBUFS when it is the first message of a call,
+        but hides the error of a later one behind a short count (EAGAIN, "not taken", looks
+        the same); then the socket's send queue decides: with room in it, the frame was
+        taken, so it was dropped."""
         if _sendmmsg is None:  # pragma: no cover - every glibc since 2.14 has it
             return _write_each(self.fd, frames)
         total = 0
@@ -332,11 +368,19 @@ class BatchSender:
                 ptr = ctypes.cast(self._msgs_addr + done * self._size, ctypes.POINTER(_MMsgHdr))
                 rc = _sendmmsg(self.fd, ptr, count - done, MSG_DONTWAIT)
                 if rc < 0:
-                    if ctypes.get_errno() == errno.EINTR:
+                    err = ctypes.get_errno()
+                    if err == errno.EINTR:
+                        continue
+                    if err == errno.ENOBUFS:
+                        self.dropped += 1  # taken, then dropped on the way out
+                        done += 1
                         continue
                     del cbuf
                     return total + done
                 done += rc
+                if done < count and self._taken():
+                    self.dropped += 1  # the hidden error was a drop (see above): skip the frame
+                    done += 1
             del cbuf  # release the export before the bytearray goes
             total += done
         return total

@@ -27,6 +27,7 @@ from typing import Any
 
 from headers.errors import HeaderError
 from netstack.topo.model import parse_rate, parse_size
+from netstack.traffic import resolve_neighbour
 
 from .common import ReceiverBase, SenderBase
 from .params import TcsParamError, TcsParams
@@ -70,6 +71,9 @@ def send_datagrams(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
     sock.connect((args.dst, args.port))
+    # the first packets must not queue behind ARP: the kernel would send them out of order
+    # (netstack.traffic.resolve_neighbour), and go-back-N would pay a go-back for it
+    resolved = resolve_neighbour(sock, args.dst, args.port, 1.0)
     sock.setblocking(False)
     t0 = time.monotonic_ns()
     eng: SenderBase = s_cls(_params(args), data, flow_id=args.flow, start_seq=args.start_seq, now_ns=t0)
@@ -102,7 +106,7 @@ def send_datagrams(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
     return {"tool": "tcsack-send", "proto": args.proto, "done": eng.done, "bytes": len(data),
             "seconds": secs, "goodput_bps": len(data) * 8 / secs if eng.done and secs > 0 else 0.0,
             "sha256": hashlib.sha256(data).hexdigest(), "send_errors": send_errors, "malformed": malformed,
-            "params": _params(args).to_dict(), "counters": eng.counters()}
+            "neighbour_resolved": resolved, "params": _params(args).to_dict(), "counters": eng.counters()}
 
 
 def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
@@ -126,6 +130,8 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
         if complete_at is not None and now - last_rx > args.linger * 1e9:
             break  # done, and the sender has stopped probing: it saw the final ACK
         for d, addr in _drain(sock):
+            if not d:
+                continue  # the sender's neighbour probe (empty)
             now = time.monotonic_ns()
             last_rx = now
             if first is None:
@@ -195,18 +201,18 @@ def recv_tcp(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- CLI
-def _rate(text: str) -> int:
-    try:
-        return parse_rate(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _quantity(parse: Any) -> Any:
+    """An argparse type: ``parse`` (the topology file's rate/size syntax) that also takes a bare integer."""
+    def convert(text: str) -> int:
+        try:
+            return parse(int(text) if text.strip().isdigit() else text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return convert
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(int(text) if text.strip().isdigit() else text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+_rate = _quantity(parse_rate)
+_size = _quantity(parse_size)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -327,6 +327,38 @@ def test_nft_corruption_changes_one_covered_byte(pair):
 
 @pytest.mark.netns
 @needs_root
+def test_nft_loss_drops_a_switch_port_batch_exactly_once(pair):
+    """A frame an egress rule drops comes back from sendmmsg as ENOBUFS: the kernel took it and
+    the stack dropped it. A switch port must not send it again (it once did: a configured loss
+    p then only dropped the frames drawn twice, ~p^2)."""
+    from netstack.io.packet import PacketPort
+
+    _, rx = _raw_pair(pair)
+    with in_netns(pair.netns("a")):
+        port = PacketPort("eth0")
+    try:
+        apply_impairment(pair.prefix, "a", "eth0", loss=0.5, backend="nft")
+        frames = _frames(pair, 2000)
+        got: set[int] = set()
+        for start in range(0, len(frames), 100):
+            assert port.send_batch(frames[start:start + 100]) == 100  # taken (some dropped on the way)
+            while select.select([rx], [], [], 0.05)[0]:
+                while True:
+                    try:
+                        got.add(struct.unpack_from("!I", rx.recv(4096), 14)[0])
+                    except BlockingIOError:
+                        break
+        lost = len(frames) - len(got)
+        assert _binomial_ok(lost, len(frames), 0.5), f"lost {lost}/{len(frames)}, configured 0.5"
+        assert port.tx_dropped == lost == active_impairment(pair.prefix, "a", "eth0")["dropped"]
+        assert port.send_errors == 0
+    finally:
+        port.close()
+        rx.close()
+
+
+@pytest.mark.netns
+@needs_root
 def test_nft_corruption_seen_by_kernel_checksums(pair):
     ns_b = pair.netns("b")
     tx, rx = _udp(pair)
