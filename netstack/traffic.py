@@ -167,12 +167,14 @@ def udp_sink(args: argparse.Namespace) -> dict:
             "seconds": (last - first) if first is not None and last is not None else 0.0}
 
 
-def _accept_one(port: int) -> socket.socket:
-    """Listen on ``port``, tell the harness we are ready (stderr), and take one connection."""
+def accept_one(port: int, timeout: float | None = None) -> socket.socket:
+    """Listen on ``port``, tell the harness we are ready (stderr), and take one connection
+    (``timeout``: seconds to wait for it, TimeoutError after; None: forever)."""
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("0.0.0.0", port))
     srv.listen(1)
+    srv.settimeout(timeout)
     print("ready", file=sys.stderr, flush=True)
     conn, _ = srv.accept()
     srv.close()
@@ -180,7 +182,7 @@ def _accept_one(port: int) -> socket.socket:
 
 
 def tcp_sink(args: argparse.Namespace) -> dict:
-    conn = _accept_one(args.port)
+    conn = accept_one(args.port)
     total = 0
     t0 = time.monotonic()
     while True:
@@ -218,7 +220,7 @@ def tcp_send(args: argparse.Namespace) -> dict:
 
 
 def rr_server(args: argparse.Namespace) -> dict:
-    conn = _accept_one(args.port)
+    conn = accept_one(args.port)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     answered = 0
     buf = b""

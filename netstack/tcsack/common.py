@@ -131,8 +131,8 @@ class ReceiverBase:
         self.acks_sent += 1
         if count:
             self.acks_count_triggered += 1
-        else:
-            self.acks_time_triggered += 1
+        elif not extra_flags:
+            self.acks_time_triggered += 1  # (a go-back-N NAK is neither)
         self._since_ack = 0
         self._first_unacked_ns = None
 

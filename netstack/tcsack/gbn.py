@@ -45,7 +45,6 @@ class GbnReceiver(ReceiverBase):
             self._nak_for = self.cum
             self.naks_sent += 1
             self._send_ack(now_ns, count=False, extra_flags=TcsAckFlag.NAK)
-            self.acks_time_triggered -= 1  # a NAK is neither count- nor time-triggered
         return []
 
 

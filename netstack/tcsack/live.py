@@ -27,7 +27,7 @@ from typing import Any
 
 from headers.errors import HeaderError
 from netstack.topo.model import parse_rate, parse_size
-from netstack.traffic import resolve_neighbour
+from netstack.traffic import accept_one, resolve_neighbour
 
 from .common import ReceiverBase, SenderBase
 from .params import TcsParamError, TcsParams
@@ -177,14 +177,8 @@ def send_tcp(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
 
 
 def recv_tcp(args: argparse.Namespace) -> dict[str, Any]:
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", args.port))
-    srv.listen(1)
-    srv.settimeout(args.wait)
-    print("ready", file=sys.stderr, flush=True)
-    conn, _ = srv.accept()
-    srv.close()
+    conn = accept_one(args.port, args.wait)
+    conn.settimeout(None)  # the accepted socket inherits the listener's timeout
     h = hashlib.sha256()
     n = 0
     t0 = time.monotonic_ns()
