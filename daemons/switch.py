@@ -27,7 +27,7 @@ from typing import Any
 from daemons.common import daemon_parser, run_daemon
 from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
-from netstack.switch import Switch
+from netstack.switch import Switch, plugins
 from netstack.switch.config import ConfigError, SwitchConfig
 
 log = logging.getLogger("netstack.switch")
@@ -233,43 +233,34 @@ class SwitchShell:
         return "cleared"
 
 
-def load_config(path: Path) -> tuple[SwitchConfig, dict[str, str]]:
-    """The daemon's JSON config: ``{"switch": SwitchConfig dict, "ifnames": {port: ifname}}``."""
+def load_config(path: Path) -> tuple[SwitchConfig, dict[str, str], dict[str, Any]]:
+    """The daemon's JSON config: ``{"switch": SwitchConfig dict, "ifnames": {port: ifname},
+    "features": {port: {feature: options}}}`` (``runtime.switch_config`` writes it)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise SystemExit(f"switch daemon: cannot read config {path}: {exc}") from None
     try:
-        cfg = SwitchConfig.from_dict(_decode_macs(data["switch"]))
-    except (KeyError, ConfigError, TypeError) as exc:
+        cfg = SwitchConfig.from_json(data["switch"])
+    except (KeyError, ConfigError, TypeError, ValueError) as exc:
         raise SystemExit(f"switch daemon: bad config {path}: {exc}") from None
     ifnames = data.get("ifnames") or {p.name: p.name for p in cfg.ports}
-    return cfg, ifnames
-
-
-def _decode_macs(sw: dict[str, Any]) -> dict[str, Any]:
-    """MACs travel as "02:00:..." strings in JSON; PortConfig wants bytes."""
-    out = dict(sw)
-    ports = []
-    for p in sw.get("ports", []):
-        p = dict(p)
-        for key in ("mac", "peer_mac"):
-            if isinstance(p.get(key), str):
-                p[key] = bytes.fromhex(p[key].replace(":", ""))
-        if "static_macs" in p:
-            p["static_macs"] = tuple(bytes.fromhex(m.replace(":", "")) for m in p["static_macs"])
-        if isinstance(p.get("impairment"), dict):
-            from netstack.switch.config import ImpairmentConfig
-
-            p["impairment"] = ImpairmentConfig.from_dict(p["impairment"])
-        ports.append(p)
-    out["ports"] = ports
-    return out
+    features = data.get("features") or {}
+    if not isinstance(features, dict):
+        raise SystemExit(f"switch daemon: bad config {path}: features must be a mapping port -> features")
+    return cfg, ifnames, features
 
 
 async def amain(args: argparse.Namespace) -> int:
-    cfg, ifnames = load_config(args.config)
+    cfg, ifnames, features = load_config(args.config)
     switch = Switch(cfg)
+    try:
+        attached = plugins.attach(switch, features, time.monotonic_ns())
+    except (ConfigError, ValueError, TypeError) as exc:
+        log.error("cannot attach the topology's features: %s", exc)
+        return 1
+    if attached:
+        log.info("features from the topology: %s", ", ".join(attached))
     ports: dict[str, PacketPort] = {}
     try:
         for p in cfg.ports:

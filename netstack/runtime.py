@@ -82,6 +82,9 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
             "mac": port.mac,
         }
         entry.update(port_options(link.name, link.end(node).features.get("switch", {})))
+        imp = link.impairment
+        if imp is not None and imp.backend == "switch" and any(e.node == node for e in link.impaired_ends()):
+            entry["impairment"] = imp.model()  # the switch's own seeded model on this (sending) port
         ports.append(entry)
         first_hop[port.peer_node] = port.ifname
     # BFS from this switch: the port a node is first reached through is its static port
@@ -102,7 +105,13 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
         n = topology.node(other)
         if n.kind is not NodeKind.SWITCH:
             static[built.mac(other, topology.links_of(other)[0].name)] = via
-    return {"switch": {"name": node, "ports": ports, "static_fdb": static}}
+    from .switch.plugins import port_features
+
+    features = {ifname: feats for (n, ifname), feats in port_features(topology).items() if n == node}
+    out: dict[str, Any] = {"switch": {"name": node, "ports": ports, "static_fdb": static}}
+    if features:
+        out["features"] = features  # attached by the daemon at start (netstack.switch.plugins)
+    return out
 
 
 #: ``[links.features.<end>.switch]`` keys -> PortConfig fields (sizes accept "20KB" etc.)

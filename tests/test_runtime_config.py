@@ -19,10 +19,8 @@ def test_default_topology_switch_configs():
     sw2 = switch_config(topo, built, "sw2")["switch"]
     assert sw2["static_fdb"]["02:00:0a:00:00:01"] == "p-sw1"
     assert sw2["static_fdb"]["02:00:0a:00:00:64"] == "p-c1"
-    # the daemon accepts it (MAC strings are decoded by the daemon's loader)
-    from daemons.switch import _decode_macs
-
-    SwitchConfig.from_dict(_decode_macs(sw2))
+    # the daemon accepts it (MAC strings are decoded by SwitchConfig.from_json)
+    SwitchConfig.from_json(sw2)
 
 
 def test_lossless_port_options_from_features():

@@ -42,6 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=_positive_int, default=None, metavar="N",
                    help="measure every path N times, alternating, and report medians, for load benchmarks "
                         "(default: the benchmark's)")
+    p.add_argument("--runtime", choices=["sim", "live"], default=None,
+                   help="only the virtual-time (sim) or only the live sections, for benchmarks that have both "
+                        "(linkguardian, tcsack; default: both)")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="parallel processes for the virtual-time runs (default: one per CPU)")
     p.set_defaults(func=run)
 
 

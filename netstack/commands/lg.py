@@ -92,19 +92,10 @@ def recirc_rate(text: str | None) -> int | None:
 
 def lg_params(link_rate_bps: int, mode: str, target: float, copies: int | None, actual: float | None,
               backpressure: bool, recirc_rate_bps: int | None = None) -> dict[str, Any]:
-    """Paper parameters (100G, seed 000 §4) scaled to the emulated rate: times up, rates
-    down by the same factor, bytes unchanged (DESIGN.md "Time and scale")."""
-    from dataclasses import fields
+    """Paper parameters (100G, seed 000 §4) scaled to the emulated rate (``linkguardian.link_params``)."""
+    from ..linkguardian.params import link_params
 
-    from ..linkguardian import LGParams
-
-    base = LGParams.paper(100).scaled(100e9 / link_rate_bps)
-    known = {f.name for f in fields(LGParams)}
-    d = {k: v for k, v in base.to_dict().items() if k in known}
-    d.update(mode=mode, target_loss=target, copies=copies, actual_loss=actual, backpressure=backpressure,
-             recirc_rate_bps=recirc_rate_bps)
-    LGParams.from_dict(d)  # validate here, with a clear error, before any switch sees it
-    return d
+    return link_params(link_rate_bps, mode, target, copies, actual, backpressure, recirc_rate_bps)
 
 
 def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float = 1e-8, copies: int | None = None,

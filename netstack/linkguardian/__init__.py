@@ -5,9 +5,10 @@
 - :mod:`.sender` / :mod:`.receiver`: the sans-IO engines (§3-§3.5, Algorithms 1 and 2).
 - :mod:`.feature`: the engines as software-switch features, with run-time enable/disable
   (:func:`enable_sender`, :func:`enable_receiver`, :func:`disable`, :func:`status`).
-- :mod:`.sim`: virtual-time harnesses: two real switches back to back (:class:`BackToBack`,
-  the Fig. 7 testbed's A/B/C/D counters) and the bare engines on a scripted link
-  (:class:`EnginePair`).
+- :mod:`.topology`: LinkGuardian from a topology file (``[links.features.<end>] linkguardian``),
+  for the live daemons and the virtual-time runtime alike.
+- :mod:`.scenarios`: ``lg-stream`` (the live cross-check) and ``lg-stress`` (Fig. 8's stress
+  test) on ``netstack.sim``, and :func:`~.scenarios.stress_topology` (the Fig. 7 testbed).
 """
 
 from .feature import (

@@ -286,6 +286,24 @@ class LGParams:
         return out
 
 
+def link_params(link_rate_bps: int, mode: str = "blocking", target: float = DEFAULT_TARGET_LOSS,
+                copies: int | None = None, actual: float | None = None, backpressure: bool = True,
+                recirc_rate_bps: int | None = None, paper_gbps: int = 100) -> dict[str, Any]:
+    """The paper's settings for a ``paper_gbps`` link (seed 000 §4 "Parameters") scaled to a link
+    of ``link_rate_bps``: times up and rates down by the same factor, bytes unchanged (DESIGN.md
+    "Time and scale"), as a validated :class:`LGParams` dict. A link at the paper's own rate
+    gets the paper's settings unscaled (``time_scale`` 1)."""
+    if isinstance(link_rate_bps, bool) or not isinstance(link_rate_bps, int | float) or not link_rate_bps > 0:
+        raise ConfigError("linkguardian.link_rate_bps", f"must be a positive rate, got {link_rate_bps!r}")
+    base = LGParams.paper(paper_gbps).scaled(paper_gbps * 1e9 / link_rate_bps)
+    known = {f.name for f in fields(LGParams)}
+    d = {k: v for k, v in base.to_dict().items() if k in known}
+    d.update(mode=mode, target_loss=target, copies=copies, actual_loss=actual, backpressure=backpressure,
+             recirc_rate_bps=recirc_rate_bps)
+    LGParams.from_dict(d)  # validate here, with a clear error, before any switch sees it
+    return d
+
+
 __all__ = [
     "ARTIFACT_COPIES",
     "DEFAULT_DATA_CLASSES",
@@ -296,4 +314,5 @@ __all__ = [
     "PAPER_SETTINGS",
     "LGParams",
     "copies_for",
+    "link_params",
 ]

@@ -334,6 +334,30 @@ class SwitchConfig:
         raise ConfigError("port", f"no port named {name!r}")
 
     @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SwitchConfig:
+        """From the JSON form a daemon config carries (``runtime.switch_config``): MACs as
+        ``"02:00:..."`` strings, the impairment as a table."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("switch", f"must be a mapping, got {type(data).__name__}")
+        out = dict(data)
+        ports = []
+        for p in data.get("ports", []):
+            if not isinstance(p, Mapping):
+                raise ConfigError("port", f"must be a mapping, got {type(p).__name__}")
+            p = dict(p)
+            for key in ("mac", "peer_mac"):
+                if isinstance(p.get(key), str):
+                    p[key] = parse_mac(p[key], f"port {p.get('name', '?')}: {key}")
+            if isinstance(p.get("static_macs"), list | tuple):
+                p["static_macs"] = tuple(parse_mac(m, f"port {p.get('name', '?')}: static_macs")
+                                         for m in p["static_macs"])
+            if isinstance(p.get("impairment"), Mapping):
+                p["impairment"] = ImpairmentConfig.from_dict(p["impairment"])
+            ports.append(p)
+        out["ports"] = ports
+        return cls.from_dict(out)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SwitchConfig:
         if not isinstance(data, Mapping):
             raise ConfigError("switch", f"must be a mapping, got {type(data).__name__}")

@@ -168,6 +168,32 @@ class Switch:
                 out.append((p.name, frames))
         return out
 
+    def transmit_ahead(self, now_ns: int) -> list[tuple[int, int, bytes]]:
+        """Every frame whose transmission has *started* by ``now_ns``, as ``(port index,
+        release time, frame)``, even when its release time is later than ``now_ns``.
+
+        For a virtual-time runtime (:mod:`netstack.sim`), which can hold a frame until exactly
+        its release time instead of waking up for it: once a frame has started, nothing can
+        change when or how it leaves (the link is simulated serially, port.py), so handing it
+        over early changes no decision. Fires due timers and simulates every link up to
+        ``now_ns``, like :meth:`transmit`. Wire order within a port.
+        """
+        t = self._clock(now_ns)
+        self._fire_timers(t)
+        self._flush(None)
+        for p in self.ports:
+            if p.control or p.queues.nonempty or (p.idle_wake is not None and p.idle_hooks):
+                p.run(t)  # (a port with nothing to start would only move its clock)
+        self._flush(t)
+        out: list[tuple[int, int, bytes]] = []
+        for p in self.ports:
+            q = p.out
+            if q:
+                i = p.index
+                out.extend([(i, rel, frame) for rel, frame in q])
+                q.clear()
+        return out
+
     def next_deadline(self) -> int | None:
         """When to call :meth:`transmit` next (ns), or None when nothing is pending.
 
@@ -546,6 +572,8 @@ class Switch:
     def _fire_timers(self, t: int) -> None:
         for p in self.ports:
             gen = p.gen
+            if not any(gen.asserted):
+                continue  # nothing to refresh (the common case)
             for cls in range(NUM_CLASSES):
                 r = gen.refresh_at[cls]
                 while gen.asserted[cls] and r and r <= t:

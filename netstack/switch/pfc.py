@@ -153,6 +153,8 @@ class PfcGenerator:
         return self.want_thresh[cls] or self.want_feature[cls]
 
     def next_refresh(self) -> int | None:
+        if not any(self.asserted):
+            return None
         times = [r for r, a in zip(self.refresh_at, self.asserted, strict=True) if a and r]
         return min(times) if times else None
 

@@ -5,8 +5,8 @@ baseline (RoCE RC's recovery) it is compared with.
 - :mod:`.params`: :class:`TcsParams` (preset rate, T, N, payload size).
 - :mod:`.sender` / :mod:`.receiver`: the T/C-SACK engines, sans-IO.
 - :mod:`.gbn`: the go-back-N engines, sans-IO, same wire format.
-- :mod:`.sim`: a virtual-time path (rate, delay, loss, reordering, duplication) for tests and
-  the simulated sweep of ``netstack bench tcsack``.
+- :mod:`.scenarios`: the ``tcsack-transfer`` scenario, in virtual time (``netstack.sim``, through
+  the real switches) or live; ``netstack bench tcsack`` sweeps it.
 - :mod:`.live`: the engines on real UDP sockets (``python -m netstack.tcsack``), with kernel
   TCP as the third contender.
 """
@@ -16,4 +16,10 @@ from .params import TcsParamError, TcsParams
 from .receiver import TcsReceiver
 from .sender import TcsSender
 
-__all__ = ["GbnReceiver", "GbnSender", "TcsParamError", "TcsParams", "TcsReceiver", "TcsSender"]
+#: protocol name -> (sender engine, receiver engine)
+ENGINES: dict[str, tuple[type, type]] = {
+    "tcsack": (TcsSender, TcsReceiver),
+    "gbn": (GbnSender, GbnReceiver),
+}
+
+__all__ = ["ENGINES", "GbnReceiver", "GbnSender", "TcsParamError", "TcsParams", "TcsReceiver", "TcsSender"]

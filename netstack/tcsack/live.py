@@ -29,9 +29,9 @@ from headers.errors import HeaderError
 from netstack.topo.model import parse_rate, parse_size
 from netstack.traffic import accept_one, resolve_neighbour
 
+from . import ENGINES
 from .common import ReceiverBase, SenderBase
 from .params import TcsParamError, TcsParams
-from .sim import ENGINES
 
 PORT = 40200  # PROTOCOLS.md registry
 PROTOS = ("tcsack", "gbn", "tcp")

@@ -363,6 +363,9 @@ def resolve_backend(backend: str | Backend = "auto") -> Backend:
         b = Backend(backend)
     except ValueError:
         raise ImpairmentError(f"{backend!r} is not a backend (one of: auto, netem, nft)") from None
+    if b is Backend.SWITCH:
+        raise ImpairmentError("the 'switch' backend is the switch daemon's own model, not the kernel's: it is set "
+                              "on the sending switch port (netstack impair --backend switch, or a topology file)")
     if b is Backend.AUTO:
         return Backend.NETEM if netem_available() else Backend.NFT
     return b

@@ -91,6 +91,9 @@ class Backend(enum.StrEnum):
     AUTO = "auto"
     NETEM = "netem"
     NFT = "nft"
+    #: the switch's own seeded model (netstack.switch.impair) on the sending switch port:
+    #: the only backend with the bursty Gilbert-Elliott model, and reproducible from ``seed``
+    SWITCH = "switch"
 
 
 @dataclass(frozen=True)
@@ -107,20 +110,40 @@ class Node:
 
 @dataclass(frozen=True)
 class Impairment:
-    """Kernel-injected loss/corruption on a link (see ``netstack.topo.impair``).
+    """Loss/corruption on a link (see ``netstack.topo.impair`` and ``netstack.switch.impair``).
 
     ``corrupt`` and ``loss`` are probabilities per frame (0.001 = 0.1 %), applied on the
-    egress of the sending end(s) chosen by ``direction``.
+    egress of the sending end(s) chosen by ``direction``. The kernel backends (netem, nft)
+    draw each frame independently; the ``switch`` backend runs the switch's seeded model,
+    which can also be the two-state Gilbert-Elliott chain (``p_good_to_bad`` > 0: in the bad
+    state ``loss_bad``/``corrupt_bad`` apply). ``seed`` seeds that model on live runs; the
+    virtual-time runtime (netstack.sim) seeds every impairment from its own ``--seed``.
     """
 
     corrupt: float = 0.0
     loss: float = 0.0
     direction: Direction = Direction.A_TO_B
     backend: Backend = Backend.AUTO
+    p_good_to_bad: float = 0.0
+    p_bad_to_good: float = 1.0
+    loss_bad: float = 0.0
+    corrupt_bad: float = 0.0
+    seed: int = 1
 
     @property
     def active(self) -> bool:
-        return self.corrupt > 0 or self.loss > 0
+        return (self.corrupt > 0 or self.loss > 0
+                or (self.p_good_to_bad > 0 and (self.loss_bad > 0 or self.corrupt_bad > 0)))
+
+    @property
+    def gilbert_elliott(self) -> bool:
+        return self.p_good_to_bad > 0
+
+    def model(self, seed: int | None = None) -> dict[str, Any]:
+        """The switch model's settings (``netstack.switch.ImpairmentConfig`` fields) for this impairment."""
+        return {"loss": self.loss, "corrupt": self.corrupt, "p_good_to_bad": self.p_good_to_bad,
+                "p_bad_to_good": self.p_bad_to_good, "loss_bad": self.loss_bad, "corrupt_bad": self.corrupt_bad,
+                "seed": self.seed if seed is None else seed}
 
 
 @dataclass(frozen=True)
@@ -341,7 +364,9 @@ _LINK_KEYS = {
     "name", "a", "b", "a_ifname", "b_ifname", "rate", "delay", "mtu", "headroom", "buffer", "fcs",
     "impairment", "features",
 }
-_IMPAIRMENT_KEYS = {"corrupt", "loss", "direction", "backend"}
+_IMPAIRMENT_KEYS = {"corrupt", "loss", "direction", "backend", "p_good_to_bad", "p_bad_to_good", "loss_bad",
+                    "corrupt_bad", "seed"}
+_GILBERT_KEYS = ("p_good_to_bad", "p_bad_to_good", "loss_bad", "corrupt_bad")
 _FEATURE_KEYS = {"a", "b"}
 
 
@@ -616,6 +641,15 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
         if "impairment" in t:
             impairment = _parse_impairment(errors, f"{path}.impairment", t["impairment"])
             ok = ok and impairment is not None
+            if impairment is not None and impairment.backend is Backend.SWITCH and len(ends) == 2:
+                sides = {Direction.A_TO_B: ("a",), Direction.B_TO_A: ("b",), Direction.BOTH: ("a", "b")}
+                for side in sides[impairment.direction]:
+                    if nodes[ends[side]].kind is not NodeKind.SWITCH:
+                        errors.add(f"{path}.impairment.backend",
+                                   f"the switch backend runs in the sending switch; {ends[side]} ({side} end, "
+                                   f"direction {impairment.direction.value}) is a {nodes[ends[side]].kind.value} "
+                                   "(use nft or netem there)")
+                        ok = False
 
         features: dict[str, dict[str, Any]] = {"a": {}, "b": {}}
         if "features" in t:
@@ -753,7 +787,26 @@ def _parse_impairment(errors: _Errors, path: str, raw: Any) -> Impairment | None
         try:
             backend = Backend(t["backend"])
         except ValueError:
-            errors.add(f"{path}.backend", f"{_show(t['backend'])} is not a backend (one of: auto, netem, nft)")
+            errors.add(f"{path}.backend",
+                       f"{_show(t['backend'])} is not a backend (one of: auto, netem, nft, switch)")
+    gilbert = {"p_good_to_bad": 0.0, "p_bad_to_good": 1.0, "loss_bad": 0.0, "corrupt_bad": 0.0}
+    for key in _GILBERT_KEYS:
+        if key in t:
+            v = _parsed(errors, f"{path}.{key}", t[key], parse_probability)
+            if v is not None:
+                gilbert[key] = v
+                if backend is not Backend.SWITCH:
+                    errors.add(f"{path}.{key}", "the Gilbert-Elliott model needs backend = \"switch\" "
+                                                "(netem and nft draw every frame independently)")
+    if gilbert["p_good_to_bad"] > 0 and gilbert["p_bad_to_good"] == 0:
+        errors.add(f"{path}.p_bad_to_good", "must be > 0 when the bad state is reachable (p_good_to_bad > 0)")
+    for good, bad in (("loss", "corrupt"), ("loss_bad", "corrupt_bad")):
+        total = (loss if good == "loss" else gilbert[good]) + (corrupt if bad == "corrupt" else gilbert[bad])
+        if total > 1.0:
+            errors.add(f"{path}.{bad}", f"{good} + {bad} must not exceed 1")
+    seed = 1
+    if "seed" in t:
+        seed = _int_field(errors, f"{path}.seed", t["seed"], 0, 2**63 - 1)
     if backend in (Backend.NFT, Backend.AUTO):
         # auto may fall back to nft, whose resolution is 1e-6: refuse what it cannot express.
         for key, p in (("corrupt", corrupt), ("loss", loss)):
@@ -765,7 +818,8 @@ def _parse_impairment(errors: _Errors, path: str, raw: Any) -> Impairment | None
                 )
     if len(errors.items) != before:
         return None
-    return Impairment(corrupt, loss, direction, backend)
+    assert seed is not None
+    return Impairment(corrupt, loss, direction, backend, **gilbert, seed=seed)
 
 
 # --------------------------------------------------------------------------- loading

@@ -336,6 +336,10 @@ def build(topology: Topology, prefix: str | None = None, *, apply_impairments: b
                 imp = link.impairment
                 for end in link.impaired_ends():
                     assert imp is not None
+                    if imp.backend is Backend.SWITCH:
+                        # the sending switch's own model: its daemon config carries it (runtime.switch_config)
+                        built.impairments[(end.node, link.name)] = Backend.SWITCH.value
+                        continue
                     step = f"impairing {end.ifname} of {end.node} on link {link.name}"
                     port = built.port(end.node, link.name)
                     used = impair.apply_impairment(prefix, port.netns, port.ifname, corrupt=imp.corrupt,
@@ -376,7 +380,7 @@ def _preflight(built: BuiltTopology, apply_impairments: bool) -> None:
     if apply_impairments:
         for link in built.topology.links:
             imp = link.impairment
-            if imp is None or not imp.active:
+            if imp is None or not imp.active or imp.backend is Backend.SWITCH:
                 continue
             try:
                 backend = impair.resolve_backend(imp.backend)

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from netstack import runtime
+from netstack import runtime, stats
 from netstack.bench import linkguardian as bench
 from netstack.topo import netns
 
@@ -23,14 +23,14 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need 
 
 def test_clopper_pearson_known_values() -> None:
     # zero events: the upper bound solves (1 - p)^n = 0.025
-    lo, hi = bench.clopper_pearson(0, 1_000_000)
+    lo, hi = stats.clopper_pearson(0, 1_000_000)
     assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** 1e-6, rel=1e-6)
-    lo, hi = bench.clopper_pearson(10, 1000)  # textbook: [0.0048, 0.0183]
+    lo, hi = stats.clopper_pearson(10, 1000)  # textbook: [0.0048, 0.0183]
     assert lo == pytest.approx(0.004806, rel=1e-3) and hi == pytest.approx(0.018313, rel=1e-3)
-    lo, hi = bench.clopper_pearson(1000, 1000)
+    lo, hi = stats.clopper_pearson(1000, 1000)
     assert hi == 1.0 and lo == pytest.approx(0.025 ** 1e-3, rel=1e-6)
-    assert bench.binom_cdf(-1, 10, 0.5) == 0.0 and bench.binom_cdf(10, 10, 0.5) == 1.0
-    assert bench.binom_cdf(5, 10, 0.5) == pytest.approx(0.623046875)
+    assert stats.binom_cdf(-1, 10, 0.5) == 0.0 and stats.binom_cdf(10, 10, 0.5) == 1.0
+    assert stats.binom_cdf(5, 10, 0.5) == pytest.approx(0.623046875)
 
 
 def test_bad_options_are_clear_errors(tmp_path) -> None:
@@ -53,7 +53,7 @@ def test_linkguardian_benchmark_runs_writes_results_and_cleans_up(tmp_path, monk
     before = set(netns.running_namespaces())
     results = tmp_path / "results"
     args = argparse.Namespace(results_dir=str(results), min_time=0.25, only=None, duration=2.0, sizes=None,
-                              loss_frames=2000, speed_frames=300, udp_count=300, flows=30)
+                              loss_frames=2000, speed_frames=300, udp_count=300, flows=30, workers=1)
     assert bench.main(args) == 0
 
     payload = json.loads((results / "bench-linkguardian-latest.json").read_text())
@@ -72,7 +72,13 @@ def test_linkguardian_benchmark_runs_writes_results_and_cleans_up(tmp_path, monk
     assert {r["mode"] for r in f8["speed"]} == {"off", "blocking", "nb"}
     assert all("speed_vs_lossless" in r for r in f8["speed"])
     lc = payload["live_check"]
-    assert lc["datagrams"] == 300 and lc["link"]["sent"] > 0 and "agrees" in lc
+    assert lc["datagrams"] == 300 and "agrees" in lc
+    for runtime_name in ("live", "sim"):  # the same topology file, scenario and seed, both ways
+        doc = lc[runtime_name]
+        assert doc["schema"] == "netstack.run/1" and doc["runtime"] == runtime_name
+        assert doc["scenario"] == "lg-stream" and doc["seed"] == bench.LIVE_SEED and doc["time_scale"] == 1000.0
+        assert doc["result"]["link"]["sent_B"] > 0 and doc["result"]["sink"]["unique"] > 0
+    assert lc["live"]["topology"] == lc["sim"]["topology"]
     assert [(r["backpressure"], r["recirc_factor"]) for r in payload["fig9"]["runs"]] == list(bench.FIG9_RUNS)
     assert [r["recirc_rate_bps"] for r in payload["fig9"]["runs"]] == [100_000_000, 100_000_000, 400_000_000]
     for r in payload["fig9"]["runs"]:

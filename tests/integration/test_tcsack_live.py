@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from netstack import runtime
-from netstack.bench.tcsack import live_transfer
+from netstack.tcsack.scenarios import live_transfer
 from netstack.topo import impair
 
 pytestmark = pytest.mark.netns

@@ -6,17 +6,24 @@ Shared helpers live here.
 
 from __future__ import annotations
 
+import struct
+
 from headers.linkguardian import LGData, decode_tag, wrap
-from netstack.linkguardian.sim import stream_frame
 
 US = 1_000
 MS = 1_000_000
 GBPS = 1_000_000_000
 
 
+H1_MAC = bytes.fromhex("020000000101")
+H2_MAC = bytes.fromhex("020000000202")
+
+
 def frame(i: int, size: int = 100) -> bytes:
-    """A stream frame (EtherType 0x88B5) carrying index ``i``."""
-    return stream_frame(i, size)
+    """A frame of ``size`` bytes (IEEE local experimental EtherType 0x88B5, not IP) carrying index
+    ``i`` at bytes 18..25."""
+    head = H2_MAC + H1_MAC + b"\x88\xb5" + b"LGS\x00" + struct.pack("!Q", i)
+    return head + bytes(max(0, size - len(head)))
 
 
 def index_of(inner: bytes) -> int:

@@ -1,7 +1,8 @@
 """LinkGuardian on two real software switches back to back, in virtual time (seed 000 Fig. 7).
 
-sw1 [h1, p-sw2] <== software-FCS link, corruption on sw1 -> sw2 ==> sw2 [p-sw1, h2], with the
-sender feature on sw1/p-sw2 and the receiver feature on sw2/p-sw1 (netstack.linkguardian.sim).
+h1 - sw1 [p-h1, p-sw2] <== software-FCS link, corruption on sw1 -> sw2 ==> sw2 [p-sw1, p-h2] - h2
+on netstack.sim (tests/linkguardian/fig7.py), with the sender feature on sw1/p-sw2 and the
+receiver feature on sw2/p-sw1. Streams are UDP with a sequence number; h2 counts them.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from netstack.linkguardian import (
     status,
 )
 from netstack.linkguardian.sender import DUMMY_BIT, RETX_BIT
-from netstack.linkguardian.sim import BackToBack, stream_frame, stream_index
-from netstack.switch import CONTROL_CLASS, IDLE_CLASS, ConfigError, ImpairmentConfig, PortConfig, Switch, SwitchConfig
+from netstack.sim.packets import UDP_HEADERS
+from netstack.switch import CONTROL_CLASS, IDLE_CLASS, ConfigError, PortConfig, Switch, SwitchConfig
 
 from . import GBPS, MS, US
+from .fig7 import Fig7
 
 LG = b"\xab\xcd"
 
@@ -58,10 +60,15 @@ def drop_first_transmission(predicate, copies_too=False):
     return f
 
 
+def seq_of(frame):
+    """The stream's sequence number in an (untagged) UDP frame of the streams here."""
+    return int.from_bytes(frame[UDP_HEADERS:UDP_HEADERS + 4], "big")
+
+
 def test_sequenced_stream_arrives_in_order_with_loss_far_below_the_links():
     params = LGParams(copies=2, ack_no_timeout_ns=300 * US)
-    b = BackToBack(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.05, seed=11, lg=params)
-    b.offer_stream(4000, size=800, backlog=8)
+    b = Fig7(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.05, seed=11, lg=params)
+    b.backlog(4000, size=800)
     b.run()
     rep = b.report()
     got = b.delivered()
@@ -76,8 +83,8 @@ def test_sequenced_stream_arrives_in_order_with_loss_far_below_the_links():
 
 
 def test_unprotected_baseline_loses_what_the_link_loses():
-    b = BackToBack(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.05, seed=11, unprotected=True)
-    b.offer_stream(4000, size=800, backlog=8)
+    b = Fig7(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.05, seed=11, unprotected=True)
+    b.backlog(4000, size=800)
     b.run()
     rep = b.report()
     assert rep["protected"] is False and "retransmissions" not in rep
@@ -89,33 +96,33 @@ def test_unprotected_baseline_loses_what_the_link_loses():
 def test_tail_loss_of_a_single_frame_flow_is_recovered_by_dummies_without_timeout(mode):
     timeout = 1 * MS
     lose = drop_first_transmission(lambda seq: True)
-    b = BackToBack(rate_bps=GBPS, delay_ns=5 * US, lg=LGParams(mode=mode, copies=1, ack_no_timeout_ns=timeout),
-                   forward_filter=lose)
-    b.send(stream_frame(0, 143), 0)  # §4.3: a 143-byte single-packet flow
+    b = Fig7(rate_bps=GBPS, delay_ns=5 * US, lg=LGParams(mode=mode, copies=1, ack_no_timeout_ns=timeout),
+             forward_filter=lose)
+    b.send(143, 0)  # §4.3: a 143-byte single-packet flow
     b.run()
-    st = b.stats[("h1", 0)]
-    assert lose.dropped == [0] and st.delivered == 1 and st.duplicates == 0
+    st = b.sink
+    assert lose.dropped == [0] and st.unique == 1 and st.duplicates == 0
     s, r = b.sender.engine, b.receiver.engine
     # §3.2: the dummy behind the frame exposed the hole; no timer was involved
     assert s.dummies_sent == 3 and r.dummies_rx >= 1 and r.loss_notifications_sent == 1
     assert s.retransmissions == 1 and r.timeouts == 0
-    assert st.last_delivery_ns < 5 * 5 * US < timeout  # about three one-way delays, not a timeout
+    assert st.last_ns < 5 * 5 * US < timeout  # about three one-way delays, not a timeout
     # the unprotected link just loses it
-    base = BackToBack(rate_bps=GBPS, delay_ns=5 * US, unprotected=True, forward_filter=lambda f, t: False)
-    base.send(stream_frame(0, 143), 0)
+    base = Fig7(rate_bps=GBPS, delay_ns=5 * US, unprotected=True, forward_filter=lambda f, t: False)
+    base.send(143, 0)
     base.run()
-    assert base.stats[("h1", 0)].delivered == 0
+    assert base.sink.unique == 0
 
 
 def test_backpressure_emits_real_pfc_frames_that_sw1_honours():
     size, delay, pause = 1000, 20 * US, 3000
     params = LGParams(copies=1, ack_no_timeout_ns=5 * MS, pause_threshold_bytes=pause, resume_threshold_bytes=1000)
     lose = drop_first_transmission(lambda seq: seq % 40 == 10)
-    b = BackToBack(rate_bps=GBPS, delay_ns=delay, lg=params, forward_filter=lose)
+    b = Fig7(rate_bps=GBPS, delay_ns=delay, lg=params, forward_filter=lose)
     pfc = []
     b.sw2.departure_hook = lambda port, cls, f, start, end, rel: pfc.append((start, f)) if cls == CONTROL_CLASS \
         else None
-    b.offer_stream(400, size=size, backlog=6)
+    b.backlog(400, size=size, depth=6)
     b.run()
     rep = b.report()
     assert in_order(b.delivered()) and rep["delivered_D"] == 400 and rep["timeouts"] == 0
@@ -145,8 +152,8 @@ def test_backpressure_emits_real_pfc_frames_that_sw1_honours():
 def test_without_backpressure_the_reordering_buffer_overflows():
     params = LGParams(copies=1, ack_no_timeout_ns=2 * MS, backpressure=False, reorder_buffer_limit_bytes=6000)
     lose = drop_first_transmission(lambda seq: seq % 40 == 10, copies_too=True)  # only ackNoTimeout helps
-    b = BackToBack(rate_bps=GBPS, delay_ns=20 * US, lg=params, forward_filter=lose)
-    b.offer_stream(200, size=1000, backlog=6)
+    b = Fig7(rate_bps=GBPS, delay_ns=20 * US, lg=params, forward_filter=lose)
+    b.backlog(200, size=1000, depth=6)
     b.run()
     rep = b.report()
     assert rep["reorder_drops"] > 0 and rep["pauses_sent"] == 0 and b.sw2.counters()["p-sw1"]["pauses_tx"] == 0
@@ -155,9 +162,9 @@ def test_without_backpressure_the_reordering_buffer_overflows():
 
 
 def test_nb_mode_delivers_each_frame_once_without_buffer_or_pauses():
-    b = BackToBack(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.05, seed=5,
-                   lg=LGParams(mode="nb", copies=2, ack_no_timeout_ns=300 * US))
-    b.offer_stream(3000, size=800, backlog=8)
+    b = Fig7(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.05, seed=5,
+             lg=LGParams(mode="nb", copies=2, ack_no_timeout_ns=300 * US))
+    b.backlog(3000, size=800)
     b.run()
     rep = b.report()
     got = b.delivered()
@@ -169,29 +176,27 @@ def test_nb_mode_delivers_each_frame_once_without_buffer_or_pauses():
 
 
 def test_reverse_traffic_carries_the_leading_ack_and_reaches_h1_untagged():
-    b = BackToBack(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.02, seed=3,
-                   lg=LGParams(copies=2, ack_no_timeout_ns=300 * US))
-    b.offer_stream(1500, size=600, backlog=6)
-    b.offer_stream(1500, size=300, rate_bps=GBPS // 2, host="h2", stream=1)
+    b = Fig7(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.02, seed=3, lg=LGParams(copies=2, ack_no_timeout_ns=300 * US))
+    b.backlog(1500, size=600, depth=6)
+    b.stream(1500, size=300, rate_bps=GBPS // 2, host="h2")
     b.run()
     r, s = b.receiver.engine, b.sender.engine
     assert r.lacks_piggybacked > 100 and s.lacks_piggybacked_rx == r.lacks_piggybacked
-    back = b.stats[("h2", 1)]
-    assert back.delivered == 1500 and back.duplicates == 0 and back.out_of_order == 0
-    assert b.leaked_lg_frames == 0 and b.other_host_frames == 0
+    back = b.back
+    assert back.unique == 1500 and back.duplicates == 0 and back.reordered == 0
+    assert b.leaked == 0 and b.h1.rx_unclaimed == 0 and b.h2.rx_unclaimed == 0
     assert in_order(b.delivered()) and b.report()["effective_loss"] < 0.002
     assert s.tx_buffer_frames == 0
 
 
 def test_frames_on_the_protected_link():
     lose = drop_first_transmission(lambda seq: seq == 3)
-    b = BackToBack(rate_bps=GBPS, delay_ns=2 * US, lg=LGParams(copies=2, ack_no_timeout_ns=MS),
-                   forward_filter=lose)
+    b = Fig7(rate_bps=GBPS, delay_ns=2 * US, lg=LGParams(copies=2, ack_no_timeout_ns=MS), forward_filter=lose)
     wire1, wire2 = [], []
     b.sw1.departure_hook = lambda port, cls, f, s, e, r: wire1.append((port, cls, f)) if port == "p-sw2" else None
     b.sw2.departure_hook = lambda port, cls, f, s, e, r: wire2.append((port, cls, f)) if port == "p-sw1" else None
-    for i in range(6):
-        b.send(stream_frame(i, 200), 0)
+    for _ in range(6):
+        b.send(200, 0)
     b.run()
     assert b.delivered() == list(range(6))
     assert all(fcs_ok(f) for _, _, f in wire1 + wire2)  # software FCS on the protected link
@@ -204,7 +209,7 @@ def test_frames_on_the_protected_link():
     assert retx == [(3, 1), (3, 1)]  # N copies on the highest class (§3.4)
     assert len(dummies) == 3 and all(t.dummy and t.seq_no == 6 and t.next_type == 0 and len(f) == 60
                                      for t, f in dummies)
-    assert all(t.next_type == 0x88B5 for cls, t, _ in tags if cls >= 0)
+    assert all(t.next_type == 0x0800 for cls, t, _ in tags if cls >= 0)
     back = [(cls, decode_tag(f[:-4], 14)) for _, cls, f in wire2]
     lns = [t for cls, t in back if cls == 7]
     acks = [t for cls, t in back if cls == IDLE_CLASS]
@@ -224,12 +229,11 @@ FAST_RECIRC = 4 * GBPS
 def test_enable_and_disable_on_running_switches():
     link_loss = 0.03
     params = LGParams(copies=2, ack_no_timeout_ns=200 * US, recirc_rate_bps=FAST_RECIRC)
-    b = BackToBack(rate_bps=GBPS, delay_ns=2 * US, corrupt=link_loss, seed=21, lg=params, protect=False)
+    b = Fig7(rate_bps=GBPS, delay_ns=2 * US, corrupt=link_loss, seed=21, lg=params, protect=False)
     size = 500
     gap = (size + 24) * 8 * 10 // 8  # 80 % of line rate
     count = 6000
-    for i in range(count):
-        b.send(stream_frame(i, size), i * gap)
+    b.stream(count, size, rate_bps=0.8 * GBPS)
     t1, t2, t3 = 5 * MS, 15 * MS, 25 * MS
     b.run(until_ns=t1)
     b.enable(t1)
@@ -240,9 +244,8 @@ def test_enable_and_disable_on_running_switches():
     b.run(until_ns=t3)
     b.enable(t3)  # again: the receiver resynchronises on the first tagged frame
     b.run()
-    st = b.stats[("h1", 0)]
     got = set(b.delivered())
-    assert b.leaked_lg_frames == 0 and st.duplicates == 0
+    assert b.leaked == 0 and b.sink.duplicates == 0
     window = [i for i in range(count) if t1 + 200 * US < i * gap < t2 - 200 * US]
     final = [i for i in range(count) if i * gap > t3 + 200 * US]
     before = [i for i in range(count) if i * gap < t1 - 200 * US]
@@ -256,11 +259,19 @@ def test_enable_and_disable_on_running_switches():
     assert b.sender.engine.tx_buffer_frames == 0 and r.resyncs == 0 and r.synced
 
 
-def test_harness_defaults_follow_time_and_scale():
-    b = BackToBack(rate_bps=GBPS)  # the paper's 100G settings, 100x slower
-    assert b.params.ack_no_timeout_ns == 700 * US and b.params.pause_threshold_bytes == 40_000
-    assert b.report()["time_scale"] == 100.0
-    assert BackToBack(rate_bps=GBPS, unprotected=True).params is None
+def test_topology_settings_follow_time_and_scale():
+    """A topology file's LinkGuardian gets the paper's 100G settings scaled to the link's rate, as
+    'netstack lg enable' does (DESIGN.md "Time and scale")."""
+    from netstack.linkguardian.scenarios import stress_topology
+    from netstack.sim.network import Network
+    from netstack.topo.model import topology_from_dict
+
+    net = Network(topology_from_dict(stress_topology(rate_bps=GBPS, delay_ns=0, mode="blocking")))
+    p = features(net.switch("sw1"))[0].params  # the paper's 100G settings, 100x slower
+    assert p.ack_no_timeout_ns == 700 * US and p.pause_threshold_bytes == 40_000 and p.time_scale == 100.0
+    assert features(net.switch("sw2"))[0].params == p
+    assert features(Network(topology_from_dict(stress_topology(rate_bps=GBPS, delay_ns=0, mode=None)))
+                    .switch("sw1")) == []
 
 
 def test_status_api_for_the_daemon():
@@ -298,24 +309,22 @@ def test_frames_released_later_pass_the_features_attached_after_the_receiver():
             self.seen = []
 
         def on_ingress(self, frame, now_ns):
-            key = stream_index(frame)
-            if key is not None:
-                self.seen.append(key[1])
+            if frame[12:14] == b"\x08\x00":
+                self.seen.append(seq_of(frame))
             return frame
 
     lose = drop_first_transmission(lambda seq: seq % 10 == 3)
-    b = BackToBack(rate_bps=GBPS, delay_ns=5 * US, lg=LGParams(copies=1, ack_no_timeout_ns=MS),
-                   forward_filter=lose)
+    b = Fig7(rate_bps=GBPS, delay_ns=5 * US, lg=LGParams(copies=1, ack_no_timeout_ns=MS), forward_filter=lose)
     tap = Tap()
     b.sw2.attach_feature("p-sw1", tap)  # after the receiver feature
-    b.offer_stream(60, size=300, backlog=4)
+    b.backlog(60, size=300, depth=4)
     b.run()
     assert b.delivered() == list(range(60)) and tap.seen == list(range(60))
     assert b.receiver.released_later > 0
 
 
 def test_malformed_tags_are_counted_drops():
-    b = BackToBack(rate_bps=GBPS, lg=LGParams())
+    b = Fig7(rate_bps=GBPS, lg=LGParams())
     b.sw2.receive("p-sw1", append_fcs(bytes(12) + LG + b"\xc0\x00\x01\x08\x00" + bytes(50)), 0)
     b.sw2.receive("p-sw1", append_fcs(bytes(12) + LG + b"\x00\x00"), 0)
     b.sw1.receive("p-sw2", append_fcs(bytes(12) + LG + b"\x80\x00\x01\x00\x00\x00\x00\x00" + bytes(40)), 0)
@@ -331,18 +340,19 @@ def test_both_directions_protected_with_both_roles_on_each_port():
     # too) a recirculating reordering buffer saturates and overflows here, as at the link's
     # own rate in test_properties; this test is about the two roles' stacked tags.
     params = LGParams(copies=2, ack_no_timeout_ns=300 * US, recirc_rate_bps=0)
-    b = BackToBack(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.03, seed=4, lg=params,
-                   reverse_impairment=ImpairmentConfig(corrupt=0.03, seed=9))
+    b = Fig7(rate_bps=GBPS, delay_ns=2 * US, corrupt=0.03, seed=4, lg=params, reverse_corrupt=True)
     back_receiver = enable_receiver(b.sw1, "p-sw2", params, 0)
     back_sender = enable_sender(b.sw2, "p-sw1", params, 0)
-    b.offer_stream(2000, size=700, backlog=6)
-    b.offer_stream(2000, size=500, rate_bps=GBPS // 2, host="h2", stream=1)
+    b.net.service("sw1")
+    b.net.service("sw2")
+    b.backlog(2000, size=700, depth=6)
+    back = b.stream(2000, size=500, rate_bps=GBPS // 2, host="h2")
     b.run()
-    fwd, rev = b.stats[("h1", 0)], b.stats[("h2", 1)]
-    assert b.leaked_lg_frames == 0 and b.other_host_frames == 0
-    assert fwd.duplicates == rev.duplicates == 0 and fwd.out_of_order == rev.out_of_order == 0
+    fwd, rev = b.sink, b.back
+    assert b.leaked == 0 and b.h1.rx_unclaimed == 0 and b.h2.rx_unclaimed == 0
+    assert fwd.duplicates == rev.duplicates == 0 and fwd.reordered == rev.reordered == 0
     assert back_sender.engine.retransmissions > 0 and b.sender.engine.retransmissions > 0
     # a loss notification can now be corrupted too: the hole then times out, and is counted
-    assert fwd.offered - fwd.delivered == b.receiver.engine.timeouts < 20
-    assert rev.offered - rev.delivered == back_receiver.engine.timeouts < 20
+    assert 2000 - fwd.unique == b.receiver.engine.timeouts < 20
+    assert back.sent - rev.unique == back_receiver.engine.timeouts < 20
     assert b.sw1.counters()["p-sw2"]["malformed"] == b.sw2.counters()["p-sw1"]["malformed"] == 0

@@ -1,6 +1,6 @@
 """Property tests: the two engines under arbitrary loss / duplication / reordering schedules.
 
-The link between them (netstack.linkguardian.sim.EnginePair) is scripted by hypothesis:
+The link between them (tests/linkguardian/enginepair.py: EnginePair) is scripted by hypothesis:
 for the k-th frame put on it, a verdict (deliver, lose, duplicate, deliver j slots late).
 Invariants (seed 000 §3.3, §3.4, §3.5):
 
@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netstack.linkguardian import LGParams
-from netstack.linkguardian.sim import EnginePair, bernoulli_fate
+
+from .enginepair import EnginePair, bernoulli_fate
 
 SIZE = 200
 SLOT = 1_000

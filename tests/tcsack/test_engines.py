@@ -8,7 +8,8 @@ from headers.errors import HeaderError
 from headers.tcsack import TcsAck, TcsAckFlag, TcsData, TcsDataFlag
 from netstack.tcsack import GbnReceiver, GbnSender, TcsParamError, TcsParams, TcsReceiver, TcsSender
 from netstack.tcsack.rangeset import RangeSet
-from netstack.tcsack.sim import Path, run_transfer
+
+from . import lossy, run
 
 P = TcsParams(rate_bps=10_000_000, t_ns=1_000_000, n=4, payload=100)
 
@@ -171,16 +172,15 @@ def test_rangeset_merges_and_drops():
 def test_a_transfer_completes_intact_over_a_lossy_delayed_path(kind, loss):
     p = TcsParams(rate_bps=50_000_000, t_ns=1_000_000, n=8, payload=500)
     data = bytes(range(256)) * 400
-    fwd, rev = Path(delay_ns=500_000, loss=loss, seed=5), Path(delay_ns=500_000, loss=loss, seed=6)
-    res = run_transfer(kind, p, data, fwd, rev)
+    res = run(kind, p, data, fwd=lossy(loss, 5), rev=lossy(loss, 6), delay_ns=500_000)
     assert res["delivered_ok"] and res["receiver_complete"] and res["done_ns"] is not None
 
 
 def test_tcsack_resends_far_less_than_go_back_n_at_the_same_loss():
     p = TcsParams(rate_bps=50_000_000, t_ns=1_000_000, n=8, payload=500)
     data = bytes(1_000_000)
-    t = run_transfer("tcsack", p, data, Path(delay_ns=2_000_000, loss=0.02, seed=1), Path(delay_ns=2_000_000, seed=2))
-    g = run_transfer("gbn", p, data, Path(delay_ns=2_000_000, loss=0.02, seed=1), Path(delay_ns=2_000_000, seed=2))
+    t = run("tcsack", p, data, fwd=lossy(0.02, 1), delay_ns=2_000_000)
+    g = run("gbn", p, data, fwd=lossy(0.02, 1), delay_ns=2_000_000)
     assert t["delivered_ok"] and g["delivered_ok"]
     # T/C-SACK resends about the lost packets; go-back-N a whole round trip's worth per loss
     assert t["sender"]["retx_sent"] < 2 * t["fwd_lost"] + 5

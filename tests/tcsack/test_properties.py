@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from headers.errors import HeaderError
 from netstack.tcsack import GbnReceiver, GbnSender, TcsParams, TcsReceiver, TcsSender
 from netstack.tcsack.rangeset import RangeSet
-from netstack.tcsack.sim import Path, run_transfer
+
+from . import run
 
 # one datagram's fate: (lost, duplicated, extra delay in units of 100 us)
 FATE = st.tuples(st.booleans(), st.booleans(), st.integers(0, 40))
@@ -33,8 +34,8 @@ def _fate(schedule, fifo: bool):
 
 def _run(kind, data, fwd, rev, start, fifo, n, t_us):
     p = TcsParams(rate_bps=20_000_000, t_ns=t_us * 1000, n=n, payload=64)
-    return run_transfer(kind, p, data, Path(delay_ns=300_000, fate=_fate(fwd, fifo)),
-                        Path(delay_ns=300_000, fate=_fate(rev, fifo)), start_seq=start, max_ns=120_000_000_000)
+    return run(kind, p, data, fwd=_fate(fwd, fifo), rev=_fate(rev, fifo), delay_ns=300_000, start_seq=start,
+               max_ns=120_000_000_000)
 
 
 @settings(max_examples=150)

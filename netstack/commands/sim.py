@@ -1,0 +1,226 @@
+"""``netstack sim``: run a scenario on a topology in virtual time (or live), one run or a sweep."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import CommandError
+
+EPILOG = """\
+examples:
+  netstack sim --list                                        scenarios and shipped topologies
+  netstack sim lg-testbed --scenario lg-stream               LinkGuardian at 1e-2, N = 1, in virtual time
+  netstack sim lg-testbed --scenario lg-stream --runtime live   the same file and scenario on the testbed
+  netstack sim lg-100g --scenario lg-stress --param frames=200000 --seeds 1-4 --workers 2
+  netstack sim lab.toml --scenario udp-stream --param rate_pps=1000,2000,4000 --seeds 1,2
+  netstack sim lab.toml --scenario udp-stream --scheduler tcp://10.0.0.5:8786   on a Dask cluster
+
+Results: one JSON document per invocation in --results-dir (schema netstack.run/1, one entry per
+run: scenario, runtime, seed, params, time_scale, result, engine), a table on stdout, progress on
+stderr. The same topology, scenario, parameters and seed give byte-identical results (but for the
+engine's wall-clock fields); another seed draws other frame fates."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sim", help="run a scenario on a topology in virtual time (or live): one run or a sweep",
+        description="Run a scenario on a topology with the virtual-time runtime (netstack.sim): the same "
+                    "switch engines and features as the live daemons, host models instead of kernels, links "
+                    "as delay lines with the topology's impairments. Sweeps (seeds x parameter values) run in "
+                    "parallel processes or on a Dask cluster.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("topology", nargs="?", help="topology TOML file, or a shipped one by name (see --list)")
+    p.add_argument("--scenario", help="what to run (see --list)")
+    p.add_argument("--list", action="store_true", help="list the scenarios and shipped topologies, then exit")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE[,VALUE...]",
+                   help="a scenario parameter; several comma-separated values sweep it (repeatable)")
+    p.add_argument("--seed", type=int, default=None, help="seed of every impairment and workload (default 1)")
+    p.add_argument("--seeds", default=None, metavar="A-B|A,B,...", help="sweep seeds, e.g. 1-10 or 1,5,9")
+    p.add_argument("--duration", default=None, metavar="TIME",
+                   help="virtual (or live) time to run, e.g. 2s or 500ms (default: the scenario's own end)")
+    p.add_argument("--runtime", choices=["sim", "live"], default="sim",
+                   help="sim (default): virtual time; live: the same scenario on real namespaces (root)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="parallel processes for a sweep (default: one per CPU; 1 = in this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the sweep on a Dask distributed scheduler (tcp://host:8786) instead")
+    p.add_argument("--results-dir", default="results", help="where the JSON goes (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    p.set_defaults(func=cmd_sim)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``1-10``, ``1,5,9`` or a mix (``1-3,7``); seeds are whole numbers >= 0."""
+    out: list[int] = []
+    try:
+        for part in text.replace(" ", "").split(","):
+            if not part:
+                continue
+            a, sep, b = part.partition("-")
+            lo = int(a)
+            hi = int(b) if sep else lo
+            if lo < 0 or hi < lo:
+                raise ValueError
+            out.extend(range(lo, hi + 1))
+    except ValueError:
+        raise CommandError(f"--seeds {text!r}: use a range (1-10) or a list (1,5,9) of seeds >= 0") from None
+    if not out:
+        raise CommandError(f"--seeds {text!r}: no seed")
+    if len(out) > 100_000:
+        raise CommandError(f"--seeds {text!r}: {len(out)} seeds is too many")
+    return out
+
+
+def parse_params(items: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CommandError(f"--param {item!r}: use KEY=VALUE (or KEY=V1,V2,... to sweep)")
+        out[key.strip()] = [v.strip() for v in value.split(",")] if value else [""]
+    return out
+
+
+def _duration(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from ..topo.model import parse_delay
+
+    try:
+        ns = parse_delay(text)
+    except ValueError as exc:
+        raise CommandError(f"--duration {text!r}: {exc}") from None
+    if ns <= 0:
+        raise CommandError(f"--duration {text!r}: must be positive")
+    return ns
+
+
+def _list() -> int:
+    from ..sim import scenario as sc
+
+    print("scenarios:")
+    for name, s in sorted(sc.scenarios().items()):
+        params = ", ".join(f"{k}={v!r}" for k, v in s.params.items())
+        print(f"  {name:<16} [{'/'.join(s.runtimes)}] {s.description}")
+        print(f"  {'':<16} parameters: {params}")
+    print("\nshipped topologies (give the name instead of a file):")
+    for name, path in sorted(sc.examples().items()):
+        print(f"  {name:<16} {path}")
+    return 0
+
+
+def summary_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A few columns of one run for the table (errors say so)."""
+    row: dict[str, Any] = {"seed": r.get("seed")}
+    row.update({k: v for k, v in (r.get("params") or {}).items()})
+    if "error" in r:
+        row["error"] = r["error"][:80]
+        return row
+    res = r.get("result", {})
+    for key in ("effective_loss", "reordered"):
+        if isinstance(res.get(key), dict):
+            e = res[key]
+            row[key] = f"{e['lost']}/{e['frames']} ({e['rate']:.2e})"
+    for key in ("actual_loss", "effective_link_speed", "goodput_bps", "ok", "seconds"):
+        v = res.get(key)
+        if v is not None:
+            row[key] = f"{v:.4g}" if isinstance(v, float) else v
+    if isinstance(res.get("link"), dict) and "actual_loss" not in row:
+        row["actual_loss"] = f"{res['link']['actual_loss']:.3e}"
+    eng = r.get("engine", {})
+    if "events_per_s" in eng:
+        row["events/s"] = eng["events_per_s"]
+        row["us/frame"] = eng.get("us_per_frame")
+    row["wall s"] = eng.get("wall_s")
+    return row
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from ..bench.common import Progress, format_table, write_results
+    from ..sim import scenario as sc
+    from ..sim.sweep import grid, sweep
+    from ..topo.model import TopologyError
+
+    if args.list:
+        return _list()
+    if not args.scenario:
+        raise CommandError("--scenario is required (see 'netstack sim --list')")
+    if args.seed is not None and args.seeds is not None:
+        raise CommandError("give --seed or --seeds, not both")
+    if args.workers is not None and args.workers < 1:
+        raise CommandError(f"--workers {args.workers}: must be >= 1")
+    try:
+        scenario = sc.get(args.scenario)
+        topology = sc.resolve_topology(args.topology)
+    except (sc.ScenarioError, TopologyError) as exc:
+        raise CommandError(str(exc)) from None
+    if args.runtime not in scenario.runtimes:
+        raise CommandError(f"scenario {scenario.name} runs on {', '.join(scenario.runtimes)}, not {args.runtime}")
+    if args.runtime == "live":
+        import os
+
+        if os.geteuid() != 0:
+            raise CommandError("--runtime live builds namespaces and starts daemons: run as root")
+        if args.scheduler:
+            raise CommandError("--runtime live runs on this machine's namespaces; --scheduler is for virtual time")
+    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed is not None else 1]
+    points = parse_params(args.param)
+    for key, values in points.items():
+        try:
+            for v in values:
+                scenario.check_params({key: v})
+        except sc.ScenarioError as exc:
+            raise CommandError(str(exc)) from None
+    topo_arg = args.topology if args.topology is None or Path(args.topology).exists() else str(
+        sc.examples().get(args.topology, args.topology))
+    base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.runtime)
+    specs = grid(base, seeds, points)
+    say = Progress()
+    workers = 1 if args.runtime == "live" else args.workers
+    say(f"netstack sim: {scenario.name} on {topology.name} ({args.runtime}), {len(specs)} run(s)"
+        + (f" on {args.scheduler}" if args.scheduler else f", {workers or 'one per CPU'} worker(s)"
+           if len(specs) > 1 else ""))
+
+    def progress(done: int, total: int, r: dict[str, Any]) -> None:
+        what = f"error: {r['error']}" if "error" in r else (
+            f"{r['engine'].get('events_per_s', '-')} events/s, {r['engine']['wall_s']} s")
+        say(f"[{done}/{total}] seed {r.get('seed')} {r.get('params', {})}: {what}")
+
+    t0 = time.perf_counter()
+    if len(specs) == 1 and args.scheduler is None:
+        from ..sim.sweep import run_safely
+
+        if args.runtime == "live":
+            try:
+                results = [sc.run(specs[0], progress=say)]
+            except (sc.ScenarioError, TopologyError) as exc:
+                raise CommandError(str(exc)) from None
+        else:
+            results = [run_safely(specs[0])]
+            progress(1, 1, results[0])
+    else:
+        try:
+            results = sweep(specs, workers=workers, scheduler=args.scheduler, progress=progress)
+        except sc.ScenarioError as exc:
+            raise CommandError(str(exc)) from None
+    doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
+           "runtime": args.runtime, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
+           "workers": workers, "scheduler": args.scheduler}
+    path = write_results(args.results_dir, f"sim-{scenario.name}", doc)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        rows = [summary_row(r) for r in results]
+        cols = list(dict.fromkeys(k for row in rows for k in row))
+        print(format_table(cols, [[row.get(c, "") for c in cols] for row in rows]))
+        print(f"\nresults: {path}")
+    failed = [r for r in results if "error" in r]
+    if failed:
+        print(f"{len(failed)} of {len(results)} run(s) failed; first: {failed[0]['error']}", file=sys.stderr)
+        return 1
+    return 0

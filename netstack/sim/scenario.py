@@ -1,0 +1,275 @@
+"""Scenarios: one named workload and measurement that runs on a topology, in either runtime.
+
+A scenario is the unit ``netstack sim TOPOLOGY --scenario NAME`` runs, a benchmark sweeps and a
+sweep worker executes. It takes a topology (the same TOML ``netstack up`` reads), a seed, an
+optional duration and its own parameters, and returns a JSON-able result. Scenarios that make
+sense live as well implement both:
+
+- ``run_sim(net, ctx)``: on :class:`~netstack.sim.network.Network` in virtual time;
+- ``run_live(ctx)``: on the real testbed (namespaces, switch daemons, kernel traffic tools).
+
+Both return the same fields, and :func:`run` wraps them in one schema (:data:`SCHEMA`)::
+
+    {"schema": "netstack.run/1", "scenario": ..., "runtime": "sim" | "live", "seed": ...,
+     "topology": {"name", "source"}, "params": {...}, "duration_ns": ..., "time_scale": ...,
+     "result": {...}, "engine": {...}}
+
+``time_scale`` says how many times slower than the papers' links the topology runs (DESIGN.md
+"Time and scale": rates / scale, times x scale, bytes unchanged): the papers' reference rate
+(``PAPER_RATE_BPS``, 100 Gbit/s, unless a scenario says otherwise) over the topology's fastest
+switch-to-switch link; 1 means paper speed. ``engine`` holds what the runtime itself measured:
+for the simulator its events, events/s, wall time and cost per simulated frame; for live runs
+the wall time.
+
+Scenarios are registered by modules listed in :data:`SCENARIO_MODULES` (each exposes
+``SCENARIOS``: a list of :class:`Scenario`), so a protocol package adds its own without touching
+this module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..topo.model import NodeKind, Topology, TopologyError, load_topology, topology_from_dict
+
+SCHEMA = "netstack.run/1"
+RUNTIMES = ("sim", "live")
+#: The papers' datacenter link rate (seed 000 §4: 100G; seed 002: 40G scenarios say so themselves).
+PAPER_RATE_BPS = 100_000_000_000
+#: Modules whose ``SCENARIOS`` list is registered.
+SCENARIO_MODULES = (
+    "netstack.sim.scenarios",
+    "netstack.linkguardian.scenarios",
+    "netstack.tcsack.scenarios",
+)
+#: Topologies shipped with netstack (``netstack/topo/examples/<name>.toml``), usable by name.
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "topo" / "examples"
+
+
+class ScenarioError(ValueError):
+    """A scenario, its parameters or its topology cannot run: the message says why."""
+
+
+@dataclass
+class Context:
+    """What a scenario run gets: its topology, seed, duration (ns, or None: the scenario's own
+    end), checked parameters, and for live runs the namespace prefix and a progress callback."""
+
+    topology: Topology
+    seed: int
+    duration_ns: int | None
+    params: dict[str, Any]
+    prefix: str | None = None
+    progress: Callable[[str], None] = field(default=lambda msg: None)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    #: parameter -> default (a parameter's type is its default's; None defaults accept int/float/str)
+    params: Mapping[str, Any]
+    run_sim: Callable[[Any, Context], dict[str, Any]] | None = None
+    run_live: Callable[[Context], dict[str, Any]] | None = None
+    #: the papers' rate this scenario's time scale is relative to
+    paper_rate_bps: int = PAPER_RATE_BPS
+
+    @property
+    def runtimes(self) -> tuple[str, ...]:
+        return tuple(r for r, f in (("sim", self.run_sim), ("live", self.run_live)) if f is not None)
+
+    def check_params(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overlaid with ``given``, each converted to its default's type."""
+        out = dict(self.params)
+        for key, value in given.items():
+            if key not in self.params:
+                known = ", ".join(sorted(self.params)) or "none"
+                raise ScenarioError(f"scenario {self.name}: unknown parameter {key!r} (known: {known})")
+            out[key] = _convert(self.name, key, value, self.params[key])
+        return out
+
+
+def _convert(scenario: str, key: str, value: Any, default: Any) -> Any:
+    """``value`` (often text from the command line) as the type of ``default``."""
+    where = f"scenario {scenario}: parameter {key}"
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return value.lower() in ("1", "true", "yes", "on")
+        raise ScenarioError(f"{where}: {value!r} is not true/false")
+    if isinstance(default, int):
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ScenarioError(f"{where}: {value!r} is not a number") from None
+        if isinstance(value, bool) or f != int(f):
+            raise ScenarioError(f"{where}: {value!r} is not a whole number")
+        return int(f)
+    if isinstance(default, float):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ScenarioError(f"{where}: {value!r} is not a number") from None
+    if isinstance(default, str):
+        return str(value)
+    if default is None and isinstance(value, str):
+        if value.lower() in ("none", "null", ""):
+            return None
+        for conv in (int, float):
+            try:
+                return conv(value)
+            except ValueError:
+                pass
+    return value
+
+
+_REGISTRY: dict[str, Scenario] | None = None
+
+
+def scenarios() -> dict[str, Scenario]:
+    """Every registered scenario by name."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        reg: dict[str, Scenario] = {}
+        for mod in SCENARIO_MODULES:
+            for sc in importlib.import_module(mod).SCENARIOS:
+                if sc.name in reg:
+                    raise RuntimeError(f"scenario {sc.name!r} registered twice ({mod})")
+                reg[sc.name] = sc
+        _REGISTRY = reg
+    return _REGISTRY
+
+
+def get(name: str) -> Scenario:
+    reg = scenarios()
+    if name not in reg:
+        raise ScenarioError(f"no scenario {name!r} (scenarios: {', '.join(sorted(reg))})")
+    return reg[name]
+
+
+# ----------------------------------------------------------------------------- topologies
+def examples() -> dict[str, Path]:
+    """Shipped topologies by name (``default`` is the live testbed's own)."""
+    out = {p.stem: p for p in sorted(EXAMPLES_DIR.glob("*.toml"))}
+    out["default"] = EXAMPLES_DIR.parent / "default.toml"
+    return out
+
+
+def resolve_topology(spec: str | Path | Mapping[str, Any] | Topology | None) -> Topology:
+    """A topology from a file path, a shipped name (``lg-testbed``), a parsed TOML document (a
+    dict, as benchmarks build them), a :class:`Topology`, or None (the default)."""
+    if spec is None or isinstance(spec, Topology):
+        return spec if spec is not None else load_topology(None)
+    if isinstance(spec, Mapping):
+        return topology_from_dict(spec, "<generated topology>")
+    path = Path(spec)
+    if not path.exists() and str(spec) in examples():
+        path = examples()[str(spec)]
+    if not path.exists():
+        names = ", ".join(sorted(examples()))
+        raise TopologyError([("", f"no such file (shipped topologies: {names})")], str(spec))
+    return load_topology(path)
+
+
+def time_scale(topology: Topology, paper_rate_bps: int = PAPER_RATE_BPS) -> float:
+    """The paper's rate over the topology's fastest switch-to-switch link (all links if none)."""
+    kinds = {n.name: n.kind for n in topology.nodes}
+    core = [lk.rate_bps for lk in topology.links
+            if kinds[lk.a.node] is NodeKind.SWITCH and kinds[lk.b.node] is NodeKind.SWITCH]
+    rates = core or [lk.rate_bps for lk in topology.links]
+    return paper_rate_bps / max(rates) if rates else 1.0
+
+
+# ----------------------------------------------------------------------------------- run
+@dataclass(frozen=True)
+class RunSpec:
+    """One run, picklable (sent to sweep workers as is)."""
+
+    scenario: str
+    topology: str | dict[str, Any] | None = None
+    seed: int = 1
+    duration_ns: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    runtime: str = "sim"
+    prefix: str | None = None
+
+    def label(self) -> str:
+        extra = " ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.scenario} seed={self.seed}" + (f" {extra}" if extra else "")
+
+
+def run(spec: RunSpec, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run one scenario; the result in the common schema (module docstring)."""
+    sc = get(spec.scenario)
+    if spec.runtime not in RUNTIMES:
+        raise ScenarioError(f"runtime {spec.runtime!r}: use one of {', '.join(RUNTIMES)}")
+    if spec.runtime not in sc.runtimes:
+        raise ScenarioError(f"scenario {sc.name} runs on {', '.join(sc.runtimes)}, not {spec.runtime}")
+    if spec.duration_ns is not None and spec.duration_ns <= 0:
+        raise ScenarioError(f"duration must be positive, got {spec.duration_ns} ns")
+    topology = resolve_topology(spec.topology)
+    params = sc.check_params(spec.params)
+    ctx = Context(topology, int(spec.seed), spec.duration_ns, params, spec.prefix, progress or (lambda m: None))
+    wall0 = time.perf_counter()
+    cpu0 = time.process_time()
+    if spec.runtime == "sim":
+        from .network import Network
+
+        net = Network(topology, seed=ctx.seed)
+        result = sc.run_sim(net, ctx)  # type: ignore[misc]
+        wall = time.perf_counter() - wall0
+        frames = sum(ch.delivered for ch in net.channels)
+        events = net.loop.events
+        engine: dict[str, Any] = {
+            "wall_s": round(wall, 4), "cpu_s": round(time.process_time() - cpu0, 4), "events": events,
+            "events_per_s": round(events / wall) if wall > 0 else None, "virtual_ns": net.now,
+            "frames": frames, "us_per_frame": round(wall * 1e6 / frames, 3) if frames else None,
+            "events_per_frame": round(events / frames, 3) if frames else None,
+        }
+    else:
+        result = sc.run_live(ctx)  # type: ignore[misc]
+        engine = {"wall_s": round(time.perf_counter() - wall0, 3)}
+    return document(sc, spec.runtime, ctx, result, engine)
+
+
+def document(sc: Scenario, runtime: str, ctx: Context, result: dict[str, Any],
+             engine: dict[str, Any]) -> dict[str, Any]:
+    """One run in the common schema (for runs driven outside :func:`run`, e.g. several live runs
+    on one testbed)."""
+    # a scenario that knows its scale better (LinkGuardian: its parameters' own) reports it
+    scale = result.pop("time_scale", None) or time_scale(ctx.topology, sc.paper_rate_bps)
+    return {
+        "schema": SCHEMA, "scenario": sc.name, "runtime": runtime, "seed": ctx.seed,
+        "topology": {"name": ctx.topology.name, "source": ctx.topology.source}, "params": ctx.params,
+        "duration_ns": ctx.duration_ns, "time_scale": scale, "result": result, "engine": engine,
+    }
+
+
+def canonical_json(result: dict[str, Any]) -> str:
+    """The run's JSON without what differs between identical runs (the engine's wall clock):
+    byte-identical for the same topology, scenario, parameters and seed."""
+    stable = {k: v for k, v in result.items() if k != "engine"}
+    eng = result.get("engine", {})
+    stable["engine"] = {k: eng[k] for k in ("events", "virtual_ns", "frames") if k in eng}
+    return json.dumps(stable, sort_keys=True, default=_jsonable)
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)
+    if isinstance(obj, bytes):
+        return obj.hex()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON-able")
+
+
+__all__ = ["PAPER_RATE_BPS", "RUNTIMES", "SCHEMA", "Context", "RunSpec", "Scenario", "ScenarioError",
+           "canonical_json", "document", "examples", "get", "resolve_topology", "run", "scenarios", "time_scale"]

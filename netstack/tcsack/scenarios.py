@@ -1,0 +1,138 @@
+"""The ``tcsack-transfer`` scenario: move bytes from one host to another with T/C-SACK (seed 004),
+the go-back-N baseline or TCP, in virtual time or on the live testbed.
+
+- virtual time (``netstack.sim``): the engines as host apps (``netstack.sim.transport``) through
+  the topology's real switches; ``proto = tcp`` is the simulator's Reno model (``netstack.sim.tcp``);
+- live: ``python -m netstack.tcsack send|recv`` in the hosts' namespaces (``tcp`` = kernel TCP),
+  the receiver's SHA-256 checked against the sender's.
+
+Both report ``{"proto", "ok", "seconds", "goodput_bps", "sender": counters, ...}``.
+:func:`path_topology` builds the benchmark's path (h1 - sw1 = sw2 - h2, delay and loss on the
+switch-to-switch link, both directions) as a topology document.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from ..sim.scenario import Context, Scenario, ScenarioError
+from ..sim.scenarios import live_prefix, two_switch_topology
+from .live import data_for
+from .params import TcsParamError, TcsParams
+
+PARAMS: dict[str, Any] = {"proto": "tcsack", "bytes": 2_000_000, "rate_bps": 80_000_000, "t_ms": 2.0, "n": 16,
+                          "payload": 1200, "src": "h1", "dst": "h2", "data_seed": 1, "max_seconds": 60.0}
+PROTOS = ("tcsack", "gbn", "tcp")
+
+
+def params_of(p: dict[str, Any]) -> TcsParams:
+    try:
+        return TcsParams(rate_bps=int(p["rate_bps"]), t_ns=int(p["t_ms"] * 1_000_000), n=int(p["n"]),
+                         payload=int(p["payload"]))
+    except TcsParamError as exc:
+        raise ScenarioError(f"scenario tcsack-transfer: {exc}") from None
+
+
+def _check(p: dict[str, Any]) -> None:
+    if p["proto"] not in PROTOS:
+        raise ScenarioError(f"scenario tcsack-transfer: proto {p['proto']!r} is not one of {', '.join(PROTOS)}")
+    if p["bytes"] < 1:
+        raise ScenarioError("scenario tcsack-transfer: bytes must be >= 1")
+
+
+def transfer_sim(net: Any, ctx: Context) -> dict[str, Any]:
+    p = ctx.params
+    _check(p)
+    data = data_for(int(p["bytes"]), int(p["data_seed"]))
+    max_ns = int(p["max_seconds"] * 1e9) if ctx.duration_ns is None else ctx.duration_ns
+    if p["proto"] == "tcp":
+        from ..sim.tcp import bulk_transfer
+
+        res = bulk_transfer(net, p["src"], p["dst"], len(data), max_ns=max_ns)
+        return {"proto": "tcp", "ok": res["ok"], "seconds": (res["done_ns"] or 0) / 1e9,
+                "goodput_bps": res["goodput_bps"] or 0.0, "sender": res["sender"], "receiver": res["receiver"]}
+    from ..sim.transport import transfer
+
+    res = transfer(net, p["proto"], params_of(p), data, src=p["src"], dst=p["dst"], max_ns=max_ns)
+    return {"proto": p["proto"], "ok": res["delivered_ok"] and res["done_ns"] is not None,
+            "seconds": (res["done_ns"] or 0) / 1e9, "goodput_bps": res["goodput_bps"] or 0.0,
+            "sender": res["sender"], "receiver": res["receiver"]}
+
+
+def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, rate: int, src: str = "h1",
+                  dst: str = "h2", timeout: float = 90.0, seed: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One transfer with ``python -m netstack.tcsack`` in the hosts' namespaces: (sender JSON, receiver JSON).
+    ``extra`` options go to both ends (T, N, payload), ``seed`` (of the data) to the sender."""
+    def argv(node: str, *args: str) -> list[str]:
+        return ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.tcsack", *args]
+
+    dst_ip = state["hosts"][dst].split("/")[0]
+    recv = subprocess.Popen(argv(dst, "recv", "--proto", proto, "--wait", "20", *extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = recv.stderr.readline().strip() if recv.stderr else ""
+        if ready != "ready":
+            raise RuntimeError(f"tcsack receiver did not start: {ready or (recv.stderr.read() if recv.stderr else '')}")
+        send = subprocess.run(argv(src, "send", "--proto", proto, "--dst", dst_ip, "--bytes", str(nbytes),
+                                   "--rate", str(rate), "--max-seconds", str(timeout * 0.6), "--seed", str(seed),
+                                   *extra),
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if send.returncode != 0:
+            recv.kill()  # it would wait for a sender that is gone
+        out, err = recv.communicate(timeout=timeout)
+    finally:
+        if recv.poll() is None:
+            recv.kill()
+            recv.wait()
+    if send.returncode != 0 or recv.returncode != 0:
+        raise RuntimeError(f"{proto} transfer failed: sender rc {send.returncode} {send.stderr.strip()[-300:]}; "
+                           f"receiver rc {recv.returncode} {err.strip()[-300:]}")
+    return json.loads(send.stdout.strip().splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
+
+
+def transfer_live(ctx: Context, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """On the live testbed: brought up from the topology for this run (or ``state``, one already up)."""
+    from .. import runtime
+
+    p = ctx.params
+    _check(p)
+    params_of(p)
+    prefix = None
+    if state is None:
+        prefix = live_prefix(ctx)
+        ctx.progress(f"live: bringing up {ctx.topology.name} under prefix {prefix}")
+        state = runtime.up(ctx.topology, prefix)
+    try:
+        extra = ["--t-ms", str(p["t_ms"]), "--n", str(p["n"]), "--payload", str(p["payload"])]
+        send, recv = live_transfer(state, p["proto"], int(p["bytes"]), *extra, rate=int(p["rate_bps"]),
+                                   src=p["src"], dst=p["dst"], timeout=max(30.0, p["max_seconds"] * 1.5),
+                                   seed=int(p["data_seed"]))
+    finally:
+        if prefix is not None:
+            runtime.down(prefix)
+    ok = recv.get("sha256") == send.get("sha256") and send.get("done", True)
+    return {"proto": p["proto"], "ok": bool(ok), "seconds": send["seconds"], "goodput_bps": send["goodput_bps"],
+            "sender": send.get("counters", {}), "receiver": recv.get("counters", {}), "sha256_equal": ok}
+
+
+def path_topology(*, rate_bps: int = 100_000_000, one_way_ns: int = 2_000_000, loss: float = 0.0,
+                  name: str = "tcsack-path") -> dict[str, Any]:
+    """h1 - sw1 = sw2 - h2 at ``rate_bps``, ``one_way_ns`` on sw1 = sw2, i.i.d. ``loss`` on both of
+    its directions (data and ACKs alike), host links without delay."""
+    core: dict[str, Any] = {"delay": f"{one_way_ns}ns"}
+    if loss:
+        core["impairment"] = {"loss": loss, "direction": "both"}
+    return two_switch_topology(core, name=name, prefix="tcp", rate_bps=rate_bps)
+
+
+SCENARIOS = [
+    Scenario("tcsack-transfer", "move bytes src -> dst with T/C-SACK, go-back-N (RoCE RC) or TCP (sim: the Reno "
+             "model; live: the kernel's): goodput, resends, probes", PARAMS, run_sim=transfer_sim,
+             run_live=transfer_live),
+]
+
+__all__ = ["PARAMS", "PROTOS", "SCENARIOS", "live_transfer", "params_of", "path_topology", "transfer_live",
+           "transfer_sim"]
