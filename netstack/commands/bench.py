@@ -18,6 +18,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "linkguardian": ("netstack.bench.linkguardian",
                      "LinkGuardian Figs. 8-10: effective loss/link speed (virtual time + live check), TCP, FCT"),
     "tcsack": ("netstack.bench.tcsack", "T/C-SACK vs go-back-N (RoCE RC) vs kernel TCP: goodput under loss and delay"),
+    "sim": ("netstack.bench.sim", "the virtual-time runtime: events/s and cost per frame per scenario vs the bare "
+                                  "event loop; LinkGuardian Fig. 8 at the paper's 25/100 Gbit/s"),
 }
 
 
@@ -47,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(linkguardian, tcsack; default: both)")
     p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
                    help="parallel processes for the virtual-time runs (default: one per CPU)")
+    p.add_argument("--frames", type=_positive_int, default=None, metavar="N",
+                   help="frames per point, for frame-count benchmarks (sim: fig8-paper; default: the benchmark's)")
     p.set_defaults(func=run)
 
 

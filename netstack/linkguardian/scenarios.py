@@ -102,7 +102,7 @@ def lg_stress_sim(net: Any, ctx: Context) -> dict[str, Any]:
     gen = SwitchGenerator(net, p["src"], p["dst"], count=p["frames"], size=p["size"], depth=p["depth"],
                           switch=where["sender"] if where["sender"] in net.switches else None)
     # bounded like a stream: the offering lasts about frames x frame time, then everything settles
-    horizon = gen.tick_ns * p["frames"] * 50 + SETTLE_NS
+    horizon = gen.frame_ns * p["frames"] * 50 + SETTLE_NS
     net.run(horizon if ctx.duration_ns is None else ctx.duration_ns)
     s = net.switch(where["sender"]).counters()[where["sender_port"]]
     r = net.switch(where["receiver"]).counters()[where["receiver_port"]]
@@ -155,7 +155,8 @@ def stress_topology(*, rate_bps: int, delay_ns: int, corrupt: float = 0.0, mode:
             shared["actual_loss"] = actual_loss if actual_loss is not None else corrupt
         link["features"] = {"a": {"linkguardian": {"role": "sender", **shared}},
                             "b": {"linkguardian": {"role": "receiver"}}}
-    return two_switch_topology(link, name=name, prefix="lgs", rate_bps=rate_bps, buffer_bytes=buffer_bytes)
+    return two_switch_topology(link, name=name, prefix="lgs", rate_bps=rate_bps, buffer_bytes=buffer_bytes,
+                               paper_rate_bps=paper_gbps * 10**9)
 
 
 SCENARIOS = [

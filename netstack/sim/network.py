@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from heapq import heappush
 from typing import Any
 
 from ..switch import ImpairmentConfig, Switch, SwitchConfig
@@ -157,7 +158,9 @@ class Channel:
                 self.pending += 1
                 loop.call_at(release_ns + 1, self._arrive, frame)
         self.pending += 1
-        loop.call_at(release_ns, self._arrive, frame)
+        # (loop.call_at inlined: one frame, one heap entry, on the hottest path)
+        loop._seq += 1
+        heappush(loop._heap, (release_ns, loop._seq, self._arrive, (frame,)))
 
     def _arrive(self, frame: bytes) -> None:
         self.pending -= 1

@@ -6,9 +6,10 @@ itself, so the protected egress port is never idle while the test runs and the l
 host, sets the pace. :class:`SwitchGenerator` does that in virtual time: it injects frames into
 a switch as if they had arrived on one of its ports (the port toward the source host, so they
 look like that host's traffic), and tops the egress queue toward the destination up to
-``depth`` frames every frame time. The queue never runs dry (the link stays busy) and never
-overflows (nothing is lost to the generator), whatever LinkGuardian's retransmissions, pauses
-and tags take from the link: what reaches the destination measures the *effective link speed*.
+``depth`` frames every ``depth / 2`` frame times (the queue cannot drain faster than one frame
+per frame time, so it never runs dry and the link stays busy) and never overflows (nothing is
+lost to the generator), whatever LinkGuardian's retransmissions, pauses and tags take from the
+link: what reaches the destination measures the *effective link speed*.
 
 Frames are :class:`~netstack.sim.hosts.UdpStream`'s (4-byte sequence number, zeros), from the
 source host to the destination host, so a :class:`~netstack.sim.hosts.UdpSink` counts them.
@@ -56,7 +57,9 @@ class SwitchGenerator:
         self._pad = bytes(size - UDP_HEADERS - 4)
         self.cls = sw.config.port(self.ingress).class_map[tos >> 5]
         rate = self.egress.cfg.rate_bps
-        self.tick_ns = max(1, round(wire_ns(size, rate))) if rate else 1_000
+        #: a frame's line time at the egress (the fastest the queue can drain)
+        self.frame_ns = max(1, round(wire_ns(size, rate))) if rate else 1_000
+        self.tick_ns = self.frame_ns * max(1, depth // 2)
         self.injected = 0
         self.first_ns: int | None = None
         net.loop.call_at(max(start_ns, net.loop.now), self._tick)

@@ -179,7 +179,10 @@ def resolve_topology(spec: str | Path | Mapping[str, Any] | Topology | None) -> 
 
 
 def time_scale(topology: Topology, paper_rate_bps: int = PAPER_RATE_BPS) -> float:
-    """The paper's rate over the topology's fastest switch-to-switch link (all links if none)."""
+    """The paper's rate (the topology's ``paper_rate`` when it names one) over the topology's
+    fastest switch-to-switch link (all links if none)."""
+    if topology.paper_rate_bps:
+        paper_rate_bps = topology.paper_rate_bps
     kinds = {n.name: n.kind for n in topology.nodes}
     core = [lk.rate_bps for lk in topology.links
             if kinds[lk.a.node] is NodeKind.SWITCH and kinds[lk.b.node] is NodeKind.SWITCH]

@@ -196,15 +196,18 @@ def forwarding_sim(net: Any, ctx: Context) -> dict[str, Any]:
 
 
 def two_switch_topology(core: dict[str, Any], *, name: str, prefix: str, rate_bps: int,
-                        buffer_bytes: int | None = None) -> dict[str, Any]:
+                        buffer_bytes: int | None = None, paper_rate_bps: int | None = None) -> dict[str, Any]:
     """h1 - sw1 = sw2 - h2 as a topology document (the shape of seed 000 Fig. 7's testbed): every
     link at ``rate_bps`` without delay unless ``core`` (the sw1 = sw2 link's table: delay,
     impairment, features) says otherwise."""
     defaults: dict[str, Any] = {"rate": int(rate_bps), "delay": "0"}
     if buffer_bytes is not None:
         defaults["buffer"] = int(buffer_bytes)
+    top: dict[str, Any] = {"name": name, "prefix": prefix}
+    if paper_rate_bps:
+        top["paper_rate"] = int(paper_rate_bps)
     return {
-        "topology": {"name": name, "prefix": prefix},
+        "topology": top,
         "defaults": defaults,
         "nodes": [{"name": "h1", "kind": "host", "ip": "10.0.0.1/24"},
                   {"name": "h2", "kind": "host", "ip": "10.0.0.2/24"},

@@ -65,6 +65,8 @@ class Switch:
         self._flushing = False
         self._idle_ports: list[Port] = []
         self._timer_features: list[Any] = []
+        #: ports asserting a PFC pause on some class (their refreshes are the only PFC timers)
+        self._asserting: set[Port] = set()
         self.unknown_port = 0
         #: frames of the last receive_batch fully processed (see receive_batch)
         self.batch_done = 0
@@ -202,13 +204,15 @@ class Switch:
         follows. Includes feature deadlines and PFC pause refreshes.
         """
         best: int | None = None
+        refreshing = bool(self._asserting)
         for p in self.ports:
             t = p.next_time()
             if t is not None and (best is None or t < best):
                 best = t
-            r = p.gen.next_refresh()
-            if r is not None and (best is None or r < best):
-                best = r
+            if refreshing:
+                r = p.gen.next_refresh()
+                if r is not None and (best is None or r < best):
+                    best = r
         for f in self._timer_features:
             t = f.next_deadline()
             if t is not None and (best is None or t < best):
@@ -552,6 +556,10 @@ class Switch:
             return
         gen.asserted[cls] = want
         if want:
+            self._asserting.add(p)
+        elif not any(gen.asserted):
+            self._asserting.discard(p)
+        if want:
             p.counters.pauses_tx += 1
             gen.refresh_at[cls] = t + self._refresh_interval(p)
         else:
@@ -570,10 +578,10 @@ class Switch:
         self._pending.append((p, build_pfc_frame(p.mac, 1 << cls, q, p.cfg.pfc_dst), t))
 
     def _fire_timers(self, t: int) -> None:
-        for p in self.ports:
+        for p in self.ports if self._asserting else ():  # (nothing to refresh: the common case)
             gen = p.gen
             if not any(gen.asserted):
-                continue  # nothing to refresh (the common case)
+                continue
             for cls in range(NUM_CLASSES):
                 r = gen.refresh_at[cls]
                 while gen.asserted[cls] and r and r <= t:

@@ -207,6 +207,9 @@ class Topology:
     nodes: tuple[Node, ...]
     links: tuple[Link, ...]
     source: str = field(default="<topology>", compare=False)
+    #: the link rate of the paper setting this topology models (``[topology] paper_rate``), from
+    #: which results derive their time scale (DESIGN.md "Time and scale"); None: not said
+    paper_rate_bps: int | None = None
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -357,7 +360,7 @@ class _Errors:
 
 
 _TOP_KEYS = {"topology", "defaults", "nodes", "links"}
-_TOPOLOGY_KEYS = {"name", "prefix"}
+_TOPOLOGY_KEYS = {"name", "prefix", "paper_rate"}
 _DEFAULT_KEYS = {"rate", "delay", "mtu", "buffer"}
 _NODE_KEYS = {"name", "kind", "ip", "mac"}
 _LINK_KEYS = {
@@ -426,6 +429,7 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
 
     # [topology]
     name, prefix = "topology", DEFAULT_PREFIX
+    paper_rate: int | None = None
     top = _table(errors, "topology", data.get("topology", {}))
     if top is not None:
         _unknown(errors, "topology", top, _TOPOLOGY_KEYS)
@@ -434,6 +438,8 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
                 name = top["name"]
             else:
                 errors.add("topology.name", f"{_show(top['name'])} is not a non-empty string")
+        if "paper_rate" in top:
+            paper_rate = _parsed(errors, "topology.paper_rate", top["paper_rate"], parse_rate)
         if "prefix" in top:
             try:
                 prefix = validate_prefix(top["prefix"])
@@ -737,7 +743,7 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     if errors:
         raise TopologyError(errors.items, source)
     ordered_nodes = tuple(nodes[n] for n in node_paths if n in nodes)
-    return Topology(name, prefix, ordered_nodes, tuple(links), source)
+    return Topology(name, prefix, ordered_nodes, tuple(links), source, paper_rate)
 
 
 def _parse_ip(errors: _Errors, path: str, raw: Any) -> ipaddress.IPv4Interface | None:
