@@ -73,6 +73,10 @@ def speed_cases(scale: float) -> list[tuple[str, str, RunSpec]]:
          RunSpec("lg-stress", "lg-100g", 1, None, {"frames": n(10_000)})),
         ("tcsack-transfer", "T/C-SACK, 2 MB over h1 - sw1 = sw2 - h2, RTT 4 ms, 1 % loss each way",
          RunSpec("tcsack-transfer", path_topology(loss=0.01), 1, None, {"bytes": n(2_000_000)})),
+        ("tcp-rr", "143 B request/response on one connection of the NewReno model (default topology)",
+         RunSpec("tcp-rr", "default", 1, None, {"flows": n(3_000)})),
+        ("tcp-flows", "open-loop Facebook-Hadoop flows at 50 % load, NewReno model (default topology)",
+         RunSpec("tcp-flows", "default", 1, None, {"flows": n(300), "workload": "fb-hadoop", "load": 0.5})),
     ]
 
 

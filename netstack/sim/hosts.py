@@ -9,7 +9,8 @@ counts what no app claimed. Host models in this package:
   the NIC's line rate) and its receiver, with the same counters and JSON fields as the live
   tools ``udp-send`` / ``udp-sink`` (``netstack.traffic``), so one scenario reads the same
   either way;
-- :mod:`netstack.sim.tcp`: a loss-based TCP model (Reno), request/response FCT, flow workloads;
+- :mod:`netstack.sim.tcp`: a loss-based TCP model (NewReno, :mod:`netstack.sim.reno`) with bulk
+  transfers, request/response FCT and open-loop flow workloads (:mod:`netstack.sim.workload`);
 - :mod:`netstack.sim.transport`: the T/C-SACK and go-back-N engines, unchanged, over UDP.
 
 An app is any object; it usually keeps the host, binds handlers in its constructor and
@@ -46,6 +47,8 @@ class Host:
         self.ifname = ifname
         self.nic: Channel = None  # type: ignore[assignment]  # set by the network
         self.apps: list[Any] = []
+        #: per-host state that several apps share, by name (``netstack.sim.tcp``'s stack: "tcp")
+        self.services: dict[str, Any] = {}
         self._udp: dict[int, Handler] = {}
         self._tcp: dict[int, Handler] = {}
         self._ether: dict[int, Handler] = {}

@@ -45,6 +45,7 @@ PAPER_RATE_BPS = 100_000_000_000
 #: Modules whose ``SCENARIOS`` list is registered.
 SCENARIO_MODULES = (
     "netstack.sim.scenarios",
+    "netstack.sim.tcp",
     "netstack.linkguardian.scenarios",
     "netstack.tcsack.scenarios",
 )
