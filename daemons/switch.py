@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from daemons.common import daemon_parser, run_daemon
+from netstack import protocols
 from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
 from netstack.switch import Switch, plugins
@@ -39,11 +40,14 @@ RX_BATCH = 256
 #: never sleep less than this, and release every frame that became due meanwhile.
 MIN_SLEEP_S = 0.001
 STATS_INTERVAL_S = 1.0
-#: Modules whose ``switch_handlers(shell) -> {cmd: handler}`` extend the control socket.
-SWITCH_PLUGINS = ("netstack.dta.live",)
 
 
 class SwitchShell:
+    """The daemon around one :class:`Switch`. Protocol control plug-ins (``switch_handlers(shell)``,
+    see ``netstack.protocols``) use ``switch``, ``port_of``, ``flush`` and ``log``."""
+
+    log = log
+
     def __init__(self, switch: Switch, ports: dict[str, PacketPort]) -> None:
         self.switch = switch
         self.ports = ports
@@ -125,64 +129,25 @@ class SwitchShell:
             "set_impairment": self.ctl_set_impairment,
             "clear_counters": self.ctl_clear,
             "fdb": lambda req: self.switch.fdb_entries(),
-            "lg_enable": self.ctl_lg_enable,
-            "lg_disable": self.ctl_lg_disable,
-            "lg_status": self.ctl_lg_status,
             **self._plugin_handlers(),
         }
 
     def _plugin_handlers(self) -> dict[str, Any]:
-        """Control commands contributed by other protocols' modules (``switch_handlers(shell)``),
-        so a feature such as the DTA translator plugs in without touching this shell."""
-        import importlib
-
+        """Control commands the protocols contribute (``switch_handlers(shell)`` of each control
+        plug-in in ``netstack.protocols``): this shell serves them without knowing them."""
         handlers: dict[str, Any] = {}
-        for name in SWITCH_PLUGINS:
+        for name in protocols.control_modules():
             try:
-                module = importlib.import_module(name)
+                module = protocols.load(name)
             except ModuleNotFoundError as exc:
                 if exc.name != name:
                     raise
                 continue
-            handlers.update(module.switch_handlers(self))
+            for cmd, handler in module.switch_handlers(self).items():
+                if cmd in handlers:
+                    raise RuntimeError(f"control command {cmd!r} is registered twice ({name})")
+                handlers[cmd] = handler
         return handlers
-
-    # --- LinkGuardian (seed 000), per port, at run time --------------------------------
-    def ctl_lg_enable(self, req: dict[str, Any]) -> dict[str, Any]:
-        from netstack import linkguardian as lg
-
-        name = self._port(req)
-        role = req.get("role")
-        if role not in ("sender", "receiver"):
-            raise ControlError('role must be "sender" or "receiver"')
-        enable = lg.enable_sender if role == "sender" else lg.enable_receiver
-        try:
-            feature = enable(self.switch, name, req.get("params") or {}, time.monotonic_ns())
-        except (ConfigError, ValueError, TypeError) as exc:
-            raise ControlError(f"cannot enable LinkGuardian {role} on {name}: {exc}") from None
-        self.flush()
-        log.info("LinkGuardian %s enabled on %s", role, name)
-        return {"port": name, "role": role, "params": feature.params.to_dict()}
-
-    def ctl_lg_disable(self, req: dict[str, Any]) -> list[str]:
-        from netstack import linkguardian as lg
-
-        name = self._port(req)
-        try:
-            roles = lg.disable(self.switch, name, req.get("role"), time.monotonic_ns())
-        except (ConfigError, ValueError) as exc:
-            raise ControlError(str(exc)) from None
-        self.flush()
-        log.info("LinkGuardian disabled on %s (%s)", name, ", ".join(roles) or "nothing enabled")
-        return roles
-
-    def ctl_lg_status(self, req: dict[str, Any]) -> dict[str, Any]:
-        from netstack import linkguardian as lg
-
-        port = req.get("port")
-        if port is not None:
-            self._port(req)
-        return lg.status(self.switch, port)
 
     def ctl_status(self, req: dict[str, Any]) -> dict[str, Any]:
         ports = self.switch.counters()
@@ -201,14 +166,15 @@ class SwitchShell:
             "switch_counters": self.switch.switch_counters(),
         }
 
-    def _port(self, req: dict[str, Any]) -> str:
+    def port_of(self, req: dict[str, Any]) -> str:
+        """The request's ``port``, which must be one of this switch's (ControlError otherwise)."""
         name = req.get("port")
         if name not in self.ports:
             raise ControlError(f"no port {name!r}; ports: {sorted(self.ports)}")
         return name
 
     def ctl_set_port(self, req: dict[str, Any]) -> dict[str, Any]:
-        name = self._port(req)
+        name = self.port_of(req)
         changes = {k: v for k, v in req.items() if k not in ("cmd", "port")}
         try:
             cfg = self.switch.update_port(name, time.monotonic_ns(), **changes)
@@ -218,7 +184,7 @@ class SwitchShell:
         return {"port": name, "changed": sorted(changes), "rate_bps": cfg.rate_bps}
 
     def ctl_set_impairment(self, req: dict[str, Any]) -> dict[str, Any] | None:
-        name = self._port(req)
+        name = self.port_of(req)
         try:
             self.switch.set_impairment(name, req.get("impairment"), time.monotonic_ns())
         except ConfigError as exc:
@@ -228,7 +194,7 @@ class SwitchShell:
     def ctl_clear(self, req: dict[str, Any]) -> str:
         port = req.get("port")
         if port is not None:
-            self._port(req)
+            self.port_of(req)
         self.switch.clear_counters(port)
         return "cleared"
 

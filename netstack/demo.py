@@ -14,9 +14,9 @@ from typing import Any
 
 from . import runtime
 from .bench.common import format_table, write_results
-from .commands.lg import disable_link, enable_link
 from .experiment import diff, finish_tool, link_counters, run_tool, start_tool
 from .linkguardian import copies_for
+from .linkguardian.control import disable_link, enable_link
 from .topo import impair
 from .topo.model import load_topology
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import protocols
 from .io.control import ControlError, request
 from .topo import netns
 from .topo.model import NodeKind, Topology, load_topology
@@ -67,7 +68,7 @@ class Daemon:
 
 def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> dict[str, Any]:
     """The daemon config of switch ``node``: one port per veth end, static entries for every
-    host/collector MAC toward the port that leads to it (shortest path over the links)."""
+    host-like node's MAC toward the port that leads to it (shortest path over the links)."""
     ports = []
     first_hop: dict[str, str] = {}
     for port in built.ports_of(node):
@@ -149,12 +150,6 @@ def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def collector_daemon_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("daemons.collector") is not None
-
-
 def _spawn(prefix: str, node: str, argv: list[str], log_path: Path) -> int:
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(
@@ -187,7 +182,7 @@ def _wait_ready(daemon: Daemon, timeout: float = READY_TIMEOUT_S) -> None:
 
 def up(topology: Topology | None = None, prefix: str | None = None, *, apply_impairments: bool = True,
        progress: Any = None) -> dict[str, Any]:
-    """Build ``topology`` (default: the LinkGuardian testbed) and start its daemons. All or
+    """Build ``topology`` (default: the shipped default topology) and start its daemons. All or
     nothing: on failure everything is removed again and :class:`RuntimeErrorNS` is raised."""
     topology = topology or load_topology(None)
     prefix = prefix or topology.prefix
@@ -216,21 +211,16 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
             pid = _spawn(prefix, node.name, argv, log_path)
             daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path)))
             say(f"started switch daemon {node.name} (pid {pid})")
-        for node in topology.collectors:
-            if not collector_daemon_available():
-                break
-            link = topology.links_of(node.name)[0]
-            cfg_path = rdir / f"{node.name}.json"
-            cfg_path.write_text(json.dumps({"collector": {
-                "name": node.name, "ifname": link.end(node.name).ifname, "mac": built.mac(node.name, link.name),
-                "ip": str(node.ip.ip), "memory_dir": f"/dev/shm/netstack-{prefix}-{node.name}",
-            }}, indent=2))
+        for node in topology.nodes:
+            module = protocols.node_kinds().get(node.kind.value)
+            argv = None if module is None else protocols.load(module).node_daemon(topology, built, node, rdir, prefix)
+            if argv is None:
+                continue  # a plain host, or a protocol daemon that is not installed
             sock = rdir / f"{node.name}.sock"
             log_path = rdir / f"{node.name}.log"
-            argv = [sys.executable, "-m", "daemons.collector", "--config", str(cfg_path), "--control", str(sock)]
-            pid = _spawn(prefix, node.name, argv, log_path)
-            daemons.append(Daemon(node.name, "collector", pid, str(sock), str(log_path)))
-            say(f"started collector daemon {node.name} (pid {pid})")
+            pid = _spawn(prefix, node.name, [*argv, "--control", str(sock)], log_path)
+            daemons.append(Daemon(node.name, node.kind.value, pid, str(sock), str(log_path)))
+            say(f"started {node.kind.value} daemon {node.name} (pid {pid})")
         for d in daemons:
             _wait_ready(d)
     except BaseException:

@@ -270,9 +270,9 @@ def measure_dta(prefix: str, pids: dict[str, int], kind: str, param: int, durati
 
     # a fresh translator per run (in sequence with the collector's QPs, see daemons/collector.py):
     # no grace period or half-built batch left over from the previous run
-    from ..dta import live
+    from ..dta import control as dta_control
 
-    live.enable_translator(prefix, "sw2", "c1")
+    dta_control.enable_translator(prefix, "sw2", "c1")
     _, tr0, col0 = sample()
     drops0 = _sw2_drops(prefix)
     cpu0 = {n: cpu_seconds(p) for n, p in pids.items()}
@@ -679,7 +679,7 @@ def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
              naive_cases: list[tuple[str, int]]) -> list[dict[str, Any]]:
     """Every live measurement; nothing of ``prefix`` is left when this returns or raises."""
     from .. import runtime
-    from ..dta import live
+    from ..dta import control as dta_control
     from ..topo.model import loads_topology
 
     plan = cpu_plan()
@@ -702,7 +702,7 @@ def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
     if dta_cases:
         try:
             pids = bring_up("collector")
-            live.enable_translator(prefix, "sw2", "c1")
+            dta_control.enable_translator(prefix, "sw2", "c1")
             for i, (kind, param) in enumerate(dta_cases):
                 run("dta", kind, param, lambda rate, k=kind, p=param, i=i: measure_dta(
                     prefix, pids, k, p, duration, rate, plan, i))

@@ -564,8 +564,8 @@ class _LineReader(threading.Thread):
 
 def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: float,
                   say: Progress, recirc_factor: int = 1) -> dict[str, Any]:
-    from ..commands.lg import enable_link
     from ..experiment import ExperimentError, finish_tool, start_tool, tool_argv
+    from ..linkguardian.control import enable_link
     from ..topo import impair
 
     tag = ("backpressure on" if backpressure else "backpressure off") + (
@@ -702,8 +702,8 @@ FIG10_PHASES = (("lossless", 0.0, None), ("corrupting, no LG", FIG10_CORRUPT, No
 
 
 def run_fig10(prefix: str, sizes: Sizes, say: Progress) -> dict[str, Any]:
-    from ..commands.lg import disable_link, enable_link
     from ..experiment import diff, finish_tool, run_tool, start_tool
+    from ..linkguardian.control import disable_link, enable_link
     from ..topo import impair
 
     flows = sizes.flows

@@ -165,20 +165,20 @@ def _u32(text: str) -> int:
     return value
 
 
-def _live() -> Any:
-    """netstack.dta.live, imported lazily so that 'netstack --help' stays fast."""
-    from ..dta import live
+def _dta() -> Any:
+    """netstack.dta.control, imported lazily so that 'netstack --help' stays fast."""
+    from ..dta import control
 
-    return live
+    return control
 
 
 def _switch(args: argparse.Namespace) -> str:
-    live = _live()
+    dta = _dta()
     if args.switch:
         return args.switch
     try:
-        return live.collector_tor(live._state(args.prefix), args.collector)
-    except live.DTAError as exc:
+        return dta.collector_tor(dta.run_state(args.prefix), args.collector)
+    except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
 
 
@@ -186,7 +186,7 @@ def _switch(args: argparse.Namespace) -> str:
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
-    live = _live()
+    dta = _dta()
     opts: dict[str, Any] = {"cls": args.cls}
     if args.grace is not None:
         opts["grace_reports"] = args.grace
@@ -203,8 +203,8 @@ def cmd_enable(args: argparse.Namespace) -> int:
     if args.no_seq_tracking:
         opts["track_seqnum"] = False
     try:
-        out = live.enable_translator(args.prefix, args.switch, args.collector, **opts)
-    except live.DTAError as exc:
+        out = dta.enable_translator(args.prefix, args.switch, args.collector, **opts)
+    except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
     cfg = out["config"]
     grace = (f"{cfg['grace_reports']} reports" if cfg["grace_reports"] else
@@ -220,10 +220,10 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
-    live = _live()
+    dta = _dta()
     try:
-        out = live.disable_translator(args.prefix, _switch(args))
-    except live.DTAError as exc:
+        out = dta.disable_translator(args.prefix, _switch(args))
+    except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
     if out.get("was_enabled"):
         c = out["counters"]
@@ -246,12 +246,12 @@ RESPONDER_COLS = ["frames", "not_roce", "malformed", "not_for_us", "icrc_errors"
 def cmd_status(args: argparse.Namespace) -> int:
     from ..bench.common import format_table
 
-    live = _live()
+    dta = _dta()
     switch = _switch(args)
     try:
-        tr = live.translator_status(args.prefix, switch, quiet=True)
-        col = live.collector_status(args.prefix, args.collector)
-    except live.DTAError as exc:
+        tr = dta.translator_status(args.prefix, switch, quiet=True)
+        col = dta.collector_status(args.prefix, args.collector)
+    except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
     if args.json:
         print(json.dumps({"translator": tr, "collector": col}, indent=2))
@@ -287,17 +287,17 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..topo.netns import ns_exec_argv
 
-    live = _live()
+    dta = _dta()
     switch = _switch(args)
     try:
-        state = live._state(args.prefix)
+        state = dta.run_state(args.prefix)
         if args.src not in state["hosts"] or args.src == args.collector:
             hosts = [h for h in state["hosts"] if h != args.collector]
             raise CommandError(f"--from {args.src!r}: not a host of this topology (hosts: {', '.join(hosts)})")
-        tr = live.translator_status(args.prefix, switch)
-        dst = live.collector_ip(state, args.collector)
-        info = live.connect_info(args.prefix, args.collector)
-    except live.DTAError as exc:
+        tr = dta.translator_status(args.prefix, switch)
+        dst = dta.collector_ip(state, args.collector)
+        info = dta.connect_info(args.prefix, args.collector)
+    except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
     if tr["collector_ip"] != dst:
         raise CommandError(f"the translator on {switch} serves {tr['collector_ip']}, not {args.collector} ({dst}): "
@@ -307,19 +307,19 @@ def cmd_report(args: argparse.Namespace) -> int:
         argv += ["--key", str(args.key), "--value", str(args.value), "--redundancy", str(args.redundancy),
                  "--count", str(args.count)]
     elif args.kind == "append":
-        if live.region_layout(info, "append", list_id=args.list) is None:
+        if dta.region_layout(info, "append", list_id=args.list) is None:
             lists = [r["layout"]["list_id"] for r in info["regions"] if r["layout"].get("kind") == "append"]
             raise CommandError(f"collector {args.collector} has no Append list {args.list} (lists: {lists})")
         argv += ["--list", str(args.list), "--value", str(args.value), "--count", str(args.count)]
     elif args.kind == "increment":
-        lay = live.region_layout(info, "keyincrement")
+        lay = dta.region_layout(info, "keyincrement")
         if lay is None:
             raise CommandError(f"collector {args.collector} has no Key-Increment store")
         n = args.redundancy or int(lay.get("max_redundancy", 4))
         argv += ["--key", str(args.key), "--by", str(args.by), "--keys", str(args.keys), "--redundancy", str(n),
                  "--count", str(args.count)]
     else:
-        lay = live.region_layout(info, "sketch", sketch_id=args.sketch_id)
+        lay = dta.region_layout(info, "sketch", sketch_id=args.sketch_id)
         if lay is None:
             raise CommandError(f"collector {args.collector} has no sketch {args.sketch_id}")
         if args.reporter_id not in lay["reporters"]:
@@ -359,10 +359,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- query
 
 
-def _latest_epoch(args: argparse.Namespace, live: Any, columns: int) -> int:
+def _latest_epoch(args: argparse.Namespace, dta: Any, columns: int) -> int:
     try:
-        st = live.translator_status(args.prefix, _switch(args), quiet=True)
-    except (live.DTAError, CommandError):
+        st = dta.translator_status(args.prefix, _switch(args), quiet=True)
+    except (dta.DTAError, CommandError):
         return 0
     expected = st.get("counters", {}).get("sketches", {}).get(str(args.sketch_id), {}).get("expected", {})
     if not expected:
@@ -373,17 +373,17 @@ def _latest_epoch(args: argparse.Namespace, live: Any, columns: int) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from ..dta.query import CollectorQuery, QueryError
 
-    live = _live()
+    dta = _dta()
     try:
-        directory = live.memory_dir(args.prefix, args.collector)
-    except live.DTAError as exc:
+        directory = dta.memory_dir(args.prefix, args.collector)
+    except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
     try:
         q = CollectorQuery.open(directory)
     except (OSError, ValueError) as exc:
         raise CommandError(f"cannot open the collector's memory in {directory}: {exc}") from None
     try:
-        return _query(args, q, live)
+        return _query(args, q, dta)
     except QueryError as exc:
         raise CommandError(str(exc).strip("'\"")) from None
     except ValueError as exc:
@@ -392,7 +392,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         q.close()
 
 
-def _query(args: argparse.Namespace, q: Any, live: Any) -> int:
+def _query(args: argparse.Namespace, q: Any, dta: Any) -> int:
     out: dict[str, Any]
     if args.what == "keywrite":
         cands = q.keywrite_candidates(args.key, args.redundancy)
@@ -417,7 +417,7 @@ def _query(args: argparse.Namespace, q: Any, live: Any) -> int:
         region = q.memory.find("sketch", sketch_id=args.sketch_id)
         if region is None:
             raise CommandError(f"the collector has no sketch {args.sketch_id}")
-        epoch = args.epoch if args.epoch is not None else _latest_epoch(args, live, int(region.layout["columns"]))
+        epoch = args.epoch if args.epoch is not None else _latest_epoch(args, dta, int(region.layout["columns"]))
         if args.matrix or args.key is None:
             m = q.sketch_matrix(args.sketch_id, epoch)
             out = {"sketch": args.sketch_id, "epoch": epoch, "matrix": m}

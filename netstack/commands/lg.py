@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from ..errors import CommandError
 
@@ -45,97 +44,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_status)
 
 
-def _link_ends(state: dict[str, Any], link: str, direction: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    ends = [p for p in state["ports"] if p["link"] == link]
-    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
-    if len(ends) != 2:
-        raise CommandError(f"no link {link!r}; links: {', '.join(sorted({p['link'] for p in state['ports']}))}")
-    if not all(e["node"] in switches for e in ends):
-        raise CommandError(f"{link} is not a switch-to-switch link: LinkGuardian runs between two switches")
-    a, b = ends
-    if direction:
-        src, _, dst = direction.replace(">", ":").partition(":")
-        if (src, dst) == (b["node"], a["node"]):
-            a, b = b, a
-        elif (src, dst) != (a["node"], b["node"]):
-            raise CommandError(f"--direction {direction!r}: use {a['node']}:{b['node']} or {b['node']}:{a['node']}")
-    return a, b
-
-
-def measured_loss(prefix: str, sender: dict[str, Any], receiver: dict[str, Any]) -> float | None:
-    """FCS drops at the receiver over frames the sender put on the link (since the counters
-    were last cleared): the link's actual corruption loss, as corruptd sees it."""
-    from ..runtime import status
-
-    st = status(prefix)["daemons"]
-    try:
-        tx = st[sender["node"]]["ports"][sender["ifname"]]["tx_frames"]
-        bad = st[receiver["node"]]["ports"][receiver["ifname"]]["fcs_errors"]
-    except KeyError:
-        return None
-    return bad / tx if tx >= 1000 and bad > 0 else None
-
-
 def recirc_rate(text: str | None) -> int | None:
     """``--recirc-rate``: 'link' (or nothing) -> None (the link's rate), 'instant' -> 0, else a rate."""
-    from ..topo.model import TopologyError, parse_rate
+    from ..linkguardian.params import recirc_rate_bps
 
-    if text == "instant":
-        return 0
-    if text is None or text == "link":
-        return None
     try:
-        return parse_rate(text)
-    except (TopologyError, ValueError) as exc:
+        return recirc_rate_bps(text)
+    except ValueError as exc:
         raise CommandError(f"--recirc-rate {text!r}: {exc} (or 'instant' / 'link')") from None
-
-
-def lg_params(link_rate_bps: int, mode: str, target: float, copies: int | None, actual: float | None,
-              backpressure: bool, recirc_rate_bps: int | None = None) -> dict[str, Any]:
-    """Paper parameters (100G, seed 000 §4) scaled to the emulated rate (``linkguardian.link_params``)."""
-    from ..linkguardian.params import link_params
-
-    return link_params(link_rate_bps, mode, target, copies, actual, backpressure, recirc_rate_bps)
-
-
-def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float = 1e-8, copies: int | None = None,
-                actual: float | None = None, backpressure: bool = True, direction: str | None = None,
-                recirc_rate_bps: int | None = None) -> dict:
-    from ..runtime import control, load_state
-
-    state = load_state(prefix)
-    sender, receiver = _link_ends(state, link, direction)
-    if copies is None and actual is None:
-        actual = measured_loss(prefix, sender, receiver)
-    rate = state.get("links", {}).get(link, {}).get("rate_bps") or 100_000_000
-    params = lg_params(rate, mode, target, copies, actual, backpressure, recirc_rate_bps)
-    r = control(prefix, receiver["node"], "lg_enable", port=receiver["ifname"], role="receiver", params=params)
-    s = control(prefix, sender["node"], "lg_enable", port=sender["ifname"], role="sender", params=params)
-    return {"link": link, "sender": f"{sender['node']}/{sender['ifname']}",
-            "receiver": f"{receiver['node']}/{receiver['ifname']}", "params": s["params"], "receiver_params": r}
-
-
-def disable_link(prefix: str, link: str) -> list[str]:
-    from ..runtime import control, load_state
-
-    state = load_state(prefix)
-    a, b = _link_ends(state, link, None)
-    done = []
-    for end in (a, b):  # whichever is the sender is disabled first by the engine order anyway
-        done += [f"{end['node']}/{end['ifname']}:{r}" for r in
-                 control(prefix, end["node"], "lg_disable", port=end["ifname"])]
-    return done
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
     from ..io.control import ControlError
+    from ..linkguardian.control import LGControlError, enable_link
     from ..runtime import RuntimeErrorNS
 
     try:
         out = enable_link(args.prefix, args.link, mode=args.mode, target=args.target, copies=args.copies,
                           actual=args.actual_loss, backpressure=not args.no_backpressure, direction=args.direction,
                           recirc_rate_bps=recirc_rate(args.recirc_rate))
-    except (RuntimeErrorNS, ControlError, ValueError) as exc:
+    except (RuntimeErrorNS, ControlError, LGControlError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     p = out["params"]
     print(f"LinkGuardian{'NB' if p['mode'] == 'nb' else ''} on {out['link']}: sender {out['sender']}, "
@@ -148,11 +76,12 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
 def cmd_disable(args: argparse.Namespace) -> int:
     from ..io.control import ControlError
+    from ..linkguardian.control import LGControlError, disable_link
     from ..runtime import RuntimeErrorNS
 
     try:
         done = disable_link(args.prefix, args.link)
-    except (RuntimeErrorNS, ControlError) as exc:
+    except (RuntimeErrorNS, ControlError, LGControlError) as exc:
         raise CommandError(str(exc)) from None
     print(f"LinkGuardian disabled on {args.link}: {', '.join(done) or 'it was not enabled'}")
     return 0
@@ -167,12 +96,11 @@ RECEIVER_COLS = ["delivered", "holes_detected", "loss_notifications_sent", "dupl
 def cmd_status(args: argparse.Namespace) -> int:
     from ..bench.common import format_table
     from ..io.control import ControlError
-    from ..runtime import RuntimeErrorNS, daemons_of, load_state
-    from ..runtime import control as ctl
+    from ..linkguardian.control import status_all
+    from ..runtime import RuntimeErrorNS
 
     try:
-        state = load_state(args.prefix)
-        out = {d.node: ctl(args.prefix, d.node, "lg_status") for d in daemons_of(state) if d.kind == "switch"}
+        out = status_all(args.prefix)
     except (RuntimeErrorNS, ControlError) as exc:
         raise CommandError(str(exc)) from None
     if args.json:

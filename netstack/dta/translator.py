@@ -281,7 +281,7 @@ def _parse_connect_info(info: dict[str, Any] | str) -> dict[str, Any]:
 class DTATranslator:
     """The translator engine. See the module docstring for what it does with each report."""
 
-    def __init__(self, config: TranslatorConfig) -> None:
+    def __init__(self, config: TranslatorConfig, now_ns: int = 0) -> None:
         self.config = config
         info = _parse_connect_info(config.connect_info)
         self.collector = str(info.get("collector", "collector"))
@@ -299,7 +299,8 @@ class DTATranslator:
         self._grace_left = 0
         self._grace_until: int | None = None
         self._held: list[tuple[TxQp, int, bytes]] = []  # sketch WRITEs waiting for the grace period to end
-        self.now = 0
+        #: the latest ``now_ns`` this translator was given (it starts at its creation time)
+        self.now = int(now_ns)
         for entry in info["regions"]:
             self._add_region(entry)
 

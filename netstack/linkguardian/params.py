@@ -286,6 +286,19 @@ class LGParams:
         return out
 
 
+def recirc_rate_bps(value: Any) -> int | None:
+    """The recirculation port's rate as a topology file or ``netstack lg enable --recirc-rate`` gives
+    it: ``"link"`` (or nothing) -> None (as fast as the protected link), ``"instant"`` -> 0 (held
+    frames leave the moment they are next), else a rate (``"400Mbit"``, bits/s). ValueError if not."""
+    from ..topo.model import parse_rate
+
+    if value is None or value == "link":
+        return None
+    if value == "instant":
+        return 0
+    return parse_rate(value)
+
+
 def link_params(link_rate_bps: int, mode: str = "blocking", target: float = DEFAULT_TARGET_LOSS,
                 copies: int | None = None, actual: float | None = None, backpressure: bool = True,
                 recirc_rate_bps: int | None = None, paper_gbps: int = 100) -> dict[str, Any]:

@@ -25,22 +25,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..switch.config import ConfigError
-from ..topo.model import Link, NodeKind, Topology, TopologyError, parse_rate
+from ..topo.model import Link, NodeKind, Topology, TopologyError
 from .feature import RECEIVER, ROLES, SENDER, enable_receiver, enable_sender
-from .params import DEFAULT_TARGET_LOSS, PAPER_SETTINGS, LGParams, link_params
+from .params import DEFAULT_TARGET_LOSS, PAPER_SETTINGS, LGParams, link_params, recirc_rate_bps
 
 #: options shared by both ends, with their defaults
 SHARED: dict[str, Any] = {"mode": "blocking", "copies": None, "target": DEFAULT_TARGET_LOSS, "actual_loss": None,
                           "backpressure": True, "recirc_rate": "link", "paper_gbps": 100, "params": None}
 KEYS = {"role", *SHARED}
-
-
-def _recirc(value: Any) -> int | None:
-    if value in (None, "link"):
-        return None
-    if value == "instant":
-        return 0
-    return parse_rate(value)
 
 
 def validate_link(topology: Topology, link: Link, tables: dict[str, Any], path: str) -> dict[str, Any]:
@@ -91,7 +83,7 @@ def validate_link(topology: Topology, link: Link, tables: dict[str, Any], path: 
         if not isinstance(opts["backpressure"], bool):
             raise ConfigError("backpressure", f"must be true or false, got {opts['backpressure']!r}")
         params = link_params(link.rate_bps, opts["mode"], opts["target"], opts["copies"], opts["actual_loss"],
-                             opts["backpressure"], _recirc(opts["recirc_rate"]), gbps)
+                             opts["backpressure"], recirc_rate_bps(opts["recirc_rate"]), gbps)
         if opts["params"] is not None:
             if not isinstance(opts["params"], dict):
                 raise ConfigError("params", "must be a table of LGParams fields")

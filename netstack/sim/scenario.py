@@ -22,8 +22,8 @@ for the simulator its events, events/s, wall time and cost per simulated frame; 
 the wall time.
 
 Scenarios are registered by modules listed in :data:`SCENARIO_MODULES` (each exposes
-``SCENARIOS``: a list of :class:`Scenario`), so a protocol package adds its own without touching
-this module.
+``SCENARIOS``: a list of :class:`Scenario`): a protocol names its module in ``netstack.protocols``
+and adds its scenarios without touching this one.
 """
 
 from __future__ import annotations
@@ -36,19 +36,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import protocols
 from ..topo.model import NodeKind, Topology, TopologyError, load_topology, topology_from_dict
 
 SCHEMA = "netstack.run/1"
 RUNTIMES = ("sim", "live")
 #: The papers' datacenter link rate (seed 000 §4: 100G; seed 002: 40G scenarios say so themselves).
 PAPER_RATE_BPS = 100_000_000_000
-#: Modules whose ``SCENARIOS`` list is registered.
-SCENARIO_MODULES = (
-    "netstack.sim.scenarios",
-    "netstack.sim.tcp",
-    "netstack.linkguardian.scenarios",
-    "netstack.tcsack.scenarios",
-)
+#: Modules whose ``SCENARIOS`` list is registered: the simulator's generic ones and each
+#: protocol's (``netstack.protocols``).
+SCENARIO_MODULES = protocols.scenario_modules()
 #: Topologies shipped with netstack (``netstack/topo/examples/<name>.toml``), usable by name.
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "topo" / "examples"
 

@@ -24,12 +24,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .. import protocols
 from ..topo.model import Topology, TopologyError
 
-#: feature name in a topology file -> the module that checks and attaches it
-FEATURES: dict[str, str] = {
-    "linkguardian": "netstack.linkguardian.topology",
-}
+#: feature name in a topology file -> the module that checks and attaches it (the protocols' own)
+FEATURES: dict[str, str] = protocols.features()
 #: keys of a link end's features table that are not features (port settings)
 PORT_SETTINGS = "switch"
 

@@ -205,8 +205,9 @@ def _quantity(parse: Any) -> Any:
     return convert
 
 
-_rate = _quantity(parse_rate)
-_size = _quantity(parse_size)
+#: argparse types for a rate ("80Mbit" or bits/s) and a size ("4MB" or bytes)
+parse_rate_arg = _quantity(parse_rate)
+parse_size_arg = _quantity(parse_size)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--proto", choices=PROTOS, default="tcsack",
                        help="tcsack (seed 004), gbn (RoCE RC go-back-N) or tcp (kernel TCP); default tcsack")
         p.add_argument("--port", type=int, default=PORT, help=f"UDP/TCP port (default {PORT})")
-        p.add_argument("--rate", type=_rate, default=TcsParams.rate_bps,
+        p.add_argument("--rate", type=parse_rate_arg, default=TcsParams.rate_bps,
                        help="preset sending rate, line rate incl. headers (default 50Mbit)")
         p.add_argument("--t-ms", type=float, default=TcsParams.t_ns / 1e6,
                        help="T: the receiver ACKs at most this long after a packet (default 2 ms)")
@@ -229,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--start-seq", type=int, default=0, help="first sequence number (default 0)")
         if name == "send":
             p.add_argument("--dst", required=True, help="the receiver's IPv4 address")
-            p.add_argument("--bytes", type=_size, default=parse_size("4MB"), help="bytes to move (default 4MB)")
+            p.add_argument("--bytes", type=parse_size_arg, default=parse_size("4MB"),
+                           help="bytes to move (default 4MB)")
             p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random data (default 1)")
             p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long (default 120)")
             p.add_argument("--progress", action="store_true", help="a progress line per second on stderr")

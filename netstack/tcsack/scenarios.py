@@ -13,13 +13,11 @@ switch-to-switch link, both directions) as a topology document.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 from ..sim.scenario import Context, Scenario, ScenarioError
 from ..sim.scenarios import live_prefix, two_switch_topology
+from .control import transfer
 from .live import data_for
 from .params import TcsParamError, TcsParams
 
@@ -62,37 +60,6 @@ def transfer_sim(net: Any, ctx: Context) -> dict[str, Any]:
             "sender": res["sender"], "receiver": res["receiver"]}
 
 
-def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, rate: int, src: str = "h1",
-                  dst: str = "h2", timeout: float = 90.0, seed: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One transfer with ``python -m netstack.tcsack`` in the hosts' namespaces: (sender JSON, receiver JSON).
-    ``extra`` options go to both ends (T, N, payload), ``seed`` (of the data) to the sender."""
-    def argv(node: str, *args: str) -> list[str]:
-        return ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.tcsack", *args]
-
-    dst_ip = state["hosts"][dst].split("/")[0]
-    recv = subprocess.Popen(argv(dst, "recv", "--proto", proto, "--wait", "20", *extra),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        ready = recv.stderr.readline().strip() if recv.stderr else ""
-        if ready != "ready":
-            raise RuntimeError(f"tcsack receiver did not start: {ready or (recv.stderr.read() if recv.stderr else '')}")
-        send = subprocess.run(argv(src, "send", "--proto", proto, "--dst", dst_ip, "--bytes", str(nbytes),
-                                   "--rate", str(rate), "--max-seconds", str(timeout * 0.6), "--seed", str(seed),
-                                   *extra),
-                              capture_output=True, text=True, timeout=timeout, check=False)
-        if send.returncode != 0:
-            recv.kill()  # it would wait for a sender that is gone
-        out, err = recv.communicate(timeout=timeout)
-    finally:
-        if recv.poll() is None:
-            recv.kill()
-            recv.wait()
-    if send.returncode != 0 or recv.returncode != 0:
-        raise RuntimeError(f"{proto} transfer failed: sender rc {send.returncode} {send.stderr.strip()[-300:]}; "
-                           f"receiver rc {recv.returncode} {err.strip()[-300:]}")
-    return json.loads(send.stdout.strip().splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
-
-
 def transfer_live(ctx: Context, state: dict[str, Any] | None = None) -> dict[str, Any]:
     """On the live testbed: brought up from the topology for this run (or ``state``, one already up)."""
     from .. import runtime
@@ -106,16 +73,15 @@ def transfer_live(ctx: Context, state: dict[str, Any] | None = None) -> dict[str
         ctx.progress(f"live: bringing up {ctx.topology.name} under prefix {prefix}")
         state = runtime.up(ctx.topology, prefix)
     try:
-        extra = ["--t-ms", str(p["t_ms"]), "--n", str(p["n"]), "--payload", str(p["payload"])]
-        send, recv = live_transfer(state, p["proto"], int(p["bytes"]), *extra, rate=int(p["rate_bps"]),
-                                   src=p["src"], dst=p["dst"], timeout=max(30.0, p["max_seconds"] * 1.5),
-                                   seed=int(p["data_seed"]))
+        res = transfer(state, p["proto"], int(p["bytes"]), src=p["src"], dst=p["dst"], rate_bps=int(p["rate_bps"]),
+                       t_ms=p["t_ms"], n=int(p["n"]), payload=int(p["payload"]), seed=int(p["data_seed"]),
+                       timeout=max(30.0, p["max_seconds"] * 1.5))
     finally:
         if prefix is not None:
             runtime.down(prefix)
-    ok = recv.get("sha256") == send.get("sha256") and send.get("done", True)
-    return {"proto": p["proto"], "ok": bool(ok), "seconds": send["seconds"], "goodput_bps": send["goodput_bps"],
-            "sender": send.get("counters", {}), "receiver": recv.get("counters", {}), "sha256_equal": ok}
+    send, recv = res["sender"], res["receiver"]
+    return {"proto": p["proto"], "ok": res["ok"], "seconds": send["seconds"], "goodput_bps": send["goodput_bps"],
+            "sender": send.get("counters", {}), "receiver": recv.get("counters", {}), "sha256_equal": res["ok"]}
 
 
 def path_topology(*, rate_bps: int = 100_000_000, one_way_ns: int = 2_000_000, loss: float = 0.0,
@@ -134,5 +100,5 @@ SCENARIOS = [
              run_live=transfer_live),
 ]
 
-__all__ = ["PARAMS", "PROTOS", "SCENARIOS", "live_transfer", "params_of", "path_topology", "transfer_live",
+__all__ = ["PARAMS", "PROTOS", "SCENARIOS", "params_of", "path_topology", "transfer_live",
            "transfer_sim"]

@@ -75,10 +75,19 @@ class TopologyError(ValueError):
         super().__init__(msg)
 
 
-class NodeKind(enum.StrEnum):
-    HOST = "host"
-    SWITCH = "switch"
-    COLLECTOR = "collector"
+def _node_kinds() -> dict[str, str]:
+    """switch and host, and the kinds protocols add (``netstack.protocols``: DTA's collector,
+    a host that runs the collector daemon), as enum members."""
+    from .. import protocols
+
+    kinds = {"HOST": "host", "SWITCH": "switch"}
+    for kind in protocols.node_kinds():
+        kinds[kind.upper().replace("-", "_")] = kind
+    return kinds
+
+
+#: What a node is. Every kind but SWITCH is host-like: single-homed, one IPv4 address.
+NodeKind = enum.StrEnum("NodeKind", _node_kinds())  # type: ignore[misc]
 
 
 class Direction(enum.StrEnum):
@@ -243,10 +252,6 @@ class Topology:
     @property
     def switches(self) -> list[Node]:
         return self.nodes_of_kind(NodeKind.SWITCH)
-
-    @property
-    def collectors(self) -> list[Node]:
-        return self.nodes_of_kind(NodeKind.COLLECTOR)
 
     def endpoints(self) -> Iterator[tuple[Node, Link, LinkEnd]]:
         for link in self.links:

@@ -11,7 +11,7 @@ import pytest
 
 from daemons import collector as cd
 from netstack.cli import build_parser
-from netstack.dta import CollectorMemory, Reporter, RoceResponder, live
+from netstack.dta import CollectorMemory, Reporter, RoceResponder, control, live
 from netstack.io.control import ControlError
 from netstack.switch import PortConfig, Switch, SwitchConfig
 
@@ -96,7 +96,7 @@ def _info():
 
 def test_enable_status_disable_on_a_switch():
     shell = FakeShell()
-    h = live.switch_handlers(shell)
+    h = control.switch_handlers(shell)
     assert set(h) == {"dta_enable", "dta_disable", "dta_status"}
     with pytest.raises(ControlError, match="not enabled"):
         h["dta_status"]({})
@@ -131,7 +131,7 @@ def test_enable_status_disable_on_a_switch():
     ({"port": "p-c1", "max_redundancy": 0}, "cannot enable"),
 ])
 def test_bad_enable_requests_get_a_clear_error(req, words):
-    h = live.switch_handlers(FakeShell())
+    h = control.switch_handlers(FakeShell())
     if "connect_info" not in req and req.get("port") == "p-c1" and words != "connect_info":
         req = {**req, "connect_info": _info()[2]}
     with pytest.raises(ControlError, match=words):
@@ -150,25 +150,25 @@ STATE = {
 
 
 def test_topology_helpers():
-    assert live.collector_tor(STATE, "c1") == "sw2"
-    assert live.collector_port(STATE, "sw2", "c1") == "p-c1"
-    with pytest.raises(live.DTAError, match="--switch sw2"):
-        live.collector_port(STATE, "sw1", "c1")
-    assert live.collector_ip(STATE, "c1") == "10.0.0.100"
-    assert live.translator_ip(STATE, "c1") == "10.0.0.254"
-    assert live.translator_ip({"hosts": {**STATE["hosts"], "x": "10.0.0.254/24"}}, "c1") == "10.0.0.253"
-    assert live.default_translator_ip("10.1.2.254") == "10.1.2.253"
-    with pytest.raises(live.DTAError, match="no collector daemon"):
-        live.check_collector(STATE, "h1")
-    with pytest.raises(live.DTAError, match="not a switch"):
-        live.check_switch(STATE, "c1")
+    assert control.collector_tor(STATE, "c1") == "sw2"
+    assert control.collector_port(STATE, "sw2", "c1") == "p-c1"
+    with pytest.raises(control.DTAError, match="--switch sw2"):
+        control.collector_port(STATE, "sw1", "c1")
+    assert control.collector_ip(STATE, "c1") == "10.0.0.100"
+    assert control.translator_ip(STATE, "c1") == "10.0.0.254"
+    assert control.translator_ip({"hosts": {**STATE["hosts"], "x": "10.0.0.254/24"}}, "c1") == "10.0.0.253"
+    assert control.default_translator_ip("10.1.2.254") == "10.1.2.253"
+    with pytest.raises(control.DTAError, match="no collector daemon"):
+        control.check_collector(STATE, "h1")
+    with pytest.raises(control.DTAError, match="not a switch"):
+        control.check_switch(STATE, "c1")
 
 
 def test_region_layout_lookup():
     info = _info()[2]
-    assert live.region_layout(info, "append", list_id=16)["batch"] == 16
-    assert live.region_layout(info, "append", list_id=3) is None
-    assert live.region_layout(info, "sketch", sketch_id=1)["columns"] == 256
+    assert control.region_layout(info, "append", list_id=16)["batch"] == 16
+    assert control.region_layout(info, "append", list_id=3) is None
+    assert control.region_layout(info, "sketch", sketch_id=1)["columns"] == 256
 
 
 # ------------------------------------------------------------------ reporter tool

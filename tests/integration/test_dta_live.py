@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from headers.roce import check_icrc
-from netstack.dta import CollectorQuery, CountMinSketch, live
+from netstack.dta import CollectorQuery, CountMinSketch, control, live
 from netstack.dta.collector import is_roce_frame
 from netstack.dta.keywrite import KeyWriteLayout
 from netstack.topo.netns import in_netns
@@ -57,26 +57,26 @@ def _until(cond, timeout=5.0):
 
 
 def _qps(prefix):
-    return live.collector_status(prefix)["responder"]["qps"]
+    return control.collector_status(prefix)["responder"]["qps"]
 
 
 @pytest.fixture(scope="module")
 def dta(testbed):
     prefix = testbed["prefix"]
-    info = live.enable_translator(prefix, "sw2", "c1")
+    info = control.enable_translator(prefix, "sw2", "c1")
     q = CollectorQuery.open(info["memory_dir"])
     try:
         yield {"state": testbed, "prefix": prefix, "info": info, "q": q}
     finally:
         q.close()
-        live.disable_translator(prefix, "sw2")
+        control.disable_translator(prefix, "sw2")
 
 
 def test_enable_finds_the_collector_port_and_regions(dta):
     info = dta["info"]
     assert info["port"] == "p-c1" and info["collector_ip"] == _collector_ip(dta["state"])
     assert {"keywrite", "keyincrement", "append-4", "sketch-1"} <= set(info["regions"])
-    st = live.collector_status(dta["prefix"])
+    st = control.collector_status(dta["prefix"])
     assert st["udp4791_guard"] in ("nft", "socket")
     assert Path(st["memory_dir"], "manifest.json").exists()
 
@@ -138,7 +138,7 @@ def test_append_full_and_partial_batches_from_two_hosts(dta):
     want = [*range(100, 110), 200, 201, 202]
     assert _until(lambda: q.append_read(4) == want), q.append_read(4)
     assert q.append_read(4, last=2) == [201, 202]
-    c = live.translator_status(prefix, "sw2")["counters"]
+    c = control.translator_status(prefix, "sw2")["counters"]
     assert c["append_flushes"] >= 2 and c["lists"]["4"]["head"] == 12
 
 
@@ -175,26 +175,26 @@ def test_reenabling_after_traffic_stays_in_sequence(dta):
     """connect_info hands out each QP's current PSN, so a replaced translator starts in sequence
     (with the QPs' initial PSNs every request would look like a duplicate and be dropped)."""
     state, prefix, q = dta["state"], dta["prefix"], dta["q"]
-    assert live.enable_translator(prefix, "sw2", "c1")["replaced"]
+    assert control.enable_translator(prefix, "sw2", "c1")["replaced"]
     _report(state, "h2", "keywrite", "--key", 555_000, "--value", 42, "--redundancy", 2)
     assert _until(lambda: q.keywrite_get(555_000) == (42,))
-    live.disable_translator(prefix, "sw2")
-    assert live.translator_status(prefix, "sw2", quiet=True) == {"enabled": False}
-    with pytest.raises(live.DTAError, match="DTA is not enabled on sw2: netstack dta enable"):
-        live.translator_status(prefix, "sw2")
-    live.enable_translator(prefix, "sw2", "c1")
+    control.disable_translator(prefix, "sw2")
+    assert control.translator_status(prefix, "sw2", quiet=True) == {"enabled": False}
+    with pytest.raises(control.DTAError, match="DTA is not enabled on sw2: netstack dta enable"):
+        control.translator_status(prefix, "sw2")
+    control.enable_translator(prefix, "sw2", "c1")
     _report(state, "h1", "append", "--list", 16, "--value", 7, "--count", 16)
     assert _until(lambda: q.append_read(16) == list(range(7, 23)))
 
 
 def test_no_icrc_errors_no_naks_no_resyncs(dta):
-    st = live.collector_status(dta["prefix"])
+    st = control.collector_status(dta["prefix"])
     r = st["responder"]
     assert r["icrc_errors"] == 0 and r["malformed"] == 0 and r["internal_errors"] == 0 and r["unknown_qp"] == 0
     for name, qp in r["qps"].items():
         assert qp["naks_psn"] == qp["naks_access"] == qp["naks_invalid"] == 0, name
         assert qp["duplicates"] == qp["out_of_sequence_dropped"] == 0, name
-    c = live.translator_status(dta["prefix"], "sw2")["counters"]
+    c = control.translator_status(dta["prefix"], "sw2")["counters"]
     assert c["resyncs"] == 0 and c["response_icrc_errors"] == 0 and c["internal_errors"] == 0
     assert c["malformed"] == 0 and c["grace_dropped"] == 0
     assert c["acks"] == c["fetch_adds"]  # every Fetch&Add answered by an ATOMIC ACKNOWLEDGE
@@ -223,10 +223,10 @@ print(json.dumps({"opcode": bth.opcode, "psn": bth.psn, "syndrome": data[12], "l
 
 def test_forged_roce_frame_is_nakked_and_touches_no_memory(dta):
     state, prefix = dta["state"], dta["prefix"]
-    info = live.connect_info(prefix)
+    info = control.connect_info(prefix)
     region = next(r for r in info["regions"] if r["name"] == "sketch-1")  # idle now: nothing else moves its PSN
     qp_before = _qps(prefix)["sketch-1"]
-    icrc_before = live.collector_status(prefix)["responder"]["icrc_errors"]
+    icrc_before = control.collector_status(prefix)["responder"]["icrc_errors"]
     rkeys = {r["rkey"] for r in info["regions"]}
     bad = region["rkey"] ^ 0x5A5A5A5A
     while bad in rkeys or bad == 0:
@@ -246,5 +246,5 @@ def test_forged_roce_frame_is_nakked_and_touches_no_memory(dta):
     qp_after = _qps(prefix)["sketch-1"]
     assert qp_after["naks_access"] == qp_before["naks_access"] + 1
     assert qp_after["writes"] == qp_before["writes"]
-    assert live.collector_status(prefix)["responder"]["icrc_errors"] == icrc_before + 1
+    assert control.collector_status(prefix)["responder"]["icrc_errors"] == icrc_before + 1
     assert {p.name: p.read_bytes() for p in directory.glob("*.mem")} == snapshot

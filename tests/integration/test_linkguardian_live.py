@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from netstack import runtime
-from netstack.commands.lg import disable_link, enable_link
+from netstack.linkguardian.control import disable_link, enable_link
 from netstack.topo import impair
 
 pytestmark = pytest.mark.netns

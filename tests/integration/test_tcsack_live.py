@@ -4,10 +4,12 @@ a delay on the switch-to-switch link."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from netstack import runtime
-from netstack.tcsack.scenarios import live_transfer
+from netstack.tcsack.control import live_transfer
 from netstack.topo import impair
 
 pytestmark = pytest.mark.netns
@@ -73,3 +75,19 @@ def test_tcsack_resends_what_was_lost_and_go_back_n_much_more(lossy):
 def test_wraps_the_32_bit_sequence_space(lossy):
     send, recv = _transfer(lossy, "tcsack", 300_000, "--start-seq", str(2**32 - 100))
     assert recv["sha256"] == send["sha256"] and recv["counters"]["delivered"] == send["counters"]["packets"]
+
+
+def test_netstack_tcsack_transfer_command(lossy, capsys):
+    """``netstack tcsack transfer`` on the running testbed: both ends started for the user, the
+    received bytes checked against the sent ones, one line of result (or the JSON)."""
+    from netstack.cli import main
+
+    assert main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--bytes", "200KB", "--rate", "40Mbit"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("tcsack h1 -> h2: 200,000 B in") and line.endswith("intact")
+    assert main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--proto", "gbn", "--bytes", "100000",
+                 "--rate", "40Mbit", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["proto"] == "gbn" and out["receiver"]["bytes"] == 100_000
+    assert main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--src", "sw1"]) == 2
+    assert "not a host" in capsys.readouterr().err

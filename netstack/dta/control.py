@@ -1,0 +1,355 @@
+"""DTA's control plug-in: what the switch daemon serves, the collector node's daemon, and the
+orchestration that connects a translator to a collector.
+
+Switch side (:func:`switch_handlers`, loaded by every switch daemon through the protocol
+registry, ``netstack.protocols``): three control commands,
+
+- ``dta_enable``: ``{"port": collector-facing port, "connect_info": {...}, ["ip"], options}``
+  builds a :class:`~netstack.dta.translator.DTATranslator` and attaches a
+  :class:`~netstack.dta.translator.TranslatorFeature` to the running switch (an
+  enabled translator is replaced). Options: ``grace_reports`` (default 1000) or
+  ``grace_ms``; ``append_flush_ms`` (default 1; ``null`` = never flush idle Append
+  batches, the public behaviour); ``max_redundancy``; ``ack_every``; ``track_seqnum``;
+  ``sketch_nack_holdoff_ms``; ``udp_sport``; ``cls`` (egress class of the RoCEv2 frames).
+  The translator's MAC is the collector-facing port's MAC; its IP (the source of the
+  RoCEv2 requests and destination of the collector's ACK/NAKs) need not be routable.
+- ``dta_disable``: detach it (buffered Append entries that were never written are lost,
+  as when a real translator is reprogrammed).
+- ``dta_status``: the translator's counters, PSNs, list heads, sketch progress.
+
+Collector nodes (:func:`node_daemon`): a topology node of kind ``collector`` runs
+``daemons.collector`` (the userspace RoCEv2 responder); this module writes its config (its
+memory lives in ``/dev/shm/netstack-<prefix>-<node>``) for ``netstack up``.
+
+Orchestration (any process with the run state, e.g. the CLI and tests)
+    :func:`enable_translator` reads the collector daemon's ``connect_info`` (the stand-in for
+    RDMA_CM, "Direct Telemetry Access" §7.2.1) and sends ``dta_enable`` to the collector's ToR,
+    on the port that ``state.json`` says faces the collector. :func:`disable_translator`,
+    :func:`translator_status`, :func:`collector_status`, :func:`memory_dir`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import ipaddress
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: Switch-side options of ``dta_enable`` -> (TranslatorConfig field, scale to ns or None).
+_MS = 1_000_000
+TRANSLATOR_OPTIONS = {
+    "grace_reports": ("grace_reports", None),
+    "grace_ms": ("grace_ns", _MS),
+    "append_flush_ms": ("append_flush_ns", _MS),
+    "max_redundancy": ("max_redundancy", None),
+    "ack_every": ("ack_every", None),
+    "track_seqnum": ("track_seqnum", None),
+    "sketch_nack_holdoff_ms": ("sketch_nack_holdoff_ns", _MS),
+    "udp_sport": ("udp_sport", None),
+}
+NOT_ENABLED = "DTA is not enabled on this switch: netstack dta enable"
+
+
+# =========================================================================== switch daemon side
+
+
+class TranslatorControl:
+    """The DTA translator of one switch daemon, driven over its control socket."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.feature: Any = None
+        self.settings: dict[str, Any] = {}
+
+    def handlers(self) -> dict[str, Any]:
+        return {"dta_enable": self.enable, "dta_disable": self.disable, "dta_status": self.status}
+
+    def enable(self, req: dict[str, Any]) -> dict[str, Any]:
+        from headers.inet import ip_bytes, mac_str
+
+        from ..io.control import ControlError
+        from ..switch.config import derived_mac
+        from .translator import DTATranslator, TranslatorConfig, TranslatorFeature
+
+        switch = self.shell.switch
+        port = req.get("port")
+        names = [p.name for p in switch.ports]
+        if port not in names:
+            raise ControlError(f"no port {port!r}; ports: {names}")
+        info = req.get("connect_info")
+        if not isinstance(info, dict):
+            raise ControlError("connect_info (the collector's, from its daemon's connect_info) is required")
+        kwargs: dict[str, Any] = {}
+        for key, (field, scale) in TRANSLATOR_OPTIONS.items():
+            if key in req:
+                value = req[key]
+                if scale is not None and value is not None:
+                    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+                        raise ControlError(f"{key}={value!r} must be a non-negative number or null")
+                    value = round(value * scale)
+                kwargs[field] = value
+        if "grace_ns" in kwargs and "grace_reports" not in kwargs:
+            kwargs["grace_reports"] = None  # a time-based grace period replaces the default count
+        cls = req.get("cls", 0)
+        if not isinstance(cls, int) or not 0 <= cls <= 7:
+            raise ControlError(f"cls={cls!r} must be a traffic class 0..7")
+        mac = switch.config.port(port).mac or derived_mac(switch.config.name, port)
+        try:
+            ip = req.get("ip") or default_translator_ip(info["ip"])
+            ip_bytes(ip)
+            config = TranslatorConfig(info, mac, ip, **kwargs)
+            translator = DTATranslator(config, time.monotonic_ns())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ControlError(f"cannot enable the DTA translator on {port}: {exc}") from None
+        replaced = self.feature is not None
+        if replaced:
+            self.feature.detach()
+        self.feature = TranslatorFeature(switch, port, translator, cls=cls)
+        self.settings = {"port": port, "translator_mac": mac_str(mac), "translator_ip": ip, "cls": cls,
+                         "collector": translator.collector, "collector_ip": info["ip"],
+                         "collector_mac": info["mac"], "enabled_at": time.time(),
+                         "config": {k: getattr(config, k) for k in (
+                             "grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "ack_every",
+                             "track_seqnum", "sketch_nack_holdoff_ns", "udp_sport")},
+                         "regions": [r.get("name") for r in info.get("regions", [])]}
+        self.shell.flush()
+        import logging
+
+        logging.getLogger("netstack.switch").info("DTA translator %s on %s for collector %s (%s)",
+                                                  "replaced" if replaced else "enabled", port,
+                                                  translator.collector, info["ip"])
+        return {**self.settings, "replaced": replaced}
+
+    def disable(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.feature is None:
+            return {"enabled": False, "was_enabled": False}
+        self.feature.detach()
+        final = self.feature.translator.counters()
+        self.feature = None
+        settings, self.settings = self.settings, {}
+        self.shell.flush()
+        return {"enabled": False, "was_enabled": True, "port": settings.get("port"), "counters": final}
+
+    def status(self, req: dict[str, Any]) -> dict[str, Any]:
+        from ..io.control import ControlError
+
+        if self.feature is None:
+            if req.get("quiet"):
+                return {"enabled": False}
+            raise ControlError(NOT_ENABLED)
+        port = self.settings["port"]
+        pc = self.shell.switch.counters().get(port, {})
+        return {"enabled": True, **self.settings, "enqueue_drops": self.feature.enqueue_drops,
+                "in_grace": self.feature.translator.in_grace,
+                "port_counters": {k: pc.get(k) for k in ("tx_frames", "tx_bytes", "rx_frames", "queue_drops",
+                                                         "kernel_drops", "feature_consumed")},
+                "counters": self.feature.translator.counters()}
+
+
+def switch_handlers(shell: Any) -> dict[str, Any]:
+    """Control commands DTA adds to a switch daemon (loaded through ``netstack.protocols``)."""
+    return TranslatorControl(shell).handlers()
+
+
+def default_translator_ip(collector_ip: str) -> str:
+    """An address for the translator when none is given: the collector's /24 with host .254
+    (.253 if that is the collector). It only has to be an address nobody else uses."""
+    a = ipaddress.IPv4Address(collector_ip).packed
+    last = 254 if a[3] != 254 else 253
+    return str(ipaddress.IPv4Address(a[:3] + bytes([last])))
+
+
+# =========================================================================== orchestration
+
+
+class DTAError(RuntimeError):
+    """A DTA operation on the running testbed failed; the message says what to do."""
+
+
+def run_state(prefix: str) -> dict[str, Any]:
+    """The run state of the testbed under ``prefix`` (DTAError if none runs)."""
+    from ..runtime import RuntimeErrorNS, load_state
+
+    try:
+        return load_state(prefix)
+    except RuntimeErrorNS as exc:
+        raise DTAError(str(exc)) from None
+
+
+def _daemon_kinds(state: dict[str, Any]) -> dict[str, str]:
+    return {d["node"]: d["kind"] for d in state.get("daemons", [])}
+
+
+def _control(prefix: str, node: str, cmd: str, **args: Any) -> Any:
+    from ..io.control import ControlError
+    from ..runtime import RuntimeErrorNS, control
+
+    try:
+        return control(prefix, node, cmd, **args)
+    except (RuntimeErrorNS, ControlError) as exc:
+        raise DTAError(str(exc)) from None
+    except OSError as exc:
+        raise DTAError(f"the daemon of {node} does not answer ({exc}); is the topology up? "
+                       f"('netstack status --prefix {prefix}')") from None
+
+
+def check_collector(state: dict[str, Any], collector: str) -> None:
+    kinds = _daemon_kinds(state)
+    if kinds.get(collector) != "collector":
+        collectors = [n for n, k in kinds.items() if k == "collector"]
+        raise DTAError(f"no collector daemon runs on {collector!r} (collectors: {', '.join(collectors) or 'none'})")
+
+
+def check_switch(state: dict[str, Any], switch: str) -> None:
+    kinds = _daemon_kinds(state)
+    if kinds.get(switch) != "switch":
+        switches = [n for n, k in kinds.items() if k == "switch"]
+        raise DTAError(f"{switch!r} is not a switch of this topology (switches: {', '.join(switches)})")
+
+
+def collector_tor(state: dict[str, Any], collector: str) -> str:
+    """The switch the collector hangs off (its ToR, where the translator belongs)."""
+    kinds = _daemon_kinds(state)
+    for p in state["ports"]:
+        if p["node"] == collector and kinds.get(p["peer"]) == "switch":
+            return p["peer"]
+    raise DTAError(f"{collector!r} is not attached to any switch")
+
+
+def collector_port(state: dict[str, Any], switch: str, collector: str) -> str:
+    """The port of ``switch`` that faces ``collector`` (from state.json "ports")."""
+    for p in state["ports"]:
+        if p["node"] == switch and p["peer"] == collector:
+            return p["ifname"]
+    tor = [p["peer"] for p in state["ports"] if p["node"] == collector]
+    raise DTAError(f"{switch} has no port facing {collector} (the translator runs on the collector's ToR: "
+                   f"{', '.join(tor) or 'none'}; use --switch {tor[0] if tor else '...'})")
+
+
+def collector_ip(state: dict[str, Any], collector: str) -> str:
+    try:
+        return str(ipaddress.ip_interface(state["hosts"][collector]).ip)
+    except KeyError:
+        raise DTAError(f"{collector!r} has no IP address in this topology") from None
+
+
+def translator_ip(state: dict[str, Any], collector: str) -> str:
+    """The highest address of the collector's subnet that no node uses."""
+    iface = ipaddress.ip_interface(state["hosts"][collector])
+    used = {ipaddress.ip_interface(v).ip for v in state["hosts"].values()}
+    net = iface.network
+    if net.num_addresses < 4:
+        return default_translator_ip(str(iface.ip))
+    addr = net.broadcast_address - 1
+    while addr > net.network_address:
+        if addr not in used:
+            return str(addr)
+        addr -= 1
+    return default_translator_ip(str(iface.ip))
+
+
+def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_node: str = "c1",
+                      **options: Any) -> dict[str, Any]:
+    """Connect ``switch_node``'s translator to ``collector_node``'s daemon: fetch its
+    connect_info and send ``dta_enable`` on the port facing it. ``switch_node=None`` picks the
+    collector's ToR. ``options``: see :data:`TRANSLATOR_OPTIONS` (and ``cls``, ``ip``)."""
+    state = run_state(prefix)
+    check_collector(state, collector_node)
+    if switch_node is None:
+        switch_node = collector_tor(state, collector_node)
+    check_switch(state, switch_node)
+    port = collector_port(state, switch_node, collector_node)
+    info = _control(prefix, collector_node, "connect_info")
+    options.setdefault("ip", translator_ip(state, collector_node))
+    result = _control(prefix, switch_node, "dta_enable", port=port, connect_info=info, **options)
+    return {"switch": switch_node, "collector_node": collector_node, "memory_dir": info.get("memory_dir"), **result}
+
+
+def disable_translator(prefix: str, switch_node: str = "sw2") -> dict[str, Any]:
+    state = run_state(prefix)
+    check_switch(state, switch_node)
+    return _control(prefix, switch_node, "dta_disable")
+
+
+def translator_status(prefix: str, switch_node: str = "sw2", *, quiet: bool = False) -> dict[str, Any]:
+    """The switch's ``dta_status``; DTAError("DTA is not enabled ...") unless ``quiet``."""
+    state = run_state(prefix)
+    check_switch(state, switch_node)
+    st = _control(prefix, switch_node, "dta_status", quiet=True)
+    if not st.get("enabled") and not quiet:
+        raise DTAError(f"DTA is not enabled on {switch_node}: netstack dta enable"
+                       + (f" --prefix {prefix}" if prefix != "ns" else ""))
+    return st
+
+
+def collector_status(prefix: str, collector_node: str = "c1") -> dict[str, Any]:
+    state = run_state(prefix)
+    check_collector(state, collector_node)
+    return _control(prefix, collector_node, "status")
+
+
+def connect_info(prefix: str, collector_node: str = "c1") -> dict[str, Any]:
+    state = run_state(prefix)
+    check_collector(state, collector_node)
+    return _control(prefix, collector_node, "connect_info")
+
+
+def memory_dir(prefix: str, collector_node: str = "c1") -> str:
+    """Where the collector's regions live (asked from the daemon, else its config file)."""
+    from ..runtime import run_dir
+
+    state = run_state(prefix)
+    check_collector(state, collector_node)
+    with contextlib.suppress(DTAError):
+        return _control(prefix, collector_node, "status")["memory_dir"]
+    try:
+        return json.loads((run_dir(prefix) / f"{collector_node}.json").read_text())["collector"]["memory_dir"]
+    except (OSError, ValueError, KeyError):
+        raise DTAError(f"cannot find the memory of collector {collector_node}: its daemon does not answer") from None
+
+
+def region_layout(info: dict[str, Any], kind: str, **match: Any) -> dict[str, Any] | None:
+    """The layout of the first region of ``kind`` in a connect_info whose layout matches."""
+    for r in info.get("regions", []):
+        lay = r.get("layout") or {}
+        if lay.get("kind") == kind and all(lay.get(k) == v for k, v in match.items()):
+            return lay
+    return None
+
+
+# =========================================================================== collector nodes
+#: the topology node kind whose nodes run the collector daemon
+COLLECTOR_KIND = "collector"
+
+
+def collector_daemon_available() -> bool:
+    return importlib.util.find_spec("daemons.collector") is not None
+
+
+def collector_memory_dir(prefix: str, node: str) -> str:
+    """Where a collector node's registered memory lives (shared memory, so queries can read it)."""
+    return f"/dev/shm/netstack-{prefix}-{node}"
+
+
+def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str) -> list[str] | None:
+    """The daemon a ``collector`` node runs (argv without ``--control``), its config written to
+    ``rdir``; None when the collector daemon is not installed."""
+    if not collector_daemon_available():
+        return None
+    link = topology.links_of(node.name)[0]
+    cfg_path = rdir / f"{node.name}.json"
+    cfg_path.write_text(json.dumps({"collector": {
+        "name": node.name, "ifname": link.end(node.name).ifname, "mac": built.mac(node.name, link.name),
+        "ip": str(node.ip.ip), "memory_dir": collector_memory_dir(prefix, node.name),
+    }}, indent=2))
+    return [sys.executable, "-m", "daemons.collector", "--config", str(cfg_path)]
+
+
+def collectors(topology: Any) -> list[Any]:
+    """The collector nodes of a topology."""
+    return [n for n in topology.nodes if n.kind.value == COLLECTOR_KIND]
+

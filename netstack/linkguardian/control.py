@@ -1,0 +1,146 @@
+"""LinkGuardian's control plug-in: what a switch daemon serves, and what orchestration calls.
+
+Daemon side (:func:`switch_handlers`, loaded by the switch daemon through the protocol
+registry, ``netstack.protocols``): three control commands per switch,
+
+- ``lg_enable``: ``{"port", "role": "sender" | "receiver", "params": {...}}`` attaches the
+  sender or receiver feature to the port (``LGParams`` fields; see :mod:`.params`);
+- ``lg_disable``: ``{"port", ["role"]}`` detaches it (the sender first; held frames are released);
+- ``lg_status``: ``{["port"]}`` every LinkGuardian feature's parameters and counters.
+
+Orchestration side (any process holding the run state: the CLI, corruptd, the demo and the
+benchmarks): :func:`enable_link` configures both ends of a running switch-to-switch link with
+the paper's settings scaled to the link's rate (receiver first, then sender), :func:`disable_link`
+undoes it, :func:`status_all` collects every switch's ``lg_status``; :func:`measured_loss` is
+the link's corruption loss from the switches' FCS counters (as corruptd sees it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..io.control import ControlError
+from ..switch.config import ConfigError
+from .feature import disable, enable_receiver, enable_sender, status
+from .params import link_params
+
+
+class LGControlError(RuntimeError):
+    """A LinkGuardian operation on the running testbed cannot be done: the message says why."""
+
+
+# =========================================================================== switch daemon side
+def switch_handlers(shell: Any) -> dict[str, Any]:
+    """The control commands LinkGuardian adds to a switch daemon (``shell``: its ``SwitchShell``)."""
+
+    def lg_enable(req: dict[str, Any]) -> dict[str, Any]:
+        name = shell.port_of(req)
+        role = req.get("role")
+        if role not in ("sender", "receiver"):
+            raise ControlError('role must be "sender" or "receiver"')
+        enable = enable_sender if role == "sender" else enable_receiver
+        try:
+            feature = enable(shell.switch, name, req.get("params") or {}, time.monotonic_ns())
+        except (ConfigError, ValueError, TypeError) as exc:
+            raise ControlError(f"cannot enable LinkGuardian {role} on {name}: {exc}") from None
+        shell.flush()
+        shell.log.info("LinkGuardian %s enabled on %s", role, name)
+        return {"port": name, "role": role, "params": feature.params.to_dict()}
+
+    def lg_disable(req: dict[str, Any]) -> list[str]:
+        name = shell.port_of(req)
+        try:
+            roles = disable(shell.switch, name, req.get("role"), time.monotonic_ns())
+        except (ConfigError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+        shell.flush()
+        shell.log.info("LinkGuardian disabled on %s (%s)", name, ", ".join(roles) or "nothing enabled")
+        return roles
+
+    def lg_status(req: dict[str, Any]) -> dict[str, Any]:
+        port = req.get("port")
+        if port is not None:
+            shell.port_of(req)
+        return status(shell.switch, port)
+
+    return {"lg_enable": lg_enable, "lg_disable": lg_disable, "lg_status": lg_status}
+
+
+# =========================================================================== orchestration
+def link_ends(state: dict[str, Any], link: str, direction: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(sending end, receiving end) of switch-to-switch ``link`` in a run state; ``direction``
+    ``A:B`` (or ``A>B``) names the sending switch first (default: the link's a>b)."""
+    ends = [p for p in state["ports"] if p["link"] == link]
+    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
+    if len(ends) != 2:
+        raise LGControlError(f"no link {link!r}; links: {', '.join(sorted({p['link'] for p in state['ports']}))}")
+    if not all(e["node"] in switches for e in ends):
+        raise LGControlError(f"{link} is not a switch-to-switch link: LinkGuardian runs between two switches")
+    a, b = ends
+    if direction:
+        src, _, dst = direction.replace(">", ":").partition(":")
+        if (src, dst) == (b["node"], a["node"]):
+            a, b = b, a
+        elif (src, dst) != (a["node"], b["node"]):
+            raise LGControlError(f"direction {direction!r}: use {a['node']}:{b['node']} or {b['node']}:{a['node']}")
+    return a, b
+
+
+def measured_loss(prefix: str, sender: dict[str, Any], receiver: dict[str, Any]) -> float | None:
+    """FCS drops at the receiver over frames the sender put on the link (since the counters
+    were last cleared): the link's actual corruption loss, as corruptd sees it."""
+    from ..runtime import status as runtime_status
+
+    st = runtime_status(prefix)["daemons"]
+    try:
+        tx = st[sender["node"]]["ports"][sender["ifname"]]["tx_frames"]
+        bad = st[receiver["node"]]["ports"][receiver["ifname"]]["fcs_errors"]
+    except KeyError:
+        return None
+    return bad / tx if tx >= 1000 and bad > 0 else None
+
+
+def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float = 1e-8, copies: int | None = None,
+                actual: float | None = None, backpressure: bool = True, direction: str | None = None,
+                recirc_rate_bps: int | None = None) -> dict[str, Any]:
+    """Protect ``link`` of the testbed running under ``prefix``: the paper's 100G settings scaled
+    to the link's rate (``params.link_params``), N = ``copies`` or Eq. 2 from ``actual`` (default:
+    :func:`measured_loss`), receiver first so that no stamped frame meets an unready receiver."""
+    from ..runtime import control, load_state
+
+    state = load_state(prefix)
+    sender, receiver = link_ends(state, link, direction)
+    if copies is None and actual is None:
+        actual = measured_loss(prefix, sender, receiver)
+    rate = state.get("links", {}).get(link, {}).get("rate_bps") or 100_000_000
+    params = link_params(rate, mode, target, copies, actual, backpressure, recirc_rate_bps)
+    r = control(prefix, receiver["node"], "lg_enable", port=receiver["ifname"], role="receiver", params=params)
+    s = control(prefix, sender["node"], "lg_enable", port=sender["ifname"], role="sender", params=params)
+    return {"link": link, "sender": f"{sender['node']}/{sender['ifname']}",
+            "receiver": f"{receiver['node']}/{receiver['ifname']}", "params": s["params"], "receiver_params": r}
+
+
+def disable_link(prefix: str, link: str) -> list[str]:
+    """Turn protection off at both ends of ``link``; ``["node/port:role", ...]`` that were on."""
+    from ..runtime import control, load_state
+
+    state = load_state(prefix)
+    a, b = link_ends(state, link, None)
+    done = []
+    for end in (a, b):  # whichever is the sender is disabled first by the engine order anyway
+        done += [f"{end['node']}/{end['ifname']}:{r}" for r in
+                 control(prefix, end["node"], "lg_disable", port=end["ifname"])]
+    return done
+
+
+def status_all(prefix: str) -> dict[str, Any]:
+    """``{switch: lg_status}`` for every switch daemon of the run."""
+    from ..runtime import control, daemons_of, load_state
+
+    state = load_state(prefix)
+    return {d.node: control(prefix, d.node, "lg_status") for d in daemons_of(state) if d.kind == "switch"}
+
+
+__all__ = ["LGControlError", "disable_link", "enable_link", "link_ends", "measured_loss", "status_all",
+           "switch_handlers"]

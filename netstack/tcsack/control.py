@@ -1,0 +1,69 @@
+"""T/C-SACK's control plug-in: the orchestration that moves bytes between two hosts of a running
+testbed (``netstack tcsack transfer``, the ``tcsack-transfer`` scenario live, the benchmark).
+
+T/C-SACK ("An Updated ACK mechanism based on RDMA", §2) is an end-host transport: no switch
+daemon serves anything for it, so this plug-in has no ``switch_handlers``. What runs in the
+hosts' namespaces is ``python -m netstack.tcsack send|recv`` (:mod:`.live`); :func:`live_transfer`
+starts both ends there and returns what each printed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+
+class TransferError(RuntimeError):
+    """A transfer between two hosts failed: the message has both ends' last words."""
+
+
+def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, rate: int, src: str = "h1",
+                  dst: str = "h2", timeout: float = 90.0, seed: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One transfer with ``python -m netstack.tcsack`` in the hosts' namespaces: (sender JSON, receiver JSON).
+    ``extra`` options go to both ends (T, N, payload), ``seed`` (of the data) to the sender."""
+    def argv(node: str, *args: str) -> list[str]:
+        return ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.tcsack", *args]
+
+    dst_ip = state["hosts"][dst].split("/")[0]
+    recv = subprocess.Popen(argv(dst, "recv", "--proto", proto, "--wait", "20", *extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = recv.stderr.readline().strip() if recv.stderr else ""
+        if ready != "ready":
+            said = ready or (recv.stderr.read() if recv.stderr else "")
+            raise TransferError(f"tcsack receiver did not start: {said}")
+        send = subprocess.run(argv(src, "send", "--proto", proto, "--dst", dst_ip, "--bytes", str(nbytes),
+                                   "--rate", str(rate), "--max-seconds", str(timeout * 0.6), "--seed", str(seed),
+                                   *extra),
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if send.returncode != 0:
+            recv.kill()  # it would wait for a sender that is gone
+        out, err = recv.communicate(timeout=timeout)
+    finally:
+        if recv.poll() is None:
+            recv.kill()
+            recv.wait()
+    if send.returncode != 0 or recv.returncode != 0:
+        raise TransferError(f"{proto} transfer failed: sender rc {send.returncode} {send.stderr.strip()[-300:]}; "
+                           f"receiver rc {recv.returncode} {err.strip()[-300:]}")
+    return json.loads(send.stdout.strip().splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
+
+
+def transfer(state: dict[str, Any], proto: str, nbytes: int, *, src: str = "h1", dst: str = "h2", rate_bps: int,
+             t_ms: float, n: int, payload: int, seed: int = 1, timeout: float = 90.0) -> dict[str, Any]:
+    """One transfer on a running testbed (its run state): both ends' JSON and a summary;
+    ``ok``: the receiver's SHA-256 of what it got equals the sender's of what it sent."""
+    for node in (src, dst):
+        if node not in state.get("hosts", {}):
+            raise TransferError(f"{node!r} is not a host of this topology (hosts: {', '.join(state.get('hosts', {}))})")
+    extra = ["--t-ms", str(t_ms), "--n", str(n), "--payload", str(payload)]
+    send, recv = live_transfer(state, proto, nbytes, *extra, rate=rate_bps, src=src, dst=dst, timeout=timeout,
+                               seed=seed)
+    ok = recv.get("sha256") == send.get("sha256") and send.get("done", True)
+    return {"proto": proto, "src": src, "dst": dst, "bytes": nbytes, "ok": bool(ok), "seconds": send.get("seconds"),
+            "goodput_bps": send.get("goodput_bps"), "sender": send, "receiver": recv}
+
+
+__all__ = ["TransferError", "live_transfer", "transfer"]
