@@ -4,7 +4,7 @@ Runs inside the collector's namespace (``netstack up`` starts one per collector 
 
     python -m daemons.collector --config c1.json --control c1.sock [--layout layout.json]
 
-What it does (seed 003 §7.3; DESIGN.md "daemons"):
+What it does ("Direct Telemetry Access", §7.3; docs/dta.md, "The collector daemon"):
 
 - registers memory regions (:class:`netstack.dta.memory.CollectorMemory`) as files under
   ``memory_dir`` (``/dev/shm/netstack-<prefix>-<node>``), with the default layout below
@@ -63,6 +63,7 @@ from daemons.common import daemon_parser, run_daemon
 from headers.inet import ip_bytes, mac_bytes
 from netstack.dta.collector import RoceResponder
 from netstack.dta.memory import MANIFEST, CollectorMemory
+from netstack.engine import Transmit
 from netstack.io.control import ControlServer
 from netstack.io.packet import PacketPort
 
@@ -238,6 +239,8 @@ class CollectorShell:
                 self.internal_errors += 1
                 if self.internal_errors <= 10:
                     log.exception("internal error on a frame")
+        if self.nic.actions:  # the engine contract; the responder answers with return values only
+            out += [a.data for a in self.nic.actions.take_all() if isinstance(a, Transmit)]
         if out:
             self.responses_sent += self.port.send_batch(out)
 
@@ -296,7 +299,7 @@ def load_config(path: Path) -> dict[str, Any]:
     """``{"collector": {"name", "ifname", "mac", "ip", "memory_dir", ["layout"], ["nak_policy"]}}``."""
     try:
         data = json.loads(path.read_text())
-        cfg = data["collector"]
+        cfg: dict[str, Any] = data["collector"]
         for key in ("name", "ifname", "mac", "ip", "memory_dir"):
             if not isinstance(cfg.get(key), str):
                 raise ValueError(f"collector.{key} must be a string")

@@ -97,9 +97,9 @@ def _walk(frame: bytes | bytearray | memoryview, out: list[object]) -> None:
         out.append(onepipe.OnePipeHeader.from_bytes(frame, off))
         off += onepipe.OnePipeHeader.SIZE
     elif UdpPort.TCSACK in (port, udp.sport):
-        rec = tcsack.decode_tcsack(frame, off, end)
-        out.append(rec)
-        off += rec.size()
+        tcs = tcsack.decode_tcsack(frame, off, end)
+        out.append(tcs)
+        off += tcs.size()
     _rest(frame, off, end, out)
 
 

@@ -241,6 +241,66 @@ def decode_tag(data: bytes | bytearray | memoryview, offset: int = 0) -> LGTag:
 
 
 # ---------------------------------------------------------------------------------------
+# The fast path: what the switch engines write and walk per frame, without records or
+# validation. The same layouts as the records above, in one place with them.
+# ---------------------------------------------------------------------------------------
+
+#: EtherType 0xABCD as an int (compared with ``frame[12] << 8 | frame[13]``)
+ETHERTYPE = int(EtherType.LINKGUARDIAN)
+#: the front of every tag as inserted after the Ethernet addresses: EtherType, the
+#: type/flags byte and seq_no (or leading_ack). The tag's next_type is the EtherType that
+#: was in the frame already, right after the insertion point.
+TAG_HEAD = struct.Struct("!HBH")
+#: a whole loss notification after the Ethernet addresses: EtherType, type/era byte,
+#: leading_ack, hole_size, first_lost_seq, next_type
+LOSS_HEAD = struct.Struct("!HBHBHH")
+#: sizes of the tags themselves (first byte to next_type included)
+TAG_SIZE = 5
+LOSS_TAG_SIZE = 8
+
+#: flag bits of a data tag's first byte (:class:`LGData`)
+DATA_ERA = 0x10
+DATA_RETX = 0x08
+DATA_DUMMY = 0x04
+DATA_BLOCKING = 0x02
+DATA_RX_BUFFERED = 0x01
+#: first bytes of the receiver's tags (era bit to be or-ed in): a leading ACK on an explicit
+#: courier, one piggybacked on reverse traffic, a loss notification (:class:`LGLeadingAck`,
+#: :class:`LGLossNotification`)
+LACK_EXPLICIT = LGType.LEADING_ACK << 6
+LACK_PIGGYBACKED_FLAG = 0x20
+LACK_PIGGYBACKED = LACK_EXPLICIT | LACK_PIGGYBACKED_FLAG
+LOSS_NOTIFICATION = LGType.LOSS_NOTIFICATION << 6
+
+
+def era_flag(counter: int) -> int:
+    """The era bit of absolute counter ``counter``, in its place in a tag's first byte (0x10)."""
+    return counter >> 12 & DATA_ERA
+
+
+def find_tag(frame: bytes | bytearray | memoryview, want: int, offset: int = 14) -> int | None:
+    """Offset of the first tag of type ``want`` in the tag stack starting at ``offset`` (just
+    after the EtherType 0xABCD), or None if the stack ends without one. HeaderError on a
+    truncated tag or a sender-internal type 11 tag."""
+    o = offset
+    n = len(frame)
+    while True:
+        if n < o + TAG_SIZE:
+            raise HeaderError("LinkGuardian", "truncated tag", o)
+        kind = frame[o] >> 6
+        if kind == want:
+            return o
+        if kind == LGType.BUFFERED:
+            raise HeaderError("LinkGuardian", "type 11 (buffered copy) is sender-internal, never on a link", o)
+        size = LOSS_TAG_SIZE if kind == LGType.LOSS_NOTIFICATION else TAG_SIZE
+        if n < o + size:
+            raise HeaderError("LinkGuardian", "truncated tag", o)
+        if frame[o + size - 2] << 8 | frame[o + size - 1] != ETHERTYPE:
+            return None
+        o += size
+
+
+# ---------------------------------------------------------------------------------------
 # Sequence numbers with the era bit (§3.5 "Handling seqNo Wrap-around").
 #
 # A (era, seq) pair is a 17-bit view of an absolute, ever-increasing frame counter:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from .errors import HeaderError, check_bits, need
 
@@ -296,7 +296,8 @@ def decode_packet(
         raise HeaderError("1Pipe", f"truncated: need 24 bytes, have {max(0, end - offset)}", offset)
     hdr = OnePipeHeader.from_bytes(data, offset)
     if hdr.opcode in NO_PAYLOAD_OPCODES and end > offset + 24:
-        raise HeaderError("1Pipe", f"{hdr.opcode.name} carries {end - offset - 24} payload bytes", offset + 24)
+        op = cast(OnePipeOpcode, hdr.opcode)  # __post_init__ made it the enum
+        raise HeaderError("1Pipe", f"{op.name} carries {end - offset - 24} payload bytes", offset + 24)
     return hdr, memoryview(data)[offset + 24:end]
 
 

@@ -483,7 +483,8 @@ def check_icrc(frame: bytes | bytearray | memoryview, l3_offset: int = 14) -> bo
     located (not IP/UDP, truncated, lengths inconsistent), like every decoder here."""
     udp, end, v6 = _locate(frame, l3_offset)
     mv = memoryview(frame)
-    return _ICRC.unpack_from(mv, end - ICRC_LEN)[0] == _icrc(mv, l3_offset, udp, end, v6)
+    stored: int = _ICRC.unpack_from(mv, end - ICRC_LEN)[0]
+    return stored == _icrc(mv, l3_offset, udp, end, v6)
 
 
 # --- whole frames ---------------------------------------------------------------------------

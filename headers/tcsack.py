@@ -217,13 +217,13 @@ class TcsAck:
         check_bits("TcsAck", "tsecr", self.tsecr, 32)
         check_bits("TcsAck", "flags", self.flags, 8)
         check_bits("TcsAck", "ack_delay", self.ack_delay, 16)
-        blocks = self.blocks
+        blocks: tuple[tuple[int, ...], ...] = self.blocks  # checked to be pairs by _check_blocks
         if type(blocks) is not tuple or any(type(b) is not tuple for b in blocks):
             # accept any iterable of pairs (lists from JSON, say) but store tuples: the record
             # stays hashable and compares equal to a decoded one
             if not isinstance(blocks, Iterable):
                 raise HeaderError("TcsAck", f"blocks must be a sequence of (start, end), got {type(blocks).__name__}")
-            norm = []
+            norm: list[tuple[int, ...]] = []
             for i, b in enumerate(blocks):
                 if not isinstance(b, tuple | list):
                     raise HeaderError("TcsAck", f"block {i} is not a (start, end) pair: {b!r}")

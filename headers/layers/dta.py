@@ -15,7 +15,8 @@ length field); Sketch-Merge ``rows`` counts ``counters`` and is filled in when l
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 import scapy.layers.inet  # noqa: F401  (binds IP to Ether and UDP to IP so Ether(raw) reaches us)
 from scapy.fields import (
@@ -57,19 +58,22 @@ class Words(list[int]):
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 class _WordList(FieldListField):
     """A list of big-endian 32-bit words whose value is a :class:`Words`."""
 
     def __init__(self, name: str, default: list[int], **kwargs: Any) -> None:
-        super().__init__(name, Words(default), IntField("word", 0), **kwargs)
+        # scapy annotates ``default`` as a list of fields; it is the field's default value
+        super().__init__(name, Words(default), IntField("word", 0), **kwargs)  # type: ignore[arg-type]
 
-    def any2i(self, pkt: Any, x: Any) -> Words:  # type: ignore[override]
+    def any2i(self, pkt: Any, x: Any) -> Words:
+        # self.field is the IntField above, whose any2i passes ints through (scapy types it
+        # Optional for fields whose default is None)
         if isinstance(x, (list, tuple)):
-            return Words(self.field.any2i(pkt, e) for e in x)
-        return Words([self.field.any2i(pkt, x)])
+            return Words(cast("Iterable[int]", (self.field.any2i(pkt, e) for e in x)))
+        return Words([cast(int, self.field.any2i(pkt, x))])
 
     def i2count(self, pkt: Any, val: Any) -> int:
         return len(val) if isinstance(val, (list, tuple)) else 1
@@ -142,7 +146,8 @@ class DTASketchMerge(Packet):
 
 
 def _has_sketch_extension(pkt: Packet) -> bool:
-    return pkt.sketch == 1
+    sketch: int = pkt.sketch
+    return sketch == 1
 
 
 class DTANack(Packet):

@@ -14,11 +14,11 @@ fills it from the payload like Ether's ``type`` (0 when there is no payload).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from scapy.config import conf
 from scapy.data import ETHER_TYPES
-from scapy.fields import BitEnumField, BitField, ByteField, ShortField, XShortEnumField
+from scapy.fields import AnyField, BitEnumField, BitField, ByteField, ShortField, XShortEnumField
 
 # imported for their bindings: IP and IPv6 on Ether, so next_type 0x0800 / 0x86DD dissect
 from scapy.layers import inet, inet6  # noqa: F401
@@ -66,7 +66,7 @@ class LinkGuardian(Packet):
     """Any LinkGuardian tag: dissects into the concrete class named by the 2 type bits."""
 
     name = "LinkGuardian"
-    fields_desc: list[Any] = []
+    fields_desc: ClassVar[list[AnyField]] = []
 
     @classmethod
     def dispatch_hook(cls, _pkt: bytes | None = None, *args: Any, **kargs: Any) -> type[Packet]:

@@ -16,6 +16,7 @@ does not emit, so ``bytes(Ether()/PFC(...))`` is the same 60 bytes as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from scapy.contrib.mac_control import MACControl, MACControlClassBasedFlowControl
 from scapy.layers.l2 import Ether
@@ -58,7 +59,9 @@ def layer_to_record(layer: Packet) -> PFCFrame:
 
 def PFC(class_enable: int = 0, quanta: Sequence[int] = _ZERO) -> MACControlClassBasedFlowControl:
     """contrib's PFC layer built from the codec's fields (``Ether(...)/PFC(...)``)."""
-    return MACControlClassBasedFlowControl(**layer_fields(class_enable, quanta))
+    # typed as Packet's **fields (Any): a dict[str, int] would also be checked against _pkt & co.
+    fields: dict[str, Any] = layer_fields(class_enable, quanta)
+    return MACControlClassBasedFlowControl(**fields)
 
 
 def pfc_frame(src: bytes | str, class_enable: int, quanta: Sequence[int] = _ZERO,

@@ -11,6 +11,7 @@ fast path's incremental update (RFC 1624) is tested against.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from scapy.layers.inet import IP
 from scapy.layers.inet6 import IPv6
@@ -24,7 +25,7 @@ def _ip_layer(pkt: Packet) -> IP | IPv6:
     for cls in (IP, IPv6):
         layer = pkt.getlayer(cls)
         if layer is not None:
-            return layer
+            return cast("IP | IPv6", layer)  # getlayer(cls) returns an instance of cls
     raise HeaderError("TCD", f"no IP layer in {pkt.summary()}")
 
 

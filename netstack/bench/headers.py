@@ -13,7 +13,8 @@ import pkgutil
 import sys
 
 from . import cases as cases_pkg
-from .common import Case, format_table, measure_rate, write_results
+from .common import Case, measure_rate
+from .output import format_table, write_results
 
 
 def all_cases() -> list[Case]:

@@ -38,7 +38,8 @@ from typing import Any
 from ..sim.loop import EventLoop
 from ..sim.scenario import RunSpec, run
 from ..sim.sweep import sweep
-from .common import Progress, format_table, loadavg, write_results
+from .output import Progress, format_table, loadavg, write_results
+from .plot import pyplot, save
 
 SECTIONS = ("speed", "fig8-paper")
 GOAL_EVENTS_PER_S = 1_000_000
@@ -242,12 +243,8 @@ def fig8_table(f8: dict[str, Any]) -> str:
 
 
 def plot_fig8(f8: dict[str, Any], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     style = {"off": ("s", "tab:grey"), "blocking": ("o", "tab:blue"), "nb": ("^", "tab:orange")}
@@ -267,9 +264,7 @@ def plot_fig8(f8: dict[str, Any], path: Path) -> bool:
         ax.set_title(f"Fig. 8 at {gbps} Gbit/s, unscaled (netstack.sim)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(plt, fig, path, dpi=110)
     return True
 
 

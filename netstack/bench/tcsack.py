@@ -39,7 +39,9 @@ from ..sim.scenario import Context, RunSpec, document, get
 from ..sim.sweep import sweep
 from ..tcsack.scenarios import path_topology, transfer_live
 from ..topo.model import topology_from_dict
-from .common import Progress, format_table, loadavg, sigterm_unwinds, write_results
+from .output import Progress, format_table, loadavg, write_results
+from .plot import pyplot, save
+from .proc import sigterm_unwinds
 
 SECTIONS = ("sim", "live")
 LOSSES = (0.0, 1e-3, 1e-2, 3e-2)
@@ -165,11 +167,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     groups = sorted({(r["section"], r["rtt_ms"]) for r in rows})
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
@@ -185,9 +184,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(plt, fig, path, dpi=110)
     return True
 
 

@@ -45,7 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dta", help="DTA telemetry: translator on the collector's ToR, reports, queries",
                        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     dsub = p.add_subparsers(dest="dta_cmd", metavar="ACTION", required=True)
+    _register_enable(dsub)
+    _register_disable_status(dsub)
+    _register_report(dsub)
+    _register_query(dsub)
 
+
+def _register_enable(dsub: argparse._SubParsersAction) -> None:
     e = dsub.add_parser("enable", help="start the translator on the collector's ToR switch",
                         description="Fetch the collector daemon's connect_info (QPN, rkey, base address, size and "
                                     "next PSN of every region: the stand-in for RDMA_CM) and start the "
@@ -70,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--cls", type=int, default=0, help="egress class of the RoCEv2 frames (default: 0)")
     e.set_defaults(func=cmd_enable)
 
+
+def _register_disable_status(dsub: argparse._SubParsersAction) -> None:
     d = dsub.add_parser("disable", help="stop the translator (reports are then forwarded like any frame)")
     _common(d, collector=True)
     d.set_defaults(func=cmd_disable)
@@ -82,6 +90,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_status)
 
+
+def _register_report(dsub: argparse._SubParsersAction) -> None:
     r = dsub.add_parser("report", help="send reports from a host (real UDP datagrams to the collector)",
                         description="Run the reporter tool inside a host's namespace: real UDP datagrams to the "
                                     "collector's IP, port 40040, from source port 40041. The translator on the "
@@ -120,6 +130,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp.add_argument("--json", action="store_true", help="print the reporter's JSON summary")
         sp.set_defaults(func=cmd_report)
 
+
+def _register_query(dsub: argparse._SubParsersAction) -> None:
     q = dsub.add_parser("query", help="read the collector's memory (Key-Write, Append, counters, sketches)",
                         description="Read the collector's registered regions (shared-memory files), as the "
                                     "collector's CPU does while the NIC ingests. Exit status 1 when a key is "

@@ -141,13 +141,29 @@ def summary_row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
-    from ..bench.common import Progress, format_table, write_results
-    from ..sim import scenario as sc
-    from ..sim.sweep import grid, sweep
-    from ..topo.model import TopologyError
-
     if args.list:
         return _list()
+    scenario, topology = _checked(args)
+    specs, workers = _specs(args, scenario)
+    say = _progress_printer()
+    say(f"netstack sim: {scenario.name} on {topology.name} ({args.runtime}), {len(specs)} run(s)"
+        + (f" on {args.scheduler}" if args.scheduler else f", {workers or 'one per CPU'} worker(s)"
+           if len(specs) > 1 else ""))
+    t0 = time.perf_counter()
+    results = _execute(args, specs, workers, say)
+    doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
+           "runtime": args.runtime, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
+           "workers": workers, "scheduler": args.scheduler}
+    return _report(args, scenario.name, doc, results)
+
+
+def _checked(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The scenario and topology the arguments name, and every option checked (CommandError)."""
+    import os
+
+    from ..sim import scenario as sc
+    from ..topo.model import TopologyError
+
     if not args.scenario:
         raise CommandError("--scenario is required (see 'netstack sim --list')")
     if args.seed is not None and args.seeds is not None:
@@ -162,12 +178,18 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.runtime not in scenario.runtimes:
         raise CommandError(f"scenario {scenario.name} runs on {', '.join(scenario.runtimes)}, not {args.runtime}")
     if args.runtime == "live":
-        import os
-
         if os.geteuid() != 0:
             raise CommandError("--runtime live builds namespaces and starts daemons: run as root")
         if args.scheduler:
             raise CommandError("--runtime live runs on this machine's namespaces; --scheduler is for virtual time")
+    return scenario, topology
+
+
+def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | None]:
+    """Every run of the invocation (seeds x parameter values) and the worker count."""
+    from ..sim import scenario as sc
+    from ..sim.sweep import grid
+
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed is not None else 1]
     points = parse_params(args.param)
     for key, values in points.items():
@@ -179,39 +201,47 @@ def cmd_sim(args: argparse.Namespace) -> int:
     topo_arg = args.topology if args.topology is None or Path(args.topology).exists() else str(
         sc.examples().get(args.topology, args.topology))
     base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.runtime)
-    specs = grid(base, seeds, points)
-    say = Progress()
     workers = 1 if args.runtime == "live" else args.workers
-    say(f"netstack sim: {scenario.name} on {topology.name} ({args.runtime}), {len(specs)} run(s)"
-        + (f" on {args.scheduler}" if args.scheduler else f", {workers or 'one per CPU'} worker(s)"
-           if len(specs) > 1 else ""))
+    return grid(base, seeds, points), workers
+
+
+def _progress_printer() -> Any:
+    from ..bench.common import Progress
+
+    return Progress()
+
+
+def _execute(args: argparse.Namespace, specs: list[Any], workers: int | None, say: Any) -> list[dict[str, Any]]:
+    """Run the specs: one in this process, or a sweep (processes or Dask); results in spec order."""
+    from ..sim import scenario as sc
+    from ..sim.sweep import run_safely, sweep
+    from ..topo.model import TopologyError
 
     def progress(done: int, total: int, r: dict[str, Any]) -> None:
         what = f"error: {r['error']}" if "error" in r else (
             f"{r['engine'].get('events_per_s', '-')} events/s, {r['engine']['wall_s']} s")
         say(f"[{done}/{total}] seed {r.get('seed')} {r.get('params', {})}: {what}")
 
-    t0 = time.perf_counter()
     if len(specs) == 1 and args.scheduler is None:
-        from ..sim.sweep import run_safely
-
         if args.runtime == "live":
             try:
-                results = [sc.run(specs[0], progress=say)]
+                return [sc.run(specs[0], progress=say)]
             except (sc.ScenarioError, TopologyError) as exc:
                 raise CommandError(str(exc)) from None
-        else:
-            results = [run_safely(specs[0])]
-            progress(1, 1, results[0])
-    else:
-        try:
-            results = sweep(specs, workers=workers, scheduler=args.scheduler, progress=progress)
-        except sc.ScenarioError as exc:
-            raise CommandError(str(exc)) from None
-    doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
-           "runtime": args.runtime, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
-           "workers": workers, "scheduler": args.scheduler}
-    path = write_results(args.results_dir, f"sim-{scenario.name}", doc)
+        results = [run_safely(specs[0])]
+        progress(1, 1, results[0])
+        return results
+    try:
+        return sweep(specs, workers=workers, scheduler=args.scheduler, progress=progress)
+    except sc.ScenarioError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _report(args: argparse.Namespace, name: str, doc: dict[str, Any], results: list[dict[str, Any]]) -> int:
+    """Write the JSON document, print the table (or the JSON); exit status 1 if a run failed."""
+    from ..bench.common import format_table, write_results
+
+    path = write_results(args.results_dir, f"sim-{name}", doc)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:

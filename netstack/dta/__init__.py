@@ -1,4 +1,5 @@
-"""DTA — Direct Telemetry Access (seed 003), as sans-IO engines.
+"""DTA, after the paper "Direct Telemetry Access" (docs/dta.md describes what is built here), as
+sans-IO engines that keep the :mod:`netstack.engine` contract.
 
 - :mod:`.reporter` — build reports (Key-Write, Append, Key-Increment, Sketch-Merge) and
   stream sketches column by column with NACK-driven retransmission.
@@ -18,19 +19,22 @@ Typical wiring (one process, e.g. a test)::
     mem.add_keywrite(slots=1 << 16)
     mem.add_append_list(1, entries=4096, batch=4)
     nic = RoceResponder(mem, mac=..., ip=...)
-    tr = DTATranslator(TranslatorConfig(nic.connect_info(), mac=..., ip=...))
+    tr = DTATranslator(TranslatorConfig(nic.connect_info(), mac=..., ip=...), now_ns=now)
     for f in tr.on_report(report_frame, now):
         for resp in nic.receive(f, now):
             tr.on_roce_response(resp, now)
+    nacks = [a.data for a in tr.actions.take_all()]  # Transmit actions, back to the reporter
     CollectorQuery(mem).keywrite_get(key)
 """
 
-from .collector import BufferedResponder, QueuePair, RoceResponder
+from __future__ import annotations
+
+from .collector import BufferedResponder, QueuePair, RoceResponder, is_roce_frame
 from .keywrite import KeyWriteLayout, expected_success, key_checksum, sketch_index, slot_index
 from .memory import CollectorMemory, MemoryAccessError, MemoryRegion, default_directory, open_region
 from .query import CollectorQuery, QueryError, open_collector
 from .reporter import CountMinSketch, Reporter, SketchReporter
-from .translator import DTATranslator, TranslatorConfig, TranslatorFeature, is_roce_frame
+from .translator import DTATranslator, TranslatorConfig, TranslatorFeature
 
 __all__ = [
     "BufferedResponder",

@@ -1,11 +1,13 @@
 """The collector's RDMA NIC, in software: a sans-IO RoCEv2 Reliable-Connection responder.
 
-Seed 003 §7.3: after connection setup the collector's CPU does nothing per report; the NIC
-executes the translator's WRITEs and Fetch&Adds on registered memory and answers with
-ACKs/NAKs that the translator uses to resynchronise (§5.3). :class:`RoceResponder` is that
-NIC: ``receive(frame, now_ns)`` executes one RoCEv2 request on a
+"Direct Telemetry Access", §7.3: after connection setup the collector's CPU does nothing per
+report; the NIC executes the translator's WRITEs and Fetch&Adds on registered memory and
+answers with ACKs/NAKs that the translator uses to resynchronise (§5.3). :class:`RoceResponder`
+is that NIC: ``receive(frame, now_ns)`` executes one RoCEv2 request on a
 :class:`~netstack.dta.memory.CollectorMemory` and returns the response frames. It never
-raises on frame content; every drop is counted.
+raises on frame content; every drop is counted. Its responses are its return values, so it
+keeps the :mod:`netstack.engine` contract with an ``actions`` queue that stays empty, and it
+has no timer.
 
 Behaviour (IBTA vol. 1 ch. 9, RC responder), and where we simplify:
 
@@ -52,6 +54,7 @@ from __future__ import annotations
 import json
 import random
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -61,6 +64,7 @@ from headers.registry import UdpPort
 from headers.roce import (
     BTH,
     AtomicAckETH,
+    ExtHeader,
     NakCode,
     Opcode,
     RoceFrame,
@@ -70,6 +74,7 @@ from headers.roce import (
     parse_roce_frame,
 )
 
+from ..engine import ActionQueue
 from .memory import CollectorMemory, MemoryAccessError
 
 PSN_MASK = 0xFFFFFF
@@ -162,6 +167,7 @@ class RoceResponder:
         self.ip = bytes(ip)
         self.nak_policy = nak_policy
         self.udp_port = udp_port
+        self.actions = ActionQueue()  # every response is a return value: this stays empty
         self._rng = rng or random.Random()
         self.counters_ = ResponderCounters()
         self.qps: dict[int, QueuePair] = {}
@@ -231,7 +237,7 @@ class RoceResponder:
             return self._receive(req)
         except HeaderError:
             c.malformed += 1
-        except Exception:  # a bug must not kill the data path (DESIGN.md); tests assert this stays 0
+        except Exception:  # a bug must not kill the data path (docs/testbed.md); tests assert this stays 0
             c.internal_errors += 1
         return []
 
@@ -360,9 +366,13 @@ class RoceResponder:
         qp.counters.atomic_acks += 1
         return self._response(req, qp, Opcode.ATOMIC_ACKNOWLEDGE, psn, [aeth_ack(qp.msn), AtomicAckETH(orig)])
 
-    def _response(self, req: RoceFrame, qp: QueuePair, opcode: int, psn: int, ext: list[Any]) -> bytes:
+    def _response(self, req: RoceFrame, qp: QueuePair, opcode: int, psn: int, ext: Sequence[ExtHeader]) -> bytes:
         bth = BTH(opcode=opcode, migreq=1, pkey=0xFFFF, dqpn=qp.peer_qpn, psn=psn)
         return build_roce_frame(self.mac, req.eth.src, self.ip, req.ip.src, req.udp.sport, bth, ext)
+
+    def next_deadline(self) -> int | None:
+        """Always None: the responder has no timer; it answers each request as it executes it."""
+        return None
 
     # ------------------------------------------------------------------ state
     def counters(self) -> dict[str, Any]:
@@ -394,6 +404,7 @@ class BufferedResponder:
         self.busy_until = 0
         self.overflow_drops = 0
         self.served = 0
+        self.actions = ActionQueue()  # output is poll()'s return value: this stays empty
         self._pending: list[tuple[int, bytes]] = []
 
     def offer(self, frame: bytes, now_ns: int) -> bool:
@@ -425,3 +436,7 @@ class BufferedResponder:
 
     def next_deadline(self) -> int | None:
         return self.busy_until + self.service_ns if self.queue else None
+
+    def counters(self) -> dict[str, Any]:
+        """The buffer's own counters (the responder behind it has its own)."""
+        return {"queued": len(self.queue), "served": self.served, "overflow_drops": self.overflow_drops}

@@ -1,7 +1,7 @@
 """Slot, checksum and sketch-index math shared by the translator, the collector and the queries.
 
-One module so that the writer (the translator, seed 003 §7.2.2) and the readers (query
-tools, §6.1.2) can never disagree about where a key lives or what its checksum is.
+One module so that the writer (the translator, "Direct Telemetry Access", §7.2.2) and the
+readers (query tools, §6.1.2) can never disagree about where a key lives or what its checksum is.
 
 Key-Write / Key-Increment slot (§7.2.2)
     The public translator takes ``CRC32(key || n)`` (key as 4 bytes, n as 1 byte) masked to
@@ -206,7 +206,8 @@ def survival_probability(later_writes: int, redundancy: int, slots: int) -> floa
     is about N**2 / 2S). By inclusion-exclusion over which j of them are all overwritten:
     ``sum_{j=1..N} (-1)**(j+1) C(N, j) (1 - j/S)**m``."""
     m = later_writes
-    return sum((-1) ** (j + 1) * comb(redundancy, j) * (1.0 - j / slots) ** m for j in range(1, redundancy + 1))
+    # the sign (-1) ** (j + 1) without "**": int ** int is typed Any (a negative exponent makes a float)
+    return sum((1 if j % 2 else -1) * comb(redundancy, j) * (1.0 - j / slots) ** m for j in range(1, redundancy + 1))
 
 
 def expected_success(keys: int, redundancy: int, slots: int) -> float:

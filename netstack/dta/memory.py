@@ -1,6 +1,6 @@
 """Collector memory: registered regions backed by shared-memory files.
 
-In the real system (seed 003 §7.3) the collector registers huge-page buffers with its RDMA
+In the real system ("Direct Telemetry Access", §7.3) the collector registers huge-page buffers with its RDMA
 NIC and the translator's WRITEs and Fetch&Adds land there with no CPU involvement; the
 collector's CPU then answers queries by reading the same memory. Here the "NIC" is the
 userspace :class:`netstack.dta.collector.RoceResponder`, and each registered region is a
@@ -187,7 +187,7 @@ class MemoryRegion:
         """RDMA FETCH_ADD on the little-endian u64 at ``va``; returns the value before (mod 2**64)."""
         off = self._atomic_offset(va)
         mm = self.mm
-        (orig,) = _U64LE.unpack_from(mm, off)
+        orig: int = _U64LE.unpack_from(mm, off)[0]
         _U64LE.pack_into(mm, off, (orig + add) & 0xFFFFFFFFFFFFFFFF)
         self._count_atomic()
         return orig
@@ -196,7 +196,7 @@ class MemoryRegion:
         """RDMA CMP_SWAP on the little-endian u64 at ``va``; returns the value before."""
         off = self._atomic_offset(va)
         mm = self.mm
-        (orig,) = _U64LE.unpack_from(mm, off)
+        orig: int = _U64LE.unpack_from(mm, off)[0]
         if orig == compare:
             _U64LE.pack_into(mm, off, swap & 0xFFFFFFFFFFFFFFFF)
         self._count_atomic()
@@ -211,7 +211,8 @@ class MemoryRegion:
     def read_u64(self, offset: int) -> int:
         """The little-endian u64 at ``offset`` (an atomic counter)."""
         self._check_offset(offset, 8)
-        return _U64LE.unpack_from(self.mm, offset)[0]
+        value: int = _U64LE.unpack_from(self.mm, offset)[0]
+        return value
 
     def read_words(self, offset: int, count: int) -> tuple[int, ...]:
         """``count`` big-endian 32-bit words at ``offset`` (WRITE-carried data)."""

@@ -1,4 +1,5 @@
-"""Queries on collector memory: what the collector's CPU does while the NIC ingests (§6.5, §7.3).
+"""Queries on collector memory: what the collector's CPU does while the NIC ingests
+("Direct Telemetry Access", §6.5, §7.3).
 
 Everything is read from the region files and their manifest (:mod:`netstack.dta.memory`),
 so a query tool can run in another process while the responder writes; reads are not
@@ -29,14 +30,11 @@ entry is the one after the newest.
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 from typing import Any
 
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, consensus_value, sketch_index, slot_index
 from .memory import CollectorMemory, MemoryRegion
-
-_U32 = struct.Struct("!I")
 
 
 class QueryError(LookupError):
@@ -140,7 +138,7 @@ class CollectorQuery:
         """Point estimate of ``key`` from the merged sketch: the minimum over rows of the
         counter ``key`` hashes to (Count-Min; meaningful for ``sum``-merged sketches)."""
         r, rows, cols, base = self._sketch(sketch_id, epoch)
-        return min(_U32.unpack(r.read(base + (sketch_index(key, row, cols) * rows + row) * 4, 4))[0]
+        return min(int.from_bytes(r.read(base + (sketch_index(key, row, cols) * rows + row) * 4, 4), "big")
                    for row in range(rows))
 
 

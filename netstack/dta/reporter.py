@@ -1,4 +1,5 @@
-"""The reporter side of DTA (seed 003 §6, §7.1): building reports, and streaming sketches.
+"""The reporter side of DTA ("Direct Telemetry Access", §6, §7.1): building reports, and
+streaming sketches.
 
 :class:`Reporter` numbers and encodes reports for each primitive. Its methods return the
 **UDP payload** (what a host tool sends with a UDP socket to the collector's IP, port
@@ -15,6 +16,9 @@ later column to reveal the gap. Column numbers run on across epochs (column ``g`
 column ``g % C`` of epoch ``g // C``, see :mod:`netstack.dta.translator`). Sans-IO: it
 returns payloads and deadlines, the caller sends and sleeps.
 
+Both keep the :mod:`netstack.engine` contract: what they send is their return values, so
+their ``actions`` queues stay empty; ``counters()`` reports their progress.
+
 :class:`CountMinSketch` is a small Count-Min sketch using the shared column hash
 (:func:`netstack.dta.keywrite.sketch_index`), so its columns can be merged by the
 translator and point-queried at the collector (:meth:`CollectorQuery.sketch_point`).
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 from headers.dta import (
     Append,
@@ -41,6 +46,7 @@ from headers.errors import HeaderError
 from headers.inet import build_udp_frame
 from headers.registry import UdpPort
 
+from ..engine import ActionQueue
 from .keywrite import sketch_index
 
 #: Retransmittable reports kept for NACK-driven resends (less than half the 8-bit seqnum space,
@@ -92,6 +98,7 @@ class Reporter:
         self.seqnum = 0  # the next report's number
         self.sent = 0
         self.resent = 0
+        self.actions = ActionQueue()  # reports are return values: this stays empty
         self._history: OrderedDict[int, bytes] = OrderedDict()
 
     # ------------------------------------------------------------------ payloads
@@ -137,15 +144,22 @@ class Reporter:
         NACK's ``seqnum`` (the last one the translator accepted in order), oldest first.
         ``nack`` may be a :class:`DTANack`, a NACK frame or a NACK UDP payload. Malformed
         input and sketch NACKs give []."""
-        nack = _as_nack(nack)
-        if nack is None or nack.sketch or not nack.nack:
+        parsed = _as_nack(nack)
+        if parsed is None or parsed.sketch or not parsed.nack:
             return []
         out = []
         for seq, payload in self._history.items():
-            if 0 < (seq - nack.seqnum) & 0xFF < 128:
+            if 0 < (seq - parsed.seqnum) & 0xFF < 128:
                 out.append(payload)
         self.resent += len(out)
         return out
+
+    def next_deadline(self) -> int | None:
+        """Always None: a reporter resends only when a NACK asks (no timer)."""
+        return None
+
+    def counters(self) -> dict[str, Any]:
+        return {"sent": self.sent, "resent": self.resent, "seqnum": self.seqnum, "kept": len(self._history)}
 
 
 def _as_nack(nack: DTANack | bytes | bytearray | memoryview) -> DTANack | None:
@@ -190,6 +204,7 @@ class SketchReporter:
         self._probe_at: int | None = None
         self.columns_sent = 0
         self.rewinds = 0
+        self.actions = ActionQueue()  # columns are return values: this stays empty
 
     @property
     def done(self) -> bool:
@@ -212,7 +227,7 @@ class SketchReporter:
                                           [self._matrix[r][c] for r in range(self.rows)], self.merge)
 
     def poll(self, now_ns: int, budget: int | None = None) -> list[bytes]:
-        out = []
+        out: list[bytes] = []
         while self._next < self._end and (budget is None or len(out) < budget):
             out.append(self._column(self._next))
             self._next += 1
@@ -222,10 +237,11 @@ class SketchReporter:
         return out
 
     def on_nack(self, nack: DTANack | bytes, now_ns: int = 0) -> None:
-        nack = _as_nack(nack)
-        if nack is None or not nack.sketch or nack.reporter_id != self.reporter_id or nack.sketch_id != self.sketch_id:
+        parsed = _as_nack(nack)
+        if (parsed is None or not parsed.sketch or parsed.reporter_id != self.reporter_id
+                or parsed.sketch_id != self.sketch_id):
             return
-        col = nack.expected_column
+        col = parsed.expected_column
         start = self.epoch * self.columns
         if col is None or not start <= col < self._end or col >= self._next:
             return  # not a column of this epoch we have already sent
@@ -243,6 +259,9 @@ class SketchReporter:
         self._probes_left -= 1
         self._probe_at = now_ns + self.probe_interval_ns if self._probes_left else None
         return [self._column(self._end - 1)]
+
+    def counters(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "columns_sent": self.columns_sent, "rewinds": self.rewinds, "done": self.done}
 
 
 class CountMinSketch:

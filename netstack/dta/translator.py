@@ -1,17 +1,22 @@
-"""The DTA translator (seed 003 §5, §7.2), sans-IO: DTA reports in, RoCEv2 requests out.
+"""The DTA translator ("Direct Telemetry Access", §5, §7.2), sans-IO: DTA reports in, RoCEv2
+requests out.
 
 The collector's ToR switch turns each report into RDMA operations on the collector's
 registered memory and keeps the RDMA state (QPN, rkey, per-QP PSN) the reporters never see.
 
-    t = DTATranslator(TranslatorConfig(connect_info, mac=..., ip=...))
-    frames = t.on_report(report_frame, now_ns)      # RoCEv2 requests + DTA NACKs
+    t = DTATranslator(TranslatorConfig(connect_info, mac=..., ip=...), now_ns=start)
+    frames = t.on_report(report_frame, now_ns)      # RoCEv2 requests for the collector
+    t.actions.take_all()                            # Transmit(NACK) back toward the reporter
     t.on_roce_response(ack_or_nak_frame, now_ns)    # from the collector (resync, §5.3)
     t.next_deadline() / t.on_timer(now_ns)          # idle Append flushes, time-based grace
 
-Every output is a whole Ethernet frame: RoCEv2 (UDP 4791) for the collector, DTA NACKs
-(UDP 40044) for reporters; :func:`netstack.dta.collector.is_roce_frame` tells them
-apart. Nothing raises on frame content: every refusal is a counted drop
-(:meth:`DTATranslator.counters`).
+Every output is a whole Ethernet frame. What the calls return is RoCEv2 (UDP 4791) for
+the collector; DTA NACKs (UDP 40044), which go the other way (back to the reporter), are
+:class:`netstack.engine.Transmit` actions in :attr:`DTATranslator.actions`, the contract
+every engine keeps (:mod:`netstack.engine`), so a shell routes by kind of output instead of
+classifying each frame. Nothing raises on frame content: every refusal is a counted drop
+(:meth:`DTATranslator.counters`). The clock is only ever what the caller passes in:
+``now_ns`` at construction, then the latest ``now_ns`` of any call.
 
 Primitives (layouts in :mod:`netstack.dta.memory`, hashes in :mod:`netstack.dta.keywrite`)
 ------------------------------------------------------------------------------------------
@@ -81,8 +86,9 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from headers.dta import (
     Append,
@@ -91,6 +97,7 @@ from headers.dta import (
     KeyIncrement,
     KeyWrite,
     MergeFunction,
+    Primitive,
     SketchMerge,
     build_nack_frame,
     parse_report_frame,
@@ -103,6 +110,7 @@ from headers.roce import (
     RETH,
     AethKind,
     AtomicETH,
+    ExtHeader,
     NakCode,
     Opcode,
     build_roce_frame,
@@ -110,7 +118,7 @@ from headers.roce import (
     parse_roce_frame,
 )
 
-from .collector import is_roce_frame
+from ..engine import ActionQueue, Transmit
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, slot_index
 from .memory import APPEND_BATCHES
 
@@ -279,10 +287,16 @@ def _parse_connect_info(info: dict[str, Any] | str) -> dict[str, Any]:
 
 
 class DTATranslator:
-    """The translator engine. See the module docstring for what it does with each report."""
+    """The translator engine. See the module docstring for what it does with each report.
+
+    ``now_ns`` is the translator's start time (the first ``now`` its timers count from);
+    afterwards only the ``now_ns`` of its calls move the clock (:attr:`now`, read-only).
+    :meth:`on_report` puts NACKs in :attr:`actions` (as :class:`~netstack.engine.Transmit`,
+    toward the reporter whose report it answers); the other calls never add actions."""
 
     def __init__(self, config: TranslatorConfig, now_ns: int = 0) -> None:
         self.config = config
+        self.actions = ActionQueue()
         info = _parse_connect_info(config.connect_info)
         self.collector = str(info.get("collector", "collector"))
         self.collector_mac = mac_bytes(info["mac"])
@@ -299,10 +313,14 @@ class DTATranslator:
         self._grace_left = 0
         self._grace_until: int | None = None
         self._held: list[tuple[TxQp, int, bytes]] = []  # sketch WRITEs waiting for the grace period to end
-        #: the latest ``now_ns`` this translator was given (it starts at its creation time)
-        self.now = int(now_ns)
+        self._now = int(now_ns)
         for entry in info["regions"]:
             self._add_region(entry)
+
+    @property
+    def now(self) -> int:
+        """The latest ``now_ns`` this translator was given (its start time until the first call)."""
+        return self._now
 
     # ------------------------------------------------------------------ setup
     def _add_region(self, e: dict[str, Any]) -> None:
@@ -357,7 +375,8 @@ class DTATranslator:
 
     # ------------------------------------------------------------------ reports
     def on_report(self, frame: bytes | bytearray | memoryview, now_ns: int) -> list[bytes]:
-        """Translate one DTA report frame; return RoCEv2 frames and/or a NACK frame."""
+        """Translate one DTA report frame; return the RoCEv2 frames for the collector. A NACK
+        for the reporter goes to :attr:`actions` (after every frame returned here)."""
         out: list[bytes] = []
         self._clock(now_ns)
         self.c.reports += 1
@@ -370,11 +389,11 @@ class DTATranslator:
             self._report(udp, base, prim, out)
         except HeaderError:
             self.c.malformed += 1
-        except Exception:  # a bug must not kill the data path (DESIGN.md); tests assert this stays 0
+        except Exception:  # a bug must not kill the data path (docs/testbed.md); tests assert this stays 0
             self.c.internal_errors += 1
         return out
 
-    def _report(self, udp: UdpFrame, base: DTABase, prim: Any, out: list[bytes]) -> None:
+    def _report(self, udp: UdpFrame, base: DTABase, prim: Primitive, out: list[bytes]) -> None:
         c = self.c
         if udp.ip.dst != self.collector_ip:
             c.not_for_collector += 1
@@ -383,7 +402,7 @@ class DTATranslator:
         if isinstance(prim, SketchMerge):
             self._sketch(udp, prim, out)
             return
-        if base.retransmittable and self.config.track_seqnum and not self._track(udp, base, out):
+        if base.retransmittable and self.config.track_seqnum and not self._track(udp, base):
             return
         if self._grace:
             c.grace_dropped += 1
@@ -398,8 +417,8 @@ class DTATranslator:
         else:
             c.unsupported += 1
 
-    def _track(self, udp: UdpFrame, base: DTABase, out: list[bytes]) -> bool:
-        """Public-style NACK tracking; False (and a NACK in ``out``) when the report is out of order."""
+    def _track(self, udp: UdpFrame, base: DTABase) -> bool:
+        """Public-style NACK tracking; False (and a NACK action) when the report is out of order."""
         src = udp.ip.src
         seq = self._seq
         last = seq.get(src)
@@ -410,13 +429,15 @@ class DTATranslator:
                 seq.popitem(last=False)
             return True
         self.c.seq_nacks += 1
-        out.append(self._nack_frame(udp, DTANack(last)))
+        self._nack(udp, DTANack(last))
         return False
 
-    def _nack_frame(self, udp: UdpFrame, nack: DTANack) -> bytes:
+    def _nack(self, udp: UdpFrame, nack: DTANack) -> None:
         # as the public translator: back to the reporter, from the address it reported to,
-        # keeping its source port; only the destination port (40044) marks a NACK
-        return build_nack_frame(self.config.mac, udp.eth.src, udp.ip.dst, udp.ip.src, nack, sport=udp.udp.sport)
+        # keeping its source port; only the destination port (40044) marks a NACK. An action,
+        # not a returned frame: it travels the other way from the RoCEv2 output.
+        frame = build_nack_frame(self.config.mac, udp.eth.src, udp.ip.dst, udp.ip.src, nack, sport=udp.udp.sport)
+        self.actions.emit(Transmit(frame))
 
     def _cap(self, redundancy: int, store_max: int) -> int:
         cap = store_max if self.config.max_redundancy is None else min(store_max, self.config.max_redundancy)
@@ -460,7 +481,7 @@ class DTATranslator:
         c.append += 1
         lst.buf.append(rep.data)
         if lst.oldest_ns is None:
-            lst.oldest_ns = self.now
+            lst.oldest_ns = self._now
         if len(lst.buf) == lst.batch:
             self._append_write(lst, out)
             c.append_batches += 1
@@ -484,7 +505,7 @@ class DTATranslator:
         if timeout is None or self._grace:
             return
         for lst in self._lists.values():
-            if lst.oldest_ns is not None and lst.oldest_ns + timeout <= self.now:
+            if lst.oldest_ns is not None and lst.oldest_ns + timeout <= self._now:
                 self._append_write(lst, out)
                 lst.oldest_ns = None
                 self.c.append_flushes += 1
@@ -510,12 +531,12 @@ class DTATranslator:
         if col != exp:
             if (col - exp) & COLUMN_MASK < 1 << 31:  # ahead: a gap, ask for exp
                 last = sk.last_nack.get(rid)
-                if last is not None and last[0] == exp and self.now - last[1] < self.config.sketch_nack_holdoff_ns:
+                if last is not None and last[0] == exp and self._now - last[1] < self.config.sketch_nack_holdoff_ns:
                     c.sketch_nacks_held += 1
                     return
-                sk.last_nack[rid] = (exp, self.now)
+                sk.last_nack[rid] = (exp, self._now)
                 c.sketch_nacks += 1
-                out.append(self._nack_frame(udp, DTANack.for_sketch((exp - 1) & 0xFF, rid, sk.sketch_id, exp)))
+                self._nack(udp, DTANack.for_sketch((exp - 1) & 0xFF, rid, sk.sketch_id, exp))
             else:
                 c.sketch_duplicates += 1
             return
@@ -577,7 +598,7 @@ class DTATranslator:
         self._request(qp, Opcode.RDMA_WRITE_ONLY, [RETH(va, qp.rkey, len(payload))], payload, out)
         self.c.writes += 1
 
-    def _request(self, qp: TxQp, opcode: int, ext: list[Any], payload: bytes, out: list[bytes]) -> None:
+    def _request(self, qp: TxQp, opcode: int, ext: Sequence[ExtHeader], payload: bytes, out: list[bytes]) -> None:
         cfg = self.config
         qp.frames += 1
         ackreq = 1 if cfg.ack_every and qp.frames % cfg.ack_every == 0 else 0
@@ -640,7 +661,7 @@ class DTATranslator:
         if cfg.grace_reports:
             self._grace_left = cfg.grace_reports
         elif cfg.grace_ns:
-            self._grace_until = self.now + cfg.grace_ns
+            self._grace_until = self._now + cfg.grace_ns
         else:
             return
         if not self._grace:
@@ -657,7 +678,7 @@ class DTATranslator:
         if not self._grace or self._grace_left > 0:
             return
         if self._grace_until is not None:
-            if self.now < self._grace_until:
+            if self._now < self._grace_until:
                 return
             self._grace_until = None
         self._grace = False
@@ -705,8 +726,8 @@ class DTATranslator:
         return out
 
     def _clock(self, now_ns: int) -> None:
-        if now_ns > self.now:
-            self.now = int(now_ns)
+        if now_ns > self._now:
+            self._now = int(now_ns)
 
     # ------------------------------------------------------------------ state
     def counters(self) -> dict[str, Any]:
@@ -729,6 +750,28 @@ class DTATranslator:
 
 
 # ======================================================================== switch glue
+class _NamedPort(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class FeatureHost(Protocol):
+    """What :class:`TranslatorFeature` uses of :class:`netstack.switch.Switch`.
+
+    ``feature`` is ``Any`` on purpose: the switch types it with its full hook protocol, but a
+    feature implements only the hooks it needs (the port calls only those), as the
+    translator's two feature classes do."""
+
+    @property
+    def ports(self) -> Sequence[_NamedPort]: ...
+
+    def attach_feature(self, port: str, feature: Any) -> None: ...
+
+    def detach_feature(self, port: str, feature: Any) -> None: ...
+
+    def enqueue(self, port: str, frame: bytes, cls: int, now_ns: int | None = None) -> bool: ...
+
+
 class _ReportTap:
     """Ingress hook on a non-collector port: DTA reports for the collector never reach the FDB."""
 
@@ -751,9 +794,10 @@ class TranslatorFeature:
       ``on_timer`` drive the idle-flush / grace timers.
     - **every other port** gets a small ingress tap. A report (IPv4/UDP dport 40040 to the
       collector's IP) is consumed there, before learning and forwarding, and translated:
-      RoCEv2 frames are ``switch.enqueue``'d on ``port`` (class ``cls``), NACKs on the port
-      the report came in on (back towards the reporter, like the P4 code bouncing the
-      packet). Everything else passes untouched.
+      the RoCEv2 frames :meth:`DTATranslator.on_report` returns are ``switch.enqueue``'d on
+      ``port`` (class ``cls``), the NACKs it leaves in its ``actions`` on the port the report
+      came in on (back towards the reporter, like the P4 code bouncing the packet).
+      Everything else passes untouched.
 
     Why not egress: the switch forwards a report toward the collector port, but
     ``on_egress`` must return exactly one frame, while a report becomes 0..N frames (and a
@@ -763,7 +807,7 @@ class TranslatorFeature:
     Construction attaches everything (``switch.attach_feature`` ignores repeats, so also
     attaching this object yourself is harmless); :meth:`detach` removes it."""
 
-    def __init__(self, switch: Any, port: str, translator: DTATranslator, *, cls: int = 0) -> None:
+    def __init__(self, switch: FeatureHost, port: str, translator: DTATranslator, *, cls: int = 0) -> None:
         self.switch = switch
         self.port = port
         self.translator = translator
@@ -819,8 +863,10 @@ class TranslatorFeature:
     def _intercept(self, port: str, frame: bytes, now_ns: int) -> bytes | None:
         if self._classify(frame) != "report":
             return frame
-        for out in self.translator.on_report(frame, now_ns):
-            self._send([out], self.port if is_roce_frame(out) else port, now_ns)
+        tr = self.translator
+        self._send(tr.on_report(frame, now_ns), self.port, now_ns)
+        if tr.actions:  # NACKs; the translator decides them after its RoCEv2 frames, so order holds
+            self._send([a.data for a in tr.actions.take_all() if isinstance(a, Transmit)], port, now_ns)
         return None
 
     def _send(self, frames: list[bytes], port: str, now_ns: int) -> None:

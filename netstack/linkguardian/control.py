@@ -20,8 +20,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..errors import ConfigError
 from ..io.control import ControlError
-from ..switch.config import ConfigError
 from .feature import disable, enable_receiver, enable_sender, status
 from .params import link_params
 

@@ -104,7 +104,9 @@ def run_corruptd(prefix: str, monitor: CorruptionMonitor, *, interval_s: float =
     from .. import runtime
 
     if enable is None:
-        from .control import enable_link as enable
+        from .control import enable_link
+
+        enable = enable_link
     state = runtime.load_state(prefix)
     directions = switch_link_directions(state)
     if not directions:

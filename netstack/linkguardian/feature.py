@@ -38,17 +38,19 @@ import weakref
 from typing import Any
 
 from headers.errors import HeaderError
-from headers.registry import EtherType
-from netstack.switch import Switch
-from netstack.switch.config import ConfigError, derived_mac
+from headers.linkguardian import DATA_DUMMY, DATA_ERA, DATA_RETX, ETHERTYPE, LGType, find_tag
 
+from ..engine import Backpressure, Transmit
+from ..errors import ConfigError
+from ..switch import Switch
+from ..switch.config import derived_mac
+from ..switch.feature import FeatureBase
 from .params import LGParams
 from .receiver import LGReceiver
-from .sender import DUMMY_BIT, ERA_BIT, LG_CONTROL_MAC, RETX_BIT, LGSender
+from .sender import LG_CONTROL_MAC, LGSender
 
-_LG_HI = EtherType.LINKGUARDIAN >> 8
-_LG_LO = EtherType.LINKGUARDIAN & 0xFF
-_LG_INT = int(EtherType.LINKGUARDIAN)
+_LG_HI = ETHERTYPE >> 8
+_LG_LO = ETHERTYPE & 0xFF
 
 SENDER = "sender"
 #: retransmitted seq_nos remembered by a passive (disabled) receiver, oldest forgotten first
@@ -64,27 +66,7 @@ def forward_as_received(switch: Switch, port: str, frame: bytes, now_ns: int | N
     return switch.forward(port, frame, now_ns, after_feature=after)
 
 
-def _find_tag(frame: bytes, want: int) -> int | None:
-    """Offset of the first LinkGuardian tag of type ``want`` in the tag stack, or None."""
-    o = 14
-    n = len(frame)
-    while True:
-        if n < o + 5:
-            raise HeaderError("LinkGuardian", "truncated tag", o)
-        kind = frame[o] >> 6
-        if kind == want:
-            return o
-        if kind == 3:
-            raise HeaderError("LinkGuardian", "type 11 (buffered copy) is sender-internal, never on a link", o)
-        size = 8 if kind == 2 else 5
-        if n < o + size:
-            raise HeaderError("LinkGuardian", "truncated tag", o)
-        if frame[o + size - 2] << 8 | frame[o + size - 1] != _LG_INT:
-            return None
-        o += size
-
-
-class _LGFeature:
+class _LGFeature(FeatureBase):
     role = ""
 
     def __init__(self, switch: Switch, port: str, params: LGParams | None = None) -> None:
@@ -229,18 +211,18 @@ class LGReceiverFeature(_LGFeature):
         if len(frame) < 19:
             raise HeaderError("LGData", "truncated tag", 14)
         if frame[14] >> 6:
-            found = _find_tag(frame, 0)
+            found = find_tag(frame, LGType.DATA)
             if found is None:
                 return frame  # leading ACKs / notifications for a sender feature on this port
             o = found
         first = frame[o]
         # remove the tag: the EtherType in front of it becomes its next_type
-        inner = None if first & DUMMY_BIT else frame[:o - 2] + frame[o + 3:]
+        inner = None if first & DATA_DUMMY else frame[:o - 2] + frame[o + 3:]
         if not self.enabled:
             return self._passive(first, frame[o + 1] << 8 | frame[o + 2], inner)
         eng = self.engine
         out = eng.on_data(first, frame[o + 1] << 8 | frame[o + 2], inner, now_ns)
-        if eng.control_out or eng.pause_out:
+        if eng.actions:
             self._emit(now_ns)
         n = len(out)
         if n == 1:
@@ -318,8 +300,8 @@ class LGReceiverFeature(_LGFeature):
         """Disabled: strip tags still in flight and deliver as is, each retransmission once."""
         if inner is None:
             return None
-        if first & RETX_BIT:
-            key = (first & ERA_BIT) << 12 | seq
+        if first & DATA_RETX:
+            key = (first & DATA_ERA) << 12 | seq
             seen = self._passive_seen
             if key in seen:
                 self.passive_duplicates += 1
@@ -331,19 +313,19 @@ class LGReceiverFeature(_LGFeature):
         return inner
 
     def _emit(self, now_ns: int | None) -> None:
-        eng = self.engine
+        """Carry out the engine's actions: control frames on the highest class first (as the
+        engine queued them), then the pause/resume transitions of the data classes."""
+        actions = self.engine.actions
+        if not actions:
+            return
         sw, port = self.switch, self.port
-        if eng.control_out:
-            frames, eng.control_out = eng.control_out, []
-            cls = self.params.retx_class
-            for f in frames:
-                if not sw.enqueue(port, f, cls, now_ns):
-                    self.notifications_dropped += 1
-        if eng.pause_out:
-            states, eng.pause_out = eng.pause_out, []
-            for paused in states:
-                for cls in self.params.data_classes:
-                    sw.pause_class(port, cls, paused, now_ns)
+        cls = self.params.retx_class
+        for t in actions.take(Transmit):
+            if not sw.enqueue(port, t.data, cls, now_ns):
+                self.notifications_dropped += 1
+        for b in actions.take(Backpressure):
+            for c in self.params.data_classes:
+                sw.pause_class(port, c, b.paused, now_ns)
 
 
 # ------------------------------------------------------------------ daemon / CLI API

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from netstack.switch.config import NUM_CLASSES, ConfigError
+from ..errors import ConfigError
+from ..ethernet import NUM_CLASSES
 
 #: The paper's target effective loss rate (§4: "We set LinkGuardian's target loss rate to 10^-8").
 DEFAULT_TARGET_LOSS = 1e-8
@@ -198,13 +199,13 @@ class LGParams:
             set_(self, "recirc_rate_bps", _int(self.recirc_rate_bps, "recirc_rate_bps", 0))
         set_(self, "data_class", _classes(self.data_class))
         set_(self, "retx_class", _int(self.retx_class, "retx_class", 0, NUM_CLASSES - 1))
-        if self.retx_class in self.data_class:
+        if self.retx_class in self.data_classes:
             raise ConfigError("linkguardian.retx_class",
                               f"class {self.retx_class} is also a protected data class; it must be above them")
-        if self.retx_class < max(self.data_class):
+        if self.retx_class < max(self.data_classes):
             raise ConfigError("linkguardian.retx_class",
                               f"must be above every data class (strict priority, §3): {self.retx_class} < "
-                              f"{max(self.data_class)}")
+                              f"{max(self.data_classes)}")
         ts = self.time_scale
         if isinstance(ts, bool) or not isinstance(ts, int | float) or not ts > 0 or ts != ts or ts == math.inf:
             raise ConfigError("linkguardian.time_scale", f"must be a positive number, got {ts!r}")

@@ -2,10 +2,10 @@
 
 One instance per protected ingress port. Inputs: the data tag of each protected frame
 (or dummy) with the untagged inner frame, and ``on_timer(now)``; outputs: the frames to
-deliver (returned, in delivery order), loss notifications for the highest-priority class
-(:attr:`LGReceiver.control_out`) and backpressure transitions (:attr:`LGReceiver.pause_out`),
-which the switch feature drains after every call, plus leading ACKs on demand
-(:meth:`piggyback`, :meth:`courier`).
+deliver (returned, in delivery order), and in :attr:`LGReceiver.actions` (``netstack.engine``)
+loss notifications for the highest-priority class (``Transmit``) and backpressure transitions
+(``Backpressure``), which the switch feature takes after every call, plus leading ACKs on
+demand (:meth:`piggyback`, :meth:`courier`).
 
 State, all in *absolute* counters (16-bit seq_no + era resolved with :func:`unwrap`
 against ``expected``, §3.5):
@@ -52,21 +52,32 @@ behind a hole until it is repaired, about one retransmission delay's worth.
 
 from __future__ import annotations
 
-import struct
 from collections import deque
+from dataclasses import dataclass, fields
 from typing import Any
 
 from headers.errors import HeaderError
-from headers.linkguardian import SEQ_SPACE, LGType, unwrap
-from headers.registry import MIN_FRAME, EtherType
-from netstack.switch.config import DEFAULT_OVERHEAD_BYTES
+from headers.linkguardian import (
+    DATA_BLOCKING,
+    DATA_DUMMY,
+    DATA_RETX,
+    ETHERTYPE,
+    LACK_EXPLICIT,
+    LACK_PIGGYBACKED,
+    LOSS_HEAD,
+    LOSS_NOTIFICATION,
+    SEQ_SPACE,
+    TAG_HEAD,
+    LGType,
+    era_flag,
+    unwrap,
+)
+from headers.registry import MIN_FRAME
 
+from ..engine import ActionQueue, Backpressure, Transmit
+from ..ethernet import line_time_ns
 from .params import LGParams
-from .sender import BLOCKING_BIT, DUMMY_BIT, ERA_BIT, LG_CONTROL_MAC, RETX_BIT
-
-_LG_INT = int(EtherType.LINKGUARDIAN)
-_TAG_HEAD = struct.Struct("!HBH")
-_LOSS = struct.Struct("!HBHBHH")
+from .sender import LG_CONTROL_MAC
 
 #: A seq_no further than this ahead of ``expected`` is not a hole but a new stream (the
 #: sender was restarted, or the receiver attached mid-stream): the receiver resynchronises
@@ -80,42 +91,52 @@ RESYNC_BEHIND = 4096
 #: hole_size is an 8-bit field: a longer gap is reported in several notifications.
 MAX_HOLE_PER_NOTIFICATION = 255
 
-COUNTER_KEYS = (
-    "data_rx",                  # protected data frames received (originals and copies)
-    "retx_rx",                  # ... of which retransmitted copies (reTx = 1)
-    "dummies_rx",               # dummy frames received (§3.2); never delivered
-    "delivered",                # frames handed on (in order in blocking mode)
-    "duplicates",               # frames dropped as already delivered / held / given up
-    "holes_detected",           # gaps seen (one per revealing frame)
-    "lost_detected",            # frames in those gaps
-    "max_hole",                 # the longest gap (consecutive losses)
-    "holes_filled",             # gap frames that arrived later (retransmissions)
-    "loss_notifications_sent",  # notifications queued for the sender
-    "timeouts",                 # frames given up by ackNoTimeout (never repaired)
-    "reorder_drops",            # frames dropped because the reordering buffer was full
-    "recirculations",           # passes after which a held frame went round the port again
-    "reorder_buffer_frames",
-    "reorder_buffer_bytes",
-    "reorder_buffer_max_frames",
-    "reorder_buffer_max_bytes",
-    "pauses_sent",              # Algorithm 2 pause transitions
-    "resumes_sent",             # Algorithm 2 resume transitions
-    "lacks_explicit",           # leading ACKs sent on couriers (§3.1)
-    "lacks_piggybacked",        # leading ACKs piggybacked on reverse frames
-    "resyncs",                  # new streams detected (far jump of seq_no)
-    "mode_switches",            # blocking <-> NB transitions followed from the tags
-    "released_on_disable",      # frames released in order when protection was disabled
-)
+
+@dataclass
+class ReceiverCounters:
+    """What the receiver counts (``LGReceiver`` carries them as its own attributes)."""
+
+    data_rx: int = 0  # protected data frames received (originals and copies)
+    retx_rx: int = 0  # ... of which retransmitted copies (reTx = 1)
+    dummies_rx: int = 0  # dummy frames received (§3.2); never delivered
+    delivered: int = 0  # frames handed on (in order in blocking mode)
+    duplicates: int = 0  # frames dropped as already delivered / held / given up
+    holes_detected: int = 0  # gaps seen (one per revealing frame)
+    lost_detected: int = 0  # frames in those gaps
+    max_hole: int = 0  # the longest gap (consecutive losses)
+    holes_filled: int = 0  # gap frames that arrived later (retransmissions)
+    loss_notifications_sent: int = 0  # notifications queued for the sender
+    timeouts: int = 0  # frames given up by ackNoTimeout (never repaired)
+    reorder_drops: int = 0  # frames dropped because the reordering buffer was full
+    recirculations: int = 0  # passes after which a held frame went round the port again
+    reorder_buffer_frames: int = 0
+    reorder_buffer_bytes: int = 0
+    reorder_buffer_max_frames: int = 0
+    reorder_buffer_max_bytes: int = 0
+    pauses_sent: int = 0  # Algorithm 2 pause transitions
+    resumes_sent: int = 0  # Algorithm 2 resume transitions
+    lacks_explicit: int = 0  # leading ACKs sent on couriers (§3.1)
+    lacks_piggybacked: int = 0  # leading ACKs piggybacked on reverse frames
+    resyncs: int = 0  # new streams detected (far jump of seq_no)
+    mode_switches: int = 0  # blocking <-> NB transitions followed from the tags
+    released_on_disable: int = 0  # frames released in order when protection was disabled
 
 
-class LGReceiver:
+COUNTER_KEYS = tuple(f.name for f in fields(ReceiverCounters))
+
+
+class LGReceiver(ReceiverCounters):
     """Receiver side of one protected link (see the module docstring)."""
 
     def __init__(self, params: LGParams, *, src_mac: bytes = b"\x02\0\0\0\0\x02",
                  dst_mac: bytes = LG_CONTROL_MAC, start: int = 0) -> None:
         if len(src_mac) != 6 or len(dst_mac) != 6:
             raise ValueError("MAC addresses must be 6 bytes")
+        ReceiverCounters.__init__(self)
         self._addr = dst_mac + src_mac
+        #: loss notifications and leading-ACK couriers to send back (``Transmit``, highest
+        #: class) and Algorithm 2's pause/resume transitions (``Backpressure``), in order
+        self.actions = ActionQueue()
         #: the recirculation port's queue (absolute counters of held frames, head = on the
         #: port now) and when the head's current pass ends; _ring_ns: one full rotation
         self._ring: deque[int] = deque()
@@ -143,12 +164,6 @@ class LGReceiver:
         self._hole_q: deque[int] = deque()
         #: Algorithm 2's curr_state (True = the sender's normal queue is paused)
         self.paused = False
-        #: loss notifications to send on the highest class, drained by the caller
-        self.control_out: list[bytes] = []
-        #: backpressure transitions (True = pause, False = resume), drained by the caller
-        self.pause_out: list[bool] = []
-        for key in COUNTER_KEYS:
-            setattr(self, key, 0)
 
     def set_params(self, params: LGParams, now_ns: int | None = None) -> None:
         """New thresholds, timeout and repeats apply from the next event. A new recirculation
@@ -173,18 +188,18 @@ class LGReceiver:
             self._ring_ns = sum(self._recirc_ns(self._rob[c]) for c in self._ring)
         if not self._bp and getattr(self, "paused", False):
             self.paused = False
-            self.pause_out.append(False)
+            self.actions.emit(Backpressure(False))
             self.resumes_sent += 1
 
     # ----------------------------------------------------------------------- data path
     def receive(self, frame: bytes, now_ns: int) -> list[bytes]:
         """A frame whose outer tag is a data tag: the frames now deliverable, in order."""
-        if len(frame) < 19 or frame[12] << 8 | frame[13] != _LG_INT:
+        if len(frame) < 19 or frame[12] << 8 | frame[13] != ETHERTYPE:
             raise HeaderError("LGData", "not a LinkGuardian-tagged frame", 12)
         first = frame[14]
         if first >> 6 != LGType.DATA:
             raise HeaderError("LGData", f"outer tag type {first >> 6:02b} is not DATA", 14)
-        inner = None if first & DUMMY_BIT else frame[:12] + frame[17:]
+        inner = None if first & DATA_DUMMY else frame[:12] + frame[17:]
         return self.on_data(first, frame[15] << 8 | frame[16], inner, now_ns)
 
     def on_data(self, first: int, seq: int, inner: bytes | None, now_ns: int) -> list[bytes]:
@@ -206,20 +221,20 @@ class LGReceiver:
                 self.resyncs += 1
                 self._release(out, forget_holes=True)
                 self._sync(s)
-        if bool(first & BLOCKING_BIT) != self.blocking:
+        if bool(first & DATA_BLOCKING) != self.blocking:
             self._switch_mode(out)
         exp = self.expected
         if s > exp:
             # a gap (Algorithm 1's hole; §3.2: a dummy reveals a tail loss the same way)
             self._new_holes(exp, s, now_ns)
             self.expected = exp = s
-        if first & DUMMY_BIT:
+        if first & DATA_DUMMY:
             self.dummies_rx += 1
             if out:
                 self.delivered += len(out)
             return out
         self.data_rx += 1
-        if first & RETX_BIT:
+        if first & DATA_RETX:
             self.retx_rx += 1
         holes = self._holes
         if s == exp:
@@ -344,12 +359,12 @@ class LGReceiver:
         """``frame`` (reverse direction) with the pending leading ACK added, if one is pending."""
         if self.lack_left <= 0:
             return frame
-        if frame[12] << 8 | frame[13] == _LG_INT and len(frame) > 14 and frame[14] >> 6 == LGType.LOSS_NOTIFICATION:
+        if frame[12] << 8 | frame[13] == ETHERTYPE and len(frame) > 14 and frame[14] >> 6 == LGType.LOSS_NOTIFICATION:
             return frame  # our own notification already carries the leading ACK
         self.lack_left -= 1
         self.lacks_piggybacked += 1
         v = self.leading_ack
-        return frame[:12] + _TAG_HEAD.pack(_LG_INT, 0x60 | (v >> 12 & ERA_BIT), v & 0xFFFF) + frame[12:]
+        return frame[:12] + TAG_HEAD.pack(ETHERTYPE, LACK_PIGGYBACKED | era_flag(v), v & 0xFFFF) + frame[12:]
 
     def courier(self) -> bytes | None:
         """An explicit ACK frame if a leading-ACK value still needs sending, else None."""
@@ -358,7 +373,7 @@ class LGReceiver:
         self.lack_left -= 1
         self.lacks_explicit += 1
         v = self.leading_ack
-        head = self._addr + _TAG_HEAD.pack(_LG_INT, 0x40 | (v >> 12 & ERA_BIT), v & 0xFFFF) + b"\0\0"
+        head = self._addr + TAG_HEAD.pack(ETHERTYPE, LACK_EXPLICIT | era_flag(v), v & 0xFFFF) + b"\0\0"
         return head + bytes(MIN_FRAME - len(head))
 
     # ------------------------------------------------------------------------ control
@@ -374,7 +389,7 @@ class LGReceiver:
         self.synced = False
         if self.paused:
             self.paused = False
-            self.pause_out.append(False)
+            self.actions.emit(Backpressure(False))
             self.resumes_sent += 1
         return out
 
@@ -390,6 +405,16 @@ class LGReceiver:
     def held(self) -> list[int]:
         """Absolute counters in the reordering buffer, ascending."""
         return sorted(self._rob)
+
+    @property
+    def control_out(self) -> list[bytes]:
+        """The control frames decided and not yet taken (a view of :attr:`actions`)."""
+        return [a.data for a in self.actions.pending(Transmit)]
+
+    @property
+    def pause_out(self) -> list[bool]:
+        """The pause (True) / resume (False) transitions not yet taken (a view of :attr:`actions`)."""
+        return [a.paused for a in self.actions.pending(Backpressure)]
 
     def counters(self) -> dict[str, Any]:
         out: dict[str, Any] = {key: getattr(self, key) for key in COUNTER_KEYS}
@@ -421,12 +446,12 @@ class LGReceiver:
             holes[c] = now_ns
             q.append(c)
         v = self.leading_ack  # unchanged by a new hole: it is the in-order point
-        era = 0x80 | (v >> 12 & ERA_BIT)
+        first_byte = LOSS_NOTIFICATION | era_flag(v)
         c = first
         while c < end:
             k = min(MAX_HOLE_PER_NOTIFICATION, end - c)
-            head = self._addr + _LOSS.pack(_LG_INT, era, v & 0xFFFF, k, c & 0xFFFF, 0)
-            self.control_out.append(head + bytes(MIN_FRAME - len(head)))
+            head = self._addr + LOSS_HEAD.pack(ETHERTYPE, first_byte, v & 0xFFFF, k, c & 0xFFFF, 0)
+            self.actions.emit(Transmit(head + bytes(MIN_FRAME - len(head))))
             self.loss_notifications_sent += 1
             c += k
 
@@ -475,8 +500,7 @@ class LGReceiver:
 
     def _recirc_ns(self, frame: bytes) -> int:
         """Time ``frame`` takes on the recirculation port (line time, as the switch's pacer counts it)."""
-        n = len(frame)
-        return -(-((n if n > MIN_FRAME else MIN_FRAME) + DEFAULT_OVERHEAD_BYTES) * 8_000_000_000 // self._recirc_bps)
+        return line_time_ns(len(frame), self._recirc_bps)
 
     def _pump(self, now_ns: int, out: list[bytes]) -> None:
         """Run the recirculation port up to ``now_ns``: every pass that has ended applies
@@ -527,11 +551,11 @@ class LGReceiver:
         if not self.paused:
             if b >= self._pause_at:
                 self.paused = True
-                self.pause_out.append(True)
+                self.actions.emit(Backpressure(True))
                 self.pauses_sent += 1
         elif b <= self._resume_at:
             self.paused = False
-            self.pause_out.append(False)
+            self.actions.emit(Backpressure(False))
             self.resumes_sent += 1
 
     def _nb_lack(self) -> None:
@@ -566,7 +590,7 @@ class LGReceiver:
             self.blocking = False
             if self.paused:
                 self.paused = False
-                self.pause_out.append(False)
+                self.actions.emit(Backpressure(False))
                 self.resumes_sent += 1
         else:
             q = self._hole_q
@@ -576,4 +600,5 @@ class LGReceiver:
             self.blocking = True
 
 
-__all__ = ["COUNTER_KEYS", "MAX_HOLE_PER_NOTIFICATION", "RESYNC_BEHIND", "RESYNC_DISTANCE", "LGReceiver"]
+__all__ = ["COUNTER_KEYS", "MAX_HOLE_PER_NOTIFICATION", "RESYNC_BEHIND", "RESYNC_DISTANCE", "LGReceiver",
+           "ReceiverCounters"]

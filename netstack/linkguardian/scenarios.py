@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ethernet import wire_bytes
 from ..sim.hosts import UdpSink
 from ..sim.pktgen import SwitchGenerator
 from ..sim.scenario import Context, Scenario
@@ -30,7 +31,6 @@ from ..sim.scenarios import (
     udp_stream_sim,
 )
 from ..stats import loss_estimate
-from ..switch.config import DEFAULT_OVERHEAD_BYTES
 from .feature import status
 
 #: sender/receiver counters every LinkGuardian result carries (the engines' names)
@@ -113,7 +113,7 @@ def lg_stress_sim(net: Any, ctx: Context) -> dict[str, Any]:
     duration = max(1, (sink.last_ns or 0) - (gen.first_ns or 0)) if sink.last_ns is not None else None
     # goodput counts each delivered frame's line time (frame + preamble/IFG/FCS), as the paper's
     # "effective link speed" is a share of the line rate
-    goodput = d * (max(p["size"], 60) + DEFAULT_OVERHEAD_BYTES) * 8e9 / duration if duration else 0.0
+    goodput = d * wire_bytes(p["size"]) * 8e9 / duration if duration else 0.0
     lg = _sim_status(net)
     out: dict[str, Any] = {
         "offered_A": a, "protected_egress_B": link["sent_B"], "protected_ingress_C": link["received_C"],

@@ -30,67 +30,80 @@ frames pause the switch's egress class and the engine simply stamps fewer frames
 
 from __future__ import annotations
 
-import struct
+from dataclasses import dataclass, fields
 from typing import Any
 
 from headers.errors import HeaderError
-from headers.linkguardian import LGType, unwrap, unwrap_seq, wrap
-from headers.registry import MIN_FRAME, EtherType
+from headers.linkguardian import (
+    DATA_BLOCKING,
+    DATA_DUMMY,
+    DATA_RETX,
+    ETHERTYPE,
+    LACK_PIGGYBACKED_FLAG,
+    LOSS_TAG_SIZE,
+    TAG_HEAD,
+    TAG_SIZE,
+    LGType,
+    era_flag,
+    unwrap,
+    unwrap_seq,
+    wrap,
+)
+from headers.registry import MIN_FRAME
 
+from ..engine import ActionQueue
 from .params import LGParams
-
-#: EtherType 0xABCD + the 3-byte tag body (type/flags byte, seq_no); next_type follows
-#: as the frame's original EtherType, which is already in place after the insertion point.
-_TAG_HEAD = struct.Struct("!HBH")
-_LG_INT = int(EtherType.LINKGUARDIAN)
-
-# flag bits of the data tag's first byte (headers.linkguardian.LGData)
-ERA_BIT = 0x10
-RETX_BIT = 0x08
-DUMMY_BIT = 0x04
-BLOCKING_BIT = 0x02
 
 #: Destination of LinkGuardian's own control frames (dummies, ACK couriers, loss
 #: notifications): a locally administered group address ("LG"). Not in 01:80:C2:00:00:0x,
 #: which a switch port consumes as MAC control before any feature could see it.
 LG_CONTROL_MAC = bytes.fromhex("034c47000000")
 
-COUNTER_KEYS = (
-    "protected_frames",       # frames stamped with a seq_no (first transmissions)
-    "protected_bytes",        # their bytes before tagging
-    "retransmissions",        # retransmitted copies produced (N per hole frame found)
-    "retx_frames",            # distinct frames retransmitted
-    "retx_dropped",           # copies the switch refused (egress buffer full); set by the feature
-    "loss_notifications_rx",  # loss notifications received
-    "holes_requested",        # frames named by loss notifications
-    "holes_not_buffered",     # ... that were no longer in the Tx buffer (evicted/freed/flushed)
-    "lacks_rx",               # leading ACKs received (piggybacked, explicit or in a notification)
-    "lacks_piggybacked_rx",   # ... of which rode on reverse data
-    "stale_lacks",            # leading ACKs that freed nothing: repeats (§3.1 sends each twice), late, bogus
-    "dummies_sent",           # dummy frames handed to the port (§3.2)
-    "freed",                  # Tx-buffer copies freed by a leading ACK
-    "tx_evictions",           # oldest copies evicted because the Tx buffer was full
-    "flushed",                # copies dropped when protection was disabled
-    "tx_buffer_frames",
-    "tx_buffer_bytes",
-    "tx_buffer_max_frames",
-    "tx_buffer_max_bytes",
-)
+
+@dataclass
+class SenderCounters:
+    """What the sender counts (``LGSender`` carries them as its own attributes)."""
+
+    protected_frames: int = 0  # frames stamped with a seq_no (first transmissions)
+    protected_bytes: int = 0  # their bytes before tagging
+    retransmissions: int = 0  # retransmitted copies produced (N per hole frame found)
+    retx_frames: int = 0  # distinct frames retransmitted
+    retx_dropped: int = 0  # copies the switch refused (egress buffer full); set by the feature
+    loss_notifications_rx: int = 0  # loss notifications received
+    holes_requested: int = 0  # frames named by loss notifications
+    holes_not_buffered: int = 0  # ... that were no longer in the Tx buffer (evicted/freed/flushed)
+    lacks_rx: int = 0  # leading ACKs received (piggybacked, explicit or in a notification)
+    lacks_piggybacked_rx: int = 0  # ... of which rode on reverse data
+    stale_lacks: int = 0  # leading ACKs that freed nothing: repeats (§3.1 sends each twice), late, bogus
+    dummies_sent: int = 0  # dummy frames handed to the port (§3.2)
+    freed: int = 0  # Tx-buffer copies freed by a leading ACK
+    tx_evictions: int = 0  # oldest copies evicted because the Tx buffer was full
+    flushed: int = 0  # copies dropped when protection was disabled
+    tx_buffer_frames: int = 0
+    tx_buffer_bytes: int = 0
+    tx_buffer_max_frames: int = 0
+    tx_buffer_max_bytes: int = 0
 
 
-class LGSender:
+COUNTER_KEYS = tuple(f.name for f in fields(SenderCounters))
+
+
+class LGSender(SenderCounters):
     """Sender side of one protected link (see the module docstring)."""
 
     def __init__(self, params: LGParams, *, src_mac: bytes = b"\x02\0\0\0\0\x01",
                  dst_mac: bytes = LG_CONTROL_MAC, start: int = 0) -> None:
         if len(src_mac) != 6 or len(dst_mac) != 6:
             raise ValueError("MAC addresses must be 6 bytes")
+        SenderCounters.__init__(self)
         self.params = params
         self.copies = params.n_copies
-        self._blocking = BLOCKING_BIT if params.blocking else 0
+        self._blocking = DATA_BLOCKING if params.blocking else 0
         self._limit = params.tx_buffer_limit_bytes
         self._max_dummies = params.max_dummies
         self._addr = dst_mac + src_mac
+        #: the sender's outputs are return values (tagged frames, copies, dummies): nothing queued
+        self.actions = ActionQueue()
         #: absolute counter of the next protected frame (seq_no = counter mod 2^16, era = bit 16)
         self.next_counter = start
         #: highest leading ACK acted on (absolute): every copy at or below it is freed
@@ -100,15 +113,13 @@ class LGSender:
         #: lowest counter that may still be buffered (everything below is gone)
         self._base = start
         self.dummy_budget = 0
-        for key in COUNTER_KEYS:
-            setattr(self, key, 0)
 
     # ------------------------------------------------------------------ configuration
     def set_params(self, params: LGParams) -> None:
         """New settings take effect for the next frame (mode, N, limits, dummy budget)."""
         self.params = params
         self.copies = params.n_copies
-        self._blocking = BLOCKING_BIT if params.blocking else 0
+        self._blocking = DATA_BLOCKING if params.blocking else 0
         self._limit = params.tx_buffer_limit_bytes
         self._max_dummies = params.max_dummies
         self.dummy_budget = min(self.dummy_budget, self._max_dummies)
@@ -138,7 +149,7 @@ class LGSender:
         self.protected_frames += 1
         self.protected_bytes += n
         self.dummy_budget = self._max_dummies  # §3.2: data refills the dummy queue
-        return frame[:12] + _TAG_HEAD.pack(_LG_INT, (c >> 12 & ERA_BIT) | self._blocking, c & 0xFFFF) + frame[12:]
+        return frame[:12] + TAG_HEAD.pack(ETHERTYPE, era_flag(c) | self._blocking, c & 0xFFFF) + frame[12:]
 
     def dummy(self, now_ns: int = 0) -> bytes | None:
         """The next dummy frame (§3.2) if the budget allows, else None.
@@ -151,14 +162,14 @@ class LGSender:
         self.dummy_budget -= 1
         self.dummies_sent += 1
         c = self.next_counter
-        first = (c >> 12 & ERA_BIT) | DUMMY_BIT | self._blocking
-        head = self._addr + _TAG_HEAD.pack(_LG_INT, first, c & 0xFFFF) + b"\0\0"  # next_type 0: nothing follows
+        first = era_flag(c) | DATA_DUMMY | self._blocking
+        head = self._addr + TAG_HEAD.pack(ETHERTYPE, first, c & 0xFFFF) + b"\0\0"  # next_type 0: nothing follows
         return head + bytes(MIN_FRAME - len(head))
 
     def retx_frame(self, counter: int, frame: bytes) -> bytes:
         """``frame`` (untagged) re-tagged for a retransmission of ``counter`` (reTx = 1, §3.4)."""
-        first = (counter >> 12 & ERA_BIT) | RETX_BIT | self._blocking
-        return frame[:12] + _TAG_HEAD.pack(_LG_INT, first, counter & 0xFFFF) + frame[12:]
+        first = era_flag(counter) | DATA_RETX | self._blocking
+        return frame[:12] + TAG_HEAD.pack(ETHERTYPE, first, counter & 0xFFFF) + frame[12:]
 
     # -------------------------------------------------------------------- reverse path
     def on_leading_ack(self, era: int, leading_ack: int, now_ns: int = 0) -> int:
@@ -213,27 +224,27 @@ class LGSender:
         (None). Raises :class:`HeaderError` on a truncated or type-11 tag.
         """
         retx: list[bytes] = []
-        if len(frame) < 14 or frame[12] << 8 | frame[13] != _LG_INT:
+        if len(frame) < 14 or frame[12] << 8 | frame[13] != ETHERTYPE:
             return frame, retx
         o = 14
         while True:
-            if len(frame) < o + 5:
+            if len(frame) < o + TAG_SIZE:
                 raise HeaderError("LinkGuardian", "truncated tag", o)
             first = frame[o]
             kind = first >> 6
             if kind == LGType.DATA:
-                if frame[o + 3] << 8 | frame[o + 4] != _LG_INT:
+                if frame[o + 3] << 8 | frame[o + 4] != ETHERTYPE:
                     return frame, retx
-                o += 5
+                o += TAG_SIZE
                 continue
             if kind == LGType.LEADING_ACK:
-                size = 5
-                if first & 0x20:
+                size = TAG_SIZE
+                if first & LACK_PIGGYBACKED_FLAG:
                     self.lacks_piggybacked_rx += 1
                 self.on_leading_ack(first >> 4 & 1, frame[o + 1] << 8 | frame[o + 2], now_ns)
             elif kind == LGType.LOSS_NOTIFICATION:
-                size = 8
-                if len(frame) < o + 8:
+                size = LOSS_TAG_SIZE
+                if len(frame) < o + LOSS_TAG_SIZE:
                     raise HeaderError("LGLossNotification", "truncated", o)
                 hole = frame[o + 3]
                 if hole == 0:
@@ -248,7 +259,7 @@ class LGSender:
             # remove the tag: the EtherType in front of it becomes its next_type, and the
             # next tag (if any) now starts at o
             frame = frame[:o - 2] + frame[o + size - 2:]
-            if nt != _LG_INT:
+            if nt != ETHERTYPE:
                 return frame, retx
 
     # ----------------------------------------------------------------------- control
@@ -306,4 +317,4 @@ class LGSender:
         self.tx_evictions += 1
 
 
-__all__ = ["BLOCKING_BIT", "COUNTER_KEYS", "DUMMY_BIT", "ERA_BIT", "LG_CONTROL_MAC", "RETX_BIT", "LGSender"]
+__all__ = ["COUNTER_KEYS", "LG_CONTROL_MAC", "LGSender", "SenderCounters"]

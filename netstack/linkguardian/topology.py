@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..switch.config import ConfigError
+from ..errors import ConfigError
 from ..topo.model import Link, NodeKind, Topology, TopologyError
 from .feature import RECEIVER, ROLES, SENDER, enable_receiver, enable_sender
 from .params import DEFAULT_TARGET_LOSS, PAPER_SETTINGS, LGParams, link_params, recirc_rate_bps

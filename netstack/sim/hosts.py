@@ -21,14 +21,34 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..switch.config import DEFAULT_OVERHEAD_BYTES
+from ..ethernet import line_time_exact_ns
+from ..switch.pacer import Pacer
+from ..topo.model import NodeKind, Topology
+from .loop import EventLoop
 from .packets import PROTO_TCP, PROTO_UDP, UDP_HEADERS, Ipv4Flow, ipv4_checksum_ok
 
-if TYPE_CHECKING:
-    from ..topo.model import NodeKind
-    from .network import Channel, Network
+
+class Nic(Protocol):
+    """What a host needs of its link (``netstack.sim.network.Channel``): a paced send."""
+
+    nic: Pacer | None
+
+    def send(self, frame: bytes, at_ns: int | None = None) -> None: ...
+
+
+class HostNetwork(Protocol):
+    """What hosts and their apps need of the network (``netstack.sim.network.Network``): the
+    clock, the run's seed and topology, the other hosts and their addresses."""
+
+    loop: EventLoop
+    seed: int
+    topology: Topology
+
+    def host(self, name: str) -> Host: ...
+
+    def mac_of(self, ip: bytes) -> bytes: ...
 
 Handler = Callable[[bytes], None]
 _SEQ = struct.Struct("!I")
@@ -37,7 +57,7 @@ _SEQ = struct.Struct("!I")
 class Host:
     """One host or collector node: MAC, IPv4 address, NIC (a :class:`~netstack.sim.network.Channel`)."""
 
-    def __init__(self, net: Network, name: str, kind: NodeKind, mac: bytes, ip: bytes, ifname: str) -> None:
+    def __init__(self, net: HostNetwork, name: str, kind: NodeKind, mac: bytes, ip: bytes, ifname: str) -> None:
         self.net = net
         self.loop = net.loop
         self.name = name
@@ -45,7 +65,7 @@ class Host:
         self.mac = mac
         self.ip = ip
         self.ifname = ifname
-        self.nic: Channel = None  # type: ignore[assignment]  # set by the network
+        self.nic: Nic = None  # type: ignore[assignment]  # set by the network
         self.apps: list[Any] = []
         #: per-host state that several apps share, by name (``netstack.sim.tcp``'s stack: "tcp")
         self.services: dict[str, Any] = {}
@@ -134,11 +154,6 @@ class Host:
                 "rx_not_mine": self.rx_not_mine, "rx_unclaimed": self.rx_unclaimed}
 
 
-def wire_ns(frame_bytes: int, rate_bps: int) -> float:
-    """Line time of a frame of ``frame_bytes`` (without FCS) at ``rate_bps``, as the switch counts it."""
-    return (max(frame_bytes, 60) + DEFAULT_OVERHEAD_BYTES) * 8e9 / rate_bps
-
-
 class UdpStream:
     """A sequenced UDP stream (``netstack.traffic udp-send``'s datagrams: a 4-byte sequence number,
     then zeros), ``count`` datagrams of ``size`` payload bytes at ``rate_pps`` datagrams/s or
@@ -168,7 +183,7 @@ class UdpStream:
             self.gap = 1e9 / rate_pps
         else:
             line = rate_bps or host.nic.nic.rate  # type: ignore[union-attr]
-            self.gap = wire_ns(frame_len, int(line)) if line else 0.0
+            self.gap = line_time_exact_ns(frame_len, line) if line else 0.0
         self.start_ns = start_ns
         self.batch = max(1, batch)
         self.sent = 0
@@ -257,4 +272,4 @@ class UdpSink:
                 "seconds": ((self.last_ns or 0) - (self.first_ns or 0)) / 1e9, "bytes": self.bytes}
 
 
-__all__ = ["Host", "UdpSink", "UdpStream", "wire_ns"]
+__all__ = ["Host", "UdpSink", "UdpStream"]

@@ -39,18 +39,18 @@ from dataclasses import replace
 from heapq import heappush
 from typing import Any
 
+from ..ethernet import wire_bytes
 from ..switch import ImpairmentConfig, Switch, SwitchConfig
-from ..switch.config import DEFAULT_OVERHEAD_BYTES
 from ..switch.impair import Impairment, Verdict
 from ..switch.pacer import Pacer
 from ..topo import netns
 from ..topo.model import Backend, Link, LinkEnd, NodeKind, Topology
+from .hosts import Host
 from .loop import EventLoop, SimError
 
 #: The byte the nft backend overwrites (netstack.topo.impair.DEFAULT_CORRUPT_OFFSET: inside the
 #: software FCS's coverage and, in IPv4 frames, the TTL, which the header checksum covers).
 CORRUPT_OFFSET = 22
-_MIN_FRAME = 60
 
 
 class Channel:
@@ -123,8 +123,7 @@ class Channel:
         start = nic.busy_until if nic.busy_until > now else now
         if start - now > self.nic_peak:
             self.nic_peak = start - now
-        n = len(frame)
-        end = nic.start(start, (n if n > _MIN_FRAME else _MIN_FRAME) + DEFAULT_OVERHEAD_BYTES)
+        end = nic.start(start, wire_bytes(len(frame)))
         self.put(frame, end + self.delay)
 
     def put(self, frame: bytes, release_ns: int) -> None:
@@ -244,7 +243,6 @@ class Network:
                  loop: EventLoop | None = None) -> None:
         from ..runtime import switch_config  # (the live runtime's config builder, pure)
         from ..switch import plugins
-        from .hosts import Host
 
         self.topology = topology
         self.seed = int(seed)
@@ -301,7 +299,7 @@ class Network:
     def now(self) -> int:
         return self.loop.now
 
-    def host(self, name: str) -> Any:
+    def host(self, name: str) -> Host:
         try:
             return self.hosts[name]
         except KeyError:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from .hosts import wire_ns
+from ..ethernet import line_time_exact_ns
 from .packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class SwitchGenerator:
         self.cls = sw.config.port(self.ingress).class_map[tos >> 5]
         rate = self.egress.cfg.rate_bps
         #: a frame's line time at the egress (the fastest the queue can drain)
-        self.frame_ns = max(1, round(wire_ns(size, rate))) if rate else 1_000
+        self.frame_ns = max(1, round(line_time_exact_ns(size, rate))) if rate else 1_000
         self.tick_ns = self.frame_ns * max(1, depth // 2)
         self.injected = 0
         self.first_ns: int | None = None

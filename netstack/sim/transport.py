@@ -2,9 +2,10 @@
 
 The engines are sans-IO: the live shell (``netstack.tcsack.live``) owns a UDP socket and the
 clock; here :class:`EngineSender` and :class:`EngineReceiver` own a simulated host's UDP port
-and the virtual clock, and do the same thing: send what ``poll`` returns, feed every datagram
-to the engine, wake at its next deadline. :func:`transfer` moves bytes from one host to another
-and reports what the live tool and the old virtual-time path reported.
+and the virtual clock, and do the same thing: send what ``poll`` returns and the receiver's
+``Transmit`` actions (its ACKs), feed every datagram to the engine, wake at its next deadline.
+:func:`transfer` moves bytes from one host to another and reports what the live tool and the
+old virtual-time path reported.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 from headers.errors import HeaderError
+from headers.registry import UdpPort
 
+from ..engine import Transmit
 from ..tcsack import ENGINES
 from ..tcsack.common import ReceiverBase, SenderBase
 from ..tcsack.params import TcsParams
 from .hosts import Host
 from .packets import UDP_HEADERS, ip_payload_end
 
-#: PROTOCOLS.md registry: T/C-SACK's UDP port
-PORT = 40200
+#: T/C-SACK's UDP port (headers.registry, docs/wire-formats.md)
+PORT = int(UdpPort.TCSACK)
 
 
 class EngineSender:
@@ -105,12 +108,15 @@ class EngineReceiver:
 
     def _flush(self) -> None:
         eng = self.engine
-        if eng.ack_out and self._peer is not None:
-            ip, sport = self._peer
-            flow = self.host.flow(ip)
-            for a in eng.ack_out:
-                self.host.send(flow.udp(self.port, sport, a))
-        eng.ack_out.clear()
+        # checked first: most data packets produce no ACK, and take_all() would allocate a list
+        if eng.actions:
+            acts = eng.actions.take_all()
+            if self._peer is not None:
+                ip, sport = self._peer
+                flow = self.host.flow(ip)
+                for act in acts:
+                    if isinstance(act, Transmit):  # ACKs: the receivers' only action
+                        self.host.send(flow.udp(self.port, sport, act.data))
         d = eng.next_deadline()
         if d is not None and (self._timer is None or d < self._timer):
             d = max(d, self.host.loop.now)

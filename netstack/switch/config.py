@@ -18,29 +18,17 @@ from typing import Any
 
 from headers.registry import PFC_DST_MAC
 
-#: Number of traffic classes per port (802.1Q priorities 0..7; higher is served first).
-NUM_CLASSES = 8
+from ..errors import ConfigError
+from ..ethernet import NUM_CLASSES
 
 #: Per-frame wire overhead not present in the bytes Linux hands us: preamble (7) + SFD (1)
-#: + inter-frame gap (12) = 20 B, plus the 4-byte FCS the kernel strips. 64-byte minimum
-#: frames then occupy the classic 84 B of line time. When a port carries the software FCS
-#: trailer those 4 trailer bytes *are* that FCS and are not counted twice (see port.py).
-DEFAULT_OVERHEAD_BYTES = 24
+#: + inter-frame gap (12) = 20 B, plus the 4-byte FCS the kernel strips (netstack.ethernet).
+#: 64-byte minimum frames then occupy the classic 84 B of line time. When a port carries the
+#: software FCS trailer those 4 trailer bytes *are* that FCS and are not counted twice (port.py).
+from ..ethernet import WIRE_OVERHEAD_BYTES as DEFAULT_OVERHEAD_BYTES
 
 #: Identity map from IP precedence (DSCP >> 3) / 802.1p PCP to traffic class.
 IDENTITY_CLASS_MAP = tuple(range(NUM_CLASSES))
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing, malformed or inconsistent.
-
-    ``field`` names the field (``"port p1: xoff_bytes"``), ``problem`` says what is wrong.
-    """
-
-    def __init__(self, field_name: str, problem: str) -> None:
-        self.field = field_name
-        self.problem = problem
-        super().__init__(f"{field_name}: {problem}")
 
 
 def parse_mac(value: Any, field_name: str) -> bytes:
@@ -365,3 +353,7 @@ class SwitchConfig:
         if "name" not in data or "ports" not in data:
             raise ConfigError("switch." + ("name" if "name" not in data else "ports"), "missing")
         return cls(**data)
+
+
+__all__ = ["DEFAULT_OVERHEAD_BYTES", "IDENTITY_CLASS_MAP", "NUM_CLASSES", "ConfigError", "ImpairmentConfig",
+           "PortConfig", "SwitchConfig", "derived_mac", "parse_mac"]

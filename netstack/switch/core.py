@@ -30,10 +30,13 @@ from headers.pfc import MAX_QUANTA, build_pfc_frame, parse_pfc_frame
 from headers.registry import FCS_LEN
 from headers.tcd import ecn_mark_ipv4_frame_inplace
 
-from .config import NUM_CLASSES, ConfigError, ImpairmentConfig, PortConfig, SwitchConfig
+from ..errors import ConfigError
+from ..ethernet import NUM_CLASSES
+from .config import ImpairmentConfig, PortConfig, SwitchConfig
+from .feature import MarkingPolicy, SwitchFeature, has_timer
 from .forwarding import Fdb, classify, is_link_local
 from .pfc import pause_ns
-from .port import Port
+from .port import DepartureHook, Port
 
 _MAC_CONTROL = b"\x88\x08"
 _IPV4 = b"\x08\x00"
@@ -54,7 +57,7 @@ class Switch:
         self.ports: list[Port] = []
         self._by_name: dict[str, Port] = {}
         for i, pc in enumerate(config.ports):
-            p = Port(self, i, pc)
+            p = Port(config.name, i, pc, self._pfc_update)
             self.ports.append(p)
             self._by_name[pc.name] = p
         self.fdb = Fdb(max_learned=config.fdb_max_entries)
@@ -64,19 +67,29 @@ class Switch:
         self._pending: deque[tuple[Port, bytes, int]] = deque()
         self._flushing = False
         self._idle_ports: list[Port] = []
-        self._timer_features: list[Any] = []
+        self._timer_features: list[SwitchFeature] = []
         #: ports asserting a PFC pause on some class (their refreshes are the only PFC timers)
         self._asserting: set[Port] = set()
         self.unknown_port = 0
         #: frames of the last receive_batch fully processed (see receive_batch)
         self.batch_done = 0
-        #: Optional tracing hook ``(port, cls, frame, start_ns, end_ns, release_ns | None)``,
-        #: called for every frame put on a wire (cls -1: MAC control, -2: idle source;
-        #: release None: lost by the impairment model). For pcap writers and tests.
-        self.departure_hook: Any = None
+        self._departure_hook: DepartureHook | None = None
+
+    @property
+    def departure_hook(self) -> DepartureHook | None:
+        """Optional tracing hook ``(port, cls, frame, start_ns, end_ns, release_ns | None)``,
+        called for every frame put on a wire (cls -1: MAC control, -2: idle source;
+        release None: lost by the impairment model). For pcap writers and tests."""
+        return self._departure_hook
+
+    @departure_hook.setter
+    def departure_hook(self, hook: DepartureHook | None) -> None:
+        self._departure_hook = hook
+        for p in self.ports:
+            p.departure = hook
 
     # ================================================================== shell API
-    def receive(self, port: str, frame: bytes | bytearray | memoryview, now_ns: int) -> None:
+    def receive(self, port: str, frame: bytes, now_ns: int) -> None:
         """A frame arrived on ``port`` at ``now_ns``. Never raises on any frame content."""
         self.receive_batch(port, [frame], now_ns)
 
@@ -162,7 +175,7 @@ class Switch:
         for p in self.ports:
             q = p.out
             if q and q[0][0] <= t:
-                frames = []
+                frames: list[bytes] = []
                 append = frames.append
                 pop = q.popleft
                 while q and q[0][0] <= t:
@@ -301,19 +314,19 @@ class Switch:
         self.update_port(port, now_ns, impairment=impairment)
 
     # ================================================================ features
-    def attach_feature(self, port: str, feature: Any) -> None:
-        """Attach a per-port feature (see the interface in :mod:`netstack.switch`)."""
+    def attach_feature(self, port: str, feature: SwitchFeature) -> None:
+        """Attach a per-port feature (:class:`~netstack.switch.feature.SwitchFeature`)."""
         p = self._port(port)
         if feature in p.features:
             return
         p.features.append(feature)
         p.refresh_hooks()
-        if hasattr(feature, "on_timer") and hasattr(feature, "next_deadline"):
+        if has_timer(feature):
             self._timer_features.append(feature)
         self._refresh_idle_ports()
         p.idle_wake = self.now
 
-    def detach_feature(self, port: str, feature: Any) -> None:
+    def detach_feature(self, port: str, feature: SwitchFeature) -> None:
         p = self._port(port)
         if feature in p.features:
             p.features.remove(feature)
@@ -322,7 +335,7 @@ class Switch:
                 self._timer_features.remove(feature)
             self._refresh_idle_ports()
 
-    def set_marking_policy(self, port: str, policy: Any) -> None:
+    def set_marking_policy(self, port: str, policy: MarkingPolicy | None) -> None:
         """Install the dequeue-time marking hook of ``port`` (a TCD detector later); None removes it.
 
         ``policy.on_dequeue(frame, cls, qlen_bytes, now_ns) -> bytes`` is called for every data
@@ -421,9 +434,10 @@ class Switch:
                     self._mac_control(p, frame, t)
                     continue
                 if hooks:
-                    frame = self._features_ingress(p, hooks, frame, t)
-                    if frame is None:
+                    kept = self._features_ingress(p, hooks, frame, t)
+                    if kept is None:
                         continue
+                    frame = kept
                 forward(p, frame, t)
         finally:
             self.batch_done = done  # a frame whose processing raised counts as done (lost)

@@ -8,56 +8,54 @@ counted as transmitted).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .config import NUM_CLASSES
-
-#: Scalar counters, in export order.
-SCALARS = (
-    "rx_frames",         # every frame handed to receive(), good or bad
-    "rx_bytes",
-    "tx_frames",         # every frame put on the wire (including ones the impairment then lost)
-    "tx_bytes",          # bytes handed to the shell (software FCS trailer included)
-    "fcs_errors",        # software FCS check failed on ingress (DESIGN.md "Software FCS")
-    "malformed",         # too short for Ethernet (or for its FCS), or a feature's HeaderError
-    "filtered",          # destination learned on the ingress port: not sent back out
-    "mac_control_rx",    # 01:80:C2:00:00:0x / EtherType 0x8808 frames consumed by the port
-    "pfc_rx",            # valid 802.1Qbb (or 802.3x PAUSE) frames received
-    "pauses_rx",         # per-class pause requests received (quanta > 0)
-    "resumes_rx",        # per-class resumes received (quanta = 0)
-    "pauses_tx",         # per-class XOFF transitions sent (state change, seed 000 Algorithm 2)
-    "resumes_tx",        # per-class XON transitions sent
-    "pause_refreshes_tx",  # pauses re-sent before their quanta expire while still above XON
-    "queue_drops",       # tail drops at this port's egress buffer (all classes)
-    "mtu_drops",         # frames longer than mtu + 18 refused at enqueue
-    "ecn_marked",        # CE set at enqueue (queue above ecn_threshold_bytes)
-    "impair_lost",       # frames the egress impairment model dropped
-    "impair_corrupted",  # frames the egress impairment model corrupted (one byte overwritten)
-    "feature_consumed",  # frames a feature's on_ingress consumed (returned None)
-    "idle_tx",           # frames from a feature's idle source (dummies, ACK couriers)
-    "kernel_drops",      # added by the shell from PACKET_STATISTICS (tp_drops)
-)
-
-#: Per-class counters (lists of NUM_CLASSES ints).
-PER_CLASS = ("queue_drops_class", "tx_frames_class", "pauses_rx_class")
+from ..ethernet import NUM_CLASSES
 
 
+@dataclass(slots=True)
 class PortCounters:
     """Counters of one port. Attributes are bumped directly by the engine (no dict lookups)."""
 
-    __slots__ = SCALARS + PER_CLASS
-
-    def __init__(self) -> None:
-        self.clear()
+    rx_frames: int = 0  # every frame handed to receive(), good or bad
+    rx_bytes: int = 0
+    tx_frames: int = 0  # every frame put on the wire (including ones the impairment then lost)
+    tx_bytes: int = 0  # bytes handed to the shell (software FCS trailer included)
+    fcs_errors: int = 0  # software FCS check failed on ingress (DESIGN.md "Software FCS")
+    malformed: int = 0  # too short for Ethernet (or for its FCS), or a feature's HeaderError
+    filtered: int = 0  # destination learned on the ingress port: not sent back out
+    mac_control_rx: int = 0  # 01:80:C2:00:00:0x / EtherType 0x8808 frames consumed by the port
+    pfc_rx: int = 0  # valid 802.1Qbb (or 802.3x PAUSE) frames received
+    pauses_rx: int = 0  # per-class pause requests received (quanta > 0)
+    resumes_rx: int = 0  # per-class resumes received (quanta = 0)
+    pauses_tx: int = 0  # per-class XOFF transitions sent (state change, seed 000 Algorithm 2)
+    resumes_tx: int = 0  # per-class XON transitions sent
+    pause_refreshes_tx: int = 0  # pauses re-sent before their quanta expire while still above XON
+    queue_drops: int = 0  # tail drops at this port's egress buffer (all classes)
+    mtu_drops: int = 0  # frames longer than mtu + 18 refused at enqueue
+    ecn_marked: int = 0  # CE set at enqueue (queue above ecn_threshold_bytes)
+    impair_lost: int = 0  # frames the egress impairment model dropped
+    impair_corrupted: int = 0  # frames the egress impairment model corrupted (one byte overwritten)
+    feature_consumed: int = 0  # frames a feature's on_ingress consumed (returned None)
+    idle_tx: int = 0  # frames from a feature's idle source (dummies, ACK couriers)
+    kernel_drops: int = 0  # added by the shell from PACKET_STATISTICS (tp_drops)
+    # per class (NUM_CLASSES ints each)
+    queue_drops_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)
+    tx_frames_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)
+    pauses_rx_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)
 
     def clear(self) -> None:
-        for name in SCALARS:
-            setattr(self, name, 0)
-        for name in PER_CLASS:
-            setattr(self, name, [0] * NUM_CLASSES)
+        PortCounters.__init__(self)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: getattr(self, name) for name in SCALARS}
         for name in PER_CLASS:
             out[name] = list(getattr(self, name))
         return out
+
+
+#: Scalar counters, in export order.
+SCALARS = tuple(f.name for f in fields(PortCounters) if f.type in ("int", int))
+#: Per-class counters (lists of NUM_CLASSES ints).
+PER_CLASS = ("queue_drops_class", "tx_frames_class", "pauses_rx_class")

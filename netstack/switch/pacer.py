@@ -13,6 +13,8 @@ error, so a backlogged port releases ``rate * t`` bits by time ``t`` to within o
 
 from __future__ import annotations
 
+from ..ethernet import serialisation_ns
+
 _NS = 1_000_000_000
 
 
@@ -41,7 +43,7 @@ class Pacer:
 
     def duration_ns(self, wire_bytes: int) -> int:
         """Serialisation time of ``wire_bytes`` (rounded up), 0 when unpaced."""
-        return -(-wire_bytes * 8 * _NS // self.rate) if self.rate else 0
+        return serialisation_ns(wire_bytes, self.rate) if self.rate else 0
 
     def set_rate(self, rate_bps: int | None) -> None:
         """Change the rate; the frame on the wire keeps its end time, later frames use the new rate."""

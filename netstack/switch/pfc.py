@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from headers.pfc import MAX_QUANTA, quanta_to_ns
 
-from .config import NUM_CLASSES
+from ..ethernet import NUM_CLASSES
 
 #: Rate used to time pause quanta on an unpaced port (a quantum is 512 bit times of
 #: *some* rate): 1 Gb/s makes a 0xFFFF pause last 33.5 ms, comfortably above the live

@@ -31,20 +31,25 @@ Per-frame egress pipeline: pop -> release PFC ingress accounting -> features'
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from headers.fcs import append_fcs
-from headers.registry import MIN_FRAME
 
+from ..ethernet import wire_bytes
 from .config import PortConfig, derived_mac
 from .counters import PortCounters
+from .feature import MarkingPolicy, SwitchFeature, implements
 from .impair import Impairment, Verdict
 from .pacer import Pacer
 from .pfc import PauseState, PfcGenerator
 from .queues import ClassQueues
 
-if TYPE_CHECKING:
-    from .core import Switch
+#: ``(ingress port, class, now_ns)``: an egress dequeue released PFC ingress accounting of a
+#: frame that came in on ``ingress``; its owner re-evaluates that port's pause state.
+PfcChanged = Callable[["Port", int, int], None]
+#: ``(port, cls, frame, start_ns, end_ns, release_ns | None)``: a frame put on a wire.
+DepartureHook = Callable[[str, int, bytes, int, int, "int | None"], None]
 
 #: Class number reported to the departure hook for MAC control (PFC) frames.
 CONTROL_CLASS = -1
@@ -63,6 +68,7 @@ class Port:
         "control",
         "counters",
         "delay",
+        "departure",
         "ecn_k",
         "egress_hooks",
         "fcs",
@@ -83,13 +89,17 @@ class Port:
         "overhead",
         "pacer",
         "pause",
+        "pfc_changed",
         "queues",
         "running",
-        "sw",
+        "switch_name",
     )
 
-    def __init__(self, sw: Switch, index: int, cfg: PortConfig) -> None:
-        self.sw = sw
+    def __init__(self, switch_name: str, index: int, cfg: PortConfig, pfc_changed: PfcChanged) -> None:
+        self.switch_name = switch_name
+        self.pfc_changed = pfc_changed
+        #: the owner's tracing hook (``Switch.departure_hook``), None when nobody traces
+        self.departure: DepartureHook | None = None
         self.index = index
         self.name = cfg.name
         self.queues = ClassQueues(cfg.buffer_bytes)
@@ -102,12 +112,12 @@ class Port:
         self.out: deque[tuple[int, bytes]] = deque()
         self.last_release = 0
         self.impair: Impairment | None = None
-        self.marker: Any = None
+        self.marker: MarkingPolicy | None = None
         self.counters = PortCounters()
-        self.features: list[Any] = []
-        self.ingress_hooks: list[Any] = []
-        self.egress_hooks: list[Any] = []
-        self.idle_hooks: list[Any] = []
+        self.features: list[SwitchFeature] = []
+        self.ingress_hooks: list[Callable[[bytes, int], bytes | None]] = []
+        self.egress_hooks: list[Callable[[bytes, int, int], bytes]] = []
+        self.idle_hooks: list[Callable[[int], bytes | None]] = []
         #: earliest time an idle source may have a frame (None: polled empty since the last event)
         self.idle_wake: int | None = None
         self.idle_streak = 0
@@ -119,7 +129,7 @@ class Port:
         """Take a (validated) config; return the classes whose PFC threshold state changed."""
         old = getattr(self, "cfg", None)
         self.cfg = cfg
-        self.mac = cfg.mac if cfg.mac is not None else derived_mac(self.sw.name, cfg.name)
+        self.mac = cfg.mac if cfg.mac is not None else derived_mac(self.switch_name, cfg.name)
         if old is None or old.rate_bps != cfg.rate_bps:
             self.pacer.set_rate(cfg.rate_bps)
         self.delay = cfg.delay_ns
@@ -130,13 +140,14 @@ class Port:
         self.queues.capacity = cfg.buffer_bytes
         if old is None or old.impairment != cfg.impairment:
             imp = cfg.impairment
-            self.impair = Impairment(imp, f"{self.sw.name}/{cfg.name}") if imp is not None and imp.active else None
+            self.impair = Impairment(imp, f"{self.switch_name}/{cfg.name}") if imp is not None and imp.active else None
         return self.gen.configure(cfg.lossless, cfg.xoff_bytes, cfg.xon_bytes, cfg.pfc_classes)
 
     def refresh_hooks(self) -> None:
-        self.ingress_hooks = [f.on_ingress for f in self.features if hasattr(f, "on_ingress")]
-        self.egress_hooks = [f.on_egress for f in self.features if hasattr(f, "on_egress")]
-        self.idle_hooks = [f.idle_frame for f in self.features if hasattr(f, "idle_frame")]
+        # only the hooks a feature overrides: an unused hook costs nothing per frame
+        self.ingress_hooks = [f.on_ingress for f in self.features if implements(f, "on_ingress")]
+        self.egress_hooks = [f.on_egress for f in self.features if implements(f, "on_egress")]
+        self.idle_hooks = [f.idle_frame for f in self.features if implements(f, "idle_frame")]
 
     # ------------------------------------------------------------------ simulation
     def run(self, t: int) -> None:
@@ -169,7 +180,7 @@ class Port:
                 cls = pause.eligible(ne, d)
                 if cls >= 0:
                     if (pause.latest <= d and not self.egress_hooks and self.marker is None
-                            and self.impair is None and self.sw.departure_hook is None):
+                            and self.impair is None and self.departure is None):
                         self._drain(cls, t)
                     else:
                         self._dequeue(cls, d)
@@ -206,7 +217,7 @@ class Port:
     def _dequeue(self, cls: int, d: int) -> None:
         frame, ingress = self.queues.pop(cls)
         if ingress is not None and ingress.gen.remove(cls, len(frame)):
-            self.sw._pfc_update(ingress, cls, d)
+            self.pfc_changed(ingress, cls, d)
         for hook in self.egress_hooks:
             frame = hook(frame, cls, d)
         marker = self.marker
@@ -240,19 +251,19 @@ class Port:
         d = self.clock
         if pacer.busy_until > d:
             d = pacer.busy_until
-        frames = size = wire_bytes = 0
+        frames = size = tx_bytes = 0
         while q and d <= t:
             frame, ingress = q.popleft()
             n = len(frame)
             size += n
             if ingress is not None and ingress.gen.remove(cls, n):
-                self.sw._pfc_update(ingress, cls, d)
+                self.pfc_changed(ingress, cls, d)
             if fcs:
                 frame = append_fcs(frame)
             self.clock = d
-            end = start(d, (n if n > MIN_FRAME else MIN_FRAME) + overhead)
+            end = start(d, wire_bytes(n, overhead))
             frames += 1
-            wire_bytes += len(frame)
+            tx_bytes += len(frame)
             release = end + delay
             if release < last:
                 release = last  # a link never reorders, even when delay_ns shrinks
@@ -263,7 +274,7 @@ class Port:
         queues.took(cls, size)
         c = self.counters
         c.tx_frames += frames
-        c.tx_bytes += wire_bytes
+        c.tx_bytes += tx_bytes
         c.tx_frames_class[cls] += frames
         self.idle_streak = 0
 
@@ -273,7 +284,7 @@ class Port:
         if self.fcs:
             frame = append_fcs(frame)
             # the software trailer stands for the real FCS, already part of overhead_bytes
-        end = self.pacer.start(start, (n if n > MIN_FRAME else MIN_FRAME) + self.overhead)
+        end = self.pacer.start(start, wire_bytes(n, self.overhead))
         c = self.counters
         c.tx_frames += 1
         c.tx_bytes += len(frame)
@@ -297,7 +308,7 @@ class Port:
                 release = self.last_release  # a link never reorders, even when delay_ns shrinks
             self.last_release = release
             self.out.append((release, frame_out))
-        hook = self.sw.departure_hook
+        hook = self.departure
         if hook is not None:
             hook(self.name, cls, frame, start, end, release)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from .config import NUM_CLASSES
+from ..ethernet import NUM_CLASSES
 
 
 class ClassQueues:

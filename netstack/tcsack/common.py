@@ -1,20 +1,36 @@
 """What the T/C-SACK engines and the go-back-N baseline share: the receiver's ACK clock
-(seed 004 §2: an ACK when T has passed or N packets have arrived), a paced sender that
-numbers and stamps packets, and wrap-aware unwrapping of 32-bit sequence numbers.
+("An Updated ACK mechanism based on RDMA", §2: an ACK when T has passed or N packets have
+arrived), a paced sender that numbers and stamps packets, and wrap-aware unwrapping of 32-bit
+sequence numbers.
 
-All sans-IO: ``now_ns`` comes in, datagrams (UDP payloads) come out.
+All sans-IO, under the contract of :mod:`netstack.engine`: ``now_ns`` comes in; a sender's
+datagrams (UDP payloads) come out as the return value of ``poll``, a receiver's in-order
+payloads as the return value of ``receive``, and a receiver's ACKs as
+:class:`~netstack.engine.Transmit` actions in its ``actions`` queue.
+
+Counters are dataclasses (:class:`ReceiverCounters`, :class:`SenderCounters` and one subclass
+per engine) held in the engine's ``c``: the data path bumps ``self.c.<name>``, ``counters()``
+exports them as JSON, and :class:`CounterAttr` lets callers read one as ``engine.<name>``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Never, Protocol, Self, overload
 
 from headers.errors import HeaderError
 from headers.tcsack import SEQ_MASK, TcsAck, TcsAckFlag, TcsData, TcsDataFlag, seq_diff
 
+from ..engine import ActionQueue, Transmit
 from .params import TcsParams
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+#: what ``counters()`` exports: counts, ``cum``-like positions, flags, RTTs (None: no sample yet)
+CounterValue = int | float | None
 
 _U32 = 0xFFFFFFFF
 
@@ -34,15 +50,95 @@ def us_before(a: int, b: int) -> bool:
     return a != b and ((a - b) & _U32) >= 1 << 31
 
 
+class _Counted(Protocol):
+    """An engine: something whose counters are in ``c``."""
+
+    @property
+    def c(self) -> object: ...
+
+
+class CounterAttr:
+    """One counter of ``engine.c``, readable as ``engine.<name>`` (``rcv.duplicates``), as it was
+    before counters became dataclasses. Read-only, so a stray ``engine.<name> += 1`` fails (at
+    type-check time and at run time) instead of shadowing the counter that ``counters()``
+    exports; the data path bumps ``self.c.<name>``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self) -> None:
+        self.name = ""
+
+    def __set_name__(self, owner: type[object], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type[object]) -> Self: ...
+    @overload
+    def __get__(self, obj: _Counted, owner: type[object]) -> int: ...
+
+    def __get__(self, obj: _Counted | None, owner: type[object]) -> Self | int:
+        if obj is None:
+            return self
+        value: int = getattr(obj.c, self.name)
+        return value
+
+    def __set__(self, obj: _Counted, value: Never) -> None:
+        raise AttributeError(f"counter {self.name!r} is read-only here: bump engine.c.{self.name}")
+
+
+@dataclass(slots=True)
+class ReceiverCounters:
+    """What every receiver counts, in export order (``counters()`` adds ``cum`` and ``complete``)."""
+
+    data_rx: int = 0  # data packets of this flow, copies and probes included
+    retx_rx: int = 0  # ... flagged RETX
+    probes_rx: int = 0  # ... flagged PROBE
+    delivered: int = 0  # payloads handed on in order
+    bytes_delivered: int = 0
+    duplicates: int = 0  # below the cumulative point, or already buffered
+    foreign: int = 0  # another flow's packets, ignored
+    acks_sent: int = 0  # every ACK, NAKs included
+    acks_count_triggered: int = 0  # N packets arrived
+    acks_time_triggered: int = 0  # T passed
+
+
+@dataclass(slots=True)
+class SenderCounters:
+    """What every sender counts, in export order (``counters()`` adds progress and RTT)."""
+
+    sent: int = 0  # datagrams, copies included
+    sent_new: int = 0  # first copies
+    retx_sent: int = 0
+    probes_sent: int = 0
+    bytes_sent: int = 0  # datagram bytes (T/C-SACK header + payload)
+    acks_rx: int = 0  # ACKs used
+    stale_acks: int = 0  # overtaken by a newer ACK: ignored
+    bogus_acks: int = 0  # acknowledging what was never sent: ignored
+    foreign: int = 0  # another flow's ACKs, ignored
+
+
 class ReceiverBase:
-    """The ACK clock and the ACK itself; subclasses decide what a data packet does."""
+    """The ACK clock and the ACK itself; subclasses decide what a data packet does.
 
-    COUNTER_KEYS: tuple[str, ...] = (
-        "data_rx", "retx_rx", "probes_rx", "delivered", "bytes_delivered", "duplicates",
-        "foreign", "acks_sent", "acks_count_triggered", "acks_time_triggered",
-    )
+    ACKs leave as :class:`~netstack.engine.Transmit` actions in ``actions`` (the shell sends
+    each to the sender, in order), so a receiver keeps the :class:`~netstack.engine.Engine`
+    contract. A subclass with counters of its own passes them in ``counters`` and narrows ``c``.
+    """
 
-    def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0) -> None:
+    c: ReceiverCounters
+    data_rx = CounterAttr()
+    retx_rx = CounterAttr()
+    probes_rx = CounterAttr()
+    delivered = CounterAttr()
+    bytes_delivered = CounterAttr()
+    duplicates = CounterAttr()
+    foreign = CounterAttr()
+    acks_sent = CounterAttr()
+    acks_count_triggered = CounterAttr()
+    acks_time_triggered = CounterAttr()
+
+    def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0, *,
+                 counters: ReceiverCounters | None = None) -> None:
         if not 0 <= start_seq <= SEQ_MASK:
             raise ValueError(f"start_seq must be a 32-bit value, got {start_seq}")
         self.params = params
@@ -51,14 +147,13 @@ class ReceiverBase:
         self.cum = start_seq
         self.ack_seq = 0
         self.last_seq: int | None = None  # absolute number of the packet flagged LAST
-        #: ACK datagrams to send, drained by the caller
-        self.ack_out: list[bytes] = []
+        #: the ACKs to send (Transmit), taken by the shell after each call
+        self.actions = ActionQueue()
+        self.c = ReceiverCounters() if counters is None else counters
         self._since_ack = 0
         self._first_unacked_ns: int | None = None
         self._tsecr = 0
         self._tsecr_arrival_ns = 0
-        for key in self.COUNTER_KEYS:
-            setattr(self, key, 0)
 
     # ------------------------------------------------------------------ data path
     def receive(self, datagram: bytes, now_ns: int) -> list[bytes]:
@@ -66,16 +161,17 @@ class ReceiverBase:
         it is not a T/C-SACK data packet; another flow's packet is counted and ignored)."""
         hdr = TcsData.from_bytes(datagram)
         if hdr.flow_id != self.flow_id:
-            self.foreign += 1
+            self.c.foreign += 1
             return []
         return self.on_data(hdr, bytes(datagram[TcsData.SIZE:]), now_ns)
 
     def on_data(self, hdr: TcsData, payload: bytes, now_ns: int) -> list[bytes]:
-        self.data_rx += 1
+        c = self.c
+        c.data_rx += 1
         if hdr.flags & TcsDataFlag.RETX:
-            self.retx_rx += 1
+            c.retx_rx += 1
         if hdr.flags & TcsDataFlag.PROBE:
-            self.probes_rx += 1
+            c.probes_rx += 1
         s = unwrap(hdr.seq, self.cum)
         if hdr.flags & TcsDataFlag.LAST:
             self.last_seq = s
@@ -83,8 +179,8 @@ class ReceiverBase:
         self._tsecr_arrival_ns = now_ns
         out = self._accept(s, payload, now_ns)
         if out:
-            self.delivered += len(out)
-            self.bytes_delivered += sum(map(len, out))
+            c.delivered += len(out)
+            c.bytes_delivered += sum(map(len, out))
         # §2: "when the preset time T or the accumulated number of received packets N is
         # reached, the receiver triggers the acknowledgement"
         self._since_ack += 1
@@ -126,35 +222,49 @@ class ReceiverBase:
         ack = TcsAck(self.flow_id, self.ack_seq, self.cum & SEQ_MASK, self._tsecr,
                      tuple((s & SEQ_MASK, e & SEQ_MASK) for s, e in self._blocks()), flags,
                      min(0xFFFF, max(0, delay)))
-        self.ack_out.append(ack.to_bytes())
+        self.actions.emit(Transmit(ack.to_bytes()))
         self.ack_seq = (self.ack_seq + 1) & SEQ_MASK
-        self.acks_sent += 1
+        c = self.c
+        c.acks_sent += 1
         if count:
-            self.acks_count_triggered += 1
+            c.acks_count_triggered += 1
         elif not extra_flags:
-            self.acks_time_triggered += 1  # (a go-back-N NAK is neither)
+            c.acks_time_triggered += 1  # (a go-back-N NAK is neither)
         self._since_ack = 0
         self._first_unacked_ns = None
 
-    def counters(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: getattr(self, k) for k in self.COUNTER_KEYS}
+    def counters(self) -> dict[str, CounterValue]:
+        out: dict[str, CounterValue] = asdict(self.c)
         out.update(cum=self.cum, complete=self.complete)
         return out
 
 
 class SenderBase:
-    """A window-less sender paced at the preset rate (§2: "the sender only needs to keep
-    sending packets at the preset sending rate"). Subclasses choose the next packet."""
+    """A window-less sender paced at the preset rate ("An Updated ACK mechanism based on RDMA",
+    §2: "the sender only needs to keep sending packets at the preset sending rate"). Subclasses
+    choose the next packet.
 
-    COUNTER_KEYS: tuple[str, ...] = (
-        "sent", "sent_new", "retx_sent", "probes_sent", "bytes_sent", "acks_rx", "stale_acks",
-        "bogus_acks", "foreign",
-    )
+    What it sends is the return value of ``poll``; its ``actions`` queue (the
+    :class:`~netstack.engine.Engine` contract) stays empty: a sender has nothing else to ask
+    of its shell. A subclass with counters of its own passes them in ``counters`` and
+    narrows ``c``.
+    """
+
+    c: SenderCounters
+    sent = CounterAttr()
+    sent_new = CounterAttr()
+    retx_sent = CounterAttr()
+    probes_sent = CounterAttr()
+    bytes_sent = CounterAttr()
+    acks_rx = CounterAttr()
+    stale_acks = CounterAttr()
+    bogus_acks = CounterAttr()
+    foreign = CounterAttr()
     #: after a stall (a late daemon timer) the pacer may catch up by this many packets at once
     BURST = 4
 
     def __init__(self, params: TcsParams, data: bytes, flow_id: int = 0, start_seq: int = 0,
-                 now_ns: int = 0) -> None:
+                 now_ns: int = 0, *, counters: SenderCounters | None = None) -> None:
         if not 0 <= start_seq <= SEQ_MASK:
             raise ValueError(f"start_seq must be a 32-bit value, got {start_seq}")
         self.params = params
@@ -173,8 +283,8 @@ class SenderBase:
         self.rtt_min_us: int | None = None
         self.rtt_latest_us: int | None = None
         self.srtt_us: float | None = None
-        for key in self.COUNTER_KEYS:
-            setattr(self, key, 0)
+        self.actions = ActionQueue()
+        self.c = SenderCounters() if counters is None else counters
 
     @property
     def done(self) -> bool:
@@ -189,8 +299,9 @@ class SenderBase:
         if s == self.end - 1:
             flags |= TcsDataFlag.LAST
         body = self.payload(s)
-        self.sent += 1
-        self.bytes_sent += len(body) + TcsData.SIZE
+        c = self.c
+        c.sent += 1
+        c.bytes_sent += len(body) + TcsData.SIZE
         return TcsData(self.flow_id, s & SEQ_MASK, us32(now_ns), flags).to_bytes() + body
 
     def _slot_ns(self, s: int) -> int:
@@ -248,18 +359,19 @@ class SenderBase:
         self.on_ack(TcsAck.from_bytes(datagram), now_ns)
 
     def on_ack(self, ack: TcsAck, now_ns: int) -> None:
+        c = self.c
         if ack.flow_id != self.flow_id:
-            self.foreign += 1
+            c.foreign += 1
             return
         if self._newest_ack is not None and seq_diff(ack.ack_seq, self._newest_ack) <= 0:
-            self.stale_acks += 1  # overtaken by a newer ACK: its view of the buffer is older
+            c.stale_acks += 1  # overtaken by a newer ACK: its view of the buffer is older
             return
         cum = unwrap(ack.cum_ack, self.cum)
         if cum > self._sent_limit() or cum < self.base:
-            self.bogus_acks += 1  # acknowledges what was never sent: not our receiver
+            c.bogus_acks += 1  # acknowledges what was never sent: not our receiver
             return
         self._newest_ack = ack.ack_seq
-        self.acks_rx += 1
+        c.acks_rx += 1
         rtt = ((now_ns // 1000) - ack.tsecr - ack.ack_delay) & 0xFFFFFFFF
         if rtt < 1 << 31:
             # the receiver held the ACK ack_delay on purpose; tsval is the send time of the copy
@@ -278,11 +390,18 @@ class SenderBase:
     def _on_ack(self, ack: TcsAck, cum: int, now_ns: int) -> None:
         raise NotImplementedError
 
-    def counters(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: getattr(self, k) for k in self.COUNTER_KEYS}
+    def counters(self) -> dict[str, CounterValue]:
+        out: dict[str, CounterValue] = asdict(self.c)
         out.update(packets=self.packets, cum_acked=self.cum - self.base, done=self.done,
                    rtt_min_us=self.rtt_min_us, srtt_us=None if self.srtt_us is None else round(self.srtt_us, 1))
         return out
 
 
-__all__ = ["HeaderError", "ReceiverBase", "SenderBase", "unwrap", "us32", "us_before"]
+if TYPE_CHECKING:
+    # mypy checks here that both bases, and so every engine, keep netstack.engine's contract
+    _receiver_is_an_engine: type[Engine] = ReceiverBase
+    _sender_is_an_engine: type[Engine] = SenderBase
+
+
+__all__ = ["CounterAttr", "CounterValue", "HeaderError", "ReceiverBase", "ReceiverCounters", "SenderBase",
+           "SenderCounters", "unwrap", "us32", "us_before"]

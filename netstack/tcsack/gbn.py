@@ -1,6 +1,6 @@
-"""The go-back-N baseline: RoCE RC's loss recovery (PROTOCOLS.md asks T/C-SACK to be compared
-with it; seed 004 §1 names "the sensitivity of the go-back-N packet loss retransmission
-algorithm used by RDMA to packet loss" as what T/C-SACK fixes), sans-IO.
+"""The go-back-N baseline: RoCE RC's loss recovery, which T/C-SACK is measured against ("An
+Updated ACK mechanism based on RDMA", §1, names "the sensitivity of the go-back-N packet loss
+retransmission algorithm used by RDMA to packet loss" as what it fixes; docs/tcsack.md), sans-IO.
 
 As an RC responder and requester do it (IBTA, "NAK sequence error"):
 
@@ -20,40 +20,59 @@ captures serve both.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from headers.tcsack import TcsAck, TcsAckFlag, TcsDataFlag
 
-from .common import ReceiverBase, SenderBase
+from .common import CounterAttr, ReceiverBase, ReceiverCounters, SenderBase, SenderCounters
 from .params import TcsParams
 
 
+@dataclass(slots=True)
+class GbnReceiverCounters(ReceiverCounters):
+    out_of_order_drops: int = 0  # above the expected packet: discarded
+    naks_sent: int = 0  # one per gap
+
+
+@dataclass(slots=True)
+class GbnSenderCounters(SenderCounters):
+    go_backs: int = 0  # NAKs and timeouts that moved the next packet back
+    timeouts: int = 0  # rto without progress
+
+
 class GbnReceiver(ReceiverBase):
-    COUNTER_KEYS = (*ReceiverBase.COUNTER_KEYS, "out_of_order_drops", "naks_sent")
+    c: GbnReceiverCounters
+    out_of_order_drops = CounterAttr()
+    naks_sent = CounterAttr()
 
     def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0) -> None:
-        super().__init__(params, flow_id, start_seq)
+        super().__init__(params, flow_id, start_seq, counters=GbnReceiverCounters())
         self._nak_for: int | None = None
 
     def _accept(self, s: int, payload: bytes, now_ns: int) -> list[bytes]:
         if s == self.cum:
             self.cum = s + 1
             return [payload]
+        c = self.c
         if s < self.cum:
-            self.duplicates += 1
+            c.duplicates += 1
             return []
-        self.out_of_order_drops += 1
+        c.out_of_order_drops += 1
         if self._nak_for != self.cum:
             self._nak_for = self.cum
-            self.naks_sent += 1
+            c.naks_sent += 1
             self._send_ack(now_ns, count=False, extra_flags=TcsAckFlag.NAK)
         return []
 
 
 class GbnSender(SenderBase):
-    COUNTER_KEYS = (*SenderBase.COUNTER_KEYS, "go_backs", "timeouts")
+    c: GbnSenderCounters
+    go_backs = CounterAttr()
+    timeouts = CounterAttr()
 
     def __init__(self, params: TcsParams, data: bytes, flow_id: int = 0, start_seq: int = 0,
                  now_ns: int = 0) -> None:
-        super().__init__(params, data, flow_id, start_seq, now_ns)
+        super().__init__(params, data, flow_id, start_seq, now_ns, counters=GbnSenderCounters())
         self._next = self.base  # next packet to send (moves back on a NAK or a timeout)
         self._high = self.base  # one past the highest packet ever sent
         self._progress_ns = now_ns  # the RTO clock: last ACK that moved the cumulative point
@@ -70,7 +89,7 @@ class GbnSender(SenderBase):
         if self.done or self._high == self.base:
             return
         if now_ns >= self._progress_ns + self.params.rto:
-            self.timeouts += 1
+            self.c.timeouts += 1
             self._go_back(self.cum)
             self._progress_ns = now_ns
 
@@ -80,10 +99,10 @@ class GbnSender(SenderBase):
             return None
         self._next = s + 1
         if s < self._high:
-            self.retx_sent += 1
+            self.c.retx_sent += 1
             return s, TcsDataFlag.RETX
         self._high = s + 1
-        self.sent_new += 1
+        self.c.sent_new += 1
         return s, 0
 
     def _sent_limit(self) -> int:
@@ -100,5 +119,5 @@ class GbnSender(SenderBase):
 
     def _go_back(self, to: int) -> None:
         if to < self._next:
-            self.go_backs += 1
+            self.c.go_backs += 1
             self._next = to

@@ -6,10 +6,10 @@ Run the receiver in one host's namespace and the sender in another's (``netstack
     python -m netstack.tcsack send --proto tcsack --dst 10.0.0.2 --bytes 4MB --rate 60Mbit
 
 The engines are sans-IO; this shell owns the socket and the clock: it sends what ``poll``
-returns, feeds every datagram it reads to the engine, and sleeps until the engine's next
-deadline or the next datagram. ``--proto tcp`` moves the same bytes over a kernel TCP
-connection for comparison. Each side prints one JSON object on its last stdout line; the
-receiver's ``sha256`` must equal the sender's.
+returns and the receiver's ``Transmit`` actions (its ACKs), feeds every datagram it reads to
+the engine, and sleeps until the engine's next deadline or the next datagram. ``--proto tcp``
+moves the same bytes over a kernel TCP connection for comparison. Each side prints one JSON
+object on its last stdout line; the receiver's ``sha256`` must equal the sender's.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ import select
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from headers.errors import HeaderError
+from headers.registry import UdpPort
+from netstack.engine import Transmit
 from netstack.topo.model import parse_rate, parse_size
 from netstack.traffic import accept_one, resolve_neighbour
 
@@ -33,7 +36,7 @@ from . import ENGINES
 from .common import ReceiverBase, SenderBase
 from .params import TcsParamError, TcsParams
 
-PORT = 40200  # PROTOCOLS.md registry
+PORT = int(UdpPort.TCSACK)  # T/C-SACK's UDP port (headers.registry, docs/wire-formats.md)
 PROTOS = ("tcsack", "gbn", "tcp")
 
 
@@ -144,17 +147,18 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             peer = addr
         eng.on_timer(time.monotonic_ns())
-        if eng.ack_out and peer is not None:
-            for a in eng.ack_out:
+        # ACKs (the receivers' only action); before the first data packet there is no peer yet,
+        # and nothing to acknowledge
+        for act in eng.actions.take_all():
+            if isinstance(act, Transmit) and peer is not None:
                 with contextlib.suppress(OSError):  # a lost ACK: the sender's 2T probe repairs it
-                    sock.sendto(a, peer)
-        eng.ack_out.clear()
+                    sock.sendto(act.data, peer)
         if complete_at is None and eng.complete:
             complete_at = time.monotonic_ns()
         _wait(sock, eng.next_deadline(), 0.05)
     secs = ((complete_at or last_rx) - first) / 1e9 if first is not None else 0.0
     return {"tool": "tcsack-recv", "proto": args.proto, "complete": eng.complete,
-            "bytes": eng.bytes_delivered, "sha256": h.hexdigest(), "seconds": secs, "malformed": malformed,
+            "bytes": eng.c.bytes_delivered, "sha256": h.hexdigest(), "seconds": secs, "malformed": malformed,
             "counters": eng.counters()}
 
 
@@ -195,7 +199,7 @@ def recv_tcp(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- CLI
-def _quantity(parse: Any) -> Any:
+def _quantity(parse: Callable[[int | str], int]) -> Callable[[str], int]:
     """An argparse type: ``parse`` (the topology file's rate/size syntax) that also takes a bare integer."""
     def convert(text: str) -> int:
         try:
@@ -217,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("send", "recv"):
         p = sub.add_parser(name, help=f"the {'sending' if name == 'send' else 'receiving'} host's side")
         p.add_argument("--proto", choices=PROTOS, default="tcsack",
-                       help="tcsack (seed 004), gbn (RoCE RC go-back-N) or tcp (kernel TCP); default tcsack")
+                       help="tcsack (draft-chen-tsvwg-updated-ack), gbn (RoCE RC go-back-N) or tcp "
+                            "(kernel TCP); default tcsack")
         p.add_argument("--port", type=int, default=PORT, help=f"UDP/TCP port (default {PORT})")
         p.add_argument("--rate", type=parse_rate_arg, default=TcsParams.rate_bps,
                        help="preset sending rate, line rate incl. headers (default 50Mbit)")

@@ -1,6 +1,7 @@
-"""T/C-SACK settings (seed 004 §2: "the packet sending rate of the sender is preset, the
-cumulative acknowledgement time T of the receiver and the cumulative number of received
-packets N"), shared by the go-back-N baseline so both run under the same knobs."""
+"""T/C-SACK settings ("An Updated ACK mechanism based on RDMA", §2: "the packet sending rate of
+the sender is preset, the cumulative acknowledgement time T of the receiver and the cumulative
+number of received packets N"), shared by the go-back-N baseline so both run under the same
+knobs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ from typing import Any
 
 from headers.tcsack import MAX_BLOCKS
 
-#: IPv4 + UDP + Ethernet (header, FCS, preamble, inter-frame gap) around a datagram: what
-#: the pacer counts so that ``rate_bps`` is a line rate, as a NIC's rate limiter does.
-WIRE_OVERHEAD = 20 + 8 + 14 + 4 + 8 + 12
+from ..ethernet import UDP_HEADERS_BYTES, line_time_ns
 
 
 class TcsParamError(ValueError):
@@ -56,11 +55,16 @@ class TcsParams:
         return self.rto_ns if self.rto_ns is not None else 4 * self.t_ns
 
     def packet_ns(self, datagram_bytes: int) -> int:
-        """Time one datagram of ``datagram_bytes`` (TcsData header + payload) takes at ``rate_bps``."""
-        return -(-(datagram_bytes + WIRE_OVERHEAD) * 8_000_000_000 // self.rate_bps)
+        """Time one datagram of ``datagram_bytes`` (TcsData header + payload) takes at ``rate_bps``.
+
+        Ethernet, IPv4 and UDP headers, FCS, preamble and inter-frame gap count too, so that
+        ``rate_bps`` is a line rate, as a NIC's rate limiter counts it."""
+        return line_time_ns(datagram_bytes + UDP_HEADERS_BYTES, self.rate_bps)
 
     def with_changes(self, **changes: Any) -> TcsParams:
+        # Any: mypy cannot match a ``**kwargs`` forwarder to replace()'s per-field types (int
+        # here, int | None for rto_ns); __post_init__ checks every value at run time instead
         return replace(self, **changes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, int | None]:
         return asdict(self)

@@ -1,4 +1,4 @@
-"""The T/C-SACK receiver (seed 004 §2), sans-IO.
+"""The T/C-SACK receiver ("An Updated ACK mechanism based on RDMA", §2), sans-IO.
 
 "The receiver continues to receive packet packets and arranges them according to packet
 sequence number in the receive buffer. When the preset time T or the accumulated number of
@@ -9,7 +9,8 @@ the received packet sequence number to the sender through an ACK packet."
   follows them; packets above it wait in the receive buffer (an ordered set of runs) and are
   reported as SACK blocks, the lowest ``max_blocks`` runs per ACK (the format's cap).
 - The ACK clock (:class:`~.common.ReceiverBase`): an ACK once N packets have arrived since
-  the last one (``TRIGGER_COUNT``), or T after the first of them. Nothing arrived, no ACK: a
+  the last one (``TRIGGER_COUNT``), or T after the first of them; each leaves as a
+  :class:`~netstack.engine.Transmit` action. Nothing arrived, no ACK: a
   lost ACK is repaired by the sender's 2T probe, which arrives and restarts the clock.
 - ``buffer_packets`` bounds memory: a packet that far above the cumulative point is dropped
   (counted) and, not being reported, is resent later. The sender never learns the bound: it
@@ -19,24 +20,33 @@ the received packet sequence number to the sender through an ACK packet."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .common import ReceiverBase
+from .common import CounterAttr, ReceiverBase, ReceiverCounters
 from .params import TcsParams
 from .rangeset import RangeSet
 
 
+@dataclass(slots=True)
+class TcsReceiverCounters(ReceiverCounters):
+    buffered_max: int = 0  # most packets ever held above the cumulative point
+    buffer_drops: int = 0  # beyond buffer_packets: dropped, resent later
+
+
 class TcsReceiver(ReceiverBase):
-    COUNTER_KEYS = (*ReceiverBase.COUNTER_KEYS, "buffered_max", "buffer_drops")
+    c: TcsReceiverCounters
+    buffered_max = CounterAttr()
+    buffer_drops = CounterAttr()
 
     def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0) -> None:
-        super().__init__(params, flow_id, start_seq)
+        super().__init__(params, flow_id, start_seq, counters=TcsReceiverCounters())
         self._buf: dict[int, bytes] = {}
         self._runs = RangeSet()
 
     def _accept(self, s: int, payload: bytes, now_ns: int) -> list[bytes]:
         cum = self.cum
         if s < cum or s in self._buf:
-            self.duplicates += 1
+            self.c.duplicates += 1
             return []
         if s == cum:
             out = [payload]
@@ -52,13 +62,14 @@ class TcsReceiver(ReceiverBase):
                     self._runs.drop_below(cum)
             self.cum = cum
             return out
+        counts = self.c
         if s - cum > self.params.buffer_packets:
-            self.buffer_drops += 1
+            counts.buffer_drops += 1
             return []
         self._buf[s] = payload
         self._runs.add(s)
-        if len(self._buf) > self.buffered_max:
-            self.buffered_max = len(self._buf)
+        if len(self._buf) > counts.buffered_max:
+            counts.buffered_max = len(self._buf)
         return []
 
     def _blocks(self) -> Sequence[tuple[int, int]]:
@@ -70,7 +81,7 @@ class TcsReceiver(ReceiverBase):
 
     def missing(self) -> list[tuple[int, int]]:
         """Absolute runs ``[start, end)`` still awaited below the highest buffered packet."""
-        out = []
+        out: list[tuple[int, int]] = []
         nxt = self.cum
         for s, e in self._runs:
             out.append((nxt, s))

@@ -1,4 +1,4 @@
-"""The T/C-SACK sender (seed 004 §2), sans-IO.
+"""The T/C-SACK sender ("An Updated ACK mechanism based on RDMA", §2), sans-IO.
 
 "The sender continuously sends packets according to the preset transmission rate without
 being limited by the sliding window size ... After receiving the ACK packet, the sender
@@ -23,20 +23,29 @@ Retransmissions share the preset rate: the rate is a line rate, not a goodput ta
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 from headers.tcsack import TcsAck, TcsDataFlag
 
-from .common import SenderBase, unwrap, us32, us_before
+from .common import CounterAttr, SenderBase, SenderCounters, unwrap, us32, us_before
 from .params import TcsParams
 from .rangeset import RangeSet
 
 
+@dataclass(slots=True)
+class TcsSenderCounters(SenderCounters):
+    losses_detected: int = 0  # packets the loss rule queued for a retransmission
+    retx_skipped: int = 0  # ... that an ACK covered before their slot came
+
+
 class TcsSender(SenderBase):
-    COUNTER_KEYS = (*SenderBase.COUNTER_KEYS, "losses_detected", "retx_skipped")
+    c: TcsSenderCounters
+    losses_detected = CounterAttr()
+    retx_skipped = CounterAttr()
 
     def __init__(self, params: TcsParams, data: bytes, flow_id: int = 0, start_seq: int = 0,
                  now_ns: int = 0) -> None:
-        super().__init__(params, data, flow_id, start_seq, now_ns)
+        super().__init__(params, data, flow_id, start_seq, now_ns, counters=TcsSenderCounters())
         self._next_new = self.base
         #: what ACKs reported above the cumulative point
         self._sacked = RangeSet()
@@ -70,24 +79,24 @@ class TcsSender(SenderBase):
             self._probe = False
             s = self._next_new - 1
             self._sent_us[s] = t
-            self.probes_sent += 1
+            self.c.probes_sent += 1
             return s, TcsDataFlag.PROBE
         retx = self._retx
         while retx:
             s = retx.popleft()
             self._queued.discard(s)
             if s < self.cum or s in self._sacked:
-                self.retx_skipped += 1  # an ACK said it arrived after all
+                self.c.retx_skipped += 1  # an ACK said it arrived after all
                 continue
             self._sent_us[s] = t
-            self.retx_sent += 1
+            self.c.retx_sent += 1
             return s, TcsDataFlag.RETX
         s = self._next_new
         if s >= self.end:
             return None
         self._next_new = s + 1
         self._sent_us[s] = t
-        self.sent_new += 1
+        self.c.sent_new += 1
         return s, 0
 
     # -------------------------------------------------------------------- ACKs
@@ -128,4 +137,4 @@ class TcsSender(SenderBase):
             if t is not None and us_before(t, tsecr):
                 queued.add(c)
                 self._retx.append(c)
-                self.losses_detected += 1
+                self.c.losses_detected += 1

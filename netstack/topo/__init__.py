@@ -2,7 +2,8 @@
 
 ``model`` describes a topology (TOML file or the default) and validates it; ``netns`` builds
 it as Linux network namespaces joined by veth pairs and tears it down; ``impair`` injects
-loss and corruption on a veth with tc netem or nftables. See docs/topology.md.
+loss and corruption on a veth with tc netem or nftables; ``nsenter`` (used by both) runs code
+or opens netlink handles inside a namespace. See docs/topology.md.
 """
 
 from .model import (

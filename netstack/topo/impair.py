@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import Backend, netns_name
+from .nsenter import iproute
 
 #: The nft backend's probability denominator (``numgen random mod NFT_MODULUS``).
 NFT_MODULUS = 1_000_000
@@ -233,7 +234,8 @@ def _ns_argv(ns: str | None, argv: list[str]) -> list[str]:
     return argv if ns is None else ["ip", "netns", "exec", ns, *argv]
 
 
-def _need(binary: str, package: str) -> None:
+def need_program(binary: str, package: str) -> None:
+    """Raise :class:`ImpairmentError` naming the package to install if ``binary`` is not on PATH."""
     if shutil.which(binary) is None:
         raise ImpairmentError(f"the {binary!r} program is needed (apt-get install {package})")
 
@@ -241,7 +243,7 @@ def _need(binary: str, package: str) -> None:
 def _run(ns: str | None, argv: list[str], stdin: str | None = None,
          check: bool = True) -> subprocess.CompletedProcess[str]:
     if ns is not None:
-        _need("ip", "iproute2")
+        need_program("ip", "iproute2")
         if not os.path.exists(f"/run/netns/{ns}"):
             raise ImpairmentError(f"network namespace {ns!r} does not exist")
     full = _ns_argv(ns, argv)
@@ -396,7 +398,7 @@ def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: flo
         clear_impairment(prefix, iface_ns, iface)
         return None
     if chosen is Backend.NFT:
-        _need("nft", "nftables")
+        need_program("nft", "nftables")
         script = nft_script(prefix, iface, corrupt, loss, corrupt_offset)
         _clear_netem(ns, iface)
         try:
@@ -409,7 +411,7 @@ def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: flo
     else:
         if not netem_available():
             raise ImpairmentError("this kernel has no netem (CONFIG_NET_SCH_NETEM); use backend='nft'")
-        _need("tc", "iproute2")
+        need_program("tc", "iproute2")
         _clear_nft(ns, prefix, iface)
         _run(ns, netem_argv(iface, corrupt, loss))
     return chosen
@@ -418,11 +420,9 @@ def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: flo
 def _check_iface_exists(ns: str | None, iface: str) -> None:
     # Recent kernels accept a netdev hook on a device that does not exist (yet) and the
     # chain then silently does nothing: refuse a misspelt interface here instead.
-    from .netns import _ipr
-
     if ns is not None and not os.path.exists(f"/run/netns/{ns}"):
         raise ImpairmentError(f"network namespace {ns!r} does not exist")
-    with _ipr(ns) as ipr:
+    with iproute(ns) as ipr:
         if not ipr.link_lookup(ifname=iface):
             where = f"namespace {ns}" if ns else "the root namespace"
             raise ImpairmentError(f"no interface {iface!r} in {where}")

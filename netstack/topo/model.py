@@ -425,14 +425,63 @@ def validate_prefix(prefix: Any) -> str:
     return prefix
 
 
+@dataclass(frozen=True)
+class _LinkDefaults:
+    """``[defaults]``: what a link that does not set its own ``rate``/``delay``/``mtu``/``buffer`` gets."""
+
+    rate: int
+    delay: int
+    mtu: int
+    buffer: int
+
+
+@dataclass
+class _NodeTable:
+    """What ``[[nodes]]`` has declared: later nodes and every link are checked against it."""
+
+    #: the valid nodes
+    nodes: dict[str, Node] = field(default_factory=dict)
+    #: every declared name -> its path, valid node or not: a link to an invalid node is not
+    #: reported again (the node already is), and the built topology keeps this (file) order
+    paths: dict[str, str] = field(default_factory=dict)
+    #: (path, network) of the first address: one topology is one L2 subnet
+    subnet: tuple[str, ipaddress.IPv4Network] | None = None
+    ips: dict[ipaddress.IPv4Address, str] = field(default_factory=dict)  # address -> node
+
+
+@dataclass
+class _LinkTable:
+    """The links built so far and the names later links must not clash with."""
+
+    links: list[Link] = field(default_factory=list)
+    paths: dict[str, str] = field(default_factory=dict)  # link name -> path
+    attached: dict[str, str] = field(default_factory=dict)  # single-homed node -> path of its link
+    ifnames: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, ifname) -> path
+
+
 def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> Topology:
     """Validate a parsed TOML document and build the :class:`Topology`."""
     errors = _Errors()
     if not isinstance(data, Mapping):
         raise TopologyError([("", "a topology must be a table")], source)
     _unknown(errors, "", data, _TOP_KEYS)
+    # Every section reports into the same list, in this order, so that one TopologyError
+    # names every problem of the file and always in the same order.
+    name, prefix, paper_rate = _parse_topology_section(errors, data)
+    defaults = _parse_defaults(errors, data)
+    nodes = _parse_nodes(errors, data)
+    links = _parse_links(errors, data, nodes, defaults)
+    if not errors:
+        # Only a file whose every node and link is valid is complete enough to check as a whole.
+        _check_whole(errors, nodes, links)
+    if errors:
+        raise TopologyError(errors.items, source)
+    ordered_nodes = tuple(nodes.nodes[n] for n in nodes.paths if n in nodes.nodes)
+    return Topology(name, prefix, ordered_nodes, tuple(links.links), source, paper_rate)
 
-    # [topology]
+
+def _parse_topology_section(errors: _Errors, data: Mapping[str, Any]) -> tuple[str, str, int | None]:
+    """``[topology]``: name, namespace prefix and paper rate (the defaults where absent or invalid)."""
     name, prefix = "topology", DEFAULT_PREFIX
     paper_rate: int | None = None
     top = _table(errors, "topology", data.get("topology", {}))
@@ -450,8 +499,11 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
                 prefix = validate_prefix(top["prefix"])
             except TopologyError as exc:
                 errors.add("topology.prefix", exc.errors[0][1])
+    return name, prefix, paper_rate
 
-    # [defaults]
+
+def _parse_defaults(errors: _Errors, data: Mapping[str, Any]) -> _LinkDefaults:
+    """``[defaults]``; an invalid value is reported and the built-in default stands in for it."""
     d_rate, d_delay, d_mtu, d_buffer = DEFAULT_RATE_BPS, DEFAULT_DELAY_NS, DEFAULT_MTU, DEFAULT_BUFFER_BYTES
     defaults = _table(errors, "defaults", data.get("defaults", {}))
     if defaults is not None:
@@ -465,10 +517,12 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
             d_mtu = _int_field(errors, "defaults.mtu", defaults["mtu"], 68, 65535 - 256) or d_mtu
         if "buffer" in defaults:
             d_buffer = _parsed(errors, "defaults.buffer", defaults["buffer"], parse_size) or d_buffer
+    return _LinkDefaults(d_rate, d_delay, d_mtu, d_buffer)
 
-    # [[nodes]]
-    nodes: dict[str, Node] = {}
-    node_paths: dict[str, str] = {}
+
+def _parse_nodes(errors: _Errors, data: Mapping[str, Any]) -> _NodeTable:
+    """``[[nodes]]``, in file order."""
+    table = _NodeTable()
     raw_nodes = data.get("nodes")
     if raw_nodes is None:
         errors.add("nodes", "missing: a topology needs [[nodes]]")
@@ -476,279 +530,375 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     elif not isinstance(raw_nodes, list):
         errors.add("nodes", "must be an array of tables ([[nodes]])")
         raw_nodes = []
-    subnet: tuple[str, ipaddress.IPv4Network] | None = None
-    ips: dict[ipaddress.IPv4Address, str] = {}
     for i, raw in enumerate(raw_nodes):
-        path = f"nodes[{i}]"
-        t = _table(errors, path, raw)
-        if t is None:
-            continue
-        _unknown(errors, path, t, _NODE_KEYS)
-        n_name = t.get("name")
-        ok = True
-        if not isinstance(n_name, str):
-            errors.add(f"{path}.name", "missing" if n_name is None else f"{_show(n_name)} is not a string")
-            continue
-        if not _NODE_NAME_RE.match(n_name):
-            errors.add(f"{path}.name", f"{_show(n_name)} is not a node name (letter, then letters/digits/_)")
-            ok = False
-        elif len(n_name) > NODE_NAME_MAX:
-            errors.add(
-                f"{path}.name",
-                f"{_show(n_name)} is {len(n_name)} characters; at most {NODE_NAME_MAX} so that the switch "
-                f"port \"p-{n_name}\" fits an interface name ({IFNAME_MAX})",
-            )
-            ok = False
-        if n_name in nodes or n_name in node_paths:
-            errors.add(f"{path}.name", f"duplicate node name {_show(n_name)} (also {node_paths[n_name]})")
-            continue
-        node_paths[n_name] = path
-        kind_raw = t.get("kind")
-        try:
-            kind = NodeKind(kind_raw)
-        except ValueError:
-            allowed = ", ".join(k.value for k in NodeKind)
-            problem = "missing" if kind_raw is None else f"{_show(kind_raw)} is not a node kind"
-            errors.add(f"{path}.kind", f"{problem} (one of: {allowed})")
-            continue
-        ip = None
-        mac = None
-        if kind is NodeKind.SWITCH:
-            for key in ("ip", "mac"):
-                if key in t:
-                    errors.add(f"{path}.{key}", "switches have no address (their ports are plain L2 ports)")
-                    ok = False
-        else:
-            raw_ip = t.get("ip")
-            if raw_ip is None:
-                errors.add(f"{path}.ip", f"missing: a {kind.value} needs an IPv4 address such as \"10.0.0.1/24\"")
-                ok = False
-            else:
-                ip = _parse_ip(errors, f"{path}.ip", raw_ip)
-                if ip is None:
-                    ok = False
-                else:
-                    if ip.ip in ips:
-                        errors.add(f"{path}.ip", f"{ip.ip} is already the address of {ips[ip.ip]}")
-                        ok = False
-                    ips[ip.ip] = n_name
-                    if subnet is None:
-                        subnet = (path, ip.network)
-                    elif ip.network != subnet[1]:
-                        errors.add(
-                            f"{path}.ip",
-                            f"{ip} is not in subnet {subnet[1]} of {subnet[0]} (one topology is one L2 subnet)",
-                        )
-                        ok = False
-            if "mac" in t:
-                raw_mac = t["mac"]
-                if not isinstance(raw_mac, str) or not _MAC_RE.match(_normalise_mac(raw_mac)):
-                    errors.add(f"{path}.mac", f"{_show(raw_mac)} is not a MAC address (aa:bb:cc:dd:ee:ff)")
-                    ok = False
-                else:
-                    mac = _normalise_mac(raw_mac)
-                    first = int(mac[:2], 16)
-                    if first & 1:
-                        errors.add(f"{path}.mac", f"{mac} is a multicast address; an interface needs a unicast MAC")
-                        ok = False
-                    elif mac == "00:00:00:00:00:00":
-                        errors.add(f"{path}.mac", "00:00:00:00:00:00 is not a usable MAC")
-                        ok = False
-        if ok:
-            nodes[n_name] = Node(n_name, kind, ip, mac)
+        _parse_node(errors, f"nodes[{i}]", raw, table)
+    return table
 
-    # [[links]]
+
+def _parse_node(errors: _Errors, path: str, raw: Any, table: _NodeTable) -> None:
+    """One ``[[nodes]]`` entry, added to ``table.nodes`` only if it is valid throughout."""
+    t = _table(errors, path, raw)
+    if t is None:
+        return
+    _unknown(errors, path, t, _NODE_KEYS)
+    n_name = t.get("name")
+    if not isinstance(n_name, str):
+        errors.add(f"{path}.name", "missing" if n_name is None else f"{_show(n_name)} is not a string")
+        return
+    ok = _check_node_name(errors, path, n_name)
+    if n_name in table.nodes or n_name in table.paths:
+        errors.add(f"{path}.name", f"duplicate node name {_show(n_name)} (also {table.paths[n_name]})")
+        return
+    table.paths[n_name] = path
+    kind_raw = t.get("kind")
+    try:
+        kind = NodeKind(kind_raw)
+    except ValueError:
+        allowed = ", ".join(k.value for k in NodeKind)
+        problem = "missing" if kind_raw is None else f"{_show(kind_raw)} is not a node kind"
+        errors.add(f"{path}.kind", f"{problem} (one of: {allowed})")
+        return
+    ip: ipaddress.IPv4Interface | None = None
+    mac: str | None = None
+    if kind is NodeKind.SWITCH:
+        for key in ("ip", "mac"):
+            if key in t:
+                errors.add(f"{path}.{key}", "switches have no address (their ports are plain L2 ports)")
+                ok = False
+    else:
+        ip, ip_ok = _parse_node_ip(errors, path, t, kind, n_name, table)
+        mac, mac_ok = _parse_node_mac(errors, path, t)
+        ok = ok and ip_ok and mac_ok
+    if ok:
+        table.nodes[n_name] = Node(n_name, kind, ip, mac)
+
+
+def _check_node_name(errors: _Errors, path: str, n_name: str) -> bool:
+    """Whether ``n_name`` can name a node (interface names derived from it must fit the kernel's limit)."""
+    if not _NODE_NAME_RE.match(n_name):
+        errors.add(f"{path}.name", f"{_show(n_name)} is not a node name (letter, then letters/digits/_)")
+        return False
+    if len(n_name) > NODE_NAME_MAX:
+        errors.add(
+            f"{path}.name",
+            f"{_show(n_name)} is {len(n_name)} characters; at most {NODE_NAME_MAX} so that the switch "
+            f"port \"p-{n_name}\" fits an interface name ({IFNAME_MAX})",
+        )
+        return False
+    return True
+
+
+def _parse_node_ip(
+    errors: _Errors, path: str, t: dict[str, Any], kind: NodeKind, n_name: str, table: _NodeTable
+) -> tuple[ipaddress.IPv4Interface | None, bool]:
+    """A host-like node's address, and whether it is valid: present, unique, in the topology's subnet."""
+    raw_ip = t.get("ip")
+    if raw_ip is None:
+        errors.add(f"{path}.ip", f"missing: a {kind.value} needs an IPv4 address such as \"10.0.0.1/24\"")
+        return None, False
+    ip = _parse_ip(errors, f"{path}.ip", raw_ip)
+    if ip is None:
+        return None, False
+    ok = True
+    if ip.ip in table.ips:
+        errors.add(f"{path}.ip", f"{ip.ip} is already the address of {table.ips[ip.ip]}")
+        ok = False
+    table.ips[ip.ip] = n_name
+    if table.subnet is None:
+        table.subnet = (path, ip.network)
+    elif ip.network != table.subnet[1]:
+        errors.add(
+            f"{path}.ip",
+            f"{ip} is not in subnet {table.subnet[1]} of {table.subnet[0]} (one topology is one L2 subnet)",
+        )
+        ok = False
+    return ip, ok
+
+
+def _parse_node_mac(errors: _Errors, path: str, t: dict[str, Any]) -> tuple[str | None, bool]:
+    """A host-like node's explicit MAC (None: derived from its address), and whether it is valid."""
+    if "mac" not in t:
+        return None, True
+    raw_mac = t["mac"]
+    if not isinstance(raw_mac, str) or not _MAC_RE.match(_normalise_mac(raw_mac)):
+        errors.add(f"{path}.mac", f"{_show(raw_mac)} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+        return None, False
+    mac = _normalise_mac(raw_mac)
+    first = int(mac[:2], 16)
+    if first & 1:
+        errors.add(f"{path}.mac", f"{mac} is a multicast address; an interface needs a unicast MAC")
+        return mac, False
+    if mac == "00:00:00:00:00:00":
+        errors.add(f"{path}.mac", "00:00:00:00:00:00 is not a usable MAC")
+        return mac, False
+    return mac, True
+
+
+def _parse_links(errors: _Errors, data: Mapping[str, Any], nodes: _NodeTable, defaults: _LinkDefaults) -> _LinkTable:
+    """``[[links]]``, in file order."""
+    table = _LinkTable()
     raw_links = data.get("links")
     if raw_links is None:
         raw_links = []
     elif not isinstance(raw_links, list):
         errors.add("links", "must be an array of tables ([[links]])")
         raw_links = []
-    links: list[Link] = []
-    link_paths: dict[str, str] = {}
-    attached: dict[str, str] = {}  # single-homed node -> path of its link
-    ifnames: dict[tuple[str, str], str] = {}  # (node, ifname) -> path
     for i, raw in enumerate(raw_links):
-        path = f"links[{i}]"
-        t = _table(errors, path, raw)
-        if t is None:
-            continue
-        _unknown(errors, path, t, _LINK_KEYS)
-        ok = True
-        ends: dict[str, str] = {}
-        for side in ("a", "b"):
-            v = t.get(side)
-            if v is None:
-                errors.add(f"{path}.{side}", "missing: name the node at this end")
-                ok = False
-            elif not isinstance(v, str):
-                errors.add(f"{path}.{side}", f"{_show(v)} is not a node name")
-                ok = False
-            elif v not in node_paths:
-                errors.add(f"{path}.{side}", f"unknown node {_show(v)}")
-                ok = False
-            elif v not in nodes:
-                ok = False  # the node itself is invalid and already reported
-            else:
-                ends[side] = v
-        if ok and ends["a"] == ends["b"]:
-            errors.add(f"{path}.b", f"a link cannot join {ends['a']} to itself")
+        _parse_link(errors, f"links[{i}]", raw, nodes, defaults, table)
+    return table
+
+
+def _parse_link(
+    errors: _Errors, path: str, raw: Any, nodes: _NodeTable, defaults: _LinkDefaults, table: _LinkTable
+) -> None:
+    """One ``[[links]]`` entry, appended to ``table.links`` only if it is valid and nothing before it
+    in the file was invalid.
+
+    Each part is checked even after an earlier one failed, so that one pass reports every
+    problem; ``ok`` says whether this link is still buildable.
+    """
+    t = _table(errors, path, raw)
+    if t is None:
+        return
+    _unknown(errors, path, t, _LINK_KEYS)
+    ends, ok = _link_ends(errors, path, t, nodes)
+    l_name = _link_name(errors, path, t, ends, ok, table)
+    ok = ok and l_name is not None
+    rate, delay, mtu, buffer = _link_numbers(errors, path, t, defaults)
+    ok = ok and rate is not None and delay is not None and mtu is not None and buffer is not None
+    both_switches = ok and all(nodes.nodes[ends[s]].kind is NodeKind.SWITCH for s in ("a", "b"))
+    fcs, headroom, framing_ok = _link_framing(errors, path, t, ok, both_switches)
+    ok = ok and framing_ok
+    impairment, impairment_ok = _link_impairment(errors, path, t, nodes, ends)
+    ok = ok and impairment_ok
+    features, features_ok = _link_features(errors, path, t)
+    ok = ok and features_ok
+    resolved_ifnames, ifnames_ok = _link_ifnames(errors, path, t, nodes, ends, table)
+    ok = ok and ifnames_ok
+
+    if not ok or errors:
+        # Keep validating the rest, but never build a half-checked link.
+        return
+    assert l_name is not None and rate is not None and delay is not None and mtu is not None
+    assert buffer is not None and headroom is not None
+    link_ends = [
+        _link_end(nodes.nodes[ends[side]], l_name, resolved_ifnames[side], features[side]) for side in ("a", "b")
+    ]
+    table.links.append(
+        Link(l_name, link_ends[0], link_ends[1], rate, delay, mtu, headroom, buffer, fcs, impairment)
+    )
+
+
+def _link_ends(errors: _Errors, path: str, t: dict[str, Any], nodes: _NodeTable) -> tuple[dict[str, str], bool]:
+    """``a`` and ``b``: side -> node for each end that names a valid node, and whether both
+    ends do so and are different nodes."""
+    ok = True
+    ends: dict[str, str] = {}
+    for side in ("a", "b"):
+        v = t.get(side)
+        if v is None:
+            errors.add(f"{path}.{side}", "missing: name the node at this end")
             ok = False
-        l_name = t.get("name")
-        if l_name is None:
-            if ok:
-                l_name = f"{ends['a']}-{ends['b']}"
-        elif not isinstance(l_name, str) or not _LINK_NAME_RE.match(l_name) or len(l_name) > LINK_NAME_MAX:
-            errors.add(
-                f"{path}.name",
-                f"{_show(l_name)} is not a link name (letters, digits, '_', '.', '-'; at most {LINK_NAME_MAX})",
-            )
-            l_name = None
+        elif not isinstance(v, str):
+            errors.add(f"{path}.{side}", f"{_show(v)} is not a node name")
             ok = False
-        if l_name is not None:
-            if l_name in link_paths:
-                errors.add(f"{path}.name", f"duplicate link name {_show(l_name)} (also {link_paths[l_name]})")
-                ok = False
-            else:
-                link_paths[l_name] = path
+        elif v not in nodes.paths:
+            errors.add(f"{path}.{side}", f"unknown node {_show(v)}")
+            ok = False
+        elif v not in nodes.nodes:
+            ok = False  # the node itself is invalid and already reported
+        else:
+            ends[side] = v
+    if ok and ends["a"] == ends["b"]:
+        errors.add(f"{path}.b", f"a link cannot join {ends['a']} to itself")
+        ok = False
+    return ends, ok
 
-        rate = d_rate
-        if "rate" in t:
-            rate = _parsed(errors, f"{path}.rate", t["rate"], parse_rate)
-            ok = ok and rate is not None
-        delay = d_delay
-        if "delay" in t:
-            delay = _parsed(errors, f"{path}.delay", t["delay"], parse_delay)
-            ok = ok and delay is not None
-        mtu = d_mtu
-        if "mtu" in t:
-            mtu = _int_field(errors, f"{path}.mtu", t["mtu"], 68, 65535 - 256)
-            ok = ok and mtu is not None
-        buffer = d_buffer
-        if "buffer" in t:
-            buffer = _parsed(errors, f"{path}.buffer", t["buffer"], parse_size)
-            ok = ok and buffer is not None
 
-        both_switches = ok and all(nodes[ends[s]].kind is NodeKind.SWITCH for s in ("a", "b"))
-        fcs = bool(both_switches)
-        if "fcs" in t:
-            if not isinstance(t["fcs"], bool):
-                errors.add(f"{path}.fcs", f"{_show(t['fcs'])} is not true/false")
-                ok = False
-            else:
-                fcs = t["fcs"]
-                if fcs and ok and not both_switches:
-                    errors.add(
-                        f"{path}.fcs",
-                        "the software FCS needs a switch at both ends (a kernel host neither adds nor checks it)",
-                    )
-                    ok = False
-        headroom = DEFAULT_SWITCH_HEADROOM if both_switches else 0
-        if "headroom" in t:
-            headroom = _int_field(errors, f"{path}.headroom", t["headroom"], 0, 256)
-            ok = ok and headroom is not None
-
-        impairment = None
-        if "impairment" in t:
-            impairment = _parse_impairment(errors, f"{path}.impairment", t["impairment"])
-            ok = ok and impairment is not None
-            if impairment is not None and impairment.backend is Backend.SWITCH and len(ends) == 2:
-                sides = {Direction.A_TO_B: ("a",), Direction.B_TO_A: ("b",), Direction.BOTH: ("a", "b")}
-                for side in sides[impairment.direction]:
-                    if nodes[ends[side]].kind is not NodeKind.SWITCH:
-                        errors.add(f"{path}.impairment.backend",
-                                   f"the switch backend runs in the sending switch; {ends[side]} ({side} end, "
-                                   f"direction {impairment.direction.value}) is a {nodes[ends[side]].kind.value} "
-                                   "(use nft or netem there)")
-                        ok = False
-
-        features: dict[str, dict[str, Any]] = {"a": {}, "b": {}}
-        if "features" in t:
-            ft = _table(errors, f"{path}.features", t["features"])
-            if ft is None:
-                ok = False
-            else:
-                _unknown(errors, f"{path}.features", ft, _FEATURE_KEYS)
-                for side in ("a", "b"):
-                    if side in ft:
-                        st = _table(errors, f"{path}.features.{side}", ft[side])
-                        if st is None:
-                            ok = False
-                        else:
-                            features[side] = copy.deepcopy(st)
-
-        # Interface names and single-homing need valid ends.
-        resolved_ifnames: dict[str, str] = {}
-        if len(ends) == 2 and ends["a"] != ends["b"]:
-            for side, other in (("a", "b"), ("b", "a")):
-                node = nodes[ends[side]]
-                key = f"{side}_ifname"
-                if node.kind is not NodeKind.SWITCH:
-                    if node.name in attached:
-                        errors.add(
-                            f"{path}.{side}",
-                            f"{node.kind.value} {node.name} already has a link ({attached[node.name]}); "
-                            f"hosts and collectors are single-homed",
-                        )
-                        ok = False
-                        continue  # its interface name clash would only repeat the point
-                    attached[node.name] = path
-                if key in t:
-                    ifn = t[key]
-                    if not isinstance(ifn, str) or not _IFNAME_RE.match(ifn) or len(ifn) > IFNAME_MAX or ifn == "lo":
-                        errors.add(
-                            f"{path}.{key}",
-                            f"{_show(ifn)} is not an interface name (letters, digits, '_', '.', '-'; "
-                            f"at most {IFNAME_MAX}; not \"lo\")",
-                        )
-                        ok = False
-                        continue
-                else:
-                    ifn = "eth0" if node.kind is not NodeKind.SWITCH else f"p-{ends[other]}"
-                if (node.name, ifn) in ifnames:
-                    errors.add(
-                        f"{path}.{key}",
-                        f"interface {ifn} of {node.name} is already used by {ifnames[(node.name, ifn)]}"
-                        + ("" if key in t else f"; set {key} to tell the two links apart"),
-                    )
-                    ok = False
-                else:
-                    ifnames[(node.name, ifn)] = path
-                    resolved_ifnames[side] = ifn
-
-        if not ok or errors:
-            # Keep validating the rest, but never build a half-checked link.
-            continue
-        assert l_name is not None and rate is not None and delay is not None and mtu is not None
-        assert buffer is not None and headroom is not None
-        link_ends = []
-        for side in ("a", "b"):
-            node = nodes[ends[side]]
-            if node.kind is NodeKind.SWITCH:
-                mac = derived_mac(node.name, l_name)
-            else:
-                assert node.ip is not None
-                mac = node.mac or ip_mac(node.ip)
-            link_ends.append(LinkEnd(node.name, resolved_ifnames[side], mac, features[side]))
-        links.append(
-            Link(l_name, link_ends[0], link_ends[1], rate, delay, mtu, headroom, buffer, fcs, impairment)
+def _link_name(
+    errors: _Errors, path: str, t: dict[str, Any], ends: dict[str, str], ends_ok: bool, table: _LinkTable
+) -> str | None:
+    """The link's name, ``<a>-<b>`` unless set, registered in ``table``; None if it is invalid,
+    taken, or (unset) the ends are not valid to derive it from."""
+    l_name = t.get("name")
+    if l_name is None:
+        if ends_ok:
+            l_name = f"{ends['a']}-{ends['b']}"
+    elif not isinstance(l_name, str) or not _LINK_NAME_RE.match(l_name) or len(l_name) > LINK_NAME_MAX:
+        errors.add(
+            f"{path}.name",
+            f"{_show(l_name)} is not a link name (letters, digits, '_', '.', '-'; at most {LINK_NAME_MAX})",
         )
+        return None
+    if l_name is not None:
+        if l_name in table.paths:
+            errors.add(f"{path}.name", f"duplicate link name {_show(l_name)} (also {table.paths[l_name]})")
+            return None
+        table.paths[l_name] = path
+    return l_name
 
-    if not errors:
-        for n_name, node in nodes.items():
-            if node.kind is not NodeKind.SWITCH and n_name not in attached:
-                errors.add(f"{node_paths[n_name]}", f"{node.kind.value} {n_name} has no link")
-        macs: dict[str, str] = {}
-        for link in links:
-            for end in link.ends:
-                where = f"{link_paths[link.name]} ({end.node} end)"
-                if end.mac in macs:
-                    errors.add(where, f"MAC {end.mac} is already used by {macs[end.mac]}")
-                macs[end.mac] = where
-    if errors:
-        raise TopologyError(errors.items, source)
-    ordered_nodes = tuple(nodes[n] for n in node_paths if n in nodes)
-    return Topology(name, prefix, ordered_nodes, tuple(links), source, paper_rate)
+
+def _link_numbers(
+    errors: _Errors, path: str, t: dict[str, Any], defaults: _LinkDefaults
+) -> tuple[int | None, int | None, int | None, int | None]:
+    """rate, delay, mtu and buffer: the link's own or ``[defaults]``; None where its own is invalid."""
+    rate: int | None = defaults.rate
+    if "rate" in t:
+        rate = _parsed(errors, f"{path}.rate", t["rate"], parse_rate)
+    delay: int | None = defaults.delay
+    if "delay" in t:
+        delay = _parsed(errors, f"{path}.delay", t["delay"], parse_delay)
+    mtu: int | None = defaults.mtu
+    if "mtu" in t:
+        mtu = _int_field(errors, f"{path}.mtu", t["mtu"], 68, 65535 - 256)
+    buffer: int | None = defaults.buffer
+    if "buffer" in t:
+        buffer = _parsed(errors, f"{path}.buffer", t["buffer"], parse_size)
+    return rate, delay, mtu, buffer
+
+
+def _link_framing(
+    errors: _Errors, path: str, t: dict[str, Any], ok: bool, both_switches: bool
+) -> tuple[bool, int | None, bool]:
+    """``fcs`` and ``headroom``, whose defaults depend on whether both ends are switches, and
+    whether they are valid. ``ok``: the link is valid so far, so that its ends can be judged."""
+    fcs = bool(both_switches)
+    framing_ok = True
+    if "fcs" in t:
+        if not isinstance(t["fcs"], bool):
+            errors.add(f"{path}.fcs", f"{_show(t['fcs'])} is not true/false")
+            framing_ok = False
+        else:
+            fcs = t["fcs"]
+            if fcs and ok and not both_switches:
+                errors.add(
+                    f"{path}.fcs",
+                    "the software FCS needs a switch at both ends (a kernel host neither adds nor checks it)",
+                )
+                framing_ok = False
+    headroom: int | None = DEFAULT_SWITCH_HEADROOM if both_switches else 0
+    if "headroom" in t:
+        headroom = _int_field(errors, f"{path}.headroom", t["headroom"], 0, 256)
+        framing_ok = framing_ok and headroom is not None
+    return fcs, headroom, framing_ok
+
+
+def _link_impairment(
+    errors: _Errors, path: str, t: dict[str, Any], nodes: _NodeTable, ends: dict[str, str]
+) -> tuple[Impairment | None, bool]:
+    """The link's impairment (None: none), and whether it is valid, which for the switch
+    backend includes a switch at every sending end."""
+    if "impairment" not in t:
+        return None, True
+    impairment = _parse_impairment(errors, f"{path}.impairment", t["impairment"])
+    if impairment is None:
+        return None, False
+    ok = True
+    if impairment.backend is Backend.SWITCH and len(ends) == 2:
+        sides = {Direction.A_TO_B: ("a",), Direction.B_TO_A: ("b",), Direction.BOTH: ("a", "b")}
+        for side in sides[impairment.direction]:
+            if nodes.nodes[ends[side]].kind is not NodeKind.SWITCH:
+                errors.add(f"{path}.impairment.backend",
+                           f"the switch backend runs in the sending switch; {ends[side]} ({side} end, "
+                           f"direction {impairment.direction.value}) is a {nodes.nodes[ends[side]].kind.value} "
+                           "(use nft or netem there)")
+                ok = False
+    return impairment, ok
+
+
+def _link_features(errors: _Errors, path: str, t: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], bool]:
+    """``features.a``/``features.b`` (copies: the topology must not share the caller's tables),
+    and whether they are tables; what is in them is for the protocols to check."""
+    features: dict[str, dict[str, Any]] = {"a": {}, "b": {}}
+    if "features" not in t:
+        return features, True
+    ft = _table(errors, f"{path}.features", t["features"])
+    if ft is None:
+        return features, False
+    ok = True
+    _unknown(errors, f"{path}.features", ft, _FEATURE_KEYS)
+    for side in ("a", "b"):
+        if side in ft:
+            st = _table(errors, f"{path}.features.{side}", ft[side])
+            if st is None:
+                ok = False
+            else:
+                features[side] = copy.deepcopy(st)
+    return features, ok
+
+
+def _link_ifnames(
+    errors: _Errors, path: str, t: dict[str, Any], nodes: _NodeTable, ends: dict[str, str], table: _LinkTable
+) -> tuple[dict[str, str], bool]:
+    """Each end's interface name (``a_ifname``/``b_ifname``, else ``eth0`` on a host-like node
+    and ``p-<peer>`` on a switch), unique on its node, and whether both are valid. Also
+    records each host-like end in ``table.attached``: they are single-homed. Both need two
+    valid, different ends, so without them there is nothing to check."""
+    resolved_ifnames: dict[str, str] = {}
+    ok = True
+    if len(ends) != 2 or ends["a"] == ends["b"]:
+        return resolved_ifnames, ok
+    for side, other in (("a", "b"), ("b", "a")):
+        node = nodes.nodes[ends[side]]
+        key = f"{side}_ifname"
+        if node.kind is not NodeKind.SWITCH:
+            if node.name in table.attached:
+                errors.add(
+                    f"{path}.{side}",
+                    f"{node.kind.value} {node.name} already has a link ({table.attached[node.name]}); "
+                    f"hosts (and every host-like node kind) are single-homed",
+                )
+                ok = False
+                continue  # its interface name clash would only repeat the point
+            table.attached[node.name] = path
+        if key in t:
+            ifn = t[key]
+            if not isinstance(ifn, str) or not _IFNAME_RE.match(ifn) or len(ifn) > IFNAME_MAX or ifn == "lo":
+                errors.add(
+                    f"{path}.{key}",
+                    f"{_show(ifn)} is not an interface name (letters, digits, '_', '.', '-'; "
+                    f"at most {IFNAME_MAX}; not \"lo\")",
+                )
+                ok = False
+                continue
+        else:
+            ifn = "eth0" if node.kind is not NodeKind.SWITCH else f"p-{ends[other]}"
+        if (node.name, ifn) in table.ifnames:
+            errors.add(
+                f"{path}.{key}",
+                f"interface {ifn} of {node.name} is already used by {table.ifnames[(node.name, ifn)]}"
+                + ("" if key in t else f"; set {key} to tell the two links apart"),
+            )
+            ok = False
+        else:
+            table.ifnames[(node.name, ifn)] = path
+            resolved_ifnames[side] = ifn
+    return resolved_ifnames, ok
+
+
+def _link_end(node: Node, link: str, ifname: str, features: dict[str, Any]) -> LinkEnd:
+    """``node``'s end of a valid link: a switch port's MAC is derived from the node and link
+    names, a host-like node's interface has the node's own."""
+    if node.kind is NodeKind.SWITCH:
+        mac = derived_mac(node.name, link)
+    else:
+        assert node.ip is not None
+        mac = node.mac or ip_mac(node.ip)
+    return LinkEnd(node.name, ifname, mac, features)
+
+
+def _check_whole(errors: _Errors, nodes: _NodeTable, links: _LinkTable) -> None:
+    """What only the whole file shows: a host-like node without a link, a MAC used twice."""
+    for n_name, node in nodes.nodes.items():
+        if node.kind is not NodeKind.SWITCH and n_name not in links.attached:
+            errors.add(f"{nodes.paths[n_name]}", f"{node.kind.value} {n_name} has no link")
+    macs: dict[str, str] = {}
+    for link in links.links:
+        for end in link.ends:
+            where = f"{links.paths[link.name]} ({end.node} end)"
+            if end.mac in macs:
+                errors.add(where, f"MAC {end.mac} is already used by {macs[end.mac]}")
+            macs[end.mac] = where
 
 
 def _parse_ip(errors: _Errors, path: str, raw: Any) -> ipaddress.IPv4Interface | None:

@@ -17,25 +17,24 @@ Must run before any uvloop policy is installed (DESIGN.md: uvloop breaks pyroute
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import os
 import re
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import impair
 from .model import Backend, NodeKind, Topology, netns_name, validate_prefix
 
-NETNS_DIR = "/run/netns"
+# NETNS_DIR and in_netns are part of this module's API (re-exported: callers import them from
+# here); _ipr is this module's own short name for iproute, used throughout it and by its tests.
+from .nsenter import NETNS_DIR, in_netns
+from .nsenter import iproute as _ipr
+
 MARKER = "netstack"
 _MARKER_RE = re.compile(r"^netstack prefix=([a-z][a-z0-9]*) node=(\S+)$")
 _CANDIDATE_RE = re.compile(r"^[a-z][a-z0-9]*-[A-Za-z][A-Za-z0-9_]*$")
-_CLONE_NEWNET = 0x40000000
 
 #: Offloads turned off on every veth end (DESIGN.md "Offloads"): with TX checksum offload a
 #: frame reaches AF_PACKET with a partial checksum; with TSO/GSO/GRO a "frame" can be a 64 KB
@@ -60,53 +59,7 @@ class BuildError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- namespaces
-
-
-_libc: ctypes.CDLL | None = None
-
-
-def _setns(fd: int) -> None:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    if _libc.setns(fd, _CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
-
-
-@contextlib.contextmanager
-def in_netns(name: str) -> Iterator[None]:
-    """Run the body with the *calling thread* in network namespace ``name``.
-
-    Sockets created inside stay in that namespace after the block; other threads are not
-    affected. Use it to open sockets or netlink handles in a node from a root-namespace process.
-    """
-    target = os.open(os.path.join(NETNS_DIR, name), os.O_RDONLY)
-    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    try:
-        _setns(target)
-        try:
-            yield
-        finally:
-            _setns(back)
-    finally:
-        os.close(target)
-        os.close(back)
-
-
-@contextlib.contextmanager
-def _ipr(ns: str | None) -> Iterator[Any]:
-    from pyroute2 import IPRoute
-
-    if ns is None:
-        ipr = IPRoute()
-    else:
-        with in_netns(ns):
-            ipr = IPRoute()
-    try:
-        yield ipr
-    finally:
-        ipr.close()
+# (entering one: netstack.topo.nsenter)
 
 
 def _list_netns() -> list[str]:
@@ -390,7 +343,7 @@ def _preflight(built: BuiltTopology, apply_impairments: bool) -> None:
                 raise BuildError(f"link {link.name}: backend 'netem' requested but this kernel has no netem")
             if backend is Backend.NFT:
                 try:
-                    impair._need("nft", "nftables")
+                    impair.need_program("nft", "nftables")
                     impair.nft_threshold(imp.corrupt, "corrupt")
                     impair.nft_threshold(imp.loss, "loss")
                 except impair.ImpairmentError as exc:

@@ -21,6 +21,7 @@ from netstack.dta import (
     TranslatorConfig,
     is_roce_frame,
 )
+from netstack.engine import Transmit
 
 COLLECTOR_MAC = bytes.fromhex("02000000c011")
 COLLECTOR_IP = ip_bytes("10.0.9.1")
@@ -76,12 +77,13 @@ class Rig:
         return self.deliver(self.tr.on_timer(now), now, drop)
 
     def deliver(self, frames: list[bytes], now: int, drop=None) -> list[bytes]:
-        nacks = []
+        """Hand the translator's RoCEv2 ``frames`` to the NIC (and its responses back); returns
+        the NACKs the translator left in its actions (taken first, before the responses can
+        make it act again)."""
+        nacks = [a.data for a in self.tr.actions.take_all() if isinstance(a, Transmit)]
+        self.nacks += nacks
         for f in frames:
-            if not is_roce_frame(f):
-                self.nacks.append(f)
-                nacks.append(f)
-                continue
+            assert is_roce_frame(f), "the translator returns RoCEv2 frames only; NACKs are actions"
             self.emitted.append(f)
             if drop is not None and drop(f):
                 continue

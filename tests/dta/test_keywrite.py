@@ -1,4 +1,5 @@
-"""Key-Write math and the exact experiments on the real data structure (seed 003 Fig. 7, Fig. 9)."""
+"""Key-Write math and the exact experiments on the real data structure ("Direct Telemetry
+Access", Fig. 7, Fig. 9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Queue-pair resynchronisation (seed 003 §5.3, §8.5, Fig. 11) in a discrete-event model.
+"""Queue-pair resynchronisation ("Direct Telemetry Access", §5.3, §8.5, Fig. 11) in a
+discrete-event model.
 
 The paper's experiment: a Key-Write stream keeps the translator busy while an Append stream
 writes incrementing values into one list; gaps in the list show desynchronisation. Here:

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from headers.linkguardian import DATA_DUMMY as DUMMY_BIT
+from netstack.engine import Backpressure, Transmit
 from netstack.linkguardian import LGParams, LGReceiver, LGSender
-from netstack.linkguardian.sender import DUMMY_BIT
 
 H1_MAC = bytes.fromhex("020000000101")
 H2_MAC = bytes.fromhex("020000000202")
@@ -196,9 +197,9 @@ class EnginePair:
 
     def _drain_receiver(self, t: int, rev: dict[int, list[bytes]], pauses: dict[int, list[bool]]) -> None:
         rcv = self.receiver
-        if rcv.control_out:
-            rev.setdefault(t + self.reverse_delay, []).extend(rcv.control_out)
-            rcv.control_out = []
-        if rcv.pause_out:
-            pauses.setdefault(t + self.pause_delay, []).extend(rcv.pause_out)
-            rcv.pause_out = []
+        control = [a.data for a in rcv.actions.take(Transmit)]
+        if control:
+            rev.setdefault(t + self.reverse_delay, []).extend(control)
+        states = [a.paused for a in rcv.actions.take(Backpressure)]
+        if states:
+            pauses.setdefault(t + self.pause_delay, []).extend(states)

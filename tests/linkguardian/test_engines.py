@@ -7,6 +7,7 @@ import pytest
 from headers.errors import HeaderError
 from headers.linkguardian import LGData, LGLeadingAck, LGLossNotification, decode_tag, wrap
 from headers.registry import MIN_FRAME
+from netstack.engine import Backpressure, Transmit
 from netstack.linkguardian import LG_CONTROL_MAC, LGParams, LGReceiver, LGSender
 from netstack.linkguardian.receiver import MAX_HOLE_PER_NOTIFICATION
 from netstack.switch.config import DEFAULT_OVERHEAD_BYTES
@@ -25,8 +26,7 @@ def lack_of(f: bytes) -> LGLeadingAck:
 
 def notices(r: LGReceiver) -> list[LGLossNotification]:
     assert all(len(f) == MIN_FRAME and f[:6] == LG_CONTROL_MAC for f in r.control_out)
-    out = [decode_tag(f, 14) for f in r.control_out]
-    r.control_out.clear()
+    out = [decode_tag(a.data, 14) for a in r.actions.take(Transmit)]
     assert all(n.next_type == 0 for n in out)
     return out
 
@@ -421,7 +421,7 @@ def test_release_all_hands_over_held_frames_in_order_and_resumes():
     for i in (2, 3, 4, 5, 6):
         r.receive(stamp_for(i, f[i]), i)
     assert r.paused
-    r.pause_out.clear()
+    r.actions.take(Backpressure)  # (the pause above, taken)
     assert r.release_all() == f[2:7]
     assert r.pause_out == [False] and not r.synced and r.released_on_disable == 5 and r.next_deadline() is None
 

@@ -15,6 +15,8 @@ import pytest
 
 from headers.errors import HeaderError
 from headers.fcs import append_fcs, fcs_ok
+from headers.linkguardian import DATA_DUMMY as DUMMY_BIT
+from headers.linkguardian import DATA_RETX as RETX_BIT
 from headers.linkguardian import LGData, LGLeadingAck, LGLossNotification, decode_tag
 from headers.pfc import MAX_QUANTA, parse_pfc_frame
 from netstack.linkguardian import (
@@ -28,7 +30,6 @@ from netstack.linkguardian import (
     features,
     status,
 )
-from netstack.linkguardian.sender import DUMMY_BIT, RETX_BIT
 from netstack.sim.packets import UDP_HEADERS
 from netstack.switch import CONTROL_CLASS, IDLE_CLASS, ConfigError, PortConfig, Switch, SwitchConfig
 

@@ -1,0 +1,68 @@
+"""Reaching into a network namespace from the calling thread: :func:`in_netns` and :func:`iproute`.
+
+Both the builder (``netstack.topo.netns``) and the impairment code (``netstack.topo.impair``)
+need these. They live here, importing nothing from the rest of the package, because the
+builder applies impairments and so imports ``impair``: were they in ``netns``, ``impair``
+would have to import it back, a cycle.
+
+Must run before any uvloop policy is installed (DESIGN.md: uvloop breaks pyroute2), as root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Iterator
+from typing import Any
+
+NETNS_DIR = "/run/netns"
+_CLONE_NEWNET = 0x40000000
+
+_libc: ctypes.CDLL | None = None
+
+
+def _setns(fd: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    if _libc.setns(fd, _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+@contextlib.contextmanager
+def in_netns(name: str) -> Iterator[None]:
+    """Run the body with the *calling thread* in network namespace ``name``.
+
+    Sockets created inside stay in that namespace after the block; other threads are not
+    affected. Use it to open sockets or netlink handles in a node from a root-namespace process.
+    """
+    target = os.open(os.path.join(NETNS_DIR, name), os.O_RDONLY)
+    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        _setns(target)
+        try:
+            yield
+        finally:
+            _setns(back)
+    finally:
+        os.close(target)
+        os.close(back)
+
+
+@contextlib.contextmanager
+def iproute(ns: str | None) -> Iterator[Any]:
+    """A pyroute2 ``IPRoute`` netlink handle in namespace ``ns`` (None: the caller's own), closed on exit."""
+    from pyroute2 import IPRoute
+
+    if ns is None:
+        ipr = IPRoute()
+    else:
+        with in_netns(ns):
+            ipr = IPRoute()
+    try:
+        yield ipr
+    finally:
+        ipr.close()

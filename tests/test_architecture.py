@@ -1,0 +1,197 @@
+"""The shape docs/architecture.md promises, checked on the source itself: the layers' imports
+point one way, there is no import cycle, the generic layers name no protocol, engines stay
+sans-IO, functions stay short, and the repository refers to no file it does not contain."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("netstack", "headers", "daemons")
+#: the sans-IO engines: no socket, clock, asyncio, subprocess or switch inside
+ENGINES = (
+    "netstack/linkguardian/sender.py", "netstack/linkguardian/receiver.py", "netstack/linkguardian/params.py",
+    "netstack/tcsack/common.py", "netstack/tcsack/sender.py", "netstack/tcsack/receiver.py",
+    "netstack/tcsack/gbn.py", "netstack/tcsack/rangeset.py", "netstack/tcsack/params.py",
+    "netstack/dta/translator.py", "netstack/dta/collector.py", "netstack/dta/keywrite.py",
+    "netstack/dta/reporter.py", "netstack/sim/reno.py", "netstack/engine.py", "netstack/ethernet.py",
+)
+SANS_IO_FORBIDDEN = ("socket", "asyncio", "time", "subprocess", "select", "uvloop", "netstack.switch",
+                     "netstack.io", "netstack.runtime")
+#: words that name a protocol
+PROTOCOL_WORDS = re.compile(r"linkguardian|\blg_|\bdta\b|collector|tcsack|onepipe|1pipe|\btcd\b", re.I)
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str) -> set[str]:
+    """Every project module ``name`` imports, anywhere in the file (module level, inside
+    functions, under TYPE_CHECKING)."""
+    path = MODULES[name]
+    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else (node.module or "")
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in MODULES else mod for a in node.names]
+        for t in targets:
+            while t and t not in MODULES:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in MODULES:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_among_the_project_modules():
+    assert _cycles() == []
+
+
+def test_only_the_cli_imports_the_command_modules():
+    offenders = {m: sorted(t for t in ts if t.startswith("netstack.commands"))
+                 for m, ts in GRAPH.items()
+                 if not m.startswith("netstack.commands") and m != "netstack.cli"}
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+def test_headers_import_nothing_of_netstack_or_the_daemons():
+    assert {m: sorted(t for t in ts if not t.startswith("headers"))
+            for m, ts in GRAPH.items() if m.startswith("headers") and any(not t.startswith("headers") for t in ts)} \
+        == {}
+
+
+@pytest.mark.parametrize("path", ENGINES)
+def test_engines_are_sans_io(path):
+    tree = ast.parse((ROOT / path).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    name = ".".join(Path(path).with_suffix("").parts)
+    names |= GRAPH[name]
+    bad = sorted(n for n in names if any(n == f or n.startswith(f + ".") for f in SANS_IO_FORBIDDEN))
+    assert bad == [], f"{path} imports {bad}"
+
+
+@pytest.mark.parametrize("path", ["daemons/switch.py", "netstack/runtime.py", "netstack/switch/core.py",
+                                  "netstack/switch/port.py", "netstack/topo/model.py", "netstack/sim/network.py"])
+def test_generic_layers_name_no_protocol(path):
+    """Code, not prose: docstrings and comments may mention the protocols as examples."""
+    tree = ast.parse((ROOT / path).read_text())
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    words = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words += PROTOCOL_WORDS.findall(node.value)
+        elif isinstance(node, ast.Name | ast.Attribute):
+            words += PROTOCOL_WORDS.findall(node.id if isinstance(node, ast.Name) else node.attr)
+        elif isinstance(node, ast.alias):
+            words += PROTOCOL_WORDS.findall(node.name)
+    assert words == []
+
+
+def test_no_function_is_longer_than_about_80_lines():
+    long = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {n} lines")
+    assert long == []
+
+
+#: pointers to files that live outside the repository (the project's private notes)
+OUTSIDE = re.compile(r"DESIGN\.md|PROTOCOLS\.md|specs/\w+\.md|/work/shared|\.\./shared|seeds?/\d{3}|\bseed 00\d\b")
+
+
+def test_the_repository_refers_to_no_file_it_does_not_contain():
+    texts = [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".toml", ".sh", ".yml", ".cfg")
+             and not any(part.startswith(".") or part in ("results", "build") for part in p.relative_to(ROOT).parts)]
+    hits = []
+    for p in texts:
+        if p == Path(__file__):
+            continue
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                hits.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
+    assert hits == [], f"{len(hits)} references, first: {hits[:5]}"
+
+
+def test_markdown_links_point_at_files_that_exist():
+    broken = []
+    for md in [*(ROOT / "docs").glob("*.md"), ROOT / "README.md"]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", md.read_text()):
+            if "://" in target:
+                continue
+            if not (md.parent / target).exists():
+                broken.append(f"{md.relative_to(ROOT)} -> {target}")
+    assert broken == []
+
+
+def test_the_graph_is_not_empty():
+    """(The checks above would pass vacuously on an empty graph.)"""
+    assert len(MODULES) > 100 and sum(len(v) for v in GRAPH.values()) > 300
+    assert "netstack.linkguardian.feature" in GRAPH["netstack.linkguardian.control"]
