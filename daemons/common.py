@@ -27,5 +27,5 @@ def run_daemon(args: argparse.Namespace, amain: Callable[[argparse.Namespace], C
         return asyncio.run(amain(args))
     import uvloop
 
-    # uvloop.run, not uvloop.install: the global policy breaks pyroute2 (DESIGN.md)
+    # uvloop.run, not uvloop.install: the global policy breaks pyroute2 (docs/architecture.md "The live runtime")
     return uvloop.run(amain(args))

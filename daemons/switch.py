@@ -1,8 +1,8 @@
 """The switch daemon: the sans-IO ``netstack.switch.Switch`` wired to AF_PACKET ports.
 
-Thin shell (DESIGN.md): read a batch from a readable port, hand each frame to the engine
-with ``now_ns``, send what ``transmit(now)`` releases in one batch per port, sleep until
-``next_deadline()``. Run inside the switch's namespace:
+Thin shell (docs/architecture.md "A frame through a switch daemon"): read a batch from a
+readable port, hand each frame to the engine with ``now_ns``, send what ``transmit(now)``
+releases in one batch per port, sleep until ``next_deadline()``. Run inside the switch's namespace:
 
     python -m daemons.switch --config sw1.json --control sw1.sock
 
@@ -34,9 +34,10 @@ from netstack.switch.config import ConfigError, SwitchConfig
 log = logging.getLogger("netstack.switch")
 
 #: Frames drained from one port per readiness callback: bounded so that one busy port
-#: cannot starve the others or the pacer's timer (DESIGN.md, live runtime).
+#: cannot starve the others or the pacer's timer (docs/architecture.md "The live runtime").
 RX_BATCH = 256
-#: uvloop truncates timers to whole milliseconds and fires sub-ms ones at once (DESIGN.md):
+#: uvloop truncates timers to whole milliseconds and fires sub-ms ones at once
+#: (docs/architecture.md "The live runtime"):
 #: never sleep less than this, and release every frame that became due meanwhile.
 MIN_SLEEP_S = 0.001
 STATS_INTERVAL_S = 1.0

@@ -1,6 +1,6 @@
 """Wire formats only: bytes <-> typed records. No I/O, no state, no clocks.
 
-Every header exists twice on purpose (DESIGN.md): a fast ``struct`` codec in
+Every header exists twice on purpose (docs/architecture.md "The live runtime"): a fast ``struct`` codec in
 ``headers.<protocol>`` for the data path, and a Scapy layer in
 ``headers.layers.<protocol>`` for crafting, dissection, pcaps and fuzzing.
 Importing ``headers`` never imports Scapy; ``import headers.layers`` binds every

@@ -2,7 +2,7 @@
 
 A reporter sends a report over UDP to port 40040 (source port 40041 by default); the
 collector's ToR switch, the *translator*, turns it into RoCEv2 operations on the
-collector's memory (seed 003 §5, §7.2). A report is the 3-byte base header (§6.6) then a
+collector's memory (DTA §5, §7.2). A report is the 3-byte base header (§6.6) then a
 primitive sub-header chosen by the opcode:
 
 ======  =================  =======================================================

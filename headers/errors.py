@@ -9,7 +9,7 @@ class HeaderError(ValueError):
     ``header`` names the header, ``problem`` says what was wrong and ``offset``
     (when known) is the byte offset in the buffer handed to the decoder.
     Decoders raise this and nothing else: a daemon catches it, counts the frame as
-    malformed and drops it (DESIGN.md, "bad input gets a counted drop").
+    malformed and drops it (docs/architecture.md "Engines are sans-IO": bad input gets a counted drop).
     """
 
     def __init__(self, header: str, problem: str, offset: int | None = None) -> None:

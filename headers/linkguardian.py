@@ -1,4 +1,4 @@
-"""LinkGuardian tags (seed 000, §3 and §3.5): the fast codec and sequence-number arithmetic.
+"""LinkGuardian tags (LinkGuardian paper, §3 and §3.5): the fast codec and sequence-number arithmetic.
 
 Every frame on a protected link carries one 3-byte LinkGuardian tag (6 bytes for a loss
 notification) after the Ethernet header, EtherType 0xABCD as in the public P4

@@ -1,11 +1,11 @@
 """1Pipe: the 24-byte header lib1pipe adds to every packet, and its 48-bit clock arithmetic.
 
-1Pipe (seed 001, SIGCOMM '21) orders messages by a sender timestamp and lets receivers
+1Pipe (SIGCOMM '21) orders messages by a sender timestamp and lets receivers
 deliver a message once a *barrier* (a lower bound on every later timestamp on a link,
 aggregated by switches with ``min``) has passed it. §6.1 fixes the header: "3 timestamps
 including message, best-effort barrier, and commit barrier; PSN; an opcode and a flag that
 marks end of message", 24 bytes in all, timestamps being 48-bit nanosecond counts whose
-wrap-around is handled "with PAWS". We carry it over UDP port 40100 (PROTOCOLS.md
+wrap-around is handled "with PAWS". We carry it over UDP port 40100 (docs/wire-formats.md
 "Registry"); the fields are network order::
 
      0                   1                   2                   3
@@ -25,8 +25,9 @@ wrap-around is handled "with PAWS". We carry it over UDP port 40100 (PROTOCOLS.m
     +-------------------------------+---------------+---------------+
     |            payload (DATA, PREPARE, ...; none for BEACON)      : 24
 
-``docs/wire-formats.md`` (1Pipe section) has the per-opcode meaning of every field. The spec the comments
-cite is ``specs/onepipe.md`` (sections §1-§12 there).
+``docs/wire-formats.md`` (1Pipe section) has the per-opcode meaning of every field, and docs/papers.md
+("1Pipe") what netstack takes from the paper. The § numbers in these comments (§1-§12) are the 1Pipe
+design topics listed in docs/papers.md ("1Pipe design topics"), not the paper's section numbers.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """IEEE 802.1Qbb priority-based flow control (PFC) frames: the fast codec.
 
 LinkGuardian's receiver throttles the sender's *normal* queue with real PFC pause/resume
-frames (seed 000 §3.3 Algorithm 2 and §3.5 "Backpressuring the normal packet queue"); TCD
-(seed 002) observes the same frames. A PFC frame is an 802.3 MAC control frame:
+frames (LinkGuardian §3.3 Algorithm 2 and §3.5 "Backpressuring the normal packet queue"); TCD
+(docs/papers.md "TCD") observes the same frames. A PFC frame is an 802.3 MAC control frame:
 
     Ethernet (dst 01:80:C2:00:00:01, EtherType 0x8808) | opcode 0x0101 |
     class_enable_vector:16 | 8 x quanta:16 | zero padding to the 60-byte minimum frame
@@ -124,7 +124,7 @@ def build_pfc_frame(
     """A 60-byte PFC frame (14-byte Ethernet header + 46-byte padded MAC control payload).
 
     Use the peer's unicast MAC as ``dst_mac`` wherever a Linux bridge sits on the link:
-    bridges drop frames to the reserved group address (DESIGN.md).
+    bridges drop frames to the reserved group address (docs/architecture.md "The live runtime").
     """
     return PFCFrame(class_enable, tuple(quanta)).to_frame(dst_mac, src_mac)
 

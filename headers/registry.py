@@ -1,6 +1,6 @@
 """One registry of the EtherTypes, UDP ports and addresses netstack puts on the wire.
 
-PROTOCOLS.md "Registry" fixes these values; where a public implementation exists
+docs/wire-formats.md "Registry" documents these values; where a public implementation exists
 (NUS-SNL/linkguardian, jonlanglet/DTA) we use its numbers so captures interoperate.
 """
 
@@ -34,7 +34,7 @@ class IpProto(IntEnum):
 
 
 #: 802.1Qbb / 802.3x reserved MAC-control group address. Linux bridges drop frames to
-#: it (DESIGN.md), so across a bridge PFC must go to the peer's unicast MAC instead.
+#: it (docs/architecture.md "The live runtime"), so across a bridge PFC must go to the peer's unicast MAC instead.
 PFC_DST_MAC = bytes.fromhex("0180c2000001")
 BROADCAST_MAC = b"\xff" * 6
 

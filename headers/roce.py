@@ -1,6 +1,6 @@
 """RoCEv2: the InfiniBand transport headers DTA's translator writes into collector memory with.
 
-DTA (seed 003, §5, §7.2) turns telemetry reports into RoCEv2 operations on the collector's
+DTA (DTA §5, §7.2) turns telemetry reports into RoCEv2 operations on the collector's
 registered memory: RDMA WRITE Only + RETH for Key-Write and Append (§7.2.2, §7.2.3),
 FETCH_ADD + AtomicETH for Key-Increment (§6.4), and it parses the collector's ACKNOWLEDGE +
 AETH to resynchronise a queue pair's PSN after a NAK (§5.3). A RoCEv2 packet is
@@ -10,7 +10,7 @@ AETH to resynchronise a queue pair's PSN after a NAK (§5.3). A RoCEv2 packet is
 where the ICRC is the IBTA "invariant CRC" (IBTA vol. 1, RoCEv2 annex A17): a CRC32 over a pseudo
 LRH of eight 0xFF bytes, the IP and UDP headers and the transport packet, with every field a
 router may rewrite in flight masked to ones. The public translator leaves the ICRC blank and
-asks users to disable the NIC's check (specs/dta.md); we compute it (PROTOCOLS.md "DTA").
+asks users to disable the NIC's check; we compute it (docs/dta.md, docs/wire-formats.md "RoCEv2").
 
 Field names follow ``scapy.contrib.roce`` (BTH) and the IBTA names elsewhere, so the Scapy
 layers in :mod:`headers.layers.roce` carry the same names and values.
@@ -84,7 +84,7 @@ class AethKind(IntEnum):
 class NakCode(IntEnum):
     """Low five bits of a NAK syndrome. DTA's translator resets its PSN register on
     ``PSN_SEQUENCE_ERROR`` (§5.3); our collector answers a bad rkey or an out-of-bounds
-    address with ``REMOTE_ACCESS_ERROR`` (PROTOCOLS.md "DTA")."""
+    address with ``REMOTE_ACCESS_ERROR`` (docs/dta.md "The collector daemon")."""
 
     PSN_SEQUENCE_ERROR = 0
     INVALID_REQUEST = 1
@@ -109,7 +109,7 @@ class BTH:
 
     opcode: int = 0
     solicited: int = 0
-    migreq: int = 0  # DTA's translator sends 1 (specs/dta.md)
+    migreq: int = 0  # DTA's translator sends 1 (docs/wire-formats.md "BTH")
     padcount: int = 0  # pad bytes after the payload to reach a multiple of 4
     version: int = 0  # transport header version; 0 is the only one defined
     pkey: int = 0xFFFF

@@ -1,10 +1,10 @@
 """TCD: ternary congestion marks carried in the 2-bit IP ECN field.
 
-TCD (seed 002, SIGCOMM '21) labels each switch egress port *congestion*,
+TCD ("Congestion Detection in Lossless Networks", SIGCOMM '21) labels each switch egress port *congestion*,
 *non-congestion* or *undetermined* (§3.2.1: ON-OFF because PFC pauses it). Packets carry the
 worst label they met so the receiver can tell contributors (CE) from flows only slowed by
-flow control (UE). ``specs/tcd.md`` §5 records the encoding as an unverified recollection
-[R] of the paper; we adopt it and keep it configurable:
+flow control (UE). The encoding below is not confirmed from the paper; it is our choice,
+documented in docs/papers.md ("TCD") and docs/wire-formats.md, and we keep it configurable:
 
     ECN bits (the low 2 bits of the IPv4 TOS / IPv6 traffic class byte, RFC 3168 §5)
     +-----+-----------------+---------------------------------------------+
@@ -14,7 +14,7 @@ flow control (UE). ``specs/tcd.md`` §5 records the encoding as an unverified re
     | 11  | CE              | crossed a congestion port                   |
     +-----+-----------------+---------------------------------------------+
 
-Marks only move up in severity, ECT < UE < CE (specs/tcd.md §5: a later hop never downgrades
+Marks only move up in severity, ECT < UE < CE (docs/wire-formats.md, TCD: a later hop never downgrades
 a mark), so a packet arrives carrying the most severe state of any port on its path.
 A Not-ECT packet is never marked, mirroring RFC 3168 §5 (a router must not set CE on a
 Not-ECT packet: the end points would not understand it). The plain-ECN baseline
@@ -49,7 +49,7 @@ class Ecn(IntEnum):
 
 
 class PortState(IntEnum):
-    """TCD's ternary port state (seed 002 §3.2.1), valued by severity.
+    """TCD's ternary port state (TCD §3.2.1), valued by severity.
 
     The paper writes the states as 0 (non-congestion), 1 (congestion) and "/" (undetermined);
     those are labels, not an encoding. Our values order them by marking severity so that
@@ -65,9 +65,10 @@ class PortState(IntEnum):
 class TcdCodepoints:
     """Which ECN codepoint means "ECT, not marked", "undetermined" and "congestion".
 
-    The default is specs/tcd.md §5 [R]. The three must be distinct and none may be Not-ECT
-    (00), because a Not-ECT packet is never marked: with 00 as a mark, a marked packet and a
-    non-capable one would look alike. So the choices are the permutations of {01, 10, 11}.
+    The default is not confirmed from the paper; our choice, documented in docs/papers.md.
+    The three must be distinct and none may be Not-ECT (00), because a Not-ECT packet is never
+    marked: with 00 as a mark, a marked packet and a non-capable one would look alike. So the
+    choices are the permutations of {01, 10, 11}.
     """
 
     ect: int = Ecn.ECT_0

@@ -1,12 +1,12 @@
 """T/C-SACK: the data header and the compact selective ACK of the time/count ACK scheme.
 
-Seed 004 (draft-chen-tsvwg-updated-ack-00) makes the sender window-less and rate-paced; the
+The T/C-SACK draft (draft-chen-tsvwg-updated-ack-00) makes the sender window-less and rate-paced; the
 receiver orders packets in its buffer and sends an ACK "when the preset time T or the
 accumulated number of received packets N is reached", listing "the received packet
 sequence number"; the sender resends what the ACK shows missing, and resends its last
 packet when no ACK arrives within 2T. The draft's "A New ACK Packet Format" section is
-"TBD", so the format below is ours (PROTOCOLS.md asks for a compact one with a cumulative
-ack, SACK ranges, an ACK sequence number and an echoed timestamp). Both messages ride on
+"TBD", so the format below is ours: a compact one with a cumulative ack, SACK ranges, an ACK
+sequence number and an echoed timestamp (docs/tcsack.md, docs/wire-formats.md "T/C-SACK"). Both messages ride on
 UDP port 40200 and start with a ``kind`` byte so one socket can carry both.
 
 Sequence numbers count *packets* (the draft speaks of packet sequence numbers), 32 bits,
@@ -81,11 +81,11 @@ class TcsKind(IntEnum):
 class TcsDataFlag(IntFlag):
     RETX = 0x01  # a retransmission of a packet an ACK reported missing
     LAST = 0x02  # the last packet of the transfer: lets the receiver report FIN_SEEN
-    PROBE = 0x04  # the "resend the last packet when no ACK within 2T" copy (seed 004 §2)
+    PROBE = 0x04  # the "resend the last packet when no ACK within 2T" copy (T/C-SACK draft §2)
 
 
 class TcsAckFlag(IntFlag):
-    TRIGGER_COUNT = 0x01  # sent because N packets arrived; clear: because T elapsed (seed 004 §2)
+    TRIGGER_COUNT = 0x01  # sent because N packets arrived; clear: because T elapsed (T/C-SACK draft §2)
     FIN_SEEN = 0x02  # the receiver has seen the packet flagged LAST
     NAK = 0x04  # go-back-N baseline only (RoCE RC's "NAK sequence error"): resend from cum_ack
 

@@ -4,7 +4,7 @@ Brings up the default topology (h1 - sw1 = sw2 - h2), corrupts frames sw1 sends 
 and runs the same real kernel traffic three times — LinkGuardian off, LinkGuardian
 (blocking), LinkGuardianNB — printing live progress and finally a table: actual loss on
 the link, effective loss seen end to end, TCP goodput, reordering and the flow completion
-time of single-packet request/response flows (seed 000 §4.1-§4.3). Tears everything down.
+time of single-packet request/response flows (LinkGuardian §4.1-§4.3). Tears everything down.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PHASES = (("off", None), ("LG", "blocking"), ("LG_NB", "nb"))
 READING = (
     "Reading it: LinkGuardian repairs corruption losses on the link (effective loss, FCT tail). Blocking LG\n"
     "also keeps order, at a price: its reordering buffer cycles through a recirculation port as fast as the\n"
-    "link (seed 000 §3.3), so it pauses the sender about once per loss ('LG pauses'); at the default 1e-2\n"
+    "link (LinkGuardian §3.3), so it pauses the sender about once per loss ('LG pauses'); at the default 1e-2\n"
     "(ten times the paper's highest rate) that costs ~30 % of the link, at 1e-3 ~5 % (docs/linkguardian.md).\n"
     "LG_NB delivers out of order instead. Host TCP uses the kernel's default congestion control (BBR on our\n"
     "VM, which shrugs off random loss); loss-based TCP (Reno) falls ~3x without LG (netstack bench linkguardian)."

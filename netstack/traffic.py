@@ -11,7 +11,7 @@ Every tool prints one JSON object on its last line (progress lines go to stderr)
 experiment drivers (``netstack demo``, ``netstack bench linkguardian``) and users alike can
 collect them. Sequenced UDP carries a 4-byte sequence number so the sink measures loss,
 duplicates and reordering exactly; the request/response client measures the flow completion
-time of single-packet exchanges (seed 000 §4.3, 143 B is the most frequent RPC size).
+time of single-packet exchanges (LinkGuardian §4.3, 143 B is the most frequent RPC size).
 """
 
 from __future__ import annotations

@@ -164,7 +164,8 @@ def test_no_function_is_longer_than_about_80_lines():
 
 
 #: pointers to files that live outside the repository (the project's private notes)
-OUTSIDE = re.compile(r"DESIGN\.md|PROTOCOLS\.md|specs/\w+\.md|/work/shared|\.\./shared|seeds?/\d{3}|\bseed 00\d\b")
+OUTSIDE = re.compile(r"DESIGN\.md|PROTOCOLS\.md|specs/\w+\.md|/work/shared|\.\./shared|seeds?/\d{3}|\bseed 00\d\b",
+                     re.I)
 
 
 def test_the_repository_refers_to_no_file_it_does_not_contain():
@@ -195,3 +196,27 @@ def test_the_graph_is_not_empty():
     """(The checks above would pass vacuously on an empty graph.)"""
     assert len(MODULES) > 100 and sum(len(v) for v in GRAPH.values()) > 300
     assert "netstack.linkguardian.feature" in GRAPH["netstack.linkguardian.control"]
+
+
+def test_every_function_papers_md_names_exists():
+    """docs/papers.md maps mechanisms to code: each name it gives (``Class.method``, ``function``,
+    ``CONSTANT``) must be defined somewhere in the source, so the map cannot silently rot."""
+    defined: set[str] = set()
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                defined.add(node.name)
+                defined |= {f"{node.name}.{b.name}" for b in node.body
+                            if isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                defined.add(node.name)
+            elif isinstance(node, ast.Assign):
+                defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+                defined |= {t.attr for t in node.targets if isinstance(t, ast.Attribute)}  # self.ack_no = ...
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                defined.add(node.target.id)  # (module constants and record fields alike)
+    text = (ROOT / "docs" / "papers.md").read_text()
+    names = [t for t in re.findall(r"`([^`]+)`", text)
+             if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?", t) and not t.endswith((".py", ".md"))]
+    missing = sorted({n for n in names if n not in defined and n.split(".")[-1] not in defined})
+    assert len(names) > 40 and missing == []

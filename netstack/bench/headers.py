@@ -1,7 +1,8 @@
 """``netstack bench headers``: encode and decode rate of every header, fast codec vs Scapy.
 
 Both sides encode the same field values and decode the same bytes in the same run, so the
-ratio is the speed-up the data path gets from never running Scapy per packet (DESIGN.md).
+ratio is the speed-up the data path gets from never running Scapy per packet (docs/architecture.md
+"The live runtime").
 Cases come from ``netstack/bench/cases/<protocol>.py`` (``cases() -> list[Case]``).
 """
 

@@ -12,7 +12,7 @@ Two sections (``--only`` picks by substring):
     (``netstack.sim.sweep``): aggregate events/s, the scale-out a sweep gets.
 
 ``fig8-paper``
-    Seed 000 Fig. 8 at the paper's own 25 and 100 Gbit/s, nothing scaled (``time_scale`` 1): the
+    LinkGuardian Fig. 8 at the paper's own 25 and 100 Gbit/s, nothing scaled (``time_scale`` 1): the
     ``lg-stress`` scenario (the sending switch's generator keeps the link busy with MTU frames)
     at the paper's production loss rates 1e-5, 1e-4 and 1e-3 (§4.1), off / LG / LG_NB with Eq. 2's
     N for the 1e-8 target and the paper's settings for that speed (ackNoTimeout 7 / 7.5 us,

@@ -1,10 +1,10 @@
-"""``netstack bench tcsack``: T/C-SACK (seed 004) against go-back-N (RoCE RC's recovery) and TCP.
+"""``netstack bench tcsack``: T/C-SACK (draft-chen-tsvwg-updated-ack-00) against go-back-N (RoCE RC's recovery) and TCP.
 
-PROTOCOLS.md: "Compare in one run against a go-back-N sender (RoCE RC's recovery) and real kernel
-TCP over the same impaired, delayed path." Every point is a run of the ``tcsack-transfer``
-scenario (``netstack.tcsack.scenarios``) on the path h1 - sw1 = sw2 - h2 (100 Mbit/s links, the
-delay and i.i.d. loss on both directions of sw1 = sw2, data and ACKs alike:
-``path_topology``), in one of two runtimes (``--runtime``; default both):
+What to reproduce (docs/papers.md "T/C-SACK", docs/tcsack.md): a comparison in one run against a
+go-back-N sender (RoCE RC's recovery) and real kernel TCP over the same impaired, delayed path.
+Every point is a run of the ``tcsack-transfer`` scenario (``netstack.tcsack.scenarios``) on the
+path h1 - sw1 = sw2 - h2 (100 Mbit/s links, the delay and i.i.d. loss on both directions of
+sw1 = sw2, data and ACKs alike: ``path_topology``), in one of two runtimes (``--runtime``; default both):
 
 ``sim`` (virtual time, ``netstack.sim``, no root)
     The engines as host apps through the real switch engines, at two round-trip times (4 ms and
@@ -237,7 +237,8 @@ def main(args: argparse.Namespace) -> int:
     if rows and _plot(rows, png):
         payload["plot"] = str(png)
     path = write_results(results_dir, "bench-tcsack", payload)
-    md = ["# netstack bench tcsack", "", "Seed 004 (T/C-SACK) vs go-back-N (RoCE RC) and TCP.", "", table, ""]
+    md = ["# netstack bench tcsack", "",
+          "T/C-SACK (draft-chen-tsvwg-updated-ack-00) vs go-back-N (RoCE RC) and TCP.", "", table, ""]
     (results_dir / "bench-tcsack-latest.md").write_text("\n".join(md))
     print(table)
     print(f"\nresults: {path}" + (f"; plot: {png}" if "plot" in payload else ""))

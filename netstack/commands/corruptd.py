@@ -1,4 +1,4 @@
-"""``netstack corruptd``: enable LinkGuardian on links found corrupting (seed 000 §3, App. C)."""
+"""``netstack corruptd``: enable LinkGuardian on links found corrupting (LinkGuardian §3, App. C)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import CommandError
 
 DESCRIPTION = """\
-Direct Telemetry Access (seed 003). Reporters send small UDP reports (port 40040) towards the
+Direct Telemetry Access (DTA paper). Reporters send small UDP reports (port 40040) towards the
 collector; the collector's ToR switch (the translator) turns each report into RoCEv2 RDMA
 operations (WRITE, FETCH_ADD) on memory regions the collector registered, so the collector's
 CPU does no per-report work. Here the collector daemon (in the collector's namespace, started

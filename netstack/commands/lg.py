@@ -10,7 +10,7 @@ from ..errors import CommandError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lg", help="LinkGuardian on a link: enable, disable, status",
-                       description="Link-local retransmission between two switches (seed 000). The sending "
+                       description="Link-local retransmission between two switches (LinkGuardian paper). The sending "
                                    "switch stamps sequence numbers and keeps copies; the receiving switch detects "
                                    "holes, asks for retransmissions and (blocking mode) restores order.")
     lsub = p.add_subparsers(dest="lg_cmd", metavar="ACTION", required=True)
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--no-backpressure", action="store_true", help="disable the pause/resume backpressure "
                                                                   "(Fig. 9b: the reordering buffer overflows)")
     e.add_argument("--recirc-rate", default="link", metavar="RATE",
-                   help="the recirculation port the reordering buffer cycles through (seed 000 §3.3): 'link' "
+                   help="the recirculation port the reordering buffer cycles through (LinkGuardian §3.3): 'link' "
                         "(default: as fast as the protected link, as on Tofino at 100G), a rate such as "
                         "400Mbit, or 'instant' (held frames leave the moment they are next, at no cost)")
     e.add_argument("--direction", help="sending switch first: A:B (default: the link's a:b)")

@@ -2,7 +2,7 @@
 
 A request is one JSON object per line, ``{"cmd": NAME, ...args}``; the reply is one line,
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. Malformed requests get an
-error reply, never a crash (DESIGN.md: bad control requests get a clear error).
+error reply, never a crash (docs/architecture.md "Engines are sans-IO": bad control requests get a clear error).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""AF_PACKET ports read with ``add_reader`` and written in batches (DESIGN.md, live runtime).
+"""AF_PACKET ports read with ``add_reader`` and written in batches (docs/architecture.md "The live runtime").
 
-Measured on this machine (DESIGN.md): ``loop.add_reader`` plus a non-blocking drain beats
+Measured on this machine (docs/architecture.md "The live runtime"): ``loop.add_reader`` plus a non-blocking drain beats
 ``sock_recv`` by ~10x under uvloop, ``create_datagram_endpoint`` rejects AF_PACKET, and a
 ctypes ``sendmmsg`` beats a ``send()`` loop (0.7 vs 0.5 M frames/s).
 """
@@ -163,7 +163,7 @@ def interface_mtu(sock: socket.socket, ifname: str) -> int:
 class RxRing:
     """A TPACKET_V2 RX ring: the kernel copies each frame into a shared slot as it arrives
     (in the sender's softirq) and flips the slot's status; reading is a status check and a
-    copy out of the mapping, with no system call per frame (DESIGN.md measured 1.2-2 M
+    copy out of the mapping, with no system call per frame (measured on this machine: 1.2-2 M
     frames/s for a ring walked from Python against ~0.3 M for ``recv_into``).
 
     TPACKET_V2 and not V3: V3 hands over whole blocks, which wait for a block timeout of at
@@ -267,8 +267,8 @@ class BatchReceiver:
 
     Each message slot owns a fixed ``slot``-byte region of one buffer, set up once; a call
     only reads the lengths back (one strided memoryview read) and copies each frame out.
-    Per-frame system calls dominate a Python forwarder's cost on this VM (DESIGN.md reference
-    rates); one call per drain removes all but one of them.
+    Per-frame system calls dominate a Python forwarder's cost on this VM (docs/architecture.md
+    "The live runtime", reference rates); one call per drain removes all but one of them.
     """
 
     def __init__(self, fd: int, max_batch: int = _MAX_BATCH, slot: int = MAX_FRAME) -> None:

@@ -1,7 +1,7 @@
-"""LinkGuardian and LinkGuardianNB (seed 000): link-local retransmission between two switches.
+"""LinkGuardian and LinkGuardianNB (LinkGuardian paper): link-local retransmission between two switches.
 
 - :mod:`.params`: Eq. 2 (:func:`copies_for`) and :class:`LGParams` (thresholds, timeout,
-  scaling, DESIGN.md "Time and scale").
+  scaling, docs/architecture.md "Time and scale").
 - :mod:`.sender` / :mod:`.receiver`: the sans-IO engines (§3-§3.5, Algorithms 1 and 2).
 - :mod:`.feature`: the engines as software-switch features, with run-time enable/disable
   (:func:`enable_sender`, :func:`enable_receiver`, :func:`disable`, :func:`status`).

@@ -1,6 +1,6 @@
 """corruptd: watch every switch-to-switch link's corruption rate and turn LinkGuardian on.
 
-Seed 000 §3 (and its App. C): a low-cost control-plane monitor polls the FCS-error
+LinkGuardian §3 (and its App. C): a low-cost control-plane monitor polls the FCS-error
 counters of all links; LinkGuardian lies dormant until a link is found corrupting, then is
 activated with N copies from Eq. 2 for the measured loss rate. The decision logic here is
 sans-IO (counter samples in, decisions out); ``run_corruptd`` is the loop around the live

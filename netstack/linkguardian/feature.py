@@ -1,6 +1,6 @@
 """LinkGuardian as features of the software switch (``netstack.switch`` feature interface).
 
-Seed 000 Fig. 5: the *sender* switch stamps, buffers and retransmits on its egress port
+LinkGuardian Fig. 5: the *sender* switch stamps, buffers and retransmits on its egress port
 toward the corrupting link; the *receiver* switch, on its ingress port from that link,
 detects holes, reorders and sends ACKs, loss notifications and pauses back.
 

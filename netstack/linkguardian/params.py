@@ -1,13 +1,13 @@
 """LinkGuardian parameters: Eq. 2 (number of retransmitted copies) and the per-link settings.
 
-Seed 000 §3.4 derives how many copies ``N`` of a lost frame the sender retransmits so
+LinkGuardian §3.4 derives how many copies ``N`` of a lost frame the sender retransmits so
 that the *effective* loss rate ``actual^(N+1)`` meets an operator's target (Eq. 1); Eq. 2
 solves it: ``N = ceil(log(target) / log(actual)) - 1``. §4 "Parameters" gives the three
 knobs of the receiver (``ackNoTimeout``, ``pauseThreshold``, ``resumeThreshold``); the
-public implementation (specs/linkguardian.md) adds the dummy budget (3), the number of
+public implementation (NUS-SNL/linkguardian, docs/papers.md) adds the dummy budget (3), the number of
 times each leading-ACK value is sent (2) and a fixed copy count (2) in its artifact.
 
-Time and scale (DESIGN.md): paper rates (10-100 Gb/s, microsecond timers) do not fit a
+Time and scale (docs/architecture.md "Time and scale"): paper rates (10-100 Gb/s, microsecond timers) do not fit a
 Python process. An emulation runs the link ``scale`` times slower and stretches every
 *time* by the same factor so that every *byte* quantity (thresholds, buffers, BDP) stays
 as in the paper. :meth:`LGParams.scaled` does the time half; the switch port's
@@ -29,7 +29,7 @@ from ..ethernet import NUM_CLASSES
 #: The paper's target effective loss rate (§4: "We set LinkGuardian's target loss rate to 10^-8").
 DEFAULT_TARGET_LOSS = 1e-8
 #: Copies retransmitted when neither ``copies`` nor a measured ``actual_loss`` is known:
-#: the public artifact's fixed choice (specs/linkguardian.md, "Retransmissions").
+#: the public artifact's fixed choice (docs/linkguardian.md "Eq. 2: how many copies").
 ARTIFACT_COPIES = 2
 #: Upper bound on ``copies``: 16 copies already reach 10^-8 at a 33 % loss rate.
 MAX_COPIES = 16
@@ -41,7 +41,7 @@ DEFAULT_DATA_CLASSES = tuple(range(NUM_CLASSES - 1))
 DEFAULT_RETX_CLASS = NUM_CLASSES - 1
 
 #: Per link speed (Gb/s): ackNoTimeout (ns), pauseThreshold and resumeThreshold (bytes).
-#: Timeouts from §4 "Parameters" / specs (100G 7 us, 25G 7.5 us, 10G 13.5 us); thresholds
+#: Timeouts from LinkGuardian §4 "Parameters" and the public artifact (100G 7 us, 25G 7.5 us, 10G 13.5 us); thresholds
 #: from the public artifact in 80-byte cells (500/460, 537/497, 662/622), which is the
 #: paper's "resume 37 KB (100G) / 40 KB (25G), pause = resume + 2 MTU" to within a cell.
 PAPER_SETTINGS: dict[int, tuple[int, int, int]] = {
@@ -145,7 +145,7 @@ class LGParams:
     - ``retx_class``: the highest-priority class for retransmissions and loss notifications.
     - ``mtu_bytes``: the hysteresis unit of §3.3.
     - ``time_scale``: the factor :meth:`scaled` applied (1 = paper time); reported so that
-      every result says how it was scaled (DESIGN.md).
+      every result says how it was scaled (docs/architecture.md "Time and scale").
     """
 
     mode: str = "blocking"
@@ -252,7 +252,8 @@ class LGParams:
         return cls(**base)
 
     def scaled(self, scale: float) -> LGParams:
-        """The same link ``scale`` times slower: times x ``scale``, bytes unchanged (DESIGN.md).
+        """The same link ``scale`` times slower: times x ``scale``, bytes unchanged (docs/architecture.md
+        "Time and scale").
 
         Run the switch port at ``paper_rate / scale`` alongside. Paper 100G, scale 1000:
         100 Mb/s and ackNoTimeout 7 us -> 7 ms; thresholds and buffers stay in bytes, since
@@ -303,9 +304,9 @@ def recirc_rate_bps(value: Any) -> int | None:
 def link_params(link_rate_bps: int, mode: str = "blocking", target: float = DEFAULT_TARGET_LOSS,
                 copies: int | None = None, actual: float | None = None, backpressure: bool = True,
                 recirc_rate_bps: int | None = None, paper_gbps: int = 100) -> dict[str, Any]:
-    """The paper's settings for a ``paper_gbps`` link (seed 000 §4 "Parameters") scaled to a link
-    of ``link_rate_bps``: times up and rates down by the same factor, bytes unchanged (DESIGN.md
-    "Time and scale"), as a validated :class:`LGParams` dict. A link at the paper's own rate
+    """The paper's settings for a ``paper_gbps`` link (LinkGuardian §4 "Parameters") scaled to a
+    link of ``link_rate_bps``: times up and rates down by the same factor, bytes unchanged
+    (docs/architecture.md "Time and scale"), as a validated :class:`LGParams` dict. A link at the paper's own rate
     gets the paper's settings unscaled (``time_scale`` 1)."""
     if isinstance(link_rate_bps, bool) or not isinstance(link_rate_bps, int | float) or not link_rate_bps > 0:
         raise ConfigError("linkguardian.link_rate_bps", f"must be a positive rate, got {link_rate_bps!r}")

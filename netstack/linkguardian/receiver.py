@@ -1,4 +1,4 @@
-"""The LinkGuardian receiver engine (seed 000 §3.1, §3.3, §3.5; Algorithms 1 and 2), sans-IO.
+"""The LinkGuardian receiver engine (LinkGuardian §3.1, §3.3, §3.5; Algorithms 1 and 2), sans-IO.
 
 One instance per protected ingress port. Inputs: the data tag of each protected frame
 (or dummy) with the untagged inner frame, and ``on_timer(now)``; outputs: the frames to

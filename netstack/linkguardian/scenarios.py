@@ -1,4 +1,4 @@
-"""LinkGuardian scenarios (seed 000 §4), on any topology whose file enables it on a link.
+"""LinkGuardian scenarios (LinkGuardian §4), on any topology whose file enables it on a link.
 
 - ``lg-stream``: the sequenced UDP stream of the live cross-check, in either runtime: effective
   loss (1 - D/A), reorder-free delivery, the link's actual loss (1 - C/B, Fig. 7) and both
@@ -137,7 +137,7 @@ def stress_topology(*, rate_bps: int, delay_ns: int, corrupt: float = 0.0, mode:
                     copies: int | None = None, actual_loss: float | None = None, target: float = 1e-8,
                     backpressure: bool = True, recirc_rate: str = "link", paper_gbps: int = 100,
                     buffer_bytes: int = 4 << 20, name: str = "lg-stress") -> dict[str, Any]:
-    """Seed 000 Fig. 7 as a topology document: h1 - sw1 = sw2 - h2, the sw1 = sw2 link at
+    """LinkGuardian Fig. 7 as a topology document: h1 - sw1 = sw2 - h2, the sw1 = sw2 link at
     ``rate_bps`` with ``delay_ns`` and the switch's seeded corruption model on sw1 -> sw2, host
     links at the same rate without delay, ``buffer_bytes`` everywhere. ``mode`` None leaves the
     link unprotected; else LinkGuardian (``blocking``/``nb``) with the paper's ``paper_gbps``
@@ -163,7 +163,7 @@ SCENARIOS = [
     Scenario("lg-stream", "a sequenced UDP stream over a LinkGuardian link (the live cross-check): effective "
              "loss, reorder-free delivery, actual loss (B/C) and the engines' counters",
              STREAM_PARAMS, run_sim=lg_stream_sim, run_live=lg_stream_live),
-    Scenario("lg-stress", "seed 000 Fig. 8's stress test: a generator in the sending switch keeps the "
+    Scenario("lg-stress", "LinkGuardian Fig. 8's stress test: a generator in the sending switch keeps the "
              "protected link busy with MTU frames; effective loss, effective link speed, buffer occupancy",
              STRESS_PARAMS, run_sim=lg_stress_sim),
 ]

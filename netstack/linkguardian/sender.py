@@ -1,4 +1,4 @@
-"""The LinkGuardian sender engine (seed 000 §3, §3.2, §3.4, §3.5), sans-IO.
+"""The LinkGuardian sender engine (LinkGuardian §3, §3.2, §3.4, §3.5), sans-IO.
 
 One instance per protected egress port. It never touches a socket, a clock or a switch:
 the switch feature (:mod:`netstack.linkguardian.feature`) calls it with frames and

@@ -1,6 +1,6 @@
 """LinkGuardian from a topology file: ``[links.features.<end>] linkguardian = {...}``.
 
-Seed 000 §3: LinkGuardian runs between the two switches of one link, the *sender* on the
+LinkGuardian §3: LinkGuardian runs between the two switches of one link, the *sender* on the
 switch that transmits over the corrupting link and the *receiver* on the one that receives.
 A topology file marks the two ends; both runtimes (the live daemons and ``netstack.sim``)
 enable the same engines with the same settings::
@@ -17,7 +17,7 @@ error): ``role`` (``sender``/``receiver``, required at both ends), ``mode`` (``b
 such as ``"400Mbit"``), ``paper_gbps`` (100 or 25: whose settings are scaled to the link's
 rate) and ``params`` (a table of ``LGParams`` fields that override the result). The settings
 are the paper's for ``paper_gbps``, scaled to the link's rate exactly as ``netstack lg enable``
-scales them (DESIGN.md "Time and scale").
+scales them (docs/architecture.md "Time and scale").
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def validate_link(topology: Topology, link: Link, tables: dict[str, Any], path: 
         if topology.node(end.node).kind is not NodeKind.SWITCH:
             errors.append((f"{path}.{side}.linkguardian",
                            f"{end.node} is a {topology.node(end.node).kind.value}: LinkGuardian runs between two "
-                           "switches (seed 000 §3)"))
+                           "switches (LinkGuardian §3)"))
     shared: dict[str, Any] = {}
     roles: dict[str, str] = {}
     for side in ("a", "b"):

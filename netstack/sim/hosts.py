@@ -157,7 +157,7 @@ class Host:
 class UdpStream:
     """A sequenced UDP stream (``netstack.traffic udp-send``'s datagrams: a 4-byte sequence number,
     then zeros), ``count`` datagrams of ``size`` payload bytes at ``rate_pps`` datagrams/s or
-    ``rate_bps`` line rate (default: the NIC's rate, i.e. line rate, the "stress test" of seed 000
+    ``rate_bps`` line rate (default: the NIC's rate, i.e. line rate, the "stress test" of LinkGuardian
     §4.1), starting at ``start_ns``.
 
     Frames are handed to the NIC ``batch`` at a time with their exact departure times, so a

@@ -4,7 +4,7 @@ The host models (``netstack.sim.hosts``) put real frames on the simulated links,
 what a kernel would send (no IP options, UDP checksum 0 as RFC 768 allows for IPv4), so the
 switches classify, mark (ECN) and forward them exactly as they do live frames. The IPv4
 header checksum is real: a host drops a frame whose header a link corrupted, as the kernel
-does (DESIGN.md: nft corrupts byte 22, the TTL). The TCP checksum is left 0: the simulated
+does (docs/architecture.md "The live runtime": nft corrupts byte 22, the TTL). The TCP checksum is left 0: the simulated
 TCP model is not the kernel's and nothing here verifies it.
 
 A :class:`Ipv4Flow` precomputes everything that is constant between two hosts for one

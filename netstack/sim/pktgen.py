@@ -1,6 +1,6 @@
 """A packet generator inside a switch: the paper's line-rate "stress test" source.
 
-Seed 000 §4.1: "Using the packet generator on sw2 (see Figure 7), we conduct a 'stress test' by
+LinkGuardian §4.1: "Using the packet generator on sw2 (see Figure 7), we conduct a 'stress test' by
 sending MTU-sized packets at line rate". A Tofino's generator feeds the pipeline of the switch
 itself, so the protected egress port is never idle while the test runs and the link, not a
 host, sets the pace. :class:`SwitchGenerator` does that in virtual time: it injects frames into

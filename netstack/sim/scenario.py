@@ -14,7 +14,7 @@ Both return the same fields, and :func:`run` wraps them in one schema (:data:`SC
      "topology": {"name", "source"}, "params": {...}, "duration_ns": ..., "time_scale": ...,
      "result": {...}, "engine": {...}}
 
-``time_scale`` says how many times slower than the papers' links the topology runs (DESIGN.md
+``time_scale`` says how many times slower than the papers' links the topology runs (docs/architecture.md
 "Time and scale": rates / scale, times x scale, bytes unchanged): the papers' reference rate
 (``PAPER_RATE_BPS``, 100 Gbit/s, unless a scenario says otherwise) over the topology's fastest
 switch-to-switch link; 1 means paper speed. ``engine`` holds what the runtime itself measured:
@@ -41,7 +41,7 @@ from ..topo.model import NodeKind, Topology, TopologyError, load_topology, topol
 
 SCHEMA = "netstack.run/1"
 RUNTIMES = ("sim", "live")
-#: The papers' datacenter link rate (seed 000 §4: 100G; seed 002: 40G scenarios say so themselves).
+#: The papers' datacenter link rate (LinkGuardian §4: 100G; TCD: 40G scenarios say so themselves).
 PAPER_RATE_BPS = 100_000_000_000
 #: Modules whose ``SCENARIOS`` list is registered: the simulator's generic ones and each
 #: protocol's (``netstack.protocols``).

@@ -3,7 +3,7 @@
 - ``udp-stream``: a sequenced UDP stream (``netstack.traffic udp-send`` -> ``udp-sink`` live; the
   :class:`~netstack.sim.hosts.UdpStream` / :class:`~netstack.sim.hosts.UdpSink` host models in
   virtual time): loss, duplicates, reordering, and the paper's link counters B and C on the
-  first switch-to-switch link of the path (seed 000 Fig. 7).
+  first switch-to-switch link of the path (LinkGuardian Fig. 7).
 - ``forwarding``: the same stream at the source NIC's line rate, for the simulator's own speed
   (``netstack bench sim``): events/s and cost per frame through the switches.
 
@@ -82,7 +82,7 @@ def measured_link(topology: Topology, src: str, dst: str, name: str = "") -> dic
 
 
 def link_report(where: dict[str, str], sender_port: dict[str, Any], receiver_port: dict[str, Any]) -> dict[str, Any]:
-    """Counters B and C of seed 000 Fig. 7 from the two ends' port counters (as ``netstack status``
+    """Counters B and C of LinkGuardian Fig. 7 from the two ends' port counters (as ``netstack status``
     gives them): actual loss = 1 - C/B."""
     b = sender_port["tx_frames"]
     bad = receiver_port["fcs_errors"] + receiver_port["malformed"]
@@ -197,7 +197,7 @@ def forwarding_sim(net: Any, ctx: Context) -> dict[str, Any]:
 
 def two_switch_topology(core: dict[str, Any], *, name: str, prefix: str, rate_bps: int,
                         buffer_bytes: int | None = None, paper_rate_bps: int | None = None) -> dict[str, Any]:
-    """h1 - sw1 = sw2 - h2 as a topology document (the shape of seed 000 Fig. 7's testbed): every
+    """h1 - sw1 = sw2 - h2 as a topology document (the shape of LinkGuardian Fig. 7's testbed): every
     link at ``rate_bps`` without delay unless ``core`` (the sw1 = sw2 link's table: delay,
     impairment, features) says otherwise."""
     defaults: dict[str, Any] = {"rate": int(rate_bps), "delay": "0"}

@@ -11,7 +11,7 @@ so the switches forward, queue, drop and mark them as they do live traffic.
   ``proto = tcp`` in virtual time);
 - :class:`RequestResponse`: the live ``rr-client`` / ``rr-server`` pair as a model: one
   persistent connection, a request, the response, the next request; flow completion times
-  (seed 000 §4.3, Fig. 10: 143 B flows);
+  (LinkGuardian §4.3, Fig. 10: 143 B flows);
 - :class:`FlowArrivals`: an open-loop workload: flows with Poisson arrivals at a load of the
   sender's line rate, sizes from a distribution (:mod:`.workload`), one connection each, FCT
   and slowdown per size class.

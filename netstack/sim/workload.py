@@ -1,6 +1,6 @@
 """Flow-size distributions for the host models: a fixed size, or an empirical CDF from a file.
 
-Seed 000 (LinkGuardian) Fig. 2 plots the flow sizes of datacenter workloads measured from 2008
+LinkGuardian Fig. 2 plots the flow sizes of datacenter workloads measured from 2008
 to 2019, and §4.3 draws its single-packet flows (143 B) from the most frequent size of one of
 them. Simulated workloads draw from such distributions. netstack ships three as CDF files
 (``netstack/sim/workloads/*.cdf``), usable by name:
@@ -49,7 +49,7 @@ class FlowSizes(Protocol):
 
 @dataclass(frozen=True)
 class Fixed:
-    """Every flow has ``size`` bytes (seed 000 §4.3: 143 B and 24,387 B flows)."""
+    """Every flow has ``size`` bytes (LinkGuardian §4.3: 143 B and 24,387 B flows)."""
 
     size: int
 

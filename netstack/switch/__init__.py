@@ -1,6 +1,6 @@
 """The software switch, sans-IO: ports, strict-priority queues, line-rate pacer, PFC, ECN.
 
-No sockets, clocks, threads or asyncio (DESIGN.md "engines are sans-IO"): ``now_ns``
+No sockets, clocks, threads or asyncio (docs/architecture.md "Engines are sans-IO"): ``now_ns``
 comes in, frames come out. The asyncio shell (``daemons/switch.py``) does the I/O.
 
 Shell API (all times in ns, monotonic; a smaller time than one already seen is clamped)
@@ -51,7 +51,7 @@ A feature calls back into the switch with:
 ``switch.pause_class(port, cls, paused: bool, now_ns=None)``
     Make ``port`` send real 802.1Qbb pause (0xFFFF quanta, refreshed) / resume (0) frames
     for ``cls`` to its peer, whose switch honours them on its egress: LinkGuardian's
-    receiver-side backpressure (seed 000 §3.3 Algorithm 2, §3.5).
+    receiver-side backpressure (LinkGuardian §3.3 Algorithm 2, §3.5).
 ``switch.set_marking_policy(port, policy)``: ``policy.on_dequeue(frame, cls, qlen_bytes,
 now_ns) -> bytes`` at each data dequeue (the TCD detector's hook; ``qlen_bytes`` is the
 class queue after the frame left) and optional ``policy.on_pause(cls, paused, now_ns)``.
@@ -65,7 +65,7 @@ Modelling choices
   unpaced. Frames are handed to the shell at ``end of serialisation + delay_ns``.
 - The link is simulated serially between calls (port.py): strict-priority decisions are
   made at each frame boundary's time, as if the pacer ran continuously, although the
-  shell wakes only every ~1 ms (DESIGN.md).
+  shell wakes only every ~1 ms (docs/architecture.md "The live runtime").
 - Buffer: ``buffer_bytes`` per egress port, shared by its 8 classes; a frame that does
   not fit is tail-dropped, counted per port and class. MAC control (PFC) and idle-source
   frames use no buffer.

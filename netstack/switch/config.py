@@ -2,10 +2,10 @@
 
 Every check raises :class:`ConfigError` naming the offending field, so a bad topology
 file or control-socket request gets a clear message instead of a crash on the data
-path (DESIGN.md, "Bad input anywhere ... gets a clear error").
+path (docs/architecture.md "Engines are sans-IO": bad input anywhere gets a clear error).
 
 Units are fixed so that nothing is ambiguous: rates in bit/s, times in ns, sizes in
-bytes. Paper rates and times are scaled by the user (DESIGN.md "Time and scale"); byte
+bytes. Paper rates and times are scaled by the user (docs/architecture.md "Time and scale"); byte
 quantities (buffers, thresholds) stay as in the paper.
 """
 
@@ -84,9 +84,9 @@ class ImpairmentConfig:
     frame the state moves good->bad with ``p_good_to_bad`` and bad->good with
     ``p_bad_to_good``. With ``p_good_to_bad = 0`` (the default) it is plain Bernoulli.
     Corruption overwrites one random byte with a different value, so the peer's software
-    FCS check (DESIGN.md) turns it into a counted *corruption loss*, as on LinkGuardian's
-    optical links (seed 000 §2). ``seed`` makes runs reproducible; the port name is mixed
-    in so that two ports with the same seed do not drop the same frames.
+    FCS check (docs/architecture.md "The live runtime") turns it into a counted *corruption
+    loss*, as on LinkGuardian's optical links (LinkGuardian §2). ``seed`` makes runs
+    reproducible; the port name is mixed in so that two ports with the same seed do not drop the same frames.
     """
 
     loss: float = 0.0
@@ -129,13 +129,13 @@ class PortConfig:
       tag) are dropped at enqueue and counted (``mtu_drops``).
     - ``fcs``: software FCS on this link: checked and stripped on ingress, added on egress.
     - ``lossless``, ``xoff_bytes``, ``xon_bytes``, ``pfc_classes``: PFC generation from the
-      ingress threshold (802.1Qbb; hysteresis as seed 000 Algorithm 2).
+      ingress threshold (802.1Qbb; hysteresis as LinkGuardian Algorithm 2).
     - ``ecn_threshold_bytes``: mark CE on enqueue when the class queue exceeds it.
     - ``default_class``/``class_map``: classification at ingress (class_map maps IP
       precedence = DSCP >> 3, or the 802.1Q PCP, to a class).
     - ``mac``: this port's MAC (source of the PFC frames it sends; derived when omitted).
     - ``peer_mac``: when set, PFC frames are unicast to it instead of 01:80:C2:00:00:01,
-      because Linux bridges drop the reserved group address (DESIGN.md).
+      because Linux bridges drop the reserved group address (docs/architecture.md "The live runtime").
     - ``static_macs``: MACs statically reachable through this port.
     - ``overhead_bytes``: per-frame line overhead (see :data:`DEFAULT_OVERHEAD_BYTES`).
     - ``impairment``: seeded egress loss/corruption (the 'switch' impairment backend).

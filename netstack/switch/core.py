@@ -1,6 +1,6 @@
 """The switch engine: ingress pipeline, forwarding, PFC, features and the shell-facing API.
 
-Sans-IO (DESIGN.md "engines are sans-IO"): no sockets, clocks, threads or asyncio.
+Sans-IO (docs/architecture.md "Engines are sans-IO"): no sockets, clocks, threads or asyncio.
 Time only enters as ``now_ns``; frames only leave through :meth:`Switch.transmit`.
 Times passed in are clamped to be non-decreasing (a stale ``now_ns`` is treated as the
 latest one seen), so a shell with a jittery clock cannot make the link run backwards.
@@ -114,7 +114,7 @@ class Switch:
     def forward(self, port: str, frame: bytes, now_ns: int | None = None, *, after_feature: Any = None) -> bool:
         """Forward ``frame`` as if it had just been received on ``port`` and passed
         ``after_feature``'s ingress hook: for frames a feature releases later than their
-        arrival (LinkGuardian's reordering buffer, seed 000 Algorithm 1). Later features'
+        arrival (LinkGuardian's reordering buffer, LinkGuardian Algorithm 1). Later features'
         hooks, learning, lookup, classification and enqueue run; FCS, MAC control and rx
         counters do not (the frame passed them on arrival). False if consumed or filtered."""
         p = self._port(port)
@@ -362,10 +362,10 @@ class Switch:
     def pause_class(self, port: str, cls: int, paused: bool, now_ns: int | None = None) -> None:
         """Ask ``port``'s peer to pause (or resume) class ``cls`` with real 802.1Qbb frames.
 
-        LinkGuardian's receiver pauses the sender's normal queue this way (seed 000 §3.5):
+        LinkGuardian's receiver pauses the sender's normal queue this way (LinkGuardian §3.5):
         the pause goes out ahead of data, is refreshed before its quanta expire while held,
         and combines with the port's lossless threshold (the class is paused while either
-        asks for it). Only state changes produce frames (seed 000 Algorithm 2).
+        asks for it). Only state changes produce frames (LinkGuardian Algorithm 2).
         """
         p = self._port(port)
         if not isinstance(cls, int) or not 0 <= cls < NUM_CLASSES:

@@ -1,7 +1,7 @@
 """Per-port counters, kept as plain attributes on the data path and exported as JSON.
 
 The names follow what a switch ASIC or ``ethtool -S`` reports, plus the LinkGuardian
-testbed's view (seed 000 Fig. 7: a port's tx count is counter *B*, the peer's rx count
+testbed's view (LinkGuardian Fig. 7: a port's tx count is counter *B*, the peer's rx count
 *C*, so ``actual loss = 1 - C/B`` — frames lost to the impairment model are therefore
 counted as transmitted).
 """
@@ -22,14 +22,14 @@ class PortCounters:
     rx_bytes: int = 0
     tx_frames: int = 0  # every frame put on the wire (including ones the impairment then lost)
     tx_bytes: int = 0  # bytes handed to the shell (software FCS trailer included)
-    fcs_errors: int = 0  # software FCS check failed on ingress (DESIGN.md "Software FCS")
+    fcs_errors: int = 0  # software FCS check failed on ingress (docs/architecture.md "The live runtime": software FCS)
     malformed: int = 0  # too short for Ethernet (or for its FCS), or a feature's HeaderError
     filtered: int = 0  # destination learned on the ingress port: not sent back out
     mac_control_rx: int = 0  # 01:80:C2:00:00:0x / EtherType 0x8808 frames consumed by the port
     pfc_rx: int = 0  # valid 802.1Qbb (or 802.3x PAUSE) frames received
     pauses_rx: int = 0  # per-class pause requests received (quanta > 0)
     resumes_rx: int = 0  # per-class resumes received (quanta = 0)
-    pauses_tx: int = 0  # per-class XOFF transitions sent (state change, seed 000 Algorithm 2)
+    pauses_tx: int = 0  # per-class XOFF transitions sent (state change, LinkGuardian Algorithm 2)
     resumes_tx: int = 0  # per-class XON transitions sent
     pause_refreshes_tx: int = 0  # pauses re-sent before their quanta expire while still above XON
     queue_drops: int = 0  # tail drops at this port's egress buffer (all classes)

@@ -1,11 +1,12 @@
 """The 'switch' impairment backend: seeded Bernoulli / Gilbert-Elliott loss and corruption.
 
-DESIGN.md injects corruption in the kernel (netem or nft) on the veth; this model does
-the same inside the switch, on a port's egress, so that an experiment is reproducible
-bit for bit from its seed and runs on any kernel. Corruption overwrites one byte with a
-*different* value: a single-byte error is a burst shorter than 32 bits, which CRC32
-always detects, so the peer's software FCS check drops every corrupted frame and counts
-it as an FCS error — corruption becomes corruption loss, as on the links of seed 000 §2.
+The live testbed (docs/architecture.md "The live runtime") injects corruption in the kernel
+(netem or nft) on the veth; this model does the same inside the switch, on a port's egress,
+so that an experiment is reproducible bit for bit from its seed and runs on any kernel.
+Corruption overwrites one byte with a *different* value: a single-byte error is a burst
+shorter than 32 bits, which CRC32 always detects, so the peer's software FCS check drops
+every corrupted frame and counts it as an FCS error — corruption becomes corruption loss, as
+on the links of LinkGuardian §2.
 
 The model is consulted once per frame on the wire (data, PFC and idle frames alike: a
 corrupting link does not choose what it corrupts).

@@ -10,10 +10,10 @@ per ingress port and class we count the bytes of frames that arrived there and a
 queued anywhere in the switch (a flooded frame counts once per queued copy). Reaching
 XOFF asks the upstream to pause the class (quanta 0xFFFF); falling to XON asks it to
 resume (quanta 0). Frames go out only on a state change — the ``curr_state`` flag of
-seed 000 Algorithm 2 — and a pause is refreshed at half its lifetime while the class is
+LinkGuardian Algorithm 2 — and a pause is refreshed at half its lifetime while the class is
 still above XON, because 802.1Qbb (IEEE 802.1Q clause 36) has no infinite pause: a
 sender that wants a class held re-sends before the quanta run out. A feature
-(LinkGuardian's receiver, seed 000 §3.3 and §3.5 "Backpressuring the normal packet
+(LinkGuardian's receiver, LinkGuardian §3.3 and §3.5 "Backpressuring the normal packet
 queue") can assert the same pause through
 ``Switch.pause_class``; the class is asserted while either reason holds.
 """
@@ -26,7 +26,7 @@ from ..ethernet import NUM_CLASSES
 
 #: Rate used to time pause quanta on an unpaced port (a quantum is 512 bit times of
 #: *some* rate): 1 Gb/s makes a 0xFFFF pause last 33.5 ms, comfortably above the live
-#: runtime's 1 ms timer granularity (DESIGN.md).
+#: runtime's 1 ms timer granularity (docs/architecture.md "The live runtime").
 UNPACED_QUANTA_RATE_BPS = 1_000_000_000
 
 

@@ -6,7 +6,7 @@ served first. Buffer model (a choice, documented in netstack/switch/__init__.py)
 port's ``buffer_bytes`` is *shared* by its eight classes, like a Tofino/Trident egress
 port drawing from one pool; a frame that does not fit is tail-dropped and counted
 against its class. Sharing matters for LinkGuardian: retransmissions on class 7 and the
-normal class compete for the same bytes, as in seed 000's single-port egress buffer.
+normal class compete for the same bytes, as in the LinkGuardian paper's single-port egress buffer.
 Occupancy counts frame bytes as queued (no cell rounding).
 
 Each entry remembers its ingress port so that PFC's ingress accounting can be undone

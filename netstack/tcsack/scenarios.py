@@ -1,5 +1,5 @@
-"""The ``tcsack-transfer`` scenario: move bytes from one host to another with T/C-SACK (seed 004),
-the go-back-N baseline or TCP, in virtual time or on the live testbed.
+"""The ``tcsack-transfer`` scenario: move bytes from one host to another with T/C-SACK (T/C-SACK draft
+§2), the go-back-N baseline or TCP, in virtual time or on the live testbed.
 
 - virtual time (``netstack.sim``): the engines as host apps (``netstack.sim.transport``) through
   the topology's real switches; ``proto = tcp`` is the simulator's Reno model (``netstack.sim.tcp``);

@@ -34,7 +34,7 @@ PREFIX_MAX = 12
 LINK_NAME_MAX = 32
 
 DEFAULT_PREFIX = "ns"
-DEFAULT_RATE_BPS = 100_000_000  # 100 Mbit/s: the paper's 100G scaled down 1000x (DESIGN.md "Time and scale")
+DEFAULT_RATE_BPS = 100_000_000  # 100 Mbit/s: the paper's 100G scaled down 1000x (docs/architecture.md "Time and scale")
 DEFAULT_DELAY_NS = 10_000  # 10 us propagation: a few metres of fibre plus a PHY, as in a rack
 DEFAULT_MTU = 1500
 DEFAULT_BUFFER_BYTES = 200_000  # 200 KB per egress port, ~16 ms at 100 Mbit/s, ~133 full frames
@@ -217,7 +217,7 @@ class Topology:
     links: tuple[Link, ...]
     source: str = field(default="<topology>", compare=False)
     #: the link rate of the paper setting this topology models (``[topology] paper_rate``), from
-    #: which results derive their time scale (DESIGN.md "Time and scale"); None: not said
+    #: which results derive their time scale (docs/architecture.md "Time and scale"); None: not said
     paper_rate_bps: int | None = None
 
     def node(self, name: str) -> Node:

@@ -11,7 +11,8 @@ Ownership marker: every namespace netstack creates carries the interface alias
 :func:`teardown_all` and :func:`list_running` only ever touch namespaces that carry it, so a
 user's own ``ns-h1`` (or anything else in /run/netns) is never deleted, whatever its name.
 
-Must run before any uvloop policy is installed (DESIGN.md: uvloop breaks pyroute2), as root.
+Must run before any uvloop policy is installed (docs/architecture.md "The live runtime":
+uvloop breaks pyroute2), as root.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ MARKER = "netstack"
 _MARKER_RE = re.compile(r"^netstack prefix=([a-z][a-z0-9]*) node=(\S+)$")
 _CANDIDATE_RE = re.compile(r"^[a-z][a-z0-9]*-[A-Za-z][A-Za-z0-9_]*$")
 
-#: Offloads turned off on every veth end (DESIGN.md "Offloads"): with TX checksum offload a
+#: Offloads turned off on every veth end (docs/architecture.md "The live runtime"): with TX checksum offload a
 #: frame reaches AF_PACKET with a partial checksum; with TSO/GSO/GRO a "frame" can be a 64 KB
 #: super-packet no send() on the next veth accepts; with RX checksum on, veth marks frames
 #: "checksum verified" and the kernel would accept a corrupted payload. VLAN TX insertion is

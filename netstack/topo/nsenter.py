@@ -5,7 +5,8 @@ need these. They live here, importing nothing from the rest of the package, beca
 builder applies impairments and so imports ``impair``: were they in ``netns``, ``impair``
 would have to import it back, a cycle.
 
-Must run before any uvloop policy is installed (DESIGN.md: uvloop breaks pyroute2), as root.
+Must run before any uvloop policy is installed (docs/architecture.md "The live runtime":
+uvloop breaks pyroute2), as root.
 """
 
 from __future__ import annotations

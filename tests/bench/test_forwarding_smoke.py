@@ -1,7 +1,7 @@
 """``netstack bench forwarding`` runs end to end, writes its JSON and leaves nothing behind.
 
 A smoke test only: a very short run of every path with one frame size. Rates are never
-asserted (DESIGN.md: timings belong in benchmarks, not in pass/fail tests).
+asserted (a project rule: timings belong in benchmarks, not in pass/fail tests).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 leaves nothing behind.
 
 A smoke test only: every section with tiny sizes (seconds, not minutes). Rates, losses and
-FCTs are never asserted (DESIGN.md: timings belong in benchmarks, not in pass/fail tests);
+FCTs are never asserted (a project rule: timings belong in benchmarks, not in pass/fail tests);
 the pure statistics helper is checked against known values.
 """
 

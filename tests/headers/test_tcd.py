@@ -1,4 +1,5 @@
-"""TCD ternary ECN marking (specs/tcd.md §5): max-severity rule, codepoints, in-place IPv4 rewrite with RFC 1624."""
+"""TCD ternary ECN marking (docs/wire-formats.md, TCD): max-severity rule, codepoints, in-place IPv4
+rewrite with RFC 1624."""
 
 import itertools
 
@@ -42,7 +43,7 @@ def test_default_codepoints_table():
     cp = DEFAULT_CODEPOINTS
     assert (cp.ect, cp.ue, cp.ce) == (0b10, 0b01, 0b11)
     N, U, C = PortState
-    expected = {  # (ecn in, state) -> ecn out, the specs/tcd.md §5 table
+    expected = {  # (ecn in, state) -> ecn out, the docs/wire-formats.md TCD table
         (0b00, N): 0b00, (0b00, U): 0b00, (0b00, C): 0b00,  # Not-ECT never marked (RFC 3168 §5)
         (0b10, N): 0b10, (0b10, U): 0b01, (0b10, C): 0b11,  # ECT
         (0b01, N): 0b01, (0b01, U): 0b01, (0b01, C): 0b11,  # UE: only CE beats it
@@ -79,7 +80,7 @@ def test_codepoint_state_round_trip(cp, state):
     assert cp.state_of(tos) is state
 
 
-# --- the max-severity rule over a path (specs/tcd.md §5, §9 test 4) -------------------------
+# --- the max-severity rule over a path (docs/wire-formats.md, TCD) -------------------------
 
 
 @given(codepoints_st, st.integers(0, 63), st.lists(states, max_size=12))

@@ -62,7 +62,7 @@ def test_lg_masks_corruption_loss(testbed, mode):
 
 
 def test_recirculating_reorder_buffer_drains_at_link_rate_in_order(testbed):
-    """--recirc-rate link (seed 000 §3.3: the buffer is a recirculation port's queue): the
+    """--recirc-rate link (LinkGuardian §3.3: the buffer is a recirculation port's queue): the
     receiver resolves the rate to the link's, repaired holes drain through it, and the stream
     still arrives complete and in order."""
     prefix = testbed["prefix"]

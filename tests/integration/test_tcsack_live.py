@@ -1,4 +1,4 @@
-"""T/C-SACK, go-back-N and kernel TCP on the live testbed (seed 004): real UDP/TCP between h1
+"""T/C-SACK, go-back-N and kernel TCP on the live testbed (T/C-SACK draft): real UDP/TCP between h1
 and h2 through both switches, with nft loss on sw1-sw2 in both directions (data and ACKs) and
 a delay on the switch-to-switch link."""
 

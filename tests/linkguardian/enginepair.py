@@ -1,7 +1,7 @@
 """The two LinkGuardian engines on a scripted, slotted link: the property tests' harness.
 
 No switch and no event loop: each slot the sender puts at most one frame on the forward link,
-by strict priority (retransmissions, then normal data unless paused, then a dummy, seed 000
+by strict priority (retransmissions, then normal data unless paused, then a dummy, LinkGuardian
 §3.2), and a ``fate`` function scripted by hypothesis decides what the link does with it
 (lose, duplicate, delay = reorder). Everything else (switches, links, features, benchmarks)
 runs on ``netstack.sim``; this stays because hypothesis needs a link it can script frame by

@@ -1,4 +1,4 @@
-"""Seed 000 Fig. 7's testbed on netstack.sim, for the feature tests.
+"""LinkGuardian Fig. 7's testbed on netstack.sim, for the feature tests.
 
 h1 - sw1 = sw2 - h2: two real software switches, the protected link sw1 = sw2 with the software
 FCS and the switch's seeded corruption model, LinkGuardian attached through the daemons' entry

@@ -24,7 +24,7 @@ def test_corrupting_link_is_protected_once_with_eq2_copies():
     assert len(made) == 1
     d = made[0]
     assert d.actual_loss == pytest.approx(1e-3)
-    assert d.copies == 2  # seed 000 §4.1: 1e-3 needs N = 2 for a 1e-8 target
+    assert d.copies == 2  # LinkGuardian §4.1: 1e-3 needs N = 2 for a 1e-8 target
     assert expected_effective_loss(1e-3, 2) == pytest.approx(1e-9)
 
 

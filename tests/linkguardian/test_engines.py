@@ -1,4 +1,4 @@
-"""The sans-IO engines one behaviour at a time (seed 000 §3-§3.5, Algorithms 1 and 2)."""
+"""The sans-IO engines one behaviour at a time (LinkGuardian §3-§3.5, Algorithms 1 and 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LinkGuardian on two real software switches back to back, in virtual time (seed 000 Fig. 7).
+"""LinkGuardian on two real software switches back to back, in virtual time (LinkGuardian Fig. 7).
 
 h1 - sw1 [p-h1, p-sw2] <== software-FCS link, corruption on sw1 -> sw2 ==> sw2 [p-sw1, p-h2] - h2
 on netstack.sim (tests/linkguardian/fig7.py), with the sender feature on sw1/p-sw2 and the
@@ -262,7 +262,7 @@ def test_enable_and_disable_on_running_switches():
 
 def test_topology_settings_follow_time_and_scale():
     """A topology file's LinkGuardian gets the paper's 100G settings scaled to the link's rate, as
-    'netstack lg enable' does (DESIGN.md "Time and scale")."""
+    'netstack lg enable' does (docs/architecture.md "Time and scale")."""
     from netstack.linkguardian.scenarios import stress_topology
     from netstack.sim.network import Network
     from netstack.topo.model import topology_from_dict

@@ -1,4 +1,4 @@
-"""Eq. 2 and LGParams (seed 000 §3.3, §3.4, §4 "Parameters")."""
+"""Eq. 2 and LGParams (LinkGuardian §3.3, §3.4, §4 "Parameters")."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The link between them (tests/linkguardian/enginepair.py: EnginePair) is scripted by hypothesis:
 for the k-th frame put on it, a verdict (deliver, lose, duplicate, deliver j slots late).
-Invariants (seed 000 §3.3, §3.4, §3.5):
+Invariants (LinkGuardian §3.3, §3.4, §3.5):
 
 - blocking mode delivers strictly in order, without duplicates;
 - a frame is missing only if none of its copies arrived, or if an ackNoTimeout gave up

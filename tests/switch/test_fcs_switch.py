@@ -46,7 +46,7 @@ def test_corruption_on_a_link_becomes_counted_fcs_loss_at_the_peer():
             s2.receive("down", frame, i)
     delivered = len(s2.transmit(n))
     c1, c2 = s1.counters()["up"], s2.counters()["down"]
-    assert c1["tx_frames"] == n  # counter B of seed 000 Fig. 7 includes what the link then corrupts
+    assert c1["tx_frames"] == n  # counter B of LinkGuardian Fig. 7 includes what the link then corrupts
     assert c2["fcs_errors"] == c1["impair_corrupted"] > 0  # every corrupted frame is caught
     assert delivered == n - c1["impair_corrupted"]
     assert 0.17 < c1["impair_corrupted"] / n < 0.23

@@ -26,7 +26,7 @@ class AlwaysIdle:
 
 
 class Dummies:
-    """LinkGuardian-style dummies (seed 000 §3.2): up to 3 after each burst of data."""
+    """LinkGuardian-style dummies (LinkGuardian §3.2): up to 3 after each burst of data."""
 
     def __init__(self):
         self.budget = 0
@@ -198,7 +198,7 @@ def test_egress_rewrite_sees_class_and_dequeue_time():
 
 def test_timers_fire_from_transmit_and_feature_can_pause_the_peer():
     class Backpressure:
-        """Seed 000 Algorithm 2 in miniature: pause the sender's class 1 on a timer."""
+        """LinkGuardian Algorithm 2 in miniature: pause the sender's class 1 on a timer."""
 
         def __init__(self, sw):
             self.sw = sw

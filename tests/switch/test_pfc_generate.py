@@ -1,4 +1,4 @@
-"""Generating PFC from an ingress threshold on lossless ports (802.1Qbb; seed 000 Algorithm 2)."""
+"""Generating PFC from an ingress threshold on lossless ports (802.1Qbb; LinkGuardian Algorithm 2)."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_8023x_pause_stops_every_class_and_unicast_pfc_is_honoured():
         sw.receive("p0", tagged(cls, cls), 10)
     sw.transmit(10**6)
     assert tr.departures == []
-    # a PFC resume sent to this port's *unicast* MAC (the bridge-safe form, DESIGN.md)
+    # a PFC resume sent to this port's *unicast* MAC (the bridge-safe form, docs/architecture.md "The live runtime")
     sw.receive("p1", build_pfc_frame(PEER, 0b1000_0001, [0] * 8, dst_mac=sw.ports[1].mac), 2 * 10**6)
     sw.transmit(3 * 10**6)
     assert ids(tr) == [7, 0]

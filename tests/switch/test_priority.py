@@ -1,4 +1,5 @@
-"""Strict-priority egress, decided as if the pacer ran continuously (DESIGN.md: 1 ms timers).
+"""Strict-priority egress, decided as if the pacer ran continuously (1 ms timers: docs/architecture.md
+"The live runtime").
 
 The property tests drive one paced egress port with random arrivals of random classes,
 random PFC pause/resume frames from its peer and a random ``transmit`` cadence, record

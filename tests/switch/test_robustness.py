@@ -1,4 +1,5 @@
-"""receive() never raises, whatever the bytes (DESIGN.md: a daemon never dies on a packet)."""
+"""receive() never raises, whatever the bytes (a daemon never dies on a packet: docs/architecture.md
+"Engines are sans-IO")."""
 
 from __future__ import annotations
 

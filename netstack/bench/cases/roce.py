@@ -20,7 +20,7 @@ from headers.roce import (
 )
 from netstack.bench.common import Case
 
-# What DTA's translator sends (specs/dta.md: P_Key 0xFFFF, MigReq 1) for a Key-Write slot:
+# What DTA's translator sends (docs/dta.md: P_Key 0xFFFF, MigReq 1) for a Key-Write slot:
 # WRITE Only of an 8-byte slot (4-byte key checksum + 4-byte data), and the resync NAK back.
 _WRITE_BTH = BTH(opcode=Opcode.RDMA_WRITE_ONLY, migreq=1, dqpn=0x000123, psn=0x00ABCD)
 _RECORDS = (

@@ -7,7 +7,7 @@ Set-up (one layer-2 chain of namespaces per path, torn down before the next is b
 
 - **bare**: a Python process in the middle namespace, ``recv_into`` on one AF_PACKET socket and
   ``send`` on the other, no engine: the ceiling of any Python forwarder on this machine
-  (DESIGN.md measured 0.27-0.33 M frames/s for 64-byte frames).
+  (docs/architecture.md "The live runtime": 0.27-0.33 M frames/s measured for 64-byte frames).
 - **bridge**: a Linux bridge in the middle namespace enslaving both veths (the kernel's rate).
 - **switch1** / **switch2**: ``netstack.runtime.up`` of a generated topology, i.e. the real
   switch daemons with their static FDB; the sw1-sw2 link carries the software FCS. Links are

@@ -19,12 +19,12 @@ DEFAULT_ROUNDS = 3
 #: The issue's goal: the switch path reaches this fraction of the bare forwarder's rate.
 GOAL_RATIO = 0.70
 #: Documented, not measured here (no P4 toolchain on this machine): BMv2 simple_switch's
-#: forwarding rate as its maintainers and DESIGN.md quote it, for scale.
+#: forwarding rate as its maintainers and docs/architecture.md ("The live runtime") quote it, for scale.
 BMV2_REFERENCE = {
     "frames_per_s_low": 80_000,
     "frames_per_s_high": 100_000,
     "what": "BMv2 simple_switch (P4 behavioural model), documented rate; NOT measured in this run",
-    "source": "p4lang/behavioral-model performance notes; DESIGN.md 'The live runtime'",
+    "source": "p4lang/behavioral-model performance notes; docs/architecture.md 'The live runtime'",
 }
 
 #: Smallest / largest frame we can send: Ethernet + IPv4 + UDP headers; MTU 1500 + Ethernet.

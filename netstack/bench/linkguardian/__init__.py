@@ -1,10 +1,11 @@
-"""``netstack bench linkguardian``: seed 000 Figs. 8, 9 and 10, scaled (DESIGN.md "Time and scale").
+"""``netstack bench linkguardian``: LinkGuardian Figs. 8, 9 and 10, scaled (docs/architecture.md
+"Time and scale").
 
 Four sections, run in this order (``--only`` selects among them by substring):
 
 ``fig8`` (virtual time, no root needed)
     Effective loss and effective link speed for off / LG / LG_NB (§4.1, Fig. 8). Every point is
-    a run of the ``lg-stress`` scenario on ``netstack.sim``: seed 000 Fig. 7's testbed (two real
+    a run of the ``lg-stress`` scenario on ``netstack.sim``: LinkGuardian Fig. 7's testbed (two real
     software switches, software FCS, the switch's seeded corruption model on sw1 -> sw2, the
     LinkGuardian features as the daemons attach them), the sending switch's packet generator
     keeping the protected link busy with MTU frames (the paper's "stress test"). Runs are

@@ -1,6 +1,6 @@
 """Fig. 8 in virtual time: effective loss and effective link speed for off / LG / LG_NB.
 
-Every point is a run of the ``lg-stress`` scenario on ``netstack.sim``: seed 000 Fig. 7's
+Every point is a run of the ``lg-stress`` scenario on ``netstack.sim``: LinkGuardian Fig. 7's
 testbed (two real software switches, software FCS, the switch's seeded corruption model on
 sw1 -> sw2, the LinkGuardian features as the daemons attach them), the sending switch's packet
 generator keeping the protected link busy with MTU frames (§4.1's "stress test"). The runs are
@@ -35,7 +35,7 @@ Job = tuple[str, RunSpec, float, str | None, int]
 
 NOTE = ("Virtual-time runs (netstack.sim, scenario lg-stress) of the same engine (LGSender/LGReceiver) "
         "and switch code the live daemons run; nothing is re-implemented for the simulation. Every "
-        "point is seed 000 Fig. 7's testbed: two software switches, software FCS, the switch's seeded "
+        "point is LinkGuardian Fig. 7's testbed: two software switches, software FCS, the switch's seeded "
         "corruption model on sw1 -> sw2 (every frame: data, copies, dummies), the sending switch's "
         "packet generator keeping the protected link busy (§4.1's stress test). Loss points: explicit "
         "N = 1 so the effective loss is measurable; link speeds: LinkGuardian configured as 'netstack "
@@ -44,7 +44,7 @@ NOTE = ("Virtual-time runs (netstack.sim, scenario lg-stress) of the same engine
 
 def stress_spec(actual: float, mode: str | None, frames: int, *, scale: float, size: int, seed: int,
                 delay_ns: int, copies: int | None = None) -> RunSpec:
-    """One Fig. 8 point: the ``lg-stress`` scenario on seed 000 Fig. 7's testbed (two real software
+    """One Fig. 8 point: the ``lg-stress`` scenario on LinkGuardian Fig. 7's testbed (two real software
     switches, software FCS, the switch's seeded corruption model on sw1 -> sw2), LinkGuardian as
     the daemons configure it (``netstack lg enable``: the 100G settings scaled, N from Eq. 2 for the
     1e-8 target, or ``copies``), or unprotected when ``mode`` is None; the sending switch's packet

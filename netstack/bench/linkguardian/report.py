@@ -42,7 +42,7 @@ def build_report(sc: dict[str, Any], f8: dict[str, Any] | None, lc: dict[str, An
     """The report of the sections that ran (None: not selected, or failed as ``errors`` says)."""
     rep = Report(results_dir, [
         "# netstack bench linkguardian", "",
-        "Seed 000 (LinkGuardian) §4.1-§4.3, Figs. 8, 9 and 10, scaled (DESIGN.md \"Time and scale\").", "",
+        "LinkGuardian §4.1-§4.3, Figs. 8, 9 and 10, scaled (docs/architecture.md \"Time and scale\").", "",
         "## Scaling", "", *[f"- {line}" for line in scaling_lines(sc)], ""])
     results_dir.mkdir(parents=True, exist_ok=True)
     if f8 is not None:

@@ -1,5 +1,5 @@
 """How ``netstack bench linkguardian`` scales the paper's 100G link down to the emulated one
-(DESIGN.md "Time and scale"), as recorded in the results and printed at the start."""
+(docs/architecture.md "Time and scale"), as recorded in the results and printed at the start."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from .params import PAPER_LONG_DELAY_NS, PAPER_ONE_WAY_DELAY_NS, PAPER_RATE_BPS
 
 
 def scaling(scale: float, frame_size: int) -> dict[str, Any]:
-    """Every scale factor of the run (DESIGN.md: rates / scale, times x scale, bytes unchanged)."""
+    """Every scale factor of the run (docs/architecture.md "Time and scale": rates / scale,
+    times x scale, bytes unchanged)."""
     from ...linkguardian import LGParams
     from ...switch.config import DEFAULT_OVERHEAD_BYTES
 
@@ -19,7 +20,7 @@ def scaling(scale: float, frame_size: int) -> dict[str, Any]:
         "scale": scale,
         "paper_rate_bps": PAPER_RATE_BPS,
         "emulated_rate_bps": rate,
-        "rule": f"rates / {scale:g}, times x {scale:g}, bytes unchanged (DESIGN.md 'Time and scale')",
+        "rule": f"rates / {scale:g}, times x {scale:g}, bytes unchanged (docs/architecture.md 'Time and scale')",
         "ack_no_timeout": {"paper_ns": p.ack_no_timeout_ns, "scaled_ns": p.ack_no_timeout_ns * scale},
         "one_way_delay_virtual": {"paper_ns": PAPER_ONE_WAY_DELAY_NS, "scaled_ns": PAPER_ONE_WAY_DELAY_NS * scale},
         "long_delay_virtual": {"paper_ns": PAPER_LONG_DELAY_NS, "scaled_ns": PAPER_LONG_DELAY_NS * scale},
