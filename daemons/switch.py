@@ -123,19 +123,20 @@ class SwitchShell:
 
     # --- control socket --------------------------------------------------------------
     def handlers(self) -> dict[str, Any]:
-        return {
+        builtin: dict[str, Any] = {
             "status": self.ctl_status,
             "ping": lambda req: "pong",
             "set_port": self.ctl_set_port,
             "set_impairment": self.ctl_set_impairment,
             "clear_counters": self.ctl_clear,
             "fdb": lambda req: self.switch.fdb_entries(),
-            **self._plugin_handlers(),
         }
+        return {**builtin, **self._plugin_handlers(set(builtin))}
 
-    def _plugin_handlers(self) -> dict[str, Any]:
+    def _plugin_handlers(self, taken: set[str]) -> dict[str, Any]:
         """Control commands the protocols contribute (``switch_handlers(shell)`` of each control
-        plug-in in ``netstack.protocols``): this shell serves them without knowing them."""
+        plug-in in ``netstack.protocols`` that has one): this shell serves them without knowing
+        them. A command that clashes with a built-in or another plug-in's is a programming error."""
         handlers: dict[str, Any] = {}
         for name in protocols.control_modules():
             try:
@@ -144,9 +145,12 @@ class SwitchShell:
                 if exc.name != name:
                     raise
                 continue
-            for cmd, handler in module.switch_handlers(self).items():
-                if cmd in handlers:
-                    raise RuntimeError(f"control command {cmd!r} is registered twice ({name})")
+            contribute = getattr(module, "switch_handlers", None)
+            if contribute is None:
+                continue  # an end-host protocol: nothing runs in the switch
+            for cmd, handler in contribute(self).items():
+                if cmd in handlers or cmd in taken:
+                    raise RuntimeError(f"control command {cmd!r} from {name} is already taken")
                 handlers[cmd] = handler
         return handlers
 

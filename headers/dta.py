@@ -13,7 +13,7 @@ opcode  record             body
 0x03    :class:`KeyIncrement`  ``redundancy:8 key:32 counter:64``
 0x04    :class:`Postcarder`    ``key:32 hop:8 data:32``
 0x05    :class:`SketchMerge`   ``reporter_id:16 sketch_id:16 column:32 rows:8 merge:8
-                               counters:32*rows`` (ours; seed §6.3, §7.2.4)
+                               counters:32*rows`` (ours; DTA §6.3, §7.2.4)
 ======  =================  =======================================================
 
 Opcodes 0x01-0x04, the 3-byte base and the 2-byte NACK are wire-compatible with the
@@ -71,7 +71,7 @@ class Opcode(IntEnum):
 
 
 class MergeFunction(IntEnum):
-    """How the translator merges a Sketch-Merge column into its aggregate (seed §6.3)."""
+    """How the translator merges a Sketch-Merge column into its aggregate (DTA §6.3)."""
 
     SUM = 0  # counter-wise sum: Count-Min and Count sketches
     MAX = 1  # register-wise max: HyperLogLog
@@ -113,7 +113,7 @@ def _word_tuple(header: str, field: str, value: object) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True)
 class DTABase:
-    """The base header shared by every primitive (seed §6.6, public ``dta_base_h``).
+    """The base header shared by every primitive (DTA §6.6, public ``dta_base_h``).
 
     ``seqnum`` numbers the reports of one reporter; the translator tracks it for reports
     marked ``retransmittable`` and NACKs a gap. ``immediate`` asks the collector to
@@ -164,7 +164,7 @@ class DTABase:
 
 @dataclass(frozen=True, slots=True)
 class KeyWrite:
-    """Key-Write (0x01, seed §6.1, §7.2.2): store ``data`` under ``key`` in ``redundancy`` slots.
+    """Key-Write (0x01, DTA §6.1, §7.2.2): store ``data`` under ``key`` in ``redundancy`` slots.
 
     The translator clones the report ``redundancy`` (N) times; copy n writes
     ``checksum(key) || data`` to slot ``hash(key || n)``. N = 0 would write nothing, so it
@@ -217,7 +217,7 @@ class KeyWrite:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """Append (0x02, seed §6.2, §7.2.3): add one 32-bit ``data`` entry to list ``list_id``."""
+    """Append (0x02, DTA §6.2, §7.2.3): add one 32-bit ``data`` entry to list ``list_id``."""
 
     list_id: int
     data: int
@@ -250,7 +250,7 @@ class Append:
 
 @dataclass(frozen=True, slots=True)
 class KeyIncrement:
-    """Key-Increment (0x03, seed §6.4, §7.2.2): add ``counter`` at ``redundancy`` slots of ``key``.
+    """Key-Increment (0x03, DTA §6.4, §7.2.2): add ``counter`` at ``redundancy`` slots of ``key``.
 
     Each of the N copies becomes a RoCEv2 Fetch&Add; a query takes the minimum of the N
     counters (count-min). As for Key-Write, N = 0 would do nothing and is rejected.
@@ -332,7 +332,7 @@ class Postcarder:
 
 @dataclass(frozen=True, slots=True)
 class SketchMerge:
-    """Sketch-Merge (0x05, ours; seed §6.3, §7.2.4): one column of a reporter's sketch.
+    """Sketch-Merge (0x05, ours; DTA §6.3, §7.2.4): one column of a reporter's sketch.
 
     A column is ``rows`` 32-bit counters (one per hash row, e.g. 5 for a 5-row sketch,
     §7.2.4). Each reporter sends the columns of sketch ``sketch_id`` *sequentially*
@@ -421,7 +421,7 @@ PRIMITIVES: dict[int, type[Primitive]] = {
 
 @dataclass(frozen=True, slots=True)
 class DTANack:
-    """Translator -> reporter NACK on UDP 40044 (seed §6.3, §7.2.4; public ``dta_ack_h``).
+    """Translator -> reporter NACK on UDP 40044 (DTA §6.3, §7.2.4; public ``dta_ack_h``).
 
     ``seqnum`` is, as in the public translator, the last report sequence number accepted
     in order (the one *before* the expected one), so the reporter resends from

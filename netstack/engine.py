@@ -11,8 +11,14 @@ daemon, a simulated host) carries actions out; tests and hypothesis drive engine
 - Everything else an engine wants done goes into its ``actions`` (an :class:`ActionQueue`), as
   typed :data:`Action` objects from this module, in the order the engine decided them. The
   shell takes them with ``engine.actions.take_all()`` after each call (one place to drain, no
-  side lists per kind of output).
+  side lists per kind of output). A shell may take them by kind instead (``take(Transmit)``)
+  when the protocol fixes an order between kinds: LinkGuardian's receiver feature puts every
+  loss notification on the wire before it acts on a pause or resume decided in the same call.
+  Engines whose outputs are all return values (the senders, the TCP model) keep an empty queue.
 - ``next_deadline()`` says when to call the engine's timer next (None: nothing pending).
+
+Actions are NamedTuples: two actions of different kinds with equal fields compare equal as
+tuples (``Transmit(True) == Backpressure(True)``), so tell kinds apart with ``isinstance``.
 """
 
 from __future__ import annotations

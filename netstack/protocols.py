@@ -7,9 +7,9 @@ under ``netstack/`` with the same parts (docs/architecture.md, "Adding a protoco
 - sans-IO engines;
 - a switch **feature** a topology file can put on a link end (``features``: the key in
   ``[links.features.<end>]`` -> the module with ``validate_link`` and ``attach``);
-- a **control** plug-in (``control``: a module with ``switch_handlers(shell)``, the control
-  commands every switch daemon serves for it, and the orchestration functions the CLI,
-  the demo and the benchmarks call);
+- a **control** plug-in (``control``: the module with the orchestration functions the CLI,
+  the demo and the benchmarks call and, if the protocol runs in switches, ``switch_handlers(shell)``:
+  the control commands every switch daemon serves for it);
 - **node kinds** of its own (``node_kinds``: a topology node kind -> the module whose
   ``node_daemon(topology, built, node, run_dir, prefix)`` says which daemon such a node runs);
 - **scenarios** for ``netstack sim`` and the benchmarks (``scenarios``: a module with ``SCENARIOS``).
@@ -27,7 +27,7 @@ from types import ModuleType
 
 
 @dataclass(frozen=True)
-class Protocol:
+class ProtocolPlugin:
     """Where one protocol plugs in (module names; see the module docstring)."""
 
     name: str
@@ -39,17 +39,18 @@ class Protocol:
     scenarios: str | None = None
 
 
-PROTOCOLS: tuple[Protocol, ...] = (
-    Protocol("linkguardian", "Masking Corruption Packet Losses in Datacenter Networks with Link-local "
-             "Retransmission (LinkGuardian)",
-             control="netstack.linkguardian.control",
-             features={"linkguardian": "netstack.linkguardian.topology"},
-             scenarios="netstack.linkguardian.scenarios"),
-    Protocol("dta", "A Novel Transport Protocol for Network Telemetry Collection (Direct Telemetry Access)",
-             control="netstack.dta.control",
-             node_kinds={"collector": "netstack.dta.control"}),
-    Protocol("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",
-             scenarios="netstack.tcsack.scenarios"),
+PROTOCOLS: tuple[ProtocolPlugin, ...] = (
+    ProtocolPlugin("linkguardian", "Masking Corruption Packet Losses in Datacenter Networks with Link-local "
+                   "Retransmission (LinkGuardian)",
+                   control="netstack.linkguardian.control",
+                   features={"linkguardian": "netstack.linkguardian.topology"},
+                   scenarios="netstack.linkguardian.scenarios"),
+    ProtocolPlugin("dta", "A Novel Transport Protocol for Network Telemetry Collection (Direct Telemetry Access)",
+                   control="netstack.dta.control",
+                   node_kinds={"collector": "netstack.dta.control"}),
+    ProtocolPlugin("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",
+                   control="netstack.tcsack.control",
+                   scenarios="netstack.tcsack.scenarios"),
 )
 
 #: scenario modules that belong to no protocol (the simulator's generic traffic, the TCP model)
@@ -61,7 +62,8 @@ def load(module: str) -> ModuleType:
 
 
 def control_modules() -> list[str]:
-    """Modules whose ``switch_handlers(shell)`` extend every switch daemon's control socket."""
+    """Every protocol's control module; those with ``switch_handlers(shell)`` extend every switch
+    daemon's control socket."""
     return [p.control for p in PROTOCOLS if p.control]
 
 
@@ -93,5 +95,5 @@ def scenario_modules() -> tuple[str, ...]:
     return GENERIC_SCENARIOS + tuple(p.scenarios for p in PROTOCOLS if p.scenarios)
 
 
-__all__ = ["GENERIC_SCENARIOS", "PROTOCOLS", "Protocol", "control_modules", "features", "load", "node_kinds",
+__all__ = ["GENERIC_SCENARIOS", "PROTOCOLS", "ProtocolPlugin", "control_modules", "features", "load", "node_kinds",
            "scenario_modules"]

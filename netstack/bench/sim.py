@@ -148,7 +148,7 @@ PAPER_LOSSES = (1e-5, 1e-4, 1e-3)
 ONE_WAY_NS = {100: 800, 25: 950}
 #: the Tofino's recirculation port is 100G whatever the link (§4: 25G links recirculate at 100G)
 RECIRC_RATE = "100Gbit"
-#: §4.1, Fig. 8 (the seed's text): effective link speed at 1e-3 on 100G
+#: LinkGuardian §4.1, Fig. 8 (the paper's text): effective link speed at 1e-3 on 100G
 PAPER_SPEED = {(100, "blocking"): 0.9225, (100, "nb"): 0.9874}
 #: §1: "requiring less than 90KB of packet buffer" (100G, 1e-3)
 PAPER_BUFFER_BYTES = 90_000

@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..io.control import ControlError
+    from ..linkguardian.control import LGControlError
     from ..linkguardian.corruptd import CorruptionMonitor, run_corruptd
     from ..runtime import RuntimeErrorNS
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         monitor = CorruptionMonitor(args.threshold, args.target, int(args.window * 1e9), args.min_frames)
         decisions = run_corruptd(args.prefix, monitor, interval_s=args.interval, mode=args.mode,
                                  duration_s=args.duration, say=lambda m: print(m, file=sys.stderr, flush=True))
-    except (ValueError, RuntimeErrorNS, ControlError) as exc:
+    except (ValueError, RuntimeErrorNS, ControlError, LGControlError) as exc:
         raise CommandError(str(exc)) from None
     print(f"corruptd: protected {len(decisions)} link direction(s)")
     return 0

@@ -145,7 +145,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
         return _list()
     scenario, topology = _checked(args)
     specs, workers = _specs(args, scenario)
-    say = _progress_printer()
+    from ..bench.common import Progress
+
+    say = Progress()
     say(f"netstack sim: {scenario.name} on {topology.name} ({args.runtime}), {len(specs)} run(s)"
         + (f" on {args.scheduler}" if args.scheduler else f", {workers or 'one per CPU'} worker(s)"
            if len(specs) > 1 else ""))
@@ -203,12 +205,6 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
     base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.runtime)
     workers = 1 if args.runtime == "live" else args.workers
     return grid(base, seeds, points), workers
-
-
-def _progress_printer() -> Any:
-    from ..bench.common import Progress
-
-    return Progress()
 
 
 def _execute(args: argparse.Namespace, specs: list[Any], workers: int | None, say: Any) -> list[dict[str, Any]]:

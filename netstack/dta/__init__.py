@@ -30,11 +30,12 @@ Typical wiring (one process, e.g. a test)::
 from __future__ import annotations
 
 from .collector import BufferedResponder, QueuePair, RoceResponder, is_roce_frame
+from .feature import TranslatorFeature
 from .keywrite import KeyWriteLayout, expected_success, key_checksum, sketch_index, slot_index
 from .memory import CollectorMemory, MemoryAccessError, MemoryRegion, default_directory, open_region
 from .query import CollectorQuery, QueryError, open_collector
 from .reporter import CountMinSketch, Reporter, SketchReporter
-from .translator import DTATranslator, TranslatorConfig, TranslatorFeature
+from .translator import DTATranslator, TranslatorConfig
 
 __all__ = [
     "BufferedResponder",

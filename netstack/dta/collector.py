@@ -56,7 +56,7 @@ import random
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headers.errors import HeaderError
 from headers.inet import ip_str, mac_str
@@ -74,7 +74,7 @@ from headers.roce import (
     parse_roce_frame,
 )
 
-from ..engine import ActionQueue
+from ..engine import ActionQueue, Engine
 from .memory import CollectorMemory, MemoryAccessError
 
 PSN_MASK = 0xFFFFFF
@@ -440,3 +440,8 @@ class BufferedResponder:
     def counters(self) -> dict[str, Any]:
         """The buffer's own counters (the responder behind it has its own)."""
         return {"queued": len(self.queue), "served": self.served, "overflow_drops": self.overflow_drops}
+
+
+if TYPE_CHECKING:  # mypy checks that the engines keep the contract of netstack.engine
+    _roceresponder: type[Engine] = RoceResponder
+    _bufferedresponder: type[Engine] = BufferedResponder

@@ -6,7 +6,7 @@ registry, ``netstack.protocols``): three control commands,
 
 - ``dta_enable``: ``{"port": collector-facing port, "connect_info": {...}, ["ip"], options}``
   builds a :class:`~netstack.dta.translator.DTATranslator` and attaches a
-  :class:`~netstack.dta.translator.TranslatorFeature` to the running switch (an
+  :class:`~netstack.dta.feature.TranslatorFeature` to the running switch (an
   enabled translator is replaced). Options: ``grace_reports`` (default 1000) or
   ``grace_ms``; ``append_flush_ms`` (default 1; ``null`` = never flush idle Append
   batches, the public behaviour); ``max_redundancy``; ``ack_every``; ``track_seqnum``;
@@ -73,7 +73,8 @@ class TranslatorControl:
 
         from ..io.control import ControlError
         from ..switch.config import derived_mac
-        from .translator import DTATranslator, TranslatorConfig, TranslatorFeature
+        from .feature import TranslatorFeature
+        from .translator import DTATranslator, TranslatorConfig
 
         switch = self.shell.switch
         port = req.get("port")
@@ -322,10 +323,6 @@ def region_layout(info: dict[str, Any], kind: str, **match: Any) -> dict[str, An
 
 
 # =========================================================================== collector nodes
-#: the topology node kind whose nodes run the collector daemon
-COLLECTOR_KIND = "collector"
-
-
 def collector_daemon_available() -> bool:
     return importlib.util.find_spec("daemons.collector") is not None
 
@@ -348,8 +345,4 @@ def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str) -
     }}, indent=2))
     return [sys.executable, "-m", "daemons.collector", "--config", str(cfg_path)]
 
-
-def collectors(topology: Any) -> list[Any]:
-    """The collector nodes of a topology."""
-    return [n for n in topology.nodes if n.kind.value == COLLECTOR_KIND]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headers.dta import (
     Append,
@@ -46,7 +46,7 @@ from headers.errors import HeaderError
 from headers.inet import build_udp_frame
 from headers.registry import UdpPort
 
-from ..engine import ActionQueue
+from ..engine import ActionQueue, Engine
 from .keywrite import sketch_index
 
 #: Retransmittable reports kept for NACK-driven resends (less than half the 8-bit seqnum space,
@@ -282,3 +282,8 @@ class CountMinSketch:
 
     def estimate(self, key: int) -> int:
         return min(self.matrix[r][sketch_index(key, r, self.columns)] for r in range(self.rows))
+
+
+if TYPE_CHECKING:  # mypy checks that the engines keep the contract of netstack.engine
+    _reporter: type[Engine] = Reporter
+    _sketchreporter: type[Engine] = SketchReporter

@@ -35,7 +35,7 @@ so the features only ever see frames without it.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, TypeVar
 
 from headers.errors import HeaderError
 from headers.linkguardian import DATA_DUMMY, DATA_ERA, DATA_RETX, ETHERTYPE, LGType, find_tag
@@ -339,18 +339,24 @@ def _registry(switch: Switch) -> dict[tuple[str, str], _LGFeature]:
     return reg
 
 
-def _enable(cls: type[_LGFeature], switch: Switch, port: str, params: LGParams | dict[str, Any] | None,
-            now_ns: int | None) -> Any:
+_F = TypeVar("_F", "LGSenderFeature", "LGReceiverFeature")
+
+
+def _enable(cls: type[_F], switch: Switch, port: str, params: LGParams | dict[str, Any] | None,
+            now_ns: int | None) -> _F:
     if isinstance(params, dict):
         params = LGParams.from_dict(params)
     reg = _registry(switch)
     key = (port, cls.role)
-    feature = reg.get(key)
-    if feature is None:
+    found = reg.get(key)
+    if found is None:
         feature = cls(switch, port, params)
         reg[key] = feature
-    elif params is not None and params != feature.params:
-        feature.set_params(params)
+    else:
+        assert isinstance(found, cls)  # the registry keys by role, and a role has one class
+        feature = found
+        if params is not None and params != feature.params:
+            feature.set_params(params)
     feature.enable(now_ns)
     return feature
 

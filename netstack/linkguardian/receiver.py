@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headers.errors import HeaderError
 from headers.linkguardian import (
@@ -74,7 +74,7 @@ from headers.linkguardian import (
 )
 from headers.registry import MIN_FRAME
 
-from ..engine import ActionQueue, Backpressure, Transmit
+from ..engine import ActionQueue, Backpressure, Engine, Transmit
 from ..ethernet import line_time_ns
 from .params import LGParams
 from .sender import LG_CONTROL_MAC
@@ -92,7 +92,7 @@ RESYNC_BEHIND = 4096
 MAX_HOLE_PER_NOTIFICATION = 255
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # (an engine inherits it: identity, not field, equality)
 class ReceiverCounters:
     """What the receiver counts (``LGReceiver`` carries them as its own attributes)."""
 
@@ -134,7 +134,7 @@ class LGReceiver(ReceiverCounters):
             raise ValueError("MAC addresses must be 6 bytes")
         ReceiverCounters.__init__(self)
         self._addr = dst_mac + src_mac
-        #: loss notifications and leading-ACK couriers to send back (``Transmit``, highest
+        #: loss notifications to send back (``Transmit``, highest
         #: class) and Algorithm 2's pause/resume transitions (``Backpressure``), in order
         self.actions = ActionQueue()
         #: the recirculation port's queue (absolute counters of held frames, head = on the
@@ -599,6 +599,9 @@ class LGReceiver(ReceiverCounters):
             self.ack_no = q[0] if q else self.expected
             self.blocking = True
 
+
+if TYPE_CHECKING:  # mypy checks that the engine keeps the contract of netstack.engine
+    _engine: type[Engine] = LGReceiver
 
 __all__ = ["COUNTER_KEYS", "MAX_HOLE_PER_NOTIFICATION", "RESYNC_BEHIND", "RESYNC_DISTANCE", "LGReceiver",
            "ReceiverCounters"]

@@ -31,7 +31,7 @@ frames pause the switch's egress class and the engine simply stamps fewer frames
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headers.errors import HeaderError
 from headers.linkguardian import (
@@ -51,7 +51,7 @@ from headers.linkguardian import (
 )
 from headers.registry import MIN_FRAME
 
-from ..engine import ActionQueue
+from ..engine import ActionQueue, Engine
 from .params import LGParams
 
 #: Destination of LinkGuardian's own control frames (dummies, ACK couriers, loss
@@ -60,7 +60,7 @@ from .params import LGParams
 LG_CONTROL_MAC = bytes.fromhex("034c47000000")
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # (an engine inherits it: identity, not field, equality)
 class SenderCounters:
     """What the sender counts (``LGSender`` carries them as its own attributes)."""
 
@@ -274,6 +274,10 @@ class LGSender(SenderCounters):
         self.dummy_budget = 0
         return n
 
+    def next_deadline(self) -> int | None:
+        """The sender keeps no timer: a tail loss is found by the dummies (LinkGuardian §3.2)."""
+        return None
+
     def buffered(self) -> list[int]:
         """Absolute counters of the copies in the Tx buffer, ascending (for tests and status)."""
         return sorted(self._buf)
@@ -316,5 +320,8 @@ class LGSender(SenderCounters):
         self.tx_buffer_bytes -= len(frame)
         self.tx_evictions += 1
 
+
+if TYPE_CHECKING:  # mypy checks that the engine keeps the contract of netstack.engine
+    _engine: type[Engine] = LGSender
 
 __all__ = ["COUNTER_KEYS", "LG_CONTROL_MAC", "LGSender", "SenderCounters"]

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import struct
 
+from ..ethernet import UDP_HEADERS_BYTES
+
 ETH_IPV4 = b"\x08\x00"
 PROTO_TCP = 6
 PROTO_UDP = 17
 #: Ethernet (14) + IPv4 (20) + UDP (8)
-UDP_HEADERS = 42
+UDP_HEADERS = UDP_HEADERS_BYTES
 #: Ethernet (14) + IPv4 (20) + TCP (20)
 TCP_HEADERS = 54
 

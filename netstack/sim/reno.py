@@ -26,7 +26,9 @@ initial number, so a transfer can cross the wrap; inside, every offset is absolu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..engine import ActionQueue, Engine
 
 _M32 = 0xFFFFFFFF
 
@@ -134,6 +136,8 @@ class RenoConnection:
         self.received = bytearray()
         self._ack_due = False
         self.c = RenoCounters()
+        #: segments are poll()'s return value: nothing is queued (netstack.engine)
+        self.actions = ActionQueue()
 
     # ------------------------------------------------------------------ application
     def write(self, data: bytes) -> None:
@@ -341,5 +345,8 @@ class RenoConnection:
                    unacked=self.unacked, ooo_bytes=self._ooo_bytes)
         return out
 
+
+if TYPE_CHECKING:  # mypy checks that the model keeps the engine contract
+    _engine: type[Engine] = RenoConnection
 
 __all__ = ["ACK", "PSH", "RenoConnection", "RenoCounters", "RenoParams", "Segment"]

@@ -28,8 +28,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..ethernet import WIRE_OVERHEAD_BYTES
 from ..traffic import percentiles
-from .packets import PROTO_TCP, ip_payload_end, tcp_fields
+from .packets import PROTO_TCP, TCP_HEADERS, ip_payload_end, tcp_fields
 from .reno import RenoConnection, RenoParams, Segment
 from .scenario import Context, Scenario, ScenarioError
 from .scenarios import host_path, live_prefix
@@ -305,8 +306,9 @@ class FlowArrivals:
         """The flow's completion time alone on the path (class docstring)."""
         mss = self.params.mss
         packets = max(1, math.ceil(size / mss))
-        wire = size + packets * 78  # Ethernet/IPv4/TCP headers, FCS, preamble and gap per packet
-        first = min(size, mss) + 78
+        per_packet = TCP_HEADERS + WIRE_OVERHEAD_BYTES  # headers, FCS, preamble and gap
+        wire = size + packets * per_packet
+        first = min(size, mss) + per_packet
         slowest = min(rate for rate, _ in self._path_links)
         return (sum(delay for _, delay in self._path_links) + sum(first * 8e9 / rate for rate, _ in self._path_links)
                 + (wire - first) * 8e9 / slowest)

@@ -24,7 +24,8 @@ Run-time control: ``update_port(port, now_ns=None, **PortConfig fields)``, ``set
 ``set_delay``, ``set_buffer``, ``set_ecn_threshold``, ``set_impairment``,
 ``clear_counters(port=None)``, ``fdb_entries()``. Invalid values raise ``ConfigError``.
 
-Feature interface (``switch.attach_feature(port, feature)``; every method optional)
+Feature interface (``switch.attach_feature(port, feature)``: :mod:`netstack.switch.feature`;
+subclass ``FeatureBase`` and override the hooks the feature needs, the port calls only those)
 ------------------------------------------------------------------------------------
 ``feature.on_ingress(frame: bytes, now_ns: int) -> bytes | None``
     Called for each data frame received on the port, after the FCS check and MAC control
@@ -36,8 +37,8 @@ Feature interface (``switch.attach_feature(port, feature)``; every method option
     start of transmission); returns the frame to send (add a tag, piggyback an ACK).
     Not called for idle-source or PFC frames.
 ``feature.idle_frame(now_ns: int) -> bytes | None``
-    The self-replenishing idle source (LinkGuardian's dummy / ACK-courier queues, seed
-    000 §3.1-§3.2: strictly lower priority than normal traffic). Consulted only when the
+    The self-replenishing idle source (LinkGuardian's dummy / ACK-courier queues,
+    LinkGuardian §3.1-§3.2: strictly lower priority than normal traffic). Consulted only when the
     port's link is free and every class queue is empty or paused; a frame returned is
     sent at once (it is not queued and uses no buffer). After it returns None it is asked
     again only after the next switch event (a receive, enqueue, pause, timer or control

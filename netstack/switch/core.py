@@ -33,7 +33,7 @@ from headers.tcd import ecn_mark_ipv4_frame_inplace
 from ..errors import ConfigError
 from ..ethernet import NUM_CLASSES
 from .config import ImpairmentConfig, PortConfig, SwitchConfig
-from .feature import MarkingPolicy, SwitchFeature, has_timer
+from .feature import MarkingPolicy, SwitchFeature, has_timer, implements
 from .forwarding import Fdb, classify, is_link_local
 from .pfc import pause_ns
 from .port import DepartureHook, Port
@@ -319,6 +319,12 @@ class Switch:
         p = self._port(port)
         if feature in p.features:
             return
+        if not any(implements(feature, h) for h in ("on_ingress", "on_egress", "idle_frame")) \
+                and not has_timer(feature):
+            # hooks are looked up on the class (FeatureBase's no-ops do not count): an object that
+            # defines none there would silently do nothing
+            raise ConfigError("feature", f"{type(feature).__name__} implements no hook of SwitchFeature "
+                                         "(on_ingress, on_egress, idle_frame, next_deadline + on_timer)")
         p.features.append(feature)
         p.refresh_hooks()
         if has_timer(feature):

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-#: the hooks a port calls on its features, by method name
-HOOKS = ("on_ingress", "on_egress", "idle_frame")
-
 
 @runtime_checkable
 class SwitchFeature(Protocol):
@@ -92,4 +89,4 @@ class MarkingPolicy(Protocol):
     def on_pause(self, cls: int, paused: bool, now_ns: int) -> None: ...
 
 
-__all__ = ["HOOKS", "FeatureBase", "MarkingPolicy", "SwitchFeature", "has_timer", "implements"]
+__all__ = ["FeatureBase", "MarkingPolicy", "SwitchFeature", "has_timer", "implements"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from headers.tcsack import MAX_BLOCKS
 
-from ..ethernet import UDP_HEADERS_BYTES, line_time_ns
+from ..ethernet import UDP_HEADERS_BYTES, WIRE_OVERHEAD_BYTES, serialisation_ns
 
 
 class TcsParamError(ValueError):
@@ -58,8 +58,10 @@ class TcsParams:
         """Time one datagram of ``datagram_bytes`` (TcsData header + payload) takes at ``rate_bps``.
 
         Ethernet, IPv4 and UDP headers, FCS, preamble and inter-frame gap count too, so that
-        ``rate_bps`` is a line rate, as a NIC's rate limiter counts it."""
-        return line_time_ns(datagram_bytes + UDP_HEADERS_BYTES, self.rate_bps)
+        ``rate_bps`` is a line rate, as a NIC's rate limiter counts it. (The minimum-frame padding
+        is not counted: a datagram of under 18 bytes, which only a payload of under 6 bytes
+        makes, is paced as its own bytes, as this sender always has.)"""
+        return serialisation_ns(datagram_bytes + UDP_HEADERS_BYTES + WIRE_OVERHEAD_BYTES, self.rate_bps)
 
     def with_changes(self, **changes: Any) -> TcsParams:
         # Any: mypy cannot match a ``**kwargs`` forwarder to replace()'s per-field types (int

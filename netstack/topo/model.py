@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 #: Linux IFNAMSIZ is 16 including the terminating NUL.
 IFNAME_MAX = 15
@@ -87,7 +87,14 @@ def _node_kinds() -> dict[str, str]:
 
 
 #: What a node is. Every kind but SWITCH is host-like: single-homed, one IPv4 address.
-NodeKind = enum.StrEnum("NodeKind", _node_kinds())  # type: ignore[misc]
+if TYPE_CHECKING:
+    class NodeKind(enum.StrEnum):
+        """(For type checkers: the two built-in kinds; the protocols' kinds exist at run time.)"""
+
+        HOST = "host"
+        SWITCH = "switch"
+else:
+    NodeKind = enum.StrEnum("NodeKind", _node_kinds())
 
 
 class Direction(enum.StrEnum):

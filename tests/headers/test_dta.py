@@ -433,7 +433,7 @@ def test_nack_without_extension() -> None:
 
 
 def test_nack_with_sketch_extension() -> None:
-    # seed §6.3: column 7 arrived while the last column processed was 5 -> "start over from column 6"
+    # DTA §6.3: column 7 arrived while the last column processed was 5 -> "start over from column 6"
     nack = DTANack.for_sketch(seqnum=9, reporter_id=12, sketch_id=3, expected_column=6)
     raw = nack.to_bytes()
     assert raw == bytes.fromhex("09c0" "000c" "0003" "00000006") and nack.size() == 10

@@ -229,3 +229,30 @@ def test_timers_fire_from_transmit_and_feature_can_pause_the_peer():
     out = sw.transmit(4 * MS)
     assert parse_pfc_frame(out[0][1]).quanta[1] == 0
     assert sw.next_deadline() is None
+
+
+def test_an_object_without_any_hook_is_refused_not_silently_ignored():
+    """Hooks are found on the feature's class (FeatureBase's no-ops do not count), so an object
+    whose "hooks" are instance attributes, or a bare FeatureBase, would do nothing: refused."""
+    import types
+
+    import pytest
+
+    from netstack.errors import ConfigError
+    from netstack.switch.feature import FeatureBase
+
+    sw = make_switch()
+    port = sw.ports[0].name
+    for useless in (FeatureBase(), types.SimpleNamespace(on_ingress=lambda frame, now: frame)):
+        with pytest.raises(ConfigError, match="implements no hook"):
+            sw.attach_feature(port, useless)
+    assert sw.ports[0].features == []
+
+    class Tap(FeatureBase):
+        def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
+            return frame
+
+    tap = Tap()
+    sw.attach_feature(port, tap)
+    assert sw.ports[0].features == [tap] and len(sw.ports[0].ingress_hooks) == 1
+    assert sw.ports[0].egress_hooks == [] and sw.ports[0].idle_hooks == []

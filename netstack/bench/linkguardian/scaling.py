@@ -11,8 +11,8 @@ from .params import PAPER_LONG_DELAY_NS, PAPER_ONE_WAY_DELAY_NS, PAPER_RATE_BPS
 def scaling(scale: float, frame_size: int) -> dict[str, Any]:
     """Every scale factor of the run (docs/architecture.md "Time and scale": rates / scale,
     times x scale, bytes unchanged)."""
+    from ...ethernet import line_time_exact_ns
     from ...linkguardian import LGParams
-    from ...switch.config import DEFAULT_OVERHEAD_BYTES
 
     p = LGParams.paper(100)
     rate = PAPER_RATE_BPS / scale
@@ -25,8 +25,8 @@ def scaling(scale: float, frame_size: int) -> dict[str, Any]:
         "one_way_delay_virtual": {"paper_ns": PAPER_ONE_WAY_DELAY_NS, "scaled_ns": PAPER_ONE_WAY_DELAY_NS * scale},
         "long_delay_virtual": {"paper_ns": PAPER_LONG_DELAY_NS, "scaled_ns": PAPER_LONG_DELAY_NS * scale},
         "frame_time": {"bytes": frame_size,
-                       "paper_ns": (frame_size + DEFAULT_OVERHEAD_BYTES) * 8e9 / PAPER_RATE_BPS,
-                       "scaled_ns": (frame_size + DEFAULT_OVERHEAD_BYTES) * 8e9 / rate},
+                       "paper_ns": line_time_exact_ns(frame_size, PAPER_RATE_BPS),
+                       "scaled_ns": line_time_exact_ns(frame_size, rate)},
         "bytes_unchanged": {"pause_threshold": p.pause_threshold_bytes, "resume_threshold": p.resume_bytes,
                             "tx_buffer": p.tx_buffer_limit_bytes, "reorder_buffer": p.reorder_buffer_limit_bytes,
                             "frame": frame_size},
