@@ -21,7 +21,10 @@ What it does ("Direct Telemetry Access", §7.3; docs/dta.md, "The collector daem
 - serves its control socket: ``ping``, ``status`` (responder counters per QP, region
   trailers, socket drops), ``connect_info`` (the exchange standing in for RDMA_CM: per
   region QPN, peer QPN, rkey, base address, size, layout and the PSN the next request must
-  carry, plus the collector's MAC/IP and ``memory_dir``), ``layout`` (the layout in force);
+  carry, plus the collector's MAC/IP and ``memory_dir``), ``bind`` (the other half of that
+  exchange: ``{"ip", "mac", "qps": {region: peer QPN}}`` connects those QPs to the
+  translator, and requests from anyone else are then dropped unanswered; until the first
+  ``bind`` a QP accepts nothing), ``layout`` (the layout in force);
 - on SIGTERM/SIGINT: stops, closes the regions and deletes their files
   (``CollectorMemory.close(unlink=True)``), so nothing stays in /dev/shm.
 
@@ -64,7 +67,7 @@ from headers.inet import ip_bytes, mac_bytes
 from netstack.dta.collector import RoceResponder
 from netstack.dta.memory import MANIFEST, CollectorMemory
 from netstack.engine import Transmit
-from netstack.io.control import ControlServer
+from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
 
 log = logging.getLogger("netstack.collector")
@@ -256,6 +259,7 @@ class CollectorShell:
             "ping": lambda req: "pong",
             "status": self.ctl_status,
             "connect_info": self.ctl_connect_info,
+            "bind": self.ctl_bind,
             "layout": lambda req: self.layout,
         }
 
@@ -268,6 +272,23 @@ class CollectorShell:
             entry["initial_psn"] = self.nic.qp(entry["name"]).epsn
         info["memory_dir"] = str(self.memory.directory)
         return info
+
+    def ctl_bind(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Connect QPs to their peer, the translator (``netstack.dta.control.enable_translator``
+        sends this before ``dta_enable``): ``{"ip", "mac", "qps": {region name: the
+        translator's QPN}}``; ``qps`` absent binds every QP to the peer QPN connect_info
+        proposed. A later ``bind`` replaces the peer (a translator replaced by another)."""
+        ip, mac, qps = req.get("ip"), req.get("mac"), req.get("qps")
+        if not isinstance(ip, str) or not isinstance(mac, str):
+            raise ControlError("bind needs the translator's ip and mac as strings")
+        if qps is not None and not isinstance(qps, dict):
+            raise ControlError("qps must be an object {region name: the translator's QPN}")
+        try:
+            bound = self.nic.bind(mac, ip, qps)
+        except ValueError as exc:
+            raise ControlError(f"cannot bind: {exc}") from None
+        log.info("QPs %s bound to the translator %s (%s)", ", ".join(bound), ip, mac)
+        return {"bound": bound, "ip": ip, "mac": mac}
 
     def ctl_status(self, req: dict[str, Any]) -> dict[str, Any]:
         with contextlib.suppress(OSError):

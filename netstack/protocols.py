@@ -37,6 +37,8 @@ class ProtocolPlugin:
     features: Mapping[str, str] = field(default_factory=dict)
     node_kinds: Mapping[str, str] = field(default_factory=dict)
     scenarios: str | None = None
+    #: EtherTypes only switches may originate: a switch's edge ports drop them from hosts
+    switch_only_ethertypes: tuple[int, ...] = ()
 
 
 PROTOCOLS: tuple[ProtocolPlugin, ...] = (
@@ -44,7 +46,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    "Retransmission (LinkGuardian)",
                    control="netstack.linkguardian.control",
                    features={"linkguardian": "netstack.linkguardian.topology"},
-                   scenarios="netstack.linkguardian.scenarios"),
+                   scenarios="netstack.linkguardian.scenarios",
+                   switch_only_ethertypes=(0xABCD,)),  # its tags (headers.registry EtherType.LINKGUARDIAN)
     ProtocolPlugin("dta", "A Novel Transport Protocol for Network Telemetry Collection (Direct Telemetry Access)",
                    control="netstack.dta.control",
                    node_kinds={"collector": "netstack.dta.control"}),
@@ -90,10 +93,15 @@ def node_kinds() -> dict[str, str]:
     return out
 
 
+def switch_only_ethertypes() -> tuple[int, ...]:
+    """Every EtherType some protocol reserves to switches (edge ports drop them from hosts)."""
+    return tuple(sorted({e for p in PROTOCOLS for e in p.switch_only_ethertypes}))
+
+
 def scenario_modules() -> tuple[str, ...]:
     """Every module whose ``SCENARIOS`` ``netstack sim`` registers."""
     return GENERIC_SCENARIOS + tuple(p.scenarios for p in PROTOCOLS if p.scenarios)
 
 
 __all__ = ["GENERIC_SCENARIOS", "PROTOCOLS", "ProtocolPlugin", "control_modules", "features", "load", "node_kinds",
-           "scenario_modules"]
+           "scenario_modules", "switch_only_ethertypes"]

@@ -81,7 +81,13 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
             "mtu": link.mtu,
             "fcs": port.fcs,
             "mac": port.mac,
+            # a port to a host is an edge port: it drops what only switches send, and its PFC
+            # watchdog is on; a port to a switch carries the protocols' own pauses (LinkGuardian
+            # backpressure, a lossless fabric) for as long as they last (docs/security.md)
+            "role": "fabric" if topology.node(port.peer_node).kind is NodeKind.SWITCH else "edge",
         }
+        if entry["role"] == "edge":
+            entry["pfc_watchdog_ns"] = EDGE_PFC_WATCHDOG_NS
         entry.update(port_options(link.name, link.end(node).features.get("switch", {})))
         imp = link.impairment
         if imp is not None and imp.backend == "switch" and any(e.node == node for e in link.impaired_ends()):
@@ -109,7 +115,8 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
     from .switch.plugins import port_features
 
     features = {ifname: feats for (n, ifname), feats in port_features(topology).items() if n == node}
-    out: dict[str, Any] = {"switch": {"name": node, "ports": ports, "static_fdb": static}}
+    out: dict[str, Any] = {"switch": {"name": node, "ports": ports, "static_fdb": static,
+                                      "switch_only_ethertypes": list(protocols.switch_only_ethertypes())}}
     if features:
         out["features"] = features  # attached by the daemon at start (netstack.switch.plugins)
     return out
@@ -118,15 +125,19 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
 #: ``[links.features.<end>.switch]`` keys -> PortConfig fields (sizes accept "20KB" etc.)
 PORT_OPTIONS = {
     "lossless": ("lossless", bool), "xoff": ("xoff_bytes", "size"), "xon": ("xon_bytes", "size"),
-    "ecn_threshold": ("ecn_threshold_bytes", "size"), "default_class": ("default_class", int),
-    "peer_mac_pfc": ("peer_mac", "peer"),
+    "ecn_threshold": ("ecn_threshold_bytes", "size"), "default_class": ("default_class", "class"),
+    "peer_mac_pfc": ("peer_mac", "peer"), "pfc_from_host": ("pfc_from_host", bool),
+    "pfc_watchdog": ("pfc_watchdog_ns", "watchdog"),
 }
+#: The PFC watchdog on edge ports unless the file says otherwise: production switches detect a
+#: pause storm in 100-400 ms; fabric ports have it off (see switch_config)
+EDGE_PFC_WATCHDOG_NS = 100_000_000
 
 
 def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
     """Switch-port settings a topology file gives per link end, e.g.
     ``[links.features.b] switch = { lossless = true, xoff = "20KB", xon = "10KB" }``."""
-    from .topo.model import TopologyError, parse_size
+    from .topo.model import TopologyError, parse_delay, parse_size
 
     out: dict[str, Any] = {}
     for key, value in options.items():
@@ -137,15 +148,20 @@ def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
         try:
             if kind == "size":
                 out[field] = parse_size(value)
+            elif kind == "watchdog":
+                off = value is False or value == "off" or value == 0
+                out[field] = None if off else (parse_delay(value) or None)  # "0" is off too
             elif kind is bool:
                 if not isinstance(value, bool):
                     raise ValueError(f"{value!r} is not true/false")
                 out[field] = value
-            elif kind is int:
-                out[field] = int(value)
+            elif kind == "class":  # an 802.1Qbb priority: PFC has eight
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 7:
+                    raise ValueError(f"{value!r} is not a priority class (an integer 0-7)")
+                out[field] = value
             else:
                 out[field] = value
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise TopologyError([(f"links[{link}].features.switch.{key}", str(exc))]) from None
     return out
 

@@ -183,14 +183,31 @@ def test_the_repository_refers_to_no_file_it_does_not_contain():
     assert hits == [], f"{len(hits)} references, first: {hits[:5]}"
 
 
-def test_markdown_links_point_at_files_that_exist():
+def _anchors(md: Path) -> set[str]:
+    """The anchors GitHub makes for a Markdown file's headings: lower case, punctuation but ``-``
+    and ``_`` dropped, spaces as ``-``; a repeated heading gets ``-1``, ``-2``..."""
+    seen: dict[str, int] = {}
+    out = set()
+    text = re.sub(r"```.*?```", "", md.read_text(), flags=re.S)
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def test_markdown_links_point_at_files_and_headings_that_exist():
     broken = []
     for md in [*(ROOT / "docs").glob("*.md"), ROOT / "README.md"]:
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", md.read_text()):
-            if "://" in target:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", md.read_text()):
+            if "://" in target or not (target or anchor):
                 continue
-            if not (md.parent / target).exists():
+            path = md.parent / target if target else md
+            if not path.exists():
                 broken.append(f"{md.relative_to(ROOT)} -> {target}")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                broken.append(f"{md.relative_to(ROOT)} -> {target}#{anchor}: no such heading")
     assert broken == []
 
 

@@ -55,3 +55,33 @@ switch = { lossless = true, xoff = "20KB", xon = "10KB", ecn_threshold = "30KB" 
 def test_bad_port_options_name_the_field(options, problem):
     with pytest.raises(TopologyError, match=problem):
         port_options("h1-sw1", options)
+
+
+@pytest.mark.parametrize("options,problem", [
+    ({"default_class": float("inf")}, "default_class: inf is not a priority class"),  # was OverflowError
+    ({"default_class": 8}, r"default_class: 8 is not a priority class \(an integer 0-7\)"),
+    ({"default_class": 2.7}, "default_class: 2.7 is not"),  # was silently class 2
+    ({"default_class": True}, "default_class: True is not"),
+    ({"pfc_watchdog": "soon"}, "pfc_watchdog"),
+    ({"pfc_from_host": "yes"}, "true/false"),
+])
+def test_port_options_never_raise_anything_but_a_topology_error(options, problem):
+    assert port_options("h1-sw1", {"default_class": 7}) == {"default_class": 7}
+    with pytest.raises(TopologyError, match=problem):
+        port_options("h1-sw1", options)
+
+
+def test_ports_get_their_role_and_edge_ports_their_pfc_watchdog():
+    """A port facing a host is an edge port (it drops what only switches send and has the PFC
+    watchdog on); a port facing a switch is a fabric port (the protocols' own pauses last)."""
+    from netstack.topo.model import load_topology
+
+    topo = load_topology(None)  # the default topology, as netstack up builds it
+    cfg = switch_config(topo, netns.plan(topo, "x"), "sw1")["switch"]
+    ports = {p["name"]: p for p in cfg["ports"]}
+    assert ports["p-h1"]["role"] == "edge" and ports["p-h1"]["pfc_watchdog_ns"] == 100_000_000
+    assert ports["p-sw2"]["role"] == "fabric" and "pfc_watchdog_ns" not in ports["p-sw2"]
+    assert 0xABCD in cfg["switch_only_ethertypes"]
+    off = port_options("h1-sw1", {"pfc_watchdog": False})
+    assert off == {"pfc_watchdog_ns": None}
+    assert port_options("x", {"pfc_watchdog": "5ms"}) == {"pfc_watchdog_ns": 5_000_000}

@@ -71,6 +71,14 @@ def _register_enable(dsub: argparse._SubParsersAction) -> None:
                    help="never flush idle Append batches (the public translator's behaviour)")
     e.add_argument("--max-redundancy", type=int, help="cap on N for Key-Write / Key-Increment reports")
     e.add_argument("--ack-every", type=int, help="set AckReq on every n-th request of a QP (default: never)")
+    w = e.add_mutually_exclusive_group()
+    w.add_argument("--nak-window-ms", type=float, default=None,
+                   help="with no ACK moving a QP's window, believe a PSN-sequence NAK only for a PSN sent in the "
+                        "last this many ms (default: 10000; docs/security.md, DTA finding 1)")
+    w.add_argument("--no-nak-window-time", action="store_true",
+                   help="no time bound on believed NAKs (only the unacknowledged PSNs and 2^23)")
+    e.add_argument("--nak-window-slack", type=int, default=None, metavar="PSNS",
+                   help="requests lost in a row that the time window still covers (default: 1024)")
     e.add_argument("--no-seq-tracking", action="store_true",
                    help="do not NACK gaps in retransmittable reports' sequence numbers")
     e.add_argument("--cls", type=int, default=0, help="egress class of the RoCEv2 frames (default: 0)")
@@ -197,23 +205,23 @@ def _switch(args: argparse.Namespace) -> str:
 # --------------------------------------------------------------------------- enable / disable / status
 
 
+#: ``enable_translator`` options given by value: (option, the argparse destination)
+_ENABLE_OPTIONS = (("grace_reports", "grace"), ("grace_ms", "grace_ms"), ("append_flush_ms", "append_flush_ms"),
+                   ("max_redundancy", "max_redundancy"), ("ack_every", "ack_every"),
+                   ("nak_window_ms", "nak_window_ms"), ("nak_window_slack", "nak_window_slack"))
+
+
 def cmd_enable(args: argparse.Namespace) -> int:
     dta = _dta()
     opts: dict[str, Any] = {"cls": args.cls}
-    if args.grace is not None:
-        opts["grace_reports"] = args.grace
-    if args.grace_ms is not None:
-        opts["grace_ms"] = args.grace_ms
-    if args.no_append_flush:
-        opts["append_flush_ms"] = None
-    elif args.append_flush_ms is not None:
-        opts["append_flush_ms"] = args.append_flush_ms
-    if args.max_redundancy is not None:
-        opts["max_redundancy"] = args.max_redundancy
-    if args.ack_every is not None:
-        opts["ack_every"] = args.ack_every
-    if args.no_seq_tracking:
-        opts["track_seqnum"] = False
+    for option, value in _ENABLE_OPTIONS:
+        if getattr(args, value) is not None:
+            opts[option] = getattr(args, value)
+    # the --no-* flags switch a feature off (None or False); they are exclusive with its value
+    for flag, option, off in (("no_append_flush", "append_flush_ms", None), ("no_seq_tracking", "track_seqnum", False),
+                              ("no_nak_window_time", "nak_window_ms", None)):
+        if getattr(args, flag):
+            opts[option] = off
     try:
         out = dta.enable_translator(args.prefix, args.switch, args.collector, **opts)
     except dta.DTAError as exc:
@@ -226,8 +234,11 @@ def cmd_enable(args: argparse.Namespace) -> int:
           f"(translator {out['translator_ip']}, {out['translator_mac']}) for collector {out['collector_node']} "
           f"({out['collector_ip']}, {out['collector_mac']})")
     print(f"  regions: {', '.join(out['regions'])}; memory in {out['memory_dir']}")
+    window = f"{cfg['nak_window_ns'] / 1e6:g} ms" if cfg.get("nak_window_ns") is not None else "no time bound"
     print(f"  grace period {grace}, idle Append flush {flush}, max redundancy "
-          f"{cfg['max_redundancy'] or 'per store'}")
+          f"{cfg['max_redundancy'] or 'per store'}, NAK window {window} + {cfg.get('nak_window_slack', 0)} PSNs")
+    if out.get("bound"):
+        print(f"  collector QPs bound to the translator: {', '.join(out['bound'])}")
     return 0
 
 
@@ -252,7 +263,7 @@ TRANSLATOR_COLS = ["reports", "keywrite", "append", "keyincrement", "sketch", "r
 QP_COLS = ["requests", "writes", "fetch_adds", "acks", "atomic_acks", "naks_psn", "naks_access", "naks_invalid",
            "out_of_sequence_dropped", "duplicates"]
 RESPONDER_COLS = ["frames", "not_roce", "malformed", "not_for_us", "icrc_errors", "bad_header", "unknown_qp",
-                  "not_request", "internal_errors"]
+                  "requests_unbound", "requests_rejected_source", "not_request", "internal_errors"]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -288,9 +299,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"collector {col['collector']} ({col['ip']}, {col['ifname']}), memory in {col['memory_dir']}, "
           f"UDP 4791 guard: {col['udp4791_guard']}, socket drops: {col['kernel_drops']}")
     print(format_table(["responder", *RESPONDER_COLS], [["all QPs", *(r.get(k, 0) for k in RESPONDER_COLS)]]))
-    rows = [[name, *(qp.get(k, 0) for k in QP_COLS)] for name, qp in r["qps"].items()]
-    print(format_table(["queue pair", *QP_COLS], rows))
+    rows = [[name, _peer(qp.get("peer")), *(qp.get(k, 0) for k in QP_COLS)] for name, qp in r["qps"].items()]
+    print(format_table(["queue pair", "bound to", *QP_COLS], rows))
     return 0
+
+
+def _peer(peer: dict[str, Any] | None) -> str:
+    """A QP's connected peer (the translator) for the status table; unbound QPs accept nothing."""
+    return "(unbound)" if not peer else f"{peer['ip']} qpn {peer['qpn']}"
 
 
 # --------------------------------------------------------------------------- report

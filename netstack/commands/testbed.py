@@ -166,6 +166,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             rows.append([node, port, *[_get(c, k) for k in cols]])
     print(f"topology {st['topology']} (prefix {st['prefix']})")
     print(format_table(["node", "port", *cols], rows))
+    _print_defences(st)
     others = {node: d for node, d in st["daemons"].items() if "ports" not in d and "error" not in d}
     for node, d in others.items():
         summary = {k: v for k, v in d.items() if isinstance(v, (int, float, str)) and k != "pid"}
@@ -176,6 +177,22 @@ def cmd_status(args: argparse.Namespace) -> int:
                   i.get("corrupted", ""), i.get("dropped", "")] for where, i in sorted(st["impairments"].items())]
         print(format_table(["direction", "link", "backend", "corrupt", "loss", "corrupted", "dropped"], irows))
     return 0
+
+
+#: what the switches refused or repaired (docs/security.md): shown when any of it happened
+DEFENCES = ("edge_drops_switch_only", "edge_drops_pfc", "mac_control_dropped", "pfc_watchdog_events",
+            "pfc_watchdog_ignored")
+
+
+def _print_defences(st: dict[str, Any]) -> None:
+    rows = [[node, port, *[c.get(k, 0) for k in DEFENCES]]
+            for node, d in st["daemons"].items() for port, c in d.get("ports", {}).items()
+            if any(c.get(k) for k in DEFENCES)]
+    if rows:
+        from ..bench.common import format_table
+
+        print("\nrefused at the edge / PFC watchdog (docs/security.md):")
+        print(format_table(["node", "port", *DEFENCES], rows))
 
 
 def _get(counters: dict[str, Any], key: str) -> Any:

@@ -7,7 +7,7 @@ sans-IO engines that keep the :mod:`netstack.engine` contract.
   batching, Sketch-Merge aggregation, NACKs, QP resynchronisation with a grace period;
   :class:`TranslatorFeature` plugs it into the software switch.
 - :mod:`.collector` — the collector's RDMA NIC in software: a RoCEv2 RC responder
-  executing requests on registered memory, with proper ACK/NAKs.
+  executing requests on registered memory, with proper ACK/NAKs, each QP bound to its peer.
 - :mod:`.memory` — registered regions as shared-memory files plus a JSON manifest.
 - :mod:`.query` — the collector CPU's side: Key-Write lookups, Append reads, count-min
   counters, sketch point queries.
@@ -20,6 +20,7 @@ Typical wiring (one process, e.g. a test)::
     mem.add_append_list(1, entries=4096, batch=4)
     nic = RoceResponder(mem, mac=..., ip=...)
     tr = DTATranslator(TranslatorConfig(nic.connect_info(), mac=..., ip=...), now_ns=now)
+    nic.bind(tr.config.mac, tr.config.ip)  # connect the QPs to their peer: nobody else is served
     for f in tr.on_report(report_frame, now):
         for resp in nic.receive(f, now):
             tr.on_roce_response(resp, now)

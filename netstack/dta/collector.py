@@ -13,11 +13,19 @@ Behaviour (IBTA vol. 1 ch. 9, RC responder), and where we simplify:
 
 - One RC queue pair per region (the public collector has one per store); a QP may touch
   any region of the collector (one protection domain), selected by rkey.
+- **A QP is connected to one peer** (:meth:`RoceResponder.bind`): the translator's MAC, IP
+  and QPN, as a real RC QP is bound to one remote GID and QPN when it moves to RTR (the
+  RDMA_CM exchange, DTA §7.2.1; here the ``bind`` control command that
+  :func:`netstack.dta.control.enable_translator` sends before ``dta_enable``). Until then
+  it accepts nothing (``requests_unbound``), as a QP in INIT drops every packet.
 - Checks, in order: IPv4/UDP to port 4791 (else ``not_roce``), parses (else
   ``malformed``), addressed to our IP (``not_for_us``), ICRC (``icrc_errors``, silent
   drop, as a NIC does), BTH version 0 and P_Key in the
-  default partition (``bad_header``), known destination QP (``unknown_qp``), request
-  opcode (responses arriving here: ``not_request``).
+  default partition (``bad_header``), known destination QP (``unknown_qp``), **from the
+  QP's peer** (source IP and MAC; else ``requests_rejected_source``, or
+  ``requests_unbound``), request opcode (responses arriving here: ``not_request``). Every
+  one of these is a silent drop: no response, so nothing tells a stranger a QP's expected
+  PSN (docs/security.md#dta).
 - PSN: with ``d = (psn - ePSN) mod 2**24``: ``d == 0`` executes; ``0 < d < 2**23`` is a
   **PSN sequence error**: NAK code 0 whose BTH PSN is the expected PSN (what the translator
   resets to, §5.3). ``nak_policy="once"`` (default, IBTA) sends one NAK per sequence
@@ -41,8 +49,9 @@ Behaviour (IBTA vol. 1 ch. 9, RC responder), and where we simplify:
   the QP in the Error state; we keep it usable so a single forged or buggy request does
   not stop collection for good (the emulation's only deviation in this path; counted).
 - MSN counts completed messages (24 bits); every AETH carries it.
-- Responses: from our MAC/IP to the request's source MAC/IP, same UDP source port,
-  destination QP = the translator-side QPN announced in :meth:`connect_info`.
+- Responses: from our MAC/IP to the QP's peer (the request's source, which the peer check
+  made equal to it), same UDP source port, destination QP = the peer's QPN (proposed in
+  :meth:`connect_info`, confirmed by :meth:`bind`).
 
 :class:`BufferedResponder` puts a finite receive buffer and a service time in front of the
 responder: the NIC whose buffer fills with stale frames during a desynchronisation is what
@@ -54,12 +63,12 @@ from __future__ import annotations
 import json
 import random
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from headers.errors import HeaderError
-from headers.inet import ip_str, mac_str
+from headers.inet import ip_bytes, ip_str, mac_bytes, mac_str
 from headers.registry import UdpPort
 from headers.roce import (
     BTH,
@@ -134,6 +143,8 @@ class QueuePair:
     nak_outstanding: bool = False
     counters: QpCounters = field(default_factory=QpCounters)
     replay: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    peer_mac: bytes | None = None  # the connected peer (None: not bound yet, nothing is accepted)
+    peer_ip: bytes | None = None
 
 
 @dataclass
@@ -145,6 +156,8 @@ class ResponderCounters:
     icrc_errors: int = 0
     bad_header: int = 0
     unknown_qp: int = 0
+    requests_unbound: int = 0
+    requests_rejected_source: int = 0
     not_request: int = 0
     internal_errors: int = 0
 
@@ -219,6 +232,29 @@ class RoceResponder:
     def connect_info_json(self) -> str:
         return json.dumps(self.connect_info())
 
+    def bind(self, mac: bytes | str, ip: bytes | str, qpns: Mapping[str, int] | None = None) -> list[str]:
+        """Connect QPs to their peer: requests are then accepted only from ``mac``/``ip`` and
+        answered to the peer QPN (the RTR transition of an RC QP, which fixes the remote GID
+        and QPN; DTA §7.2.1). ``qpns``: {QP name: the peer's QPN} for the QPs to bind (None:
+        every QP, keeping the peer QPN :meth:`connect_info` proposed). Binding again
+        replaces the peer (a translator replaced by another). Returns the names bound;
+        ValueError (nothing changed) for an unknown name or a QPN outside 24 bits."""
+        peer_mac = mac_bytes(mac) if isinstance(mac, str) else bytes(mac)
+        peer_ip = ip_bytes(ip) if isinstance(ip, str) else bytes(ip)
+        if len(peer_mac) != 6 or len(peer_ip) != 4:
+            raise ValueError("the peer's mac must be 6 bytes and its ip 4 bytes")
+        if qpns is None:
+            qpns = {qp.name: qp.peer_qpn for qp in self.qps.values()}
+        for name, qpn in qpns.items():
+            if name not in self._by_name:
+                raise ValueError(f"no QP {name!r}; QPs: {sorted(self._by_name)}")
+            if not isinstance(qpn, int) or isinstance(qpn, bool) or not 0 <= qpn <= PSN_MASK:
+                raise ValueError(f"peer QPN {qpn!r} of {name!r} is not a 24-bit number")
+        for name, qpn in qpns.items():
+            qp = self._by_name[name]
+            qp.peer_mac, qp.peer_ip, qp.peer_qpn = peer_mac, peer_ip, qpn
+        return list(qpns)
+
     # ------------------------------------------------------------------ data path
     def receive(self, frame: bytes | bytearray | memoryview, now_ns: int = 0) -> list[bytes]:
         """Execute one RoCEv2 request; return the response frames (possibly none). Never raises
@@ -256,6 +292,13 @@ class RoceResponder:
         qp = self.qps.get(bth.dqpn)
         if qp is None:
             c.unknown_qp += 1
+            return []
+        if req.ip.src != qp.peer_ip or req.eth.src != qp.peer_mac:
+            # not the connected peer: dropped before the PSN is looked at, and never answered
+            if qp.peer_ip is None:
+                c.requests_unbound += 1
+            else:
+                c.requests_rejected_source += 1
             return []
         if bth.opcode not in _REQUESTS:
             c.not_request += 1
@@ -378,7 +421,10 @@ class RoceResponder:
     def counters(self) -> dict[str, Any]:
         """JSON-able counters: responder-wide, and per QP (with its ePSN and MSN)."""
         out: dict[str, Any] = asdict(self.counters_)
-        out["qps"] = {qp.name: {"qpn": qp.qpn, "epsn": qp.epsn, "msn": qp.msn, **asdict(qp.counters)}
+        out["qps"] = {qp.name: {"qpn": qp.qpn, "epsn": qp.epsn, "msn": qp.msn, **asdict(qp.counters),
+                                "peer": None if qp.peer_ip is None else {
+                                    "mac": mac_str(qp.peer_mac or b""), "ip": ip_str(qp.peer_ip),
+                                    "qpn": qp.peer_qpn}}
                       for qp in self.qps.values()}
         return out
 

@@ -4,15 +4,17 @@ orchestration that connects a translator to a collector.
 Switch side (:func:`switch_handlers`, loaded by every switch daemon through the protocol
 registry, ``netstack.protocols``): three control commands,
 
-- ``dta_enable``: ``{"port": collector-facing port, "connect_info": {...}, ["ip"], options}``
+- ``dta_enable``: ``{"port": collector-facing port, "connect_info": {...}, ["ip"], ["mac"], options}``
   builds a :class:`~netstack.dta.translator.DTATranslator` and attaches a
   :class:`~netstack.dta.feature.TranslatorFeature` to the running switch (an
   enabled translator is replaced). Options: ``grace_reports`` (default 1000) or
   ``grace_ms``; ``append_flush_ms`` (default 1; ``null`` = never flush idle Append
   batches, the public behaviour); ``max_redundancy``; ``ack_every``; ``track_seqnum``;
-  ``sketch_nack_holdoff_ms``; ``udp_sport``; ``cls`` (egress class of the RoCEv2 frames).
-  The translator's MAC is the collector-facing port's MAC; its IP (the source of the
-  RoCEv2 requests and destination of the collector's ACK/NAKs) need not be routable.
+  ``sketch_nack_holdoff_ms``; ``udp_sport``; ``nak_window_ms`` (``null``: no time bound)
+  and ``nak_window_slack`` (which ACK/NAKs are believed, docs/security.md#dta); ``cls``
+  (egress class of the RoCEv2 frames). The translator's MAC is the collector-facing port's
+  MAC unless ``mac`` says otherwise; its IP (the source of the RoCEv2 requests and
+  destination of the collector's ACK/NAKs) need not be routable.
 - ``dta_disable``: detach it (buffered Append entries that were never written are lost,
   as when a real translator is reprogrammed).
 - ``dta_status``: the translator's counters, PSNs, list heads, sketch progress.
@@ -23,8 +25,11 @@ memory lives in ``/dev/shm/netstack-<prefix>-<node>``) for ``netstack up``.
 
 Orchestration (any process with the run state, e.g. the CLI and tests)
     :func:`enable_translator` reads the collector daemon's ``connect_info`` (the stand-in for
-    RDMA_CM, "Direct Telemetry Access" §7.2.1) and sends ``dta_enable`` to the collector's ToR,
-    on the port that ``state.json`` says faces the collector. :func:`disable_translator`,
+    RDMA_CM, "Direct Telemetry Access" §7.2.1), tells the collector daemon who the QPs' peer
+    is (``bind``: the translator's IP, MAC and QPNs, so that its responder accepts requests
+    from that peer only, as a real RC QP is connected to one remote GID and QPN) and then
+    sends ``dta_enable`` to the collector's ToR, on the port that ``state.json`` says faces
+    the collector. :func:`disable_translator`,
     :func:`translator_status`, :func:`collector_status`, :func:`memory_dir`.
 """
 
@@ -50,6 +55,8 @@ TRANSLATOR_OPTIONS = {
     "track_seqnum": ("track_seqnum", None),
     "sketch_nack_holdoff_ms": ("sketch_nack_holdoff_ns", _MS),
     "udp_sport": ("udp_sport", None),
+    "nak_window_ms": ("nak_window_ns", _MS),
+    "nak_window_slack": ("nak_window_slack", None),
 }
 NOT_ENABLED = "DTA is not enabled on this switch: netstack dta enable"
 
@@ -69,7 +76,7 @@ class TranslatorControl:
         return {"dta_enable": self.enable, "dta_disable": self.disable, "dta_status": self.status}
 
     def enable(self, req: dict[str, Any]) -> dict[str, Any]:
-        from headers.inet import ip_bytes, mac_str
+        from headers.inet import ip_bytes, mac_bytes, mac_str
 
         from ..io.control import ControlError
         from ..switch.config import derived_mac
@@ -98,8 +105,11 @@ class TranslatorControl:
         cls = req.get("cls", 0)
         if not isinstance(cls, int) or not 0 <= cls <= 7:
             raise ControlError(f"cls={cls!r} must be a traffic class 0..7")
-        mac = switch.config.port(port).mac or derived_mac(switch.config.name, port)
+        if req.get("mac") is not None and not isinstance(req["mac"], str):
+            raise ControlError(f"mac={req['mac']!r} must be a MAC address string")
         try:
+            mac = mac_bytes(req["mac"]) if req.get("mac") else (switch.config.port(port).mac
+                                                                 or derived_mac(switch.config.name, port))
             ip = req.get("ip") or default_translator_ip(info["ip"])
             ip_bytes(ip)
             config = TranslatorConfig(info, mac, ip, **kwargs)
@@ -115,7 +125,8 @@ class TranslatorControl:
                          "collector_mac": info["mac"], "enabled_at": time.time(),
                          "config": {k: getattr(config, k) for k in (
                              "grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "ack_every",
-                             "track_seqnum", "sketch_nack_holdoff_ns", "udp_sport")},
+                             "track_seqnum", "sketch_nack_holdoff_ns", "udp_sport", "nak_window_ns",
+                             "nak_window_slack")},
                          "regions": [r.get("name") for r in info.get("regions", [])]}
         self.shell.flush()
         import logging
@@ -256,8 +267,9 @@ def translator_ip(state: dict[str, Any], collector: str) -> str:
 def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_node: str = "c1",
                       **options: Any) -> dict[str, Any]:
     """Connect ``switch_node``'s translator to ``collector_node``'s daemon: fetch its
-    connect_info and send ``dta_enable`` on the port facing it. ``switch_node=None`` picks the
-    collector's ToR. ``options``: see :data:`TRANSLATOR_OPTIONS` (and ``cls``, ``ip``)."""
+    connect_info, bind the collector's QPs to the translator (its IP, MAC and QPNs) and send
+    ``dta_enable`` on the port facing it. ``switch_node=None`` picks the collector's ToR.
+    ``options``: see :data:`TRANSLATOR_OPTIONS` (and ``cls``, ``ip``, ``mac``)."""
     state = run_state(prefix)
     check_collector(state, collector_node)
     if switch_node is None:
@@ -266,8 +278,25 @@ def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_no
     port = collector_port(state, switch_node, collector_node)
     info = _control(prefix, collector_node, "connect_info")
     options.setdefault("ip", translator_ip(state, collector_node))
+    options.setdefault("mac", port_mac(state, switch_node, port))
+    # the peer first: a request the collector would refuse would open a PSN gap (a resync)
+    bound = _control(prefix, collector_node, "bind", ip=options["ip"], mac=options["mac"],
+                     qps={r["name"]: r["peer_qpn"] for r in info.get("regions", [])})
     result = _control(prefix, switch_node, "dta_enable", port=port, connect_info=info, **options)
-    return {"switch": switch_node, "collector_node": collector_node, "memory_dir": info.get("memory_dir"), **result}
+    return {"switch": switch_node, "collector_node": collector_node, "memory_dir": info.get("memory_dir"),
+            "bound": bound.get("bound", []), **result}
+
+
+def port_mac(state: dict[str, Any], switch: str, port: str) -> str:
+    """The MAC of ``switch``'s ``port`` (state.json "ports"; the switch derives one if none)."""
+    from headers.inet import mac_str
+
+    from ..switch.config import derived_mac
+
+    for p in state["ports"]:
+        if p["node"] == switch and p["ifname"] == port and p.get("mac"):
+            return str(p["mac"])
+    return mac_str(derived_mac(switch, port))
 
 
 def disable_translator(prefix: str, switch_node: str = "sw2") -> dict[str, Any]:

@@ -74,10 +74,57 @@ translator, as the public code's per-port drop counter does — the public defau
 public code, where every NAK re-arms the drop counter). A count-based grace period only
 ends when reports arrive; held writes and due flushes are emitted with the report that
 ends it. The grace period is per collector NIC (shared by all QPs), like the public
-per-egress-port register. Differences from the public code: a *positive* ACK does not
-touch the PSN (the public code rewinds on any opcode-0x11 packet), and a NAK whose PSN is
-ahead of what we have sent is ignored (``response_bad_psn``: a forged or corrupt NAK must
-not move the PSN forward).
+per-egress-port register.
+
+Which responses are believed (docs/security.md#dta). The public code rewinds on any
+opcode-0x11 packet; a forged NAK far behind then makes the collector drop every later
+WRITE as a duplicate. A response is acted on only when it is
+
+1. from our collector: its source MAC and IP from ``connect_info``, and UDP source port
+   ``udp_sport`` (our collector answers from the port the request came from); else
+   ``responses_rejected_source``;
+2. for us: destination MAC/IP ``mac``/``ip`` and UDP port ``connect_info["udp_port"]``;
+   else ``responses_rejected_dest``;
+3. an ACKNOWLEDGE / ATOMIC ACKNOWLEDGE with an AETH (``response_unexpected``) for one of
+   our QPs (``response_unknown_qp``);
+4. inside the QP's **sequence window** of PSNs it actually sent and that are not known to
+   be executed (else ``naks_rejected_window`` / ``acks_rejected_window``).
+
+``high`` is one past the newest PSN ever sent on the QP (the next PSN, unless a resync
+moved it back); ``una`` the oldest PSN not yet known to be executed: an ACK (or an access /
+invalid-request NAK) for PSN p proves the responder executed or consumed everything up to
+p, and an accepted PSN-sequence NAK for e that everything before e was executed.
+
+- An ACK, ATOMIC ACK or any NAK other than a sequence error is believed for a PSN in
+  ``[una, high)``; it only moves ``una`` forward (never the PSN).
+- A PSN-sequence NAK for e is believed for ``una <= e <= high - 2``: the responder NAKs e
+  only when a later PSN x > e reached it, so a NAK for ``high - 1`` (or for ``high``,
+  "nothing is missing") cannot come from a genuine loss. While responses keep moving
+  ``una`` (one did in the last ``nak_window_ns``, as with ``ack_every`` or Fetch&Adds,
+  each of which is answered) that is the whole window: the requests in flight. Otherwise
+  (ACKs off, the public translator's mode, where ``una`` only moves at a resync) e must
+  also be among what was sent recently: no older than the oldest PSN sent within the last
+  ``nak_window_ns`` (default 10 s), read from a short send history (one entry per
+  ``nak_window_ns / 16``), minus ``nak_window_slack`` PSNs (default 1024).
+- Never more than 2**23 behind ``high`` (the responder's own half-space of "behind";
+  ``_age_out`` pulls the bounds along so their ages never wrap).
+
+Why that is enough: a genuine sequence NAK names the first PSN e the responder misses,
+which we sent (e < high), which nothing acknowledged (e >= una), and which precedes the
+first later request x that reached the responder; x was sent at most one round trip plus
+the backlogs on the way (the ToR's own queues included) before the NAK is handled, and the
+run of requests lost between e and x is short, or was sent recently, or within the slack
+(a request lost just before the QP went idle for long is covered without it: the history
+keeps its newest entry older than the horizon). A forged NAK must name a PSN inside the
+window (the requests in flight; without ACKs, at most ten seconds of sending, about 10**5
+of the 2**24 PSNs at the testbed's rates; and a 24-bit QPN besides), and even then can
+rewind the QP only by what the window holds, never by 2**23. The time bound is generous
+because the emulated ToR can be slow to read responses: under overload on the live
+testbed it handled the collector's ATOMIC ACKs more than a second after sending the
+requests (docs/security.md#dta).
+
+Anything rejected is counted and changes nothing: no PSN moves, no grace period starts.
+A positive ACK never moves the PSN either; it only advances ``una``.
 
 Switch integration: :class:`TranslatorFeature` (see its docstring for where it hooks).
 """
@@ -85,7 +132,7 @@ Switch integration: :class:`TranslatorFeature` (see its docstring for where it h
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -104,6 +151,7 @@ from headers.dta import (
 )
 from headers.errors import HeaderError
 from headers.inet import UdpFrame, ip_bytes, mac_bytes
+from headers.registry import UdpPort
 from headers.roce import (
     BTH,
     RETH,
@@ -112,6 +160,7 @@ from headers.roce import (
     ExtHeader,
     NakCode,
     Opcode,
+    RoceFrame,
     build_roce_frame,
     decode_syndrome,
     parse_roce_frame,
@@ -122,6 +171,13 @@ from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_pow
 from .memory import APPEND_BATCHES
 
 PSN_MASK = 0xFFFFFF
+PSN_HALF = 1 << 23
+#: Send-history entries per ``nak_window_ns`` (the window's time resolution is 1/16 of it).
+MARKS_PER_WINDOW = 16
+NEVER = 1 << 62
+#: Every 2**16 new PSNs the window's bounds are pulled to at most MAX_AGE behind (``_age_out``).
+AGE_CHECK_MASK = 0xFFFF
+MAX_AGE = PSN_HALF - 2 * (AGE_CHECK_MASK + 1)
 COLUMN_MASK = 0xFFFFFFFF
 U32_MAX = 0xFFFFFFFF
 #: Reporters whose sequence numbers we track (the public register has 65,536 entries).
@@ -144,7 +200,9 @@ class TranslatorConfig:
     ``append_flush_ns``: idle-batch flush timeout (None = never). ``track_seqnum``: NACK
     gaps of retransmittable reports. ``sketch_nack_holdoff_ns``: minimum spacing of NACKs
     asking one reporter for the same column. ``ack_every``: set AckReq on every n-th
-    request of a QP (0 = never, as the public translator).
+    request of a QP (0 = never, as the public translator). ``nak_window_ns`` /
+    ``nak_window_slack``: how far back a response's PSN may be when ACKs do not bound it
+    (the module docstring, "Which responses are believed"; None = no time bound).
     """
 
     connect_info: dict[str, Any] | str
@@ -158,6 +216,8 @@ class TranslatorConfig:
     track_seqnum: bool = True
     sketch_nack_holdoff_ns: int = 1_000_000
     ack_every: int = 0
+    nak_window_ns: int | None = 10_000_000_000
+    nak_window_slack: int = 1024
 
     def __post_init__(self) -> None:
         if isinstance(self.mac, str):
@@ -170,7 +230,7 @@ class TranslatorConfig:
             raise ValueError(f"udp_sport={self.udp_sport} outside 0..65535")
         if self.grace_reports is not None and self.grace_ns is not None:
             raise ValueError("give the grace period as grace_reports or grace_ns, not both")
-        for name in ("grace_reports", "grace_ns", "append_flush_ns", "max_redundancy"):
+        for name in ("grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "nak_window_ns"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 0):
                 raise ValueError(f"{name}={v!r} must be a non-negative int or None")
@@ -178,6 +238,10 @@ class TranslatorConfig:
             raise ValueError("max_redundancy must be >= 1")
         if self.ack_every < 0 or self.sketch_nack_holdoff_ns < 0:
             raise ValueError("ack_every and sketch_nack_holdoff_ns must be >= 0")
+        if not isinstance(self.nak_window_slack, int) or not 0 <= self.nak_window_slack < PSN_HALF:
+            raise ValueError(f"nak_window_slack={self.nak_window_slack!r} must be in 0..2**23-1")
+        if self.nak_window_ns == 0:
+            raise ValueError("nak_window_ns must be > 0 (None: no time bound)")
 
 
 @dataclass
@@ -214,9 +278,12 @@ class TranslatorCounters:
     responses: int = 0
     response_malformed: int = 0
     response_icrc_errors: int = 0
+    responses_rejected_source: int = 0
+    responses_rejected_dest: int = 0
     response_unexpected: int = 0
     response_unknown_qp: int = 0
-    response_bad_psn: int = 0
+    naks_rejected_window: int = 0
+    acks_rejected_window: int = 0
     acks: int = 0
     rnr_naks: int = 0
     resyncs: int = 0
@@ -240,6 +307,12 @@ class TxQp:
     layout: dict[str, Any]
     frames: int = 0
     resyncs: int = 0
+    # the sequence window (module docstring, "Which responses are believed"), set up by the translator
+    high: int = 0  # one past the newest PSN ever sent: psn, unless a resync moved psn back
+    una: int = 0  # the oldest PSN not known to be executed
+    una_at: int | None = None  # when a response last moved una (None: never)
+    marks: deque[tuple[int, int]] = field(default_factory=deque)  # (time, first PSN sent at or after it)
+    mark_due: int = 0  # when the next send adds a history entry
 
 
 @dataclass
@@ -300,6 +373,13 @@ class DTATranslator:
         self.collector = str(info.get("collector", "collector"))
         self.collector_mac = mac_bytes(info["mac"])
         self.collector_ip = ip_bytes(info["ip"])
+        try:
+            self.collector_udp_port = int(info.get("udp_port", UdpPort.ROCEV2))
+        except (TypeError, ValueError):
+            raise ValueError(f"connect_info udp_port {info.get('udp_port')!r} is not a port") from None
+        window = config.nak_window_ns
+        #: spacing of send-history entries (never, without a time bound)
+        self._mark_every = max(1, window // MARKS_PER_WINDOW) if window is not None else None
         self.c = TranslatorCounters()
         self.qps: dict[str, TxQp] = {}
         self._by_local_qpn: dict[int, TxQp] = {}
@@ -332,6 +412,9 @@ class DTATranslator:
             raise ValueError(f"connect_info region {e!r}: {exc}") from None
         if qp.name in self.qps or qp.local_qpn in self._by_local_qpn:
             raise ValueError(f"connect_info: duplicate region or QPN in {e!r}")
+        qp.high = qp.una = qp.psn  # nothing sent yet: an empty window
+        qp.marks.append((self._now, qp.psn))
+        qp.mark_due = self._now + self._mark_every if self._mark_every is not None else NEVER
         self.qps[qp.name] = qp
         self._by_local_qpn[qp.local_qpn] = qp
         lay = qp.layout
@@ -600,60 +683,149 @@ class DTATranslator:
     def _request(self, qp: TxQp, opcode: int, ext: Sequence[ExtHeader], payload: bytes, out: list[bytes]) -> None:
         cfg = self.config
         qp.frames += 1
+        psn = qp.psn
+        if self._now >= qp.mark_due:
+            self._mark(qp, psn)
         ackreq = 1 if cfg.ack_every and qp.frames % cfg.ack_every == 0 else 0
         bth = BTH(opcode=opcode, migreq=1, padcount=-len(payload) & 3, pkey=0xFFFF, dqpn=qp.qpn,
-                  ackreq=ackreq, psn=qp.psn)
-        qp.psn = (qp.psn + 1) & PSN_MASK
+                  ackreq=ackreq, psn=psn)
+        qp.psn = nxt = (psn + 1) & PSN_MASK
+        if psn == qp.high:  # a new PSN (after a resync, psn catches up with high first)
+            qp.high = nxt
+            if not nxt & AGE_CHECK_MASK:
+                self._age_out(qp)
         out.append(build_roce_frame(cfg.mac, self.collector_mac, cfg.ip, self.collector_ip, cfg.udp_sport, bth,
                                     ext, payload))
         self.c.roce_frames += 1
 
     # ------------------------------------------------------------------ responses and resync
     def on_roce_response(self, frame: bytes | bytearray | memoryview, now_ns: int) -> list[bytes]:
-        """Handle an ACK / ATOMIC ACK / NAK from the collector (§5.3). Returns frames only when
-        the clock ending a time-based grace period releases held writes."""
+        """Handle an ACK / ATOMIC ACK / NAK from the collector (§5.3). Only a response from our
+        collector, for us, on one of our QPs and inside the QP's sequence window is acted on
+        (module docstring, "Which responses are believed"); anything else is a counted drop
+        that never moves a PSN nor starts a grace period. Returns frames only when the clock
+        ending a time-based grace period releases held writes."""
         out: list[bytes] = []
         self._clock(now_ns)
         c = self.c
         c.responses += 1
-        self._check_grace_end(out)
         try:
+            self._check_grace_end(out)
             resp = parse_roce_frame(frame)
-            if not resp.icrc_ok:
-                c.response_icrc_errors += 1
-                return out
-            if resp.ip.src != self.collector_ip or resp.aeth is None or resp.bth.opcode not in (
-                    Opcode.ACKNOWLEDGE, Opcode.ATOMIC_ACKNOWLEDGE):
-                c.response_unexpected += 1
-                return out
-            qp = self._by_local_qpn.get(resp.bth.dqpn)
-            if qp is None:
-                c.response_unknown_qp += 1
-                return out
-            kind, value = decode_syndrome(resp.aeth.syndrome)
+            qp = self._responding_qp(resp)
+            if qp is not None:
+                self._on_response(qp, resp)
         except HeaderError:
             c.response_malformed += 1
-            return out
-        if kind == AethKind.ACK:
-            c.acks += 1
-        elif kind == AethKind.RNR_NAK:
-            c.rnr_naks += 1
-        elif value == NakCode.PSN_SEQUENCE_ERROR:
-            psn = resp.bth.psn
-            if (qp.psn - psn) & PSN_MASK >= 1 << 23:
-                c.response_bad_psn += 1  # "expected" a PSN we never sent: not from our collector's view
-                return out
-            qp.psn = psn
+        except Exception:  # a bug must not kill the data path (docs/testbed.md); tests assert this stays 0
+            c.internal_errors += 1
+        return out
+
+    def _responding_qp(self, resp: RoceFrame) -> TxQp | None:
+        """The QP ``resp`` answers for, if it comes from our collector and is addressed to us."""
+        c = self.c
+        if not resp.icrc_ok:
+            c.response_icrc_errors += 1
+            return None
+        if (resp.eth.src != self.collector_mac or resp.ip.src != self.collector_ip
+                or resp.udp.sport != self.config.udp_sport):
+            c.responses_rejected_source += 1
+            return None
+        if (resp.eth.dst != self.config.mac or resp.ip.dst != self.config.ip
+                or resp.udp.dport != self.collector_udp_port):
+            c.responses_rejected_dest += 1
+            return None
+        if resp.aeth is None or resp.bth.opcode not in (Opcode.ACKNOWLEDGE, Opcode.ATOMIC_ACKNOWLEDGE):
+            c.response_unexpected += 1
+            return None
+        qp = self._by_local_qpn.get(resp.bth.dqpn)
+        if qp is None:
+            c.response_unknown_qp += 1
+        return qp
+
+    def _on_response(self, qp: TxQp, resp: RoceFrame) -> None:
+        c = self.c
+        assert resp.aeth is not None  # _responding_qp checked it
+        kind, value = decode_syndrome(resp.aeth.syndrome)
+        psn = resp.bth.psn
+        age = (qp.high - psn) & PSN_MASK  # how far behind the next new PSN: 1 = the newest sent
+        if kind == AethKind.NAK and value == NakCode.PSN_SEQUENCE_ERROR:
+            if not 2 <= age <= self._nak_window(qp):
+                c.naks_rejected_window += 1
+                return
+            qp.psn = qp.una = psn  # everything before psn was executed; psn is the first missing
+            qp.una_at = self._now
+            for i, (t, p) in enumerate(qp.marks):  # what is sent from now on starts at psn again
+                if (qp.high - p) & PSN_MASK < age:
+                    qp.marks[i] = (t, psn)
             qp.resyncs += 1
             c.resyncs += 1
             self._start_grace()
+            return
+        # any other response only says the responder has everything up to psn: it may move una
+        # forward (never the PSN), so the window for it is just what was sent and not yet covered
+        if not 1 <= age <= (qp.high - qp.una) & PSN_MASK:
+            if kind == AethKind.ACK:
+                c.acks_rejected_window += 1
+            else:
+                c.naks_rejected_window += 1
+            return
+        if kind == AethKind.RNR_NAK:
+            c.rnr_naks += 1
+            return
+        qp.una = (psn + 1) & PSN_MASK  # ACK / access / invalid NAK: executed or consumed up to psn
+        qp.una_at = self._now
+        if kind == AethKind.ACK:
+            c.acks += 1
         elif value == NakCode.REMOTE_ACCESS_ERROR:
             c.naks_access += 1
         elif value == NakCode.INVALID_REQUEST:
             c.naks_invalid += 1
         else:
             c.naks_other += 1
-        return out
+
+    def _nak_window(self, qp: TxQp) -> int:
+        """How far behind ``qp.high`` a PSN-sequence NAK's PSN may be (its "age"): the PSNs sent
+        and not known to be executed; unless responses moved ``una`` in the last
+        ``nak_window_ns`` (then ``una`` is a live bound by itself), only those sent in the last
+        ``nak_window_ns``, plus the slack."""
+        high = qp.high
+        limit = (high - qp.una) & PSN_MASK
+        window_ns = self.config.nak_window_ns
+        if window_ns is not None and (qp.una_at is None or qp.una_at < self._now - window_ns):
+            horizon = self._now - window_ns
+            anchor = qp.marks[0][1]
+            for t, p in qp.marks:  # the newest entry at or before the horizon
+                if t > horizon:
+                    break
+                anchor = p
+            limit = min(limit, ((high - anchor) & PSN_MASK) + self.config.nak_window_slack)
+        return min(limit, PSN_HALF - 1)
+
+    def _age_out(self, qp: TxQp) -> None:
+        """Keep the window's bounds (``una``, the send history) less than 2**23 behind ``high``:
+        with ACKs off ``una`` would otherwise stay put while 2**24 PSNs go by, and its age,
+        taken modulo 2**24, would shrink the window to nothing. Called every
+        AGE_CHECK_MASK + 1 new PSNs, so ages stay below MAX_AGE + AGE_CHECK_MASK + 1."""
+        floor = (qp.high - MAX_AGE) & PSN_MASK
+        if (qp.high - qp.una) & PSN_MASK > MAX_AGE:
+            qp.una = floor
+        for i, (t, p) in enumerate(qp.marks):
+            if (qp.high - p) & PSN_MASK > MAX_AGE:
+                qp.marks[i] = (t, floor)
+
+    def _mark(self, qp: TxQp, psn: int) -> None:
+        """Add a send-history entry: ``psn`` is the first PSN sent at or after now. Entries older
+        than the window are dropped but the newest of them, so the history stays bounded
+        (at most MARKS_PER_WINDOW + 2 entries)."""
+        assert self._mark_every is not None and self.config.nak_window_ns is not None
+        now = self._now
+        marks = qp.marks
+        marks.append((now, psn))
+        qp.mark_due = now + self._mark_every
+        horizon = now - self.config.nak_window_ns
+        while len(marks) > 2 and marks[1][0] <= horizon:
+            marks.popleft()
 
     def _start_grace(self) -> None:
         cfg = self.config

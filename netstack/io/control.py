@@ -19,6 +19,9 @@ Handler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 
 #: Longest request line accepted (a status request is a few bytes; configs a few KB).
 MAX_REQUEST = 1 << 20
+#: The umask the socket is bound under: it is created 0600 (owner read/write only). A chmod
+#: after bind() would leave it open to others for a moment, with the process umask's mode.
+SOCKET_UMASK = 0o177
 
 
 class ControlError(Exception):
@@ -34,8 +37,14 @@ class ControlServer:
     async def start(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        self._server = await asyncio.start_unix_server(self._serve, path=self.path, limit=MAX_REQUEST)
-        os.chmod(self.path, 0o600)
+        sock = bind_private(self.path)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_REQUEST)
+        except BaseException:
+            sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            raise
 
     async def close(self) -> None:
         if self._server is not None:
@@ -82,6 +91,24 @@ class ControlServer:
         except (KeyError, TypeError, ValueError) as exc:
             return {"ok": False, "error": f"bad arguments for {request['cmd']!r}: {exc!r}"}
         return {"ok": True, "result": result}
+
+
+def bind_private(path: str) -> socket.socket:
+    """A Unix stream socket bound at ``path`` with mode 0600 from the moment the file exists.
+
+    The umask is process-wide: for the instant of bind() another thread creating a file gets
+    0600 at most, which errs on the private side. It is restored even when bind() fails.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(SOCKET_UMASK)
+    try:
+        sock.bind(path)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.umask(old)
+    return sock
 
 
 def _encode(obj: dict[str, Any]) -> bytes:

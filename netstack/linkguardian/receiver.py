@@ -120,6 +120,7 @@ class ReceiverCounters:
     resyncs: int = 0  # new streams detected (far jump of seq_no)
     mode_switches: int = 0  # blocking <-> NB transitions followed from the tags
     released_on_disable: int = 0  # frames released in order when protection was disabled
+    holes_abandoned: int = 0  # holes given up because more were open than the sender can buffer
 
 
 COUNTER_KEYS = tuple(f.name for f in fields(ReceiverCounters))
@@ -178,6 +179,12 @@ class LGReceiver(ReceiverCounters):
         self._bp = params.backpressure
         self._rob_limit = params.reorder_buffer_limit_bytes
         self._repeats = params.lack_repeats
+        # The most frames the sender's Tx buffer can hold (of minimum size): a gap wider than
+        # this is not a hole the sender could repair but a new stream (or a forged seq_no), and
+        # no more holes than this can be open at once (LinkGuardian §3: only buffered frames
+        # are retransmitted). This bounds what one frame with a far-ahead seq_no can cost.
+        self._window = max(1, params.tx_buffer_limit_bytes // MIN_FRAME)
+        self._resync_ahead = min(RESYNC_DISTANCE, self._window)
         bps = params.recirc_rate_bps or 0
         if bps != self._recirc_bps:
             self._recirc_bps = bps
@@ -217,7 +224,7 @@ class LGReceiver(ReceiverCounters):
             self._sync(s)
         else:
             d = s - self.expected
-            if d > RESYNC_DISTANCE or (d < -RESYNC_BEHIND and s not in self._holes):
+            if d > self._resync_ahead or (d < -RESYNC_BEHIND and s not in self._holes):
                 self.resyncs += 1
                 self._release(out, forget_holes=True)
                 self._sync(s)
@@ -228,6 +235,8 @@ class LGReceiver(ReceiverCounters):
             # a gap (Algorithm 1's hole; §3.2: a dummy reveals a tail loss the same way)
             self._new_holes(exp, s, now_ns)
             self.expected = exp = s
+            if len(self._holes) > self._window:
+                self._abandon_holes(out)
         if first & DATA_DUMMY:
             self.dummies_rx += 1
             if out:
@@ -264,10 +273,7 @@ class LGReceiver(ReceiverCounters):
                         self._pass_end = now_ns + ns  # the port was idle
                     self._ring.append(s)
                     self._ring_ns += ns
-            a = self.ack_no - 1
-            if a != self.leading_ack:
-                self.leading_ack = a
-                self.lack_left = self._repeats
+            self._set_leading_ack(self.ack_no - 1)
             if self._bp:
                 self._backpressure()
         else:
@@ -328,12 +334,7 @@ class LGReceiver(ReceiverCounters):
             del holes[h]
             self.timeouts += 1
         if self.blocking:
-            if self.ack_no < self.expected:
-                self._advance(out)
-            a = self.ack_no - 1
-            if a != self.leading_ack:
-                self.leading_ack = a
-                self.lack_left = self._repeats
+            self._release_in_order(out)
 
     def _catch_up(self, now_ns: int, out: list[bytes]) -> None:
         """Run the recirculation port up to ``now_ns``, applying each ackNoTimeout that fell due
@@ -429,9 +430,7 @@ class LGReceiver(ReceiverCounters):
         self.synced = True
         self.expected = s
         self.ack_no = s
-        if s - 1 != self.leading_ack:
-            self.leading_ack = s - 1
-            self.lack_left = self._repeats
+        self._set_leading_ack(s - 1)
 
     def _new_holes(self, first: int, end: int, now_ns: int) -> None:
         """Frames ``first .. end - 1`` are missing: record them, notify the sender at once."""
@@ -454,6 +453,31 @@ class LGReceiver(ReceiverCounters):
             self.actions.emit(Transmit(head + bytes(MIN_FRAME - len(head))))
             self.loss_notifications_sent += 1
             c += k
+
+    def _abandon_holes(self, out: list[bytes]) -> None:
+        """More holes open than the sender could ever repair (its Tx buffer holds at most
+        ``_window`` frames): give up the oldest, as an ackNoTimeout would (counted)."""
+        q = self._hole_q
+        holes = self._holes
+        while len(holes) > self._window and q:
+            h = q.popleft()
+            if holes.pop(h, None) is not None:
+                self.holes_abandoned += 1
+        if self.blocking:
+            self._release_in_order(out)
+
+    def _release_in_order(self, out: list[bytes]) -> None:
+        """Blocking mode: release what the given-up holes no longer hold back, and move the
+        leading ACK to the new in-order point."""
+        if self.ack_no < self.expected:
+            self._advance(out)
+        self._set_leading_ack(self.ack_no - 1)
+
+    def _set_leading_ack(self, a: int) -> None:
+        """A new leading ACK is repeated on the next ``_repeats`` frames (LinkGuardian §3.2)."""
+        if a != self.leading_ack:
+            self.leading_ack = a
+            self.lack_left = self._repeats
 
     def _take(self, n: int) -> bool:
         """Room for ``n`` more bytes in the reordering buffer? Account them, or count the drop."""
@@ -538,10 +562,7 @@ class LGReceiver(ReceiverCounters):
         if n:
             self.reorder_buffer_frames -= n
             self.reorder_buffer_bytes -= nbytes
-            a = self.ack_no - 1
-            if a != self.leading_ack:
-                self.leading_ack = a
-                self.lack_left = self._repeats
+            self._set_leading_ack(self.ack_no - 1)
             if self._bp and self.blocking:
                 self._backpressure()  # the buffer shrank: it may be time to resume (Algorithm 2)
 
@@ -563,10 +584,7 @@ class LGReceiver(ReceiverCounters):
         holes = self._holes
         while q and q[0] not in holes:
             q.popleft()
-        a = (q[0] if q else self.expected) - 1
-        if a != self.leading_ack:
-            self.leading_ack = a
-            self.lack_left = self._repeats
+        self._set_leading_ack((q[0] if q else self.expected) - 1)
 
     def _release(self, out: list[bytes], forget_holes: bool) -> None:
         self._ring.clear()

@@ -49,10 +49,12 @@ from headers.linkguardian import (
     unwrap_seq,
     wrap,
 )
-from headers.registry import MIN_FRAME
+from headers.registry import MIN_FRAME, EtherType
 
 from ..engine import ActionQueue, Engine
 from .params import LGParams
+
+MAC_CONTROL = int(EtherType.MAC_CONTROL)
 
 #: Destination of LinkGuardian's own control frames (dummies, ACK couriers, loss
 #: notifications): a locally administered group address ("LG"). Not in 01:80:C2:00:00:0x,
@@ -254,6 +256,10 @@ class LGSender(SenderCounters):
             else:
                 raise HeaderError("LinkGuardian", "type 11 (buffered copy) is sender-internal, never on a link", o)
             nt = frame[o + size - 2] << 8 | frame[o + size - 1]
+            if nt == MAC_CONTROL:
+                # a receiver never tags MAC control (it is consumed hop by hop): unwrapping it
+                # would let a PFC frame through the switch (docs/security.md)
+                raise HeaderError("LinkGuardian", "a tag in front of MAC control (0x8808)", o + size - 2)
             if nt == 0:
                 return None, retx  # explicit ACK courier / bare notification: nothing follows
             # remove the tag: the EtherType in front of it becomes its next_type, and the

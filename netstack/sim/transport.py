@@ -6,6 +6,11 @@ and the virtual clock, and do the same thing: send what ``poll`` returns and the
 ``Transmit`` actions (its ACKs), feed every datagram to the engine, wake at its next deadline.
 :func:`transfer` moves bytes from one host to another and reports what the live tool and the
 old virtual-time path reported.
+
+Whom they listen to is the live tool's too (docs/security.md#tc-sack): the sender takes ACKs only
+from the receiver's address and port (the live sender's socket is connected: the kernel drops
+the rest), and the receiver hands the engine each datagram's source: the engine binds to the
+first data packet's, drops anyone else's, and the ACKs go to that peer only.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class EngineSender:
         self.sport = host.ephemeral_port()
         self.dport = dport
         self.malformed = 0
+        self.foreign_src = 0  # datagrams from anyone but the receiver's address and port: dropped
+        self._peer_ip = self.flow.dst_ip
         self._timer: int | None = None
         host.bind_udp(self.sport, self.on_frame)
         host.add(self)
@@ -66,6 +73,9 @@ class EngineSender:
             self.host.loop.call_at(d, self._poll, d)
 
     def on_frame(self, frame: bytes) -> None:
+        if frame[26:30] != self._peer_ip or (frame[34] << 8 | frame[35]) != self.dport:
+            self.foreign_src += 1  # what a connected socket's kernel would drop
+            return
         try:
             self.engine.receive(frame[UDP_HEADERS:ip_payload_end(frame)], self.host.loop.now)
         except HeaderError:
@@ -75,7 +85,8 @@ class EngineSender:
 
 
 class EngineReceiver:
-    """A receiver engine on ``host``'s UDP ``port``; ACKs go back to whoever sent the data."""
+    """A receiver engine on ``host``'s UDP ``port``; ACKs go back to the engine's peer, the source
+    of the first data packet of its flow (``ReceiverBase.peer``)."""
 
     def __init__(self, host: Host, engine: ReceiverBase, port: int = PORT) -> None:
         self.host = host
@@ -83,19 +94,18 @@ class EngineReceiver:
         self.port = port
         self.delivered: list[bytes] = []
         self.malformed = 0
-        self._peer: tuple[bytes, int] | None = None
         self._timer: int | None = None
         host.bind_udp(port, self.on_frame)
         host.add(self)
 
     def on_frame(self, frame: bytes) -> None:
         now = self.host.loop.now
+        src = (frame[26:30], frame[34] << 8 | frame[35])
         try:
-            out = self.engine.receive(frame[UDP_HEADERS:ip_payload_end(frame)], now)
+            out = self.engine.receive(frame[UDP_HEADERS:ip_payload_end(frame)], now, src)
         except HeaderError:
             self.malformed += 1
             return
-        self._peer = (frame[26:30], frame[34] << 8 | frame[35])
         self.delivered.extend(out)
         self._flush()
 
@@ -111,8 +121,9 @@ class EngineReceiver:
         # checked first: most data packets produce no ACK, and take_all() would allocate a list
         if eng.actions:
             acts = eng.actions.take_all()
-            if self._peer is not None:
-                ip, sport = self._peer
+            peer = eng.peer
+            if isinstance(peer, tuple):  # bound (always, once there is an ACK): (ip bytes, port)
+                ip, sport = peer
                 flow = self.host.flow(ip)
                 for act in acts:
                     if isinstance(act, Transmit):  # ACKs: the receivers' only action
@@ -154,6 +165,8 @@ def transfer(net: Any, kind: str, params: TcsParams, data: bytes, *, src: str = 
         "sender": snd.counters(),
         "receiver": rcv.counters(),
         "malformed": sender.malformed + receiver.malformed,
+        "sender_checks": {**snd.check_counters(), "foreign_src": sender.foreign_src},
+        "receiver_checks": rcv.check_counters(),
         "goodput_bps": (len(data) * 8e9 / done) if done else None,
     }
 

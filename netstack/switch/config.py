@@ -27,6 +27,9 @@ from ..ethernet import NUM_CLASSES
 #: software FCS trailer those 4 trailer bytes *are* that FCS and are not counted twice (port.py).
 from ..ethernet import WIRE_OVERHEAD_BYTES as DEFAULT_OVERHEAD_BYTES
 
+#: A port faces a host (edge) or another switch (fabric).
+PORT_ROLES = ("edge", "fabric")
+
 #: Identity map from IP precedence (DSCP >> 3) / 802.1p PCP to traffic class.
 IDENTITY_CLASS_MAP = tuple(range(NUM_CLASSES))
 
@@ -139,6 +142,15 @@ class PortConfig:
     - ``static_macs``: MACs statically reachable through this port.
     - ``overhead_bytes``: per-frame line overhead (see :data:`DEFAULT_OVERHEAD_BYTES`).
     - ``impairment``: seeded egress loss/corruption (the 'switch' impairment backend).
+    - ``role``: ``"edge"`` (to a host) or ``"fabric"`` (to a switch). An edge port drops and
+      counts the frames only switches may originate (``SwitchConfig.switch_only_ethertypes``:
+      LinkGuardian's tags...) and, unless ``pfc_from_host``, PFC/PAUSE frames
+      (docs/security.md "Edge filtering").
+    - ``pfc_from_host``: an edge port honours the host's PFC/PAUSE frames (None: when the port
+      is lossless, i.e. the host takes part in a lossless class).
+    - ``pfc_watchdog_ns``: a class kept paused by the peer for this long without a break is
+      released, and pauses for it are ignored for as long again (counted,
+      ``pfc_watchdog_events`` / ``pfc_watchdog_ignored``); None: off.
     """
 
     name: str
@@ -159,6 +171,21 @@ class PortConfig:
     class_map: tuple[int, ...] = IDENTITY_CLASS_MAP
     overhead_bytes: int = DEFAULT_OVERHEAD_BYTES
     impairment: ImpairmentConfig | None = None
+    role: str = "fabric"
+    pfc_from_host: bool | None = None
+    pfc_watchdog_ns: int | None = None
+
+    @property
+    def edge(self) -> bool:
+        return self.role == "edge"
+
+    @property
+    def accepts_pfc(self) -> bool:
+        """Does this port honour PFC/PAUSE from its peer? Always on a fabric port; on an edge
+        port as ``pfc_from_host`` says (default: when the port is lossless)."""
+        if self.role != "edge":
+            return True
+        return self.lossless if self.pfc_from_host is None else self.pfc_from_host
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 64:
@@ -218,6 +245,11 @@ class PortConfig:
             set_(self, "impairment", imp)
         if imp is not None and not isinstance(imp, ImpairmentConfig):
             raise ConfigError(where + "impairment", f"must be an ImpairmentConfig, got {type(imp).__name__}")
+        if self.role not in PORT_ROLES:
+            raise ConfigError(where + "role", f"must be one of {', '.join(PORT_ROLES)}, got {self.role!r}")
+        if self.pfc_from_host is not None and not isinstance(self.pfc_from_host, bool):
+            raise ConfigError(where + "pfc_from_host", f"must be true, false or null, got {self.pfc_from_host!r}")
+        _int(self.pfc_watchdog_ns, where + "pfc_watchdog_ns", minimum=1, optional=True)
 
     @property
     def pfc_dst(self) -> bytes:
@@ -272,6 +304,9 @@ class SwitchConfig:
     ports: tuple[PortConfig, ...]
     static_fdb: Mapping[Any, str] = field(default_factory=dict)
     fdb_max_entries: int = 65536
+    #: EtherTypes only a switch may originate (the protocols' own: ``netstack.protocols``);
+    #: an edge port drops them
+    switch_only_ethertypes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -288,6 +323,11 @@ class SwitchConfig:
             if names.count(n) > 1:
                 raise ConfigError("switch.ports", f"port name {n!r} is used twice")
         _int(self.fdb_max_entries, "switch.fdb_max_entries")
+        et = self.switch_only_ethertypes
+        if not isinstance(et, tuple | list) or not all(
+                isinstance(e, int) and not isinstance(e, bool) and 0x600 <= e <= 0xFFFF for e in et):
+            raise ConfigError("switch.switch_only_ethertypes", f"must be EtherTypes (0x0600..0xFFFF), got {et!r}")
+        object.__setattr__(self, "switch_only_ethertypes", tuple(sorted(set(et))))
         if not isinstance(self.static_fdb, Mapping):
             raise ConfigError("switch.static_fdb", "must be a mapping MAC -> port name")
         normalized: dict[bytes, str] = {}
@@ -355,5 +395,5 @@ class SwitchConfig:
         return cls(**data)
 
 
-__all__ = ["DEFAULT_OVERHEAD_BYTES", "IDENTITY_CLASS_MAP", "NUM_CLASSES", "ConfigError", "ImpairmentConfig",
-           "PortConfig", "SwitchConfig", "derived_mac", "parse_mac"]
+__all__ = ["DEFAULT_OVERHEAD_BYTES", "IDENTITY_CLASS_MAP", "NUM_CLASSES", "PORT_ROLES", "ConfigError",
+           "ImpairmentConfig", "PortConfig", "SwitchConfig", "derived_mac", "parse_mac"]

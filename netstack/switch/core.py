@@ -40,6 +40,12 @@ from .port import DepartureHook, Port
 
 _MAC_CONTROL = b"\x88\x08"
 _IPV4 = b"\x08\x00"
+
+
+def _is_mac_control(frame: bytes) -> bool:
+    """MAC control (EtherType 0x8808: PFC, PAUSE) or a link-local group destination
+    (01:80:C2:00:00:0x: STP, LLDP...): consumed by the port, never forwarded (802.1Q)."""
+    return frame[12:14] == _MAC_CONTROL or (frame[0] == 0x01 and is_link_local(frame))
 _PFC_OPCODE = b"\x01\x01"
 _PAUSE_OPCODE = b"\x00\x01"  # 802.3x PAUSE (Annex 31B): one quanta value for the whole link
 
@@ -70,6 +76,10 @@ class Switch:
         self._timer_features: list[SwitchFeature] = []
         #: ports asserting a PFC pause on some class (their refreshes are the only PFC timers)
         self._asserting: set[Port] = set()
+        #: EtherTypes an edge port drops (only switches originate them)
+        self._switch_only = frozenset(config.switch_only_ethertypes)
+        #: ports whose PFC watchdog watches a paused class (the only watchdog timers)
+        self._watching: set[Port] = set()
         self.unknown_port = 0
         #: frames of the last receive_batch fully processed (see receive_batch)
         self.batch_done = 0
@@ -130,6 +140,12 @@ class Switch:
             if out is None:
                 return False
             frame = out
+        elif len(frame) < 14:
+            p.counters.malformed += 1
+            return False
+        elif _is_mac_control(frame):
+            p.counters.mac_control_dropped += 1  # (a released frame is checked as an arriving one is)
+            return False
         ok = self._forward(p, frame, t)
         self._flush(None)
         return ok
@@ -226,6 +242,11 @@ class Switch:
                 r = p.gen.next_refresh()
                 if r is not None and (best is None or r < best):
                     best = r
+        for p in self._watching:
+            wd = p.cfg.pfc_watchdog_ns
+            t = p.pause.watchdog_deadline(wd) if wd is not None else None
+            if t is not None and (best is None or t < best):
+                best = t
         for f in self._timer_features:
             t = f.next_deadline()
             if t is not None and (best is None or t < best):
@@ -419,6 +440,9 @@ class Switch:
         fcs = p.fcs
         hooks = p.ingress_hooks
         forward = self._forward
+        edge = p.cfg.edge
+        accepts_pfc = p.cfg.accepts_pfc
+        switch_only = self._switch_only
         done = 0
         try:
             for frame in frames:
@@ -437,7 +461,13 @@ class Switch:
                     c.malformed += 1
                     continue
                 if frame[12:14] == _MAC_CONTROL or (frame[0] == 0x01 and is_link_local(frame)):
+                    if edge and not accepts_pfc and frame[12:14] == _MAC_CONTROL:
+                        c.edge_drops_pfc += 1  # a host may not pause this port's classes
+                        continue
                     self._mac_control(p, frame, t)
+                    continue
+                if edge and (frame[12] << 8 | frame[13]) in switch_only:
+                    c.edge_drops_switch_only += 1  # only a switch may originate this (docs/security.md)
                     continue
                 if hooks:
                     kept = self._features_ingress(p, hooks, frame, t)
@@ -463,6 +493,11 @@ class Switch:
                     return None
         except HeaderError:
             c.malformed += 1  # a feature could not parse its header: a counted drop
+            return None
+        if _is_mac_control(frame):
+            # a feature unwrapped MAC control (a PFC frame inside a tag): MAC control is consumed
+            # by the port it arrives on and never forwarded, whatever a feature returns
+            c.mac_control_dropped += 1
             return None
         return frame
 
@@ -558,8 +593,14 @@ class Switch:
         rate = p.cfg.rate_bps
         marker = p.marker
         on_pause = getattr(marker, "on_pause", None) if marker is not None else None
+        wd = p.cfg.pfc_watchdog_ns
         for cls, quanta in updates:
+            if wd is not None and quanta and p.pause.ignored(cls, t, wd):
+                c.pfc_watchdog_ignored += 1  # the class is recovering from a pause storm
+                continue
             p.pause.apply(cls, t, pause_ns(quanta, rate))
+            if wd is not None and quanta:
+                self._watching.add(p)
             if quanta:
                 c.pauses_rx += 1
                 c.pauses_rx_class[cls] += 1
@@ -598,6 +639,8 @@ class Switch:
         self._pending.append((p, build_pfc_frame(p.mac, 1 << cls, q, p.cfg.pfc_dst), t))
 
     def _fire_timers(self, t: int) -> None:
+        if self._watching:
+            self._fire_watchdogs(t)
         for p in self.ports if self._asserting else ():  # (nothing to refresh: the common case)
             gen = p.gen
             if not any(gen.asserted):
@@ -614,6 +657,26 @@ class Switch:
             if deadline is not None and deadline <= t:
                 self._event(t)
                 f.on_timer(t)
+
+    def _fire_watchdogs(self, t: int) -> None:
+        """The PFC watchdog (as production switches have it): a class its peer has kept paused
+        for ``pfc_watchdog_ns`` without a break is released, counted, and its pauses are ignored
+        until the storm has been quiet as long (docs/security.md "PFC watchdog")."""
+        for p in list(self._watching):
+            wd = p.cfg.pfc_watchdog_ns
+            if wd is None:
+                self._watching.discard(p)
+                continue
+            p.run(t)  # every frame boundary up to t is decided under the pause, as at a resume
+            released = p.pause.watchdog(t, wd)
+            if released:
+                p.counters.pfc_watchdog_events += len(released)
+                on_pause = getattr(p.marker, "on_pause", None) if p.marker is not None else None
+                for cls in released:
+                    if on_pause is not None:
+                        on_pause(cls, False, t)
+            if not p.pause.watching():
+                self._watching.discard(p)
 
     def _flush(self, run_to: int | None) -> None:
         """Place pending MAC control frames on their ports (and, in transmit, simulate on to ``run_to``)."""

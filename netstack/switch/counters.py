@@ -40,6 +40,11 @@ class PortCounters:
     feature_consumed: int = 0  # frames a feature's on_ingress consumed (returned None)
     idle_tx: int = 0  # frames from a feature's idle source (dummies, ACK couriers)
     kernel_drops: int = 0  # added by the shell from PACKET_STATISTICS (tp_drops)
+    edge_drops_switch_only: int = 0  # edge port: frames only a switch may send (a host's forged LinkGuardian tag...)
+    edge_drops_pfc: int = 0  # edge port: PFC/PAUSE from a host that may not send them (pfc_from_host)
+    mac_control_dropped: int = 0  # MAC control a feature returned or released: never forwarded
+    pfc_watchdog_events: int = 0  # classes released by the PFC watchdog (paused too long)
+    pfc_watchdog_ignored: int = 0  # pauses ignored while a class recovers from a watchdog event
     # per class (NUM_CLASSES ints each)
     queue_drops_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)
     tx_frames_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)

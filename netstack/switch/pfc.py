@@ -40,7 +40,7 @@ def pause_ns(quanta: int, rate_bps: int | None) -> int:
 class PauseState:
     """Pauses received on a port, per egress class, with paused-time accounting."""
 
-    __slots__ = ("_acc", "_from", "latest", "paused_until")
+    __slots__ = ("_acc", "_from", "ignore_until", "latest", "paused_until", "since")
 
     def __init__(self) -> None:
         self.paused_until = [0] * NUM_CLASSES
@@ -48,10 +48,18 @@ class PauseState:
         self._acc = [0] * NUM_CLASSES
         #: max(paused_until): when it is <= t no class is paused (the fast path)
         self.latest = 0
+        #: the PFC watchdog's view: since when each class has been paused without a break
+        #: (-1: not paused), and until when its pauses are ignored after a watchdog event
+        self.since = [-1] * NUM_CLASSES
+        self.ignore_until = [0] * NUM_CLASSES
 
     def apply(self, cls: int, t: int, duration_ns: int) -> None:
         """A pause (duration > 0) or resume (0) for ``cls`` received at ``t``: it replaces the previous one."""
         until = self.paused_until[cls]
+        if duration_ns == 0:
+            self.since[cls] = -1
+        elif until <= t or self.since[cls] < 0:
+            self.since[cls] = t  # a new pause, not a refresh of a running one
         self._acc[cls] += max(0, min(until, t) - self._from[cls])
         self._from[cls] = t
         until = t + duration_ns
@@ -84,6 +92,43 @@ class PauseState:
     def paused_ns(self, cls: int, now: int) -> int:
         """Total time ``cls`` has spent paused up to ``now``."""
         return self._acc[cls] + max(0, min(self.paused_until[cls], now) - self._from[cls])
+
+    # --------------------------------------------------------------- PFC watchdog
+    def watchdog_deadline(self, watchdog_ns: int) -> int | None:
+        """When the watchdog must look at this port next (a class paused since s: s + watchdog)."""
+        best = None
+        for s in self.since:
+            if s >= 0 and (best is None or s + watchdog_ns < best):
+                best = s + watchdog_ns
+        return best
+
+    def watchdog(self, t: int, watchdog_ns: int) -> list[int]:
+        """Release every class paused without a break for ``watchdog_ns`` or more at ``t``, and
+        ignore its pauses until the storm has been quiet that long (:meth:`ignored`); returns the
+        classes released. A pause that simply expired ends its watch."""
+        released = []
+        for c in range(NUM_CLASSES):
+            s = self.since[c]
+            if s < 0:
+                continue
+            if self.paused_until[c] <= t:
+                self.since[c] = -1  # it expired on its own: no storm
+            elif t - s >= watchdog_ns:
+                self.apply(c, t, 0)
+                self.ignore_until[c] = t + watchdog_ns
+                released.append(c)
+        return released
+
+    def watching(self) -> bool:
+        return any(s >= 0 for s in self.since)
+
+    def ignored(self, cls: int, t: int, watchdog_ns: int) -> bool:
+        """A pause for ``cls`` at ``t`` falls in its recovery period: ignore it, and keep
+        ignoring while the pauses keep coming (the recovery ends ``watchdog_ns`` after the last)."""
+        if t < self.ignore_until[cls]:
+            self.ignore_until[cls] = t + watchdog_ns
+            return True
+        return False
 
     def clear_stats(self, now: int) -> None:
         for c in range(NUM_CLASSES):

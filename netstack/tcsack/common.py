@@ -11,12 +11,21 @@ payloads as the return value of ``receive``, and a receiver's ACKs as
 Counters are dataclasses (:class:`ReceiverCounters`, :class:`SenderCounters` and one subclass
 per engine) held in the engine's ``c``: the data path bumps ``self.c.<name>``, ``counters()``
 exports them as JSON, and :class:`CounterAttr` lets callers read one as ``engine.<name>``.
+
+Nothing an engine receives is trusted for being well formed (docs/security.md#tc-sack): a
+receiver binds to its peer (the first data packet of its flow fixes the source; datagrams from
+anyone else are dropped) and takes the end of the stream (``LAST``) once and consistently; a
+sender takes an ACK only for its flow and only if it is consistent with what it sent (the ACK
+number within what its receiver could have used, ``tsecr`` one of its stamps, ``cum_ack`` and
+every SACK run within what it sent, ``FIN_SEEN`` agreeing with them). What fails a check is
+counted by reason in the engine's ``checks`` (:class:`ReceiverChecks`, :class:`SenderChecks`,
+exported by ``check_counters()``) and changes nothing else.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Never, Protocol, Self, overload
 
@@ -33,6 +42,10 @@ if TYPE_CHECKING:
 CounterValue = int | float | None
 
 _U32 = 0xFFFFFFFF
+# the flags as plain ints: the data path tests them on every packet, and an IntFlag operation
+# builds a flag object each time
+_RETX, _LAST, _PROBE = int(TcsDataFlag.RETX), int(TcsDataFlag.LAST), int(TcsDataFlag.PROBE)
+_FIN_SEEN = int(TcsAckFlag.FIN_SEEN)
 
 
 def unwrap(wire: int, ref: int) -> int:
@@ -103,6 +116,17 @@ class ReceiverCounters:
 
 
 @dataclass(slots=True)
+class ReceiverChecks:
+    """Data packets a receiver refused (each changed nothing), by reason. Kept apart from the
+    counters so that ``counters()`` keeps the keys its readers know (``foreign``, another flow's
+    packets, stays there); ``check_counters()`` exports these."""
+
+    not_peer: int = 0  # from another source than the bound peer (or, unbound, no plausible first packet)
+    last_conflict: int = 0  # LAST at another seq than the first LAST, or below data already received
+    beyond_last: int = 0  # at or above the packet flagged LAST (no copy of the last packet lacks the flag)
+
+
+@dataclass(slots=True)
 class SenderCounters:
     """What every sender counts, in export order (``counters()`` adds progress and RTT)."""
 
@@ -113,8 +137,22 @@ class SenderCounters:
     bytes_sent: int = 0  # datagram bytes (T/C-SACK header + payload)
     acks_rx: int = 0  # ACKs used
     stale_acks: int = 0  # overtaken by a newer ACK: ignored
-    bogus_acks: int = 0  # acknowledging what was never sent: ignored
+    bogus_acks: int = 0  # acknowledging what was never sent: ignored (SenderChecks says why)
     foreign: int = 0  # another flow's ACKs, ignored
+
+
+@dataclass(slots=True)
+class SenderChecks:
+    """ACKs a sender refused (each changed nothing), by reason; ``stale_acks`` and ``foreign``
+    stay in the counters, and ``bogus_acks`` there is the sum of the four ``*_unsent`` /
+    ``fin_mismatch`` reasons. ``check_counters()`` exports these."""
+
+    ack_seq_ahead: int = 0  # numbered beyond what our receiver could have used by now
+    tsecr_unsent: int = 0  # echoes no stamp we used
+    cum_unsent: int = 0  # cum_ack beyond what was sent (or below the first packet)
+    sack_unsent: int = 0  # a SACK run beyond what was sent
+    fin_mismatch: int = 0  # everything acknowledged without FIN_SEEN, or FIN_SEEN before LAST was sent
+    resyncs: int = 0  # not a drop: numbered as stale but reporting more (see SenderBase._reports_more)
 
 
 class ReceiverBase:
@@ -147,34 +185,76 @@ class ReceiverBase:
         self.cum = start_seq
         self.ack_seq = 0
         self.last_seq: int | None = None  # absolute number of the packet flagged LAST
+        #: where the data comes from (an address as the shell gives it), fixed by the first data
+        #: packet of this flow; the shell sends the ACKs there (None: not bound yet)
+        self.peer: Hashable | None = None
         #: the ACKs to send (Transmit), taken by the shell after each call
         self.actions = ActionQueue()
         self.c = ReceiverCounters() if counters is None else counters
+        self.checks = ReceiverChecks()
         self._since_ack = 0
         self._first_unacked_ns: int | None = None
         self._tsecr = 0
         self._tsecr_arrival_ns = 0
 
     # ------------------------------------------------------------------ data path
-    def receive(self, datagram: bytes, now_ns: int) -> list[bytes]:
+    def receive(self, datagram: bytes, now_ns: int, src: Hashable | None = None) -> list[bytes]:
         """A UDP payload from the sender: the payloads now delivered in order (HeaderError if
-        it is not a T/C-SACK data packet; another flow's packet is counted and ignored)."""
+        it is not a T/C-SACK data packet; another flow's packet is counted and ignored).
+
+        ``src`` is where it came from (the shell's address: any hashable). The first data packet
+        of this flow near the cumulative point fixes :attr:`peer`; from then on a datagram from
+        any other source is counted (``checks.not_peer``) and dropped without being decoded.
+        ``src=None`` (a caller that knows of no addresses) binds nothing and checks nothing."""
+        if src is not None and src != self.peer:
+            if self.peer is not None:
+                self.checks.not_peer += 1
+                return []
+            return self._first(datagram, now_ns, src)
         hdr = TcsData.from_bytes(datagram)
         if hdr.flow_id != self.flow_id:
             self.c.foreign += 1
             return []
         return self.on_data(hdr, bytes(datagram[TcsData.SIZE:]), now_ns)
 
+    def _first(self, datagram: bytes, now_ns: int, src: Hashable) -> list[bytes]:
+        """No peer yet: a data packet of this flow within the receive buffer's reach of the
+        cumulative point binds ``src`` (a blind guess must hit the flow and the sequence space)."""
+        hdr = TcsData.from_bytes(datagram)
+        if hdr.flow_id != self.flow_id:
+            self.c.foreign += 1
+            return []
+        if not 0 <= seq_diff(hdr.seq, self.cum & SEQ_MASK) <= self.params.buffer_packets:
+            self.checks.not_peer += 1
+            return []
+        self.peer = src
+        return self.on_data(hdr, bytes(datagram[TcsData.SIZE:]), now_ns)
+
     def on_data(self, hdr: TcsData, payload: bytes, now_ns: int) -> list[bytes]:
+        s = unwrap(hdr.seq, self.cum)
+        flags = hdr.flags
+        last = self.last_seq
+        # the end of the stream is taken once, and only where it can be: at or above the
+        # cumulative point and above nothing received; the sender flags every copy of its last
+        # packet LAST and sends nothing after it, so anything else is not our sender's
+        if flags & _LAST:
+            if last is None:
+                if s < self.cum or self._holds_above(s):
+                    self.checks.last_conflict += 1
+                    return []
+                self.last_seq = s
+            elif s != last:
+                self.checks.last_conflict += 1
+                return []
+        elif last is not None and s >= last:
+            self.checks.beyond_last += 1
+            return []
         c = self.c
         c.data_rx += 1
-        if hdr.flags & TcsDataFlag.RETX:
+        if flags & _RETX:
             c.retx_rx += 1
-        if hdr.flags & TcsDataFlag.PROBE:
+        if flags & _PROBE:
             c.probes_rx += 1
-        s = unwrap(hdr.seq, self.cum)
-        if hdr.flags & TcsDataFlag.LAST:
-            self.last_seq = s
         self._tsecr = hdr.tsval
         self._tsecr_arrival_ns = now_ns
         out = self._accept(s, payload, now_ns)
@@ -192,6 +272,10 @@ class ReceiverBase:
 
     def _accept(self, s: int, payload: bytes, now_ns: int) -> list[bytes]:
         raise NotImplementedError
+
+    def _holds_above(self, s: int) -> bool:
+        """Whether a packet above ``s`` has been received and is still held (a buffering receiver)."""
+        return False
 
     # --------------------------------------------------------------------- timers
     def next_deadline(self) -> int | None:
@@ -238,6 +322,10 @@ class ReceiverBase:
         out.update(cum=self.cum, complete=self.complete)
         return out
 
+    def check_counters(self) -> dict[str, int]:
+        """What :class:`ReceiverChecks` counted, as JSON."""
+        return asdict(self.checks)
+
 
 class SenderBase:
     """A window-less sender paced at the preset rate ("An Updated ACK mechanism based on RDMA",
@@ -262,6 +350,9 @@ class SenderBase:
     foreign = CounterAttr()
     #: after a stall (a late daemon timer) the pacer may catch up by this many packets at once
     BURST = 4
+    #: ACKs the receiver may send per data packet that reaches it (go-back-N: a NAK, then the
+    #: packet still counts toward the next ACK); the ACK-number budget rests on it
+    ACKS_PER_ARRIVAL = 1
 
     def __init__(self, params: TcsParams, data: bytes, flow_id: int = 0, start_seq: int = 0,
                  now_ns: int = 0, *, counters: SenderCounters | None = None) -> None:
@@ -275,7 +366,13 @@ class SenderBase:
         self.end = start_seq + self.packets  # absolute, one past the LAST packet
         #: the cumulative point the ACKs have reached (absolute)
         self.cum = start_seq
-        self._newest_ack: int | None = None
+        #: the newest accepted ACK: its number (absolute; the receiver numbers its ACKs from 0),
+        #: the ACK itself and its cumulative point (absolute), for the resync rule
+        self._newest_ack = -1
+        self._newest_rep: TcsAck | None = None
+        self._newest_cum = start_seq
+        #: the first stamp any copy can carry, in us (every stamp is at or after the start)
+        self._first_us = now_ns // 1000
         self._next_slot = now_ns
         self._last_stamp = now_ns - 1000
         self.started_ns = now_ns
@@ -285,6 +382,7 @@ class SenderBase:
         self.srtt_us: float | None = None
         self.actions = ActionQueue()
         self.c = SenderCounters() if counters is None else counters
+        self.checks = SenderChecks()
 
     @property
     def done(self) -> bool:
@@ -359,18 +457,29 @@ class SenderBase:
         self.on_ack(TcsAck.from_bytes(datagram), now_ns)
 
     def on_ack(self, ack: TcsAck, now_ns: int) -> None:
+        """An ACK, taken only if it is our flow's and consistent with what was sent; anything
+        else is counted by reason and changes nothing."""
         c = self.c
         if ack.flow_id != self.flow_id:
             c.foreign += 1
             return
-        if self._newest_ack is not None and seq_diff(ack.ack_seq, self._newest_ack) <= 0:
+        newest = self._newest_ack
+        n = newest + seq_diff(ack.ack_seq, newest & SEQ_MASK)  # its number, absolute
+        cum = unwrap(ack.cum_ack, self.cum)
+        stale = n <= newest
+        if stale and not self._reports_more(ack, cum):
             c.stale_acks += 1  # overtaken by a newer ACK: its view of the buffer is older
             return
-        cum = unwrap(ack.cum_ack, self.cum)
-        if cum > self._sent_limit() or cum < self.base:
-            c.bogus_acks += 1  # acknowledges what was never sent: not our receiver
+        if not stale and n >= self._ack_budget(now_ns):
+            self.checks.ack_seq_ahead += 1  # more ACKs than our receiver can have sent
             return
-        self._newest_ack = ack.ack_seq
+        if not self._consistent(ack, cum):
+            return
+        if stale:
+            self.checks.resyncs += 1
+        self._newest_ack = n
+        self._newest_rep = ack
+        self._newest_cum = cum
         c.acks_rx += 1
         rtt = ((now_ns // 1000) - ack.tsecr - ack.ack_delay) & 0xFFFFFFFF
         if rtt < 1 << 31:
@@ -382,6 +491,48 @@ class SenderBase:
         self._on_ack(ack, cum, now_ns)
         if self.done and self.done_ns is None:
             self.done_ns = now_ns
+
+    def _ack_budget(self, now_ns: int) -> int:
+        """One past the highest ACK number our receiver can have used by ``now_ns``.
+
+        Every ACK it sends follows at least one data packet that arrived since the previous ACK
+        (the N trigger needs N >= 1 of them; the T trigger is armed by one), at most
+        ``ACKS_PER_ARRIVAL`` per packet; a path may deliver a copy twice, so arrivals are at most
+        twice the copies sent; and one ACK per T elapsed is slack for what a path duplicates
+        beyond that (T/C-SACK draft §2: the ACK clock runs on N packets or T time). Numbers
+        beyond it are forged: taking one would make the receiver's own ACKs look stale."""
+        return 2 * self.ACKS_PER_ARRIVAL * self.c.sent + (now_ns - self.started_ns) // self.params.t_ns + 1
+
+    def _reports_more(self, ack: TcsAck, cum: int) -> bool:
+        """Whether ``ack``, numbered at or below the newest accepted ACK, still reports more than
+        it: more packets arrived, or as many and a copy sent later echoed. A receiver's view only
+        grows, so the newest accepted ACK cannot then be newer than ``ack``: it was forged (a
+        number within the budget, content copied), and the sender follows its receiver's
+        numbering again instead of dropping its ACKs as stale until the count catches up."""
+        newest = self._newest_rep
+        if newest is None:
+            return False
+        mine, theirs = _reported(ack, cum, self.base), _reported(newest, self._newest_cum, self.base)
+        return mine > theirs or (mine == theirs and us_before(newest.tsecr, ack.tsecr))
+
+    def _consistent(self, ack: TcsAck, cum: int) -> bool:
+        """Whether ``ack`` agrees with what was sent; if not, counted by reason (and as bogus)."""
+        checks = self.checks
+        limit = self._sent_limit()
+        span = self._last_stamp // 1000 - self._first_us  # -1: nothing sent yet
+        fin = ack.flags & _FIN_SEEN
+        if span < _U32 and ((ack.tsecr - self._first_us) & _U32) > span:
+            checks.tsecr_unsent += 1  # tsecr echoes the tsval of a copy we sent
+        elif cum > limit or cum < self.base:
+            checks.cum_unsent += 1
+        elif ack.blocks and cum + ((ack.blocks[-1][1] - ack.cum_ack) & SEQ_MASK) > limit:
+            checks.sack_unsent += 1  # (the decoder checked the runs ascend: the last ends highest)
+        elif (cum >= self.end and not fin) or (fin and limit < self.end):
+            checks.fin_mismatch += 1  # a receiver with everything has seen LAST; LAST is ours to send
+        else:
+            return True
+        self.c.bogus_acks += 1
+        return False
 
     def _sent_limit(self) -> int:
         """One past the highest packet sent so far (absolute)."""
@@ -396,6 +547,15 @@ class SenderBase:
                    rtt_min_us=self.rtt_min_us, srtt_us=None if self.srtt_us is None else round(self.srtt_us, 1))
         return out
 
+    def check_counters(self) -> dict[str, int]:
+        """What :class:`SenderChecks` counted, as JSON."""
+        return asdict(self.checks)
+
+
+def _reported(ack: TcsAck, cum: int, base: int) -> int:
+    """How many packets ``ack`` (cumulative point ``cum``, absolute) says have arrived."""
+    return cum - base + sum((e - s) & SEQ_MASK for s, e in ack.blocks)
+
 
 if TYPE_CHECKING:
     # mypy checks here that both bases, and so every engine, keep netstack.engine's contract
@@ -403,5 +563,5 @@ if TYPE_CHECKING:
     _sender_is_an_engine: type[Engine] = SenderBase
 
 
-__all__ = ["CounterAttr", "CounterValue", "HeaderError", "ReceiverBase", "ReceiverCounters", "SenderBase",
-           "SenderCounters", "unwrap", "us32", "us_before"]
+__all__ = ["CounterAttr", "CounterValue", "HeaderError", "ReceiverBase", "ReceiverChecks", "ReceiverCounters",
+           "SenderBase", "SenderChecks", "SenderCounters", "unwrap", "us32", "us_before"]

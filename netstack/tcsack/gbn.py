@@ -69,6 +69,8 @@ class GbnSender(SenderBase):
     c: GbnSenderCounters
     go_backs = CounterAttr()
     timeouts = CounterAttr()
+    #: a packet above the expected one draws a NAK at once and still counts toward the next ACK
+    ACKS_PER_ARRIVAL = 2
 
     def __init__(self, params: TcsParams, data: bytes, flow_id: int = 0, start_seq: int = 0,
                  now_ns: int = 0) -> None:
@@ -115,7 +117,9 @@ class GbnSender(SenderBase):
             if self._next < cum:
                 self._next = cum  # no need to resend what arrived
         if ack.flags & TcsAckFlag.NAK:
-            self._go_back(cum)
+            # from the cumulative point at the lowest: what an ACK acknowledged is never resent
+            # (a genuine NAK never reports less than an earlier ACK; a replayed one may)
+            self._go_back(self.cum)
 
     def _go_back(self, to: int) -> None:
         if to < self._next:

@@ -7,7 +7,10 @@ Run the receiver in one host's namespace and the sender in another's (``netstack
 
 The engines are sans-IO; this shell owns the socket and the clock: it sends what ``poll``
 returns and the receiver's ``Transmit`` actions (its ACKs), feeds every datagram it reads to
-the engine, and sleeps until the engine's next deadline or the next datagram. ``--proto tcp``
+the engine, and sleeps until the engine's next deadline or the next datagram. The sender's
+socket is connected to the receiver (the kernel drops datagrams from anyone else); the receiver
+hands the engine each datagram's source, the engine binds to the first data packet's
+(``ReceiverBase.peer``), and the ACKs go there only (docs/security.md#tc-sack). ``--proto tcp``
 moves the same bytes over a kernel TCP connection for comparison. Each side prints one JSON
 object on its last stdout line; the receiver's ``sha256`` must equal the sender's.
 """
@@ -109,7 +112,8 @@ def send_datagrams(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
     return {"tool": "tcsack-send", "proto": args.proto, "done": eng.done, "bytes": len(data),
             "seconds": secs, "goodput_bps": len(data) * 8 / secs if eng.done and secs > 0 else 0.0,
             "sha256": hashlib.sha256(data).hexdigest(), "send_errors": send_errors, "malformed": malformed,
-            "neighbour_resolved": resolved, "params": _params(args).to_dict(), "counters": eng.counters()}
+            "neighbour_resolved": resolved, "params": _params(args).to_dict(), "counters": eng.counters(),
+            "checks": eng.check_counters()}
 
 
 def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
@@ -121,7 +125,6 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
     print("ready", file=sys.stderr, flush=True)
     eng: ReceiverBase = r_cls(_params(args), flow_id=args.flow, start_seq=args.start_seq)
     h = hashlib.sha256()
-    peer = None
     first = complete_at = None
     last_rx = time.monotonic_ns()
     start = last_rx
@@ -136,19 +139,20 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
             if not d:
                 continue  # the sender's neighbour probe (empty)
             now = time.monotonic_ns()
-            last_rx = now
-            if first is None:
-                first = now
             try:
-                for payload in eng.receive(d, now):
+                # the engine binds to the first data packet's source and drops anyone else's
+                for payload in eng.receive(d, now, addr):
                     h.update(payload)
             except HeaderError:
                 malformed += 1
-                continue
-            peer = addr
+            if addr == eng.peer:  # only the sender's datagrams start the clock and keep it running
+                last_rx = now
+                if first is None:
+                    first = now
         eng.on_timer(time.monotonic_ns())
-        # ACKs (the receivers' only action); before the first data packet there is no peer yet,
-        # and nothing to acknowledge
+        # ACKs (the receivers' only action) go to the bound peer, whoever else sent datagrams;
+        # before the first data packet there is no peer, and nothing to acknowledge
+        peer = eng.peer
         for act in eng.actions.take_all():
             if isinstance(act, Transmit) and peer is not None:
                 with contextlib.suppress(OSError):  # a lost ACK: the sender's 2T probe repairs it
@@ -159,7 +163,7 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
     secs = ((complete_at or last_rx) - first) / 1e9 if first is not None else 0.0
     return {"tool": "tcsack-recv", "proto": args.proto, "complete": eng.complete,
             "bytes": eng.c.bytes_delivered, "sha256": h.hexdigest(), "seconds": secs, "malformed": malformed,
-            "counters": eng.counters()}
+            "peer": eng.peer, "counters": eng.counters(), "checks": eng.check_counters()}
 
 
 # ----------------------------------------------------------------------------- kernel TCP

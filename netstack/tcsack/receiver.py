@@ -72,6 +72,10 @@ class TcsReceiver(ReceiverBase):
             counts.buffered_max = len(self._buf)
         return []
 
+    def _holds_above(self, s: int) -> bool:
+        end = self._runs.last_end()
+        return end is not None and end > s + 1
+
     def _blocks(self) -> Sequence[tuple[int, int]]:
         return self._runs.runs(self.params.max_blocks)
 

@@ -111,14 +111,12 @@ class TcsSender(SenderBase):
                 sent.pop(c, None)
             self.cum = cum
             self._sacked.drop_below(cum)
-        limit = self._next_new
         hole_start = cum
         sacked = self._sacked
+        # every run lies within what was sent (SenderBase._consistent refused the ACK otherwise)
         for ws, we in ack.blocks:
             s = unwrap(ws, cum)
-            e = min(s + ((we - ws) & 0xFFFFFFFF), limit)
-            if s >= e:
-                break  # reports packets never sent: ignore the rest
+            e = s + ((we - ws) & 0xFFFFFFFF)
             sacked.add(s, e)
             self._check_hole(hole_start, s, ack.tsecr)
             hole_start = e

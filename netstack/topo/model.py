@@ -19,6 +19,7 @@ import enum
 import hashlib
 import ipaddress
 import re
+import sys
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -46,15 +47,32 @@ DEFAULT_SWITCH_HEADROOM = 64
 #: Resolution of the nft impairment backend (``numgen random mod 1000000``).
 NFT_RESOLUTION = 1e-6
 
-_NODE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_PREFIX_RE = re.compile(r"^[a-z][a-z0-9]*$")
-_LINK_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_IFNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+# Upper bounds (docs/topology.md "Bounds"): far above anything a test bed asks for, low
+# enough that every quantity derived from them is a finite, modest integer and that no
+# daemon can be told to hold more than 16 GiB for one port.
+#: 10 Tbit/s: 6x the fastest Ethernet standard (1.6T); a userspace switch paces a few Gbit/s.
+MAX_RATE_BPS = 10**13
+#: 1 hour: a datacenter link has microseconds, a satellite hop a quarter of a second.
+MAX_DELAY_NS = 3600 * 10**9
+#: 16 GiB: ~780x a Tofino's whole 22 MB packet buffer; also bounds xoff/xon/ecn_threshold.
+MAX_SIZE_BYTES = 16 * 2**30
+#: rate x delay / 8 of one link: the bytes its sending switch holds while they propagate.
+MAX_IN_FLIGHT_BYTES = MAX_SIZE_BYTES
+_MAX_RATE_TEXT = f"rate of 10Tbit ({MAX_RATE_BPS} bit/s)"
+_MAX_DELAY_TEXT = "delay of 1 hour (3600s)"
+_MAX_SIZE_TEXT = f"size of 16GiB ({MAX_SIZE_BYTES} bytes)"
+
+# Every validation regex is anchored with \A...\Z and used with fullmatch: "$" would also
+# match before a trailing newline, and "h1\n" would pass as a node name.
+_NODE_NAME_RE = re.compile(r"\A[A-Za-z][A-Za-z0-9_]*\Z")
+_PREFIX_RE = re.compile(r"\A[a-z][a-z0-9]*\Z")
+_LINK_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_IFNAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_MAC_RE = re.compile(r"\A[0-9a-f]{2}(:[0-9a-f]{2}){5}\Z")
 _NUM = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_RATE_RE = re.compile(rf"^({_NUM})\s*([kmgt]?)bit$", re.IGNORECASE)
-_DELAY_RE = re.compile(rf"^({_NUM})\s*(ns|us|µs|ms|s)$")
-_SIZE_RE = re.compile(rf"^({_NUM})\s*(b|kb|kib|mb|mib|gb|gib)$", re.IGNORECASE)
+_RATE_RE = re.compile(rf"\A({_NUM})\s*([kmgt]?)bit\Z", re.IGNORECASE)
+_DELAY_RE = re.compile(rf"\A({_NUM})\s*(ns|us|µs|ms|s)\Z")
+_SIZE_RE = re.compile(rf"\A({_NUM})\s*(b|kb|kib|mb|mib|gb|gib)\Z", re.IGNORECASE)
 
 _RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _DELAY_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9}
@@ -274,45 +292,55 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _at_most(value: Any, amount: float, limit: int, what: str) -> int:
+    """``amount`` (parsed from ``value``) as an int, or ValueError if it is above ``limit``.
+    Compared before rounding, so that inf and 1e400 are refused rather than overflowing."""
+    if not amount <= limit:
+        raise ValueError(f"{_show(value)} is above the maximum {what}")
+    return round(amount)
+
+
 def parse_rate(value: Any) -> int:
-    """``"100Mbit"``, ``"1Gbit"``, ``"1.5kbit"`` or an int in bit/s -> bit/s (SI prefixes)."""
+    """``"100Mbit"``, ``"1Gbit"``, ``"1.5kbit"`` or an int in bit/s -> bit/s (SI prefixes),
+    at most :data:`MAX_RATE_BPS`."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
-            raise ValueError(f"{value} is not a positive rate in bit/s")
-        return value
+            raise ValueError(f"{_show(value)} is not a positive rate in bit/s")
+        return _at_most(value, value, MAX_RATE_BPS, _MAX_RATE_TEXT)
     if isinstance(value, str):
-        m = _RATE_RE.match(value.strip())
+        m = _RATE_RE.fullmatch(value.strip())
         if m:
             bps = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
             if bps >= 1:
-                return round(bps)
+                return _at_most(value, bps, MAX_RATE_BPS, _MAX_RATE_TEXT)
     raise ValueError(f"{_show(value)} is not a rate (use e.g. \"100Mbit\")")
 
 
 def parse_delay(value: Any) -> int:
-    """``"10us"``, ``"1ms"``, ``"1.5ms"``, ``"0"`` or ``0`` -> nanoseconds."""
+    """``"10us"``, ``"1ms"``, ``"1.5ms"``, ``"0"`` or ``0`` -> nanoseconds, at most :data:`MAX_DELAY_NS`."""
     if _is_number(value) and value == 0:
         return 0
     if isinstance(value, str):
         text = value.strip()
         if text == "0":
             return 0
-        m = _DELAY_RE.match(text)
+        m = _DELAY_RE.fullmatch(text)
         if m:
-            return round(float(m.group(1)) * _DELAY_UNITS[m.group(2)])
+            return _at_most(value, float(m.group(1)) * _DELAY_UNITS[m.group(2)], MAX_DELAY_NS, _MAX_DELAY_TEXT)
     raise ValueError(f"{_show(value)} is not a delay (use e.g. \"10us\" or \"1ms\")")
 
 
 def parse_size(value: Any) -> int:
-    """``"200KB"`` (1000-based), ``"256KiB"`` (1024-based), ``"1MB"`` or an int in bytes -> bytes."""
+    """``"200KB"`` (1000-based), ``"256KiB"`` (1024-based), ``"1MB"`` or an int in bytes -> bytes,
+    at most :data:`MAX_SIZE_BYTES`."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
-            raise ValueError(f"{value} is not a positive size in bytes")
-        return value
+            raise ValueError(f"{_show(value)} is not a positive size in bytes")
+        return _at_most(value, value, MAX_SIZE_BYTES, _MAX_SIZE_TEXT)
     if isinstance(value, str):
-        m = _SIZE_RE.match(value.strip())
+        m = _SIZE_RE.fullmatch(value.strip())
         if m:
-            n = round(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+            n = _at_most(value, float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()], MAX_SIZE_BYTES, _MAX_SIZE_TEXT)
             if n > 0:
                 return n
     raise ValueError(f"{_show(value)} is not a size in bytes (use e.g. \"200KB\", \"256KiB\" or 200000)")
@@ -322,7 +350,10 @@ def parse_probability(value: Any) -> float:
     """A per-frame probability: a number in [0, 1] (``1e-3``) or a percentage string (``"0.1%"``)."""
     p: float | None = None
     if _is_number(value):
-        p = float(value)
+        try:
+            p = float(value)
+        except OverflowError:  # an int beyond float's range
+            p = None
     elif isinstance(value, str) and value.strip().endswith("%"):
         try:
             p = float(value.strip()[:-1]) / 100.0
@@ -334,7 +365,22 @@ def parse_probability(value: Any) -> float:
 
 
 def _show(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else repr(value)
+    """``value`` as a problem quotes it: a string in double quotes (control characters escaped,
+    so that a message stays one line), anything else as its repr."""
+    if isinstance(value, str):
+        return f'"{value}"' if value.isprintable() else f'"{repr(value)[1:-1]}"'
+    try:
+        return repr(value)
+    except ValueError:  # an int of more digits than str() converts (sys.get_int_max_str_digits)
+        return f"a {'negative ' if value < 0 else ''}{value.bit_length()}-bit integer"
+
+
+def _show_delay(ns: int) -> str:
+    """Nanoseconds in the largest unit that divides them: 3600000000000 -> "3600s"."""
+    for unit, scale in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns % scale == 0:
+            return f"{ns // scale}{unit}"
+    return f"{ns}ns"
 
 
 def derived_mac(node: str, link: str) -> str:
@@ -404,7 +450,7 @@ def _int_field(errors: _Errors, path: str, value: Any, lo: int, hi: int) -> int 
         errors.add(path, f"{_show(value)} is not an integer")
         return None
     if not lo <= value <= hi:
-        errors.add(path, f"{value} is out of range [{lo}, {hi}]")
+        errors.add(path, f"{_show(value)} is out of range [{lo}, {hi}]")
         return None
     return value
 
@@ -412,7 +458,7 @@ def _int_field(errors: _Errors, path: str, value: Any, lo: int, hi: int) -> int 
 def _parsed(errors: _Errors, path: str, value: Any, parser: Any) -> Any:
     try:
         return parser(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # the parsers bound their values; OverflowError is a safety net
         errors.add(path, str(exc))
         return None
 
@@ -424,7 +470,7 @@ def netns_name(prefix: str, node: str) -> str:
 
 def validate_prefix(prefix: Any) -> str:
     """Check a namespace prefix; raise :class:`TopologyError` if it is unusable."""
-    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > PREFIX_MAX:
+    if not isinstance(prefix, str) or not _PREFIX_RE.fullmatch(prefix) or len(prefix) > PREFIX_MAX:
         raise TopologyError(
             [("prefix", f"{_show(prefix)} is not a prefix (lower-case letter, then letters/digits, "
                         f"at most {PREFIX_MAX} characters, no '-')")]
@@ -582,7 +628,7 @@ def _parse_node(errors: _Errors, path: str, raw: Any, table: _NodeTable) -> None
 
 def _check_node_name(errors: _Errors, path: str, n_name: str) -> bool:
     """Whether ``n_name`` can name a node (interface names derived from it must fit the kernel's limit)."""
-    if not _NODE_NAME_RE.match(n_name):
+    if not _NODE_NAME_RE.fullmatch(n_name):
         errors.add(f"{path}.name", f"{_show(n_name)} is not a node name (letter, then letters/digits/_)")
         return False
     if len(n_name) > NODE_NAME_MAX:
@@ -627,7 +673,7 @@ def _parse_node_mac(errors: _Errors, path: str, t: dict[str, Any]) -> tuple[str 
     if "mac" not in t:
         return None, True
     raw_mac = t["mac"]
-    if not isinstance(raw_mac, str) or not _MAC_RE.match(_normalise_mac(raw_mac)):
+    if not isinstance(raw_mac, str) or not _MAC_RE.fullmatch(_normalise_mac(raw_mac)):
         errors.add(f"{path}.mac", f"{_show(raw_mac)} is not a MAC address (aa:bb:cc:dd:ee:ff)")
         return None, False
     mac = _normalise_mac(raw_mac)
@@ -673,6 +719,7 @@ def _parse_link(
     ok = ok and l_name is not None
     rate, delay, mtu, buffer = _link_numbers(errors, path, t, defaults)
     ok = ok and rate is not None and delay is not None and mtu is not None and buffer is not None
+    ok = _check_in_flight(errors, path, rate, delay) and ok
     both_switches = ok and all(nodes.nodes[ends[s]].kind is NodeKind.SWITCH for s in ("a", "b"))
     fcs, headroom, framing_ok = _link_framing(errors, path, t, ok, both_switches)
     ok = ok and framing_ok
@@ -731,7 +778,7 @@ def _link_name(
     if l_name is None:
         if ends_ok:
             l_name = f"{ends['a']}-{ends['b']}"
-    elif not isinstance(l_name, str) or not _LINK_NAME_RE.match(l_name) or len(l_name) > LINK_NAME_MAX:
+    elif not isinstance(l_name, str) or not _LINK_NAME_RE.fullmatch(l_name) or len(l_name) > LINK_NAME_MAX:
         errors.add(
             f"{path}.name",
             f"{_show(l_name)} is not a link name (letters, digits, '_', '.', '-'; at most {LINK_NAME_MAX})",
@@ -762,6 +809,16 @@ def _link_numbers(
     if "buffer" in t:
         buffer = _parsed(errors, f"{path}.buffer", t["buffer"], parse_size)
     return rate, delay, mtu, buffer
+
+
+def _check_in_flight(errors: _Errors, path: str, rate: int | None, delay: int | None) -> bool:
+    """Whether the bytes a link's sending switch holds while they propagate (rate x delay / 8)
+    stay within :data:`MAX_IN_FLIGHT_BYTES`; reported on ``delay``, the usual culprit."""
+    if rate is None or delay is None or rate * delay <= MAX_IN_FLIGHT_BYTES * 8 * 10**9:
+        return True
+    errors.add(f"{path}.delay", f"{_show_delay(delay)} at {rate} bit/s keeps {rate * delay // (8 * 10**9)} bytes "
+                                f"in flight (rate x delay / 8), above the limit of 16GiB ({MAX_IN_FLIGHT_BYTES} bytes)")
+    return False
 
 
 def _link_framing(
@@ -860,7 +917,7 @@ def _link_ifnames(
             table.attached[node.name] = path
         if key in t:
             ifn = t[key]
-            if not isinstance(ifn, str) or not _IFNAME_RE.match(ifn) or len(ifn) > IFNAME_MAX or ifn == "lo":
+            if not isinstance(ifn, str) or not _IFNAME_RE.fullmatch(ifn) or len(ifn) > IFNAME_MAX or ifn == "lo":
                 errors.add(
                     f"{path}.{key}",
                     f"{_show(ifn)} is not an interface name (letters, digits, '_', '.', '-'; "
@@ -999,6 +1056,11 @@ def loads_topology(text: str, source: str = "<string>") -> Topology:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TopologyError([("", f"not valid TOML: {exc}")], source) from None
+    except ValueError:  # tomllib's int() of a number longer than sys.get_int_max_str_digits()
+        raise TopologyError([("", f"not valid TOML: an integer has more than {sys.get_int_max_str_digits()} "
+                                  "digits")], source) from None
+    except RecursionError:
+        raise TopologyError([("", "not valid TOML: arrays or tables nested too deeply")], source) from None
     return topology_from_dict(data, source)
 
 

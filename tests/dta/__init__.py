@@ -47,6 +47,11 @@ def default_setup(mem: CollectorMemory) -> None:
     mem.add_sketch(7, rows=3, columns=10, merge="sum", reporters=(1, 2, 3), batch_columns=4)
 
 
+def bind(nic: RoceResponder, tr: DTATranslator) -> None:
+    """Connect the NIC's QPs to the translator (what enable_translator's ``bind`` does live)."""
+    nic.bind(tr.config.mac, tr.config.ip, {name: qp.local_qpn for name, qp in tr.qps.items()})
+
+
 class Rig:
     """Memory + NIC + translator + query, connected in-process (no loss unless asked)."""
 
@@ -57,6 +62,7 @@ class Rig:
                                  rng=random.Random(seed + 1))
         config.setdefault("grace_reports", 0)
         self.tr = DTATranslator(TranslatorConfig(self.nic.connect_info(), TRANSLATOR_MAC, TRANSLATOR_IP, **config))
+        bind(self.nic, self.tr)
         self.q = CollectorQuery(self.mem)
         self.reporter = reporter or Reporter(REPORTER_MAC, TRANSLATOR_MAC, REPORTER_IP, COLLECTOR_IP)
         self.emitted: list[bytes] = []  # every RoCEv2 frame the translator produced

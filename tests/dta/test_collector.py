@@ -37,6 +37,7 @@ class Nic:
         self.mem = make_memory(setup, seed)
         self.nic = RoceResponder(self.mem, COLLECTOR_MAC, COLLECTOR_IP, nak_policy=nak_policy,
                                  rng=random.Random(seed))
+        self.nic.bind(TRANSLATOR_MAC, TRANSLATOR_IP)
         self.psn = {name: qp.epsn for name, qp in ((q.name, q) for q in self.nic.qps.values())}
 
     def qp(self, name):

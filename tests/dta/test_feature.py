@@ -30,6 +30,7 @@ def build(grace_reports=0, fcs=False) -> Tor:
     tr = DTATranslator(TranslatorConfig(nic.connect_info(), SWITCH_MAC, TRANSLATOR_IP, grace_reports=grace_reports,
                                         append_flush_ns=2 * MS))
     feature = TranslatorFeature(sw, "to-collector", tr, cls=3)
+    nic.bind(SWITCH_MAC, TRANSLATOR_IP)
     return Tor(mem, nic, sw, tr, feature)
 
 

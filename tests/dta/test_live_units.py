@@ -111,12 +111,16 @@ def test_enable_status_disable_on_a_switch():
     shell.switch.receive("p-h1", rep.frame(rep.key_write(5, 55, 2)), 1)
     frames = shell.switch.transmit(10**9)
     assert [p for p, _ in frames] == ["p-c1", "p-c1"]
+    nic.bind(out["translator_mac"], out["translator_ip"])  # what enable_translator does before dta_enable
     for _, f in frames:
         assert nic.receive(f, 0) == []
     assert nic.counters()["qps"]["keywrite"]["writes"] == 2
     st = h["dta_status"]({})
     assert st["enabled"] and st["counters"]["keywrite"] == 1 and st["port"] == "p-c1"
-    assert h["dta_enable"]({"port": "p-c1", "connect_info": info})["replaced"]
+    again = h["dta_enable"]({"port": "p-c1", "connect_info": info, "mac": "02:00:00:00:bb:02", "nak_window_ms": None,
+                             "nak_window_slack": 7})
+    assert again["replaced"] and again["translator_mac"] == "02:00:00:00:bb:02"
+    assert again["config"]["nak_window_ns"] is None and again["config"]["nak_window_slack"] == 7
     off = h["dta_disable"]({})
     assert off["was_enabled"] and off["counters"]["reports"] == 0
     assert h["dta_disable"]({}) == {"enabled": False, "was_enabled": False}
@@ -129,6 +133,11 @@ def test_enable_status_disable_on_a_switch():
     ({"port": "p-c1", "cls": 9}, "traffic class"),
     ({"port": "p-c1", "ip": "not-an-ip"}, "cannot enable"),
     ({"port": "p-c1", "max_redundancy": 0}, "cannot enable"),
+    ({"port": "p-c1", "mac": 5}, "MAC address string"),
+    ({"port": "p-c1", "mac": "zz"}, "cannot enable"),
+    ({"port": "p-c1", "nak_window_ms": -1}, "non-negative"),
+    ({"port": "p-c1", "nak_window_ms": 0}, "cannot enable"),
+    ({"port": "p-c1", "nak_window_slack": -1}, "cannot enable"),
 ])
 def test_bad_enable_requests_get_a_clear_error(req, words):
     h = control.switch_handlers(FakeShell())
@@ -162,6 +171,61 @@ def test_topology_helpers():
         control.check_collector(STATE, "h1")
     with pytest.raises(control.DTAError, match="not a switch"):
         control.check_switch(STATE, "c1")
+
+
+def test_enable_translator_binds_the_collector_before_enabling(monkeypatch):
+    """The control exchange (the stand-in for RDMA_CM): connect_info, then bind (the collector's
+    QPs learn their peer: the translator's IP, MAC and QPNs), then dta_enable with the same
+    addresses."""
+    state = {**STATE, "ports": [{**p, "mac": "02:00:00:00:aa:01"} if (p["node"], p["ifname"]) == ("sw2", "p-c1")
+                                else p for p in STATE["ports"]]}
+    info = _info()[2]
+    calls = []
+
+    def fake_control(prefix, node, cmd, **args):
+        calls.append((node, cmd, args))
+        return {"connect_info": info, "bind": {"bound": ["keywrite"]}}.get(cmd, {"port": args.get("port")})
+
+    monkeypatch.setattr(control, "run_state", lambda prefix: state)
+    monkeypatch.setattr(control, "_control", fake_control)
+    out = control.enable_translator("ns", "sw2", "c1")
+    assert [(n, c) for n, c, _ in calls] == [("c1", "connect_info"), ("c1", "bind"), ("sw2", "dta_enable")]
+    bind, enable = calls[1][2], calls[2][2]
+    assert bind == {"ip": "10.0.0.254", "mac": "02:00:00:00:aa:01",
+                    "qps": {r["name"]: r["peer_qpn"] for r in info["regions"]}}
+    assert (enable["ip"], enable["mac"], enable["port"]) == ("10.0.0.254", "02:00:00:00:aa:01", "p-c1")
+    assert out["bound"] == ["keywrite"]
+    no_mac = {**state, "ports": [{**p, "mac": None} for p in state["ports"]]}
+    from headers.inet import mac_str
+    from netstack.switch.config import derived_mac
+
+    assert control.port_mac(no_mac, "sw2", "p-c1") == mac_str(derived_mac("sw2", "p-c1"))
+
+
+class _FakePort:
+    ifname = "eth0"
+
+
+def test_collector_bind_command():
+    mem, nic, info = _info()
+    shell = cd.CollectorShell({"mac": "", "ip": ""}, mem, nic, _FakePort(), {}, cd.PortGuard())
+    bind = shell.handlers()["bind"]
+    out = bind({"ip": "10.0.9.254", "mac": "02:00:00:00:aa:01", "qps": {"keywrite": 77}})
+    assert out == {"bound": ["keywrite"], "ip": "10.0.9.254", "mac": "02:00:00:00:aa:01"}
+    peers = {name: q["peer"] for name, q in nic.counters()["qps"].items()}
+    assert peers["keywrite"] == {"mac": "02:00:00:00:aa:01", "ip": "10.0.9.254", "qpn": 77}
+    assert peers["append-4"] is None  # not named: still unbound
+    assert len(bind({"ip": "10.0.9.254", "mac": "02:00:00:00:aa:01"})["bound"]) == len(info["regions"])
+    for bad, words in (({"mac": "02:00:00:00:aa:01"}, "ip and mac"),
+                       ({"ip": "10.0.9.254", "mac": "02:00:00:00:aa:01", "qps": []}, "qps must be"),
+                       ({"ip": "10.0.9.254", "mac": "02:00:00:00:aa:01", "qps": {"nope": 1}}, "no QP"),
+                       ({"ip": "10.0.9.254", "mac": "02:00:00:00:aa:01", "qps": {"keywrite": 1 << 24}}, "24-bit"),
+                       ({"ip": "10.0.9", "mac": "02:00:00:00:aa:01"}, "cannot bind"),
+                       ({"ip": "10.0.9.254", "mac": "zz"}, "cannot bind")):
+        with pytest.raises(ControlError, match=words):
+            bind(bad)
+    kw = nic.qp("keywrite")  # a refused bind changes nothing
+    assert (kw.peer_qpn, kw.peer_ip, kw.peer_mac) == (77, bytes([10, 0, 9, 254]), bytes.fromhex("02000000aa01"))
 
 
 def test_region_layout_lookup():

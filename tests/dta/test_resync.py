@@ -67,6 +67,7 @@ def simulate(grace_reports: int, duration: int = 40 * MS, nak_policy: str = "eve
     buf = BufferedResponder(nic, capacity=1 << 16, service_ns=5 * US)
     tr = DTATranslator(TranslatorConfig(nic.connect_info(), TRANSLATOR_MAC, TRANSLATOR_IP,
                                         grace_reports=grace_reports, append_flush_ns=None))
+    nic.bind(TRANSLATOR_MAC, TRANSLATOR_IP)  # the QPs' peer (enable_translator's bind step)
     rep = Reporter(REPORTER_MAC, TRANSLATOR_MAC, REPORTER_IP, COLLECTOR_IP)
     append_qpn = nic.qp("append-9").qpn
     events: list[tuple[int, int, str, object]] = []

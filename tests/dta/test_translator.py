@@ -333,7 +333,7 @@ def test_seqnum_wraps_and_untracked_reports_pass():
 def collector_nak(rig, qp_name, psn, code=NakCode.PSN_SEQUENCE_ERROR, src_ip=COLLECTOR_IP, dqpn=None):
     qp = rig.nic.qp(qp_name)
     bth = BTH(opcode=Opcode.ACKNOWLEDGE, migreq=1, dqpn=qp.peer_qpn if dqpn is None else dqpn, psn=psn)
-    return build_roce_frame(COLLECTOR_MAC, TRANSLATOR_MAC, src_ip, TRANSLATOR_IP, 50000, bth, [aeth_nak(code, 0)])
+    return build_roce_frame(COLLECTOR_MAC, TRANSLATOR_MAC, src_ip, TRANSLATOR_IP, 49152, bth, [aeth_nak(code, 0)])
 
 
 def test_gap_resync_with_a_count_grace_period():
@@ -358,55 +358,67 @@ def test_gap_resync_with_a_count_grace_period():
 def test_time_grace_holds_sketch_writes_and_releases_them():
     rig = Rig(lambda m: (m.add_sketch(9, rows=1, columns=2, reporters=(1,), batch_columns=2),
                          m.add_append_list(5, entries=16, batch=1)), grace_reports=None, grace_ns=2 * MS)
-    qp = rig.nic.qp("sketch-9")
-    rig.tr.on_roce_response(collector_nak(rig, "sketch-9", qp.epsn), 0)
+    rig.send(rig.reporter.append(5, 0), drop=lambda f: True)  # lost on the wire
+    rig.send(rig.reporter.append(5, 0))  # draws the NAK: resync, grace period until 2 ms
     assert rig.tr.in_grace
+    emitted = len(rig.emitted)
     rig.send(rig.reporter.sketch_merge(1, 9, 0, [5]), now=MS)
     rig.send(rig.reporter.sketch_merge(1, 9, 1, [6]), now=MS)  # merged, its WRITE held
     rig.send(rig.reporter.append(5, 1), now=MS)  # dropped
-    assert rig.emitted == [] and rig.tr.next_deadline() == 2 * MS
+    assert len(rig.emitted) == emitted and rig.tr.next_deadline() == 2 * MS
     rig.timer(2 * MS)
     assert not rig.tr.in_grace and rig.q.sketch_matrix(9) == [[5, 6]] and rig.tr.c.grace_dropped == 1
 
 
 def test_further_naks_rearm_the_grace_period():
     rig = append_rig(entries=16, batch=1, grace_reports=3)
-    qp = rig.nic.qp("append-5")
-    rig.tr.on_roce_response(collector_nak(rig, "append-5", qp.epsn), 0)
+    rig.send(rig.reporter.append(5, 0), drop=lambda f: True)  # lost on the wire
+    rig.send(rig.reporter.append(5, 0))  # draws the NAK: resync, grace period
+    (nak,) = rig.responses
     rig.send_all([rig.reporter.append(5, 1), rig.reporter.append(5, 2)])
-    rig.tr.on_roce_response(collector_nak(rig, "append-5", qp.epsn), 0)
+    rig.tr.on_roce_response(nak, 0)  # the same NAK again, as a NIC that NAKs every stale request sends it
     rig.send_all([rig.reporter.append(5, v) for v in (3, 4, 5)])
     assert rig.tr.in_grace is False and rig.tr.c.grace_dropped == 5 and rig.tr.c.grace_periods == 1
+    assert rig.tr.c.resyncs == 2
     rig.send(rig.reporter.append(5, 6))
-    assert rig.q.append_read(5) == [6]
+    assert rig.q.append_read(5) == [0, 0, 6]
 
 
 def test_forged_or_irrelevant_responses_do_not_move_the_psn():
     rig = append_rig(entries=16, batch=1, grace_reports=3)
     qp_name = "append-5"
+    rig.send_all(rig.reporter.append(5, v) for v in range(3))
     tq = rig.tr.qps[qp_name]
-    psn0 = tq.psn
-    bad_icrc = bytearray(collector_nak(rig, qp_name, psn0))
+    psn0 = tq.psn  # the next PSN; psn0 - 3 .. psn0 - 1 were sent (and executed)
+    bad_icrc = bytearray(collector_nak(rig, qp_name, psn0 - 2))
     bad_icrc[-1] ^= 1
     cases = [
         collector_nak(rig, qp_name, (psn0 + 100) & 0xFFFFFF),  # "expects" a PSN we never sent
-        collector_nak(rig, qp_name, psn0, dqpn=0x424242),  # not one of our QPs
-        collector_nak(rig, qp_name, psn0, src_ip=bytes([10, 6, 6, 6])),  # not from the collector
+        collector_nak(rig, qp_name, psn0),  # "expects" the next PSN: nothing is missing
+        collector_nak(rig, qp_name, psn0 - 1),  # a NAK for e needs a later request than e
+        collector_nak(rig, qp_name, psn0 - 4),  # before the first PSN of the connection
+        collector_nak(rig, qp_name, psn0 - 2, dqpn=0x424242),  # not one of our QPs
+        collector_nak(rig, qp_name, psn0 - 2, src_ip=bytes([10, 6, 6, 6])),  # not from the collector
         bytes(bad_icrc),
         b"\x00" * 30,
-        collector_nak(rig, qp_name, psn0, code=NakCode.REMOTE_ACCESS_ERROR),
-        collector_nak(rig, qp_name, psn0, code=NakCode.INVALID_REQUEST),
     ]
     for f in cases:
         assert rig.tr.on_roce_response(f, 0) == []
-    ack = build_roce_frame(COLLECTOR_MAC, TRANSLATOR_MAC, COLLECTOR_IP, TRANSLATOR_IP, 1,
+    c = rig.tr.c
+    assert tq.psn == psn0 and not rig.tr.in_grace and c.resyncs == 0
+    assert (c.naks_rejected_window, c.response_unknown_qp, c.responses_rejected_source, c.response_icrc_errors,
+            c.response_malformed) == (4, 1, 1, 1, 1)
+    # responses that are not sequence errors are counted inside the window, and advance its start
+    rig.tr.on_roce_response(collector_nak(rig, qp_name, psn0 - 3, code=NakCode.INVALID_REQUEST), 0)
+    rig.tr.on_roce_response(collector_nak(rig, qp_name, psn0 - 2, code=NakCode.REMOTE_ACCESS_ERROR), 0)
+    rig.tr.on_roce_response(collector_nak(rig, qp_name, psn0 - 3, code=NakCode.REMOTE_ACCESS_ERROR), 0)  # stale
+    ack = build_roce_frame(COLLECTOR_MAC, TRANSLATOR_MAC, COLLECTOR_IP, TRANSLATOR_IP, 49152,
                            BTH(opcode=Opcode.ATOMIC_ACKNOWLEDGE, dqpn=rig.nic.qp(qp_name).peer_qpn, psn=psn0 - 1),
                            [aeth_ack(0), AtomicAckETH(5)])
     rig.tr.on_roce_response(ack, 0)
-    c = rig.tr.c
-    assert tq.psn == psn0 and not rig.tr.in_grace and c.resyncs == 0
-    assert (c.response_bad_psn, c.response_unknown_qp, c.response_unexpected, c.response_icrc_errors,
-            c.response_malformed, c.naks_access, c.naks_invalid, c.acks) == (1, 1, 1, 1, 1, 1, 1, 1)
+    rig.tr.on_roce_response(ack, 0)  # a replay: psn0 - 1 is acknowledged already
+    assert (c.naks_invalid, c.naks_access, c.acks, c.naks_rejected_window, c.acks_rejected_window) == (1, 1, 1, 5, 1)
+    assert tq.psn == psn0 and tq.una == psn0 and not rig.tr.in_grace and c.resyncs == 0
 
 
 # ---------------------------------------------------------------------------------- refusals

@@ -76,7 +76,15 @@ def test_enable_finds_the_collector_port_and_regions(dta):
     info = dta["info"]
     assert info["port"] == "p-c1" and info["collector_ip"] == _collector_ip(dta["state"])
     assert {"keywrite", "keyincrement", "append-4", "sketch-1"} <= set(info["regions"])
+    # the collector's QPs are bound to the translator (its IP, the port's MAC, its QPNs) before dta_enable
+    assert sorted(info["bound"]) == sorted(info["regions"])
+    port_mac = next(p["mac"] for p in dta["state"]["ports"] if p["node"] == "sw2" and p["ifname"] == "p-c1")
+    assert info["translator_mac"] == port_mac
     st = control.collector_status(dta["prefix"])
+    ci = control.connect_info(dta["prefix"])
+    peer_qpn = {r["name"]: r["peer_qpn"] for r in ci["regions"]}
+    for name, qp in st["responder"]["qps"].items():
+        assert qp["peer"] == {"ip": info["translator_ip"], "mac": port_mac, "qpn": peer_qpn[name]}, name
     assert st["udp4791_guard"] in ("nft", "socket")
     assert Path(st["memory_dir"], "manifest.json").exists()
 
@@ -191,6 +199,7 @@ def test_no_icrc_errors_no_naks_no_resyncs(dta):
     st = control.collector_status(dta["prefix"])
     r = st["responder"]
     assert r["icrc_errors"] == 0 and r["malformed"] == 0 and r["internal_errors"] == 0 and r["unknown_qp"] == 0
+    assert r["requests_rejected_source"] == 0 and r["requests_unbound"] == 0  # the genuine peer is never refused
     for name, qp in r["qps"].items():
         assert qp["naks_psn"] == qp["naks_access"] == qp["naks_invalid"] == 0, name
         assert qp["duplicates"] == qp["out_of_sequence_dropped"] == 0, name
@@ -198,35 +207,44 @@ def test_no_icrc_errors_no_naks_no_resyncs(dta):
     assert c["resyncs"] == 0 and c["response_icrc_errors"] == 0 and c["internal_errors"] == 0
     assert c["malformed"] == 0 and c["grace_dropped"] == 0
     assert c["acks"] == c["fetch_adds"]  # every Fetch&Add answered by an ATOMIC ACKNOWLEDGE
+    # and every genuine response was believed: from the collector, for us, inside the sequence window
+    assert c["responses_rejected_source"] == c["responses_rejected_dest"] == 0
+    assert c["naks_rejected_window"] == c["acks_rejected_window"] == c["response_unknown_qp"] == 0
 
 
 FORGE = r"""
 import json, socket, sys
 from headers.inet import ip_bytes, mac_bytes
-from headers.roce import BTH, RETH, Opcode, build_roce_frame, parse_roce_frame
+from headers.roce import BTH, RETH, Opcode, build_roce_frame
 p = json.loads(sys.argv[1])
 me_mac = open("/sys/class/net/eth0/address").read().strip()
-rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); rx.bind(("0.0.0.0", 4791)); rx.settimeout(2.0)
+rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); rx.bind(("0.0.0.0", 4791)); rx.settimeout(0.5)
 tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); tx.bind(("eth0", 0))
 def frame(rkey, psn):
     bth = BTH(opcode=Opcode.RDMA_WRITE_ONLY, migreq=1, pkey=0xFFFF, dqpn=p["qpn"], psn=psn)
     return build_roce_frame(mac_bytes(me_mac), mac_bytes(p["mac"]), ip_bytes(p["src"]), ip_bytes(p["ip"]), 50000,
                             bth, [RETH(p["va"], rkey, 8)], b"FORGED!!")
 bad_icrc = bytearray(frame(p["rkey"], p["psn"])); bad_icrc[-1] ^= 0xFF
-tx.send(bytes(bad_icrc))                      # a corrupt frame: silently dropped (ICRC)
-tx.send(frame(p["bad_rkey"], p["psn"]))       # a well-formed WRITE with a bad rkey: NAK
-data = rx.recv(2048)
-bth = BTH.from_bytes(data, 0)
-print(json.dumps({"opcode": bth.opcode, "psn": bth.psn, "syndrome": data[12], "len": len(data)}))
+tx.send(bytes(bad_icrc))                          # a corrupt frame: silently dropped (ICRC)
+tx.send(frame(p["bad_rkey"], p["psn"]))           # well-formed, bad rkey, from a stranger: no NAK
+tx.send(frame(p["rkey"], p["psn"]))               # right QPN, PSN and rkey, from a stranger: dropped
+tx.send(frame(p["rkey"], (p["psn"] + 1000) & 0xFFFFFF))  # a PSN ahead: no NAK tells h1 the expected PSN
+try:
+    data = rx.recv(2048)
+    print(json.dumps({"answer": data.hex()}))
+except socket.timeout:
+    print(json.dumps({"answer": None}))
 """
 
 
-def test_forged_roce_frame_is_nakked_and_touches_no_memory(dta):
+def test_forged_roce_frames_from_a_stranger_are_dropped_unanswered(dta):
+    """The collector's QPs are bound to the translator: h1, which knows the QPN, the expected
+    PSN and the rkey, gets no byte written and no answer (a NAK would tell it the expected PSN)."""
     state, prefix = dta["state"], dta["prefix"]
     info = control.connect_info(prefix)
     region = next(r for r in info["regions"] if r["name"] == "sketch-1")  # idle now: nothing else moves its PSN
     qp_before = _qps(prefix)["sketch-1"]
-    icrc_before = control.collector_status(prefix)["responder"]["icrc_errors"]
+    before = control.collector_status(prefix)["responder"]
     rkeys = {r["rkey"] for r in info["regions"]}
     bad = region["rkey"] ^ 0x5A5A5A5A
     while bad in rkeys or bad == 0:
@@ -239,12 +257,12 @@ def test_forged_roce_frame_is_nakked_and_touches_no_memory(dta):
               "src": state["hosts"]["h1"].split("/")[0]}
     r = in_node(state, "h1", FORGE, json.dumps(params), timeout=30)
     assert r.returncode == 0, r.stderr
-    nak = json.loads(r.stdout.strip().splitlines()[-1])
-    assert nak["opcode"] == 0x11  # ACKNOWLEDGE carrying a NAK
-    assert nak["syndrome"] >> 5 == 0b11 and nak["syndrome"] & 0x1F == 2  # NAK, remote access error
-    assert nak["psn"] == qp_before["epsn"]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"answer": None}
+    assert _until(lambda: control.collector_status(prefix)["responder"]["requests_rejected_source"]
+                  == before["requests_rejected_source"] + 3)
+    after = control.collector_status(prefix)["responder"]
+    assert after["icrc_errors"] == before["icrc_errors"] + 1
     qp_after = _qps(prefix)["sketch-1"]
-    assert qp_after["naks_access"] == qp_before["naks_access"] + 1
-    assert qp_after["writes"] == qp_before["writes"]
-    assert control.collector_status(prefix)["responder"]["icrc_errors"] == icrc_before + 1
+    assert (qp_after["epsn"], qp_after["writes"], qp_after["naks_access"], qp_after["naks_psn"]) == \
+        (qp_before["epsn"], qp_before["writes"], qp_before["naks_access"], qp_before["naks_psn"])
     assert {p.name: p.read_bytes() for p in directory.glob("*.mem")} == snapshot

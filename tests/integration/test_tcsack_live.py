@@ -10,7 +10,10 @@ import pytest
 
 from netstack import runtime
 from netstack.tcsack.control import live_transfer
+from netstack.tcsack.live import PORT
 from netstack.topo import impair
+
+from .conftest import in_node
 
 pytestmark = pytest.mark.netns
 
@@ -91,3 +94,67 @@ def test_netstack_tcsack_transfer_command(lossy, capsys):
     assert out["ok"] and out["proto"] == "gbn" and out["receiver"]["bytes"] == 100_000
     assert main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--src", "sw1"]) == 2
     assert "not a host" in capsys.readouterr().err
+
+
+#: runs in h2's namespace: sniffs eth0 for the sender's first data packet, then, from a UDP socket
+#: of its own, sends the receiver replays of it, a forged LAST, forged data of the flow, another
+#: flow's packet and junk, every 5 ms for a second, and counts what comes back to it
+ATTACKER = """
+import json, socket, struct, sys, time
+port = int(sys.argv[1])
+sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0003))
+sniff.bind(("eth0", 0))
+sniff.settimeout(30)
+print("ready", file=sys.stderr, flush=True)
+while True:
+    f = sniff.recv(65535)
+    if f[12:14] == b"\\x08\\x00" and f[23] == 17 and struct.unpack_from("!H", f, 36)[0] == port:
+        length = struct.unpack_from("!H", f, 38)[0] - 8
+        if length >= 12 and f[42] == 1:
+            first = f[42:42 + length]
+            break
+_, _, flow, seq, _ = struct.unpack_from("!BBHII", first)
+def data(flow, s, flags, body=b"x" * 1200):
+    return struct.pack("!BBHII", 1, flags, flow, s & 0xFFFFFFFF, 0) + body
+forged = [first, data(flow, seq + 3, 0x02), data(flow, seq + 5, 0), data(flow ^ 1, seq, 0), b"junk"]
+time.sleep(0.05)  # the receiver has the packet too: it is bound
+out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+out.setblocking(False)
+sent = acks = 0
+end = time.monotonic() + 1.0
+while time.monotonic() < end:
+    for d in forged:
+        try:
+            out.sendto(d, ("10.0.0.2", port))
+            sent += 1
+        except OSError:
+            pass
+    time.sleep(0.005)
+    try:
+        while True:
+            out.recvfrom(65536)
+            acks += 1
+    except OSError:
+        pass
+print(json.dumps({"sent": sent, "acks": acks}))
+"""
+
+
+def test_the_receiver_acks_only_its_sender_while_another_source_forges(lossy):
+    """docs/security.md#tc-sack: a process on the receiving host that sees the flow replays its
+    packets and forges data, LAST, another flow's packets and junk from its own address during a
+    transfer over the lossy path: the bytes arrive intact, the forgeries are counted, and no ACK
+    goes to it."""
+    attacker = in_node(lossy, "h2", ATTACKER, str(PORT), background=True)
+    try:
+        assert attacker.stderr is not None and attacker.stderr.readline().strip() == "ready"
+        send, recv = _transfer(lossy, "tcsack", 1_000_000)
+        out, _ = attacker.communicate(timeout=30)
+    finally:
+        if attacker.poll() is None:
+            attacker.kill()
+    a = json.loads(out.strip().splitlines()[-1])
+    assert send["done"] and recv["complete"] and recv["sha256"] == send["sha256"]
+    assert a["sent"] > 0 and a["acks"] == 0, a
+    assert recv["checks"]["not_peer"] > 0 and recv["peer"][0] == lossy["hosts"]["h1"].split("/")[0]
+    assert send["counters"]["bogus_acks"] == 0 and recv["counters"]["delivered"] == send["counters"]["packets"]

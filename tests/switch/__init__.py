@@ -39,7 +39,8 @@ def raw_frame(dst: bytes, src: bytes, etype: int = 0x88B5, size: int = 60) -> by
     return dst + src + struct.pack("!H", etype) + bytes(max(0, size - 14))
 
 
-def make_switch(n: int = 2, name: str = "s1", static_fdb: dict | None = None, **port_kw) -> Switch:
+def make_switch(n: int = 2, name: str = "s1", static_fdb: dict | None = None,
+                switch_only_ethertypes: tuple[int, ...] = (), **port_kw) -> Switch:
     """A switch with ports p0..p{n-1}; ``port_kw`` applies to every port, ``pN_kw`` keys to one."""
     ports = []
     for i in range(n):
@@ -48,7 +49,8 @@ def make_switch(n: int = 2, name: str = "s1", static_fdb: dict | None = None, **
         for j in range(n):
             kw.pop(f"p{j}", None)
         ports.append(PortConfig(f"p{i}", **kw))
-    return Switch(SwitchConfig(name, tuple(ports), static_fdb or {}))
+    return Switch(SwitchConfig(name, tuple(ports), static_fdb or {},
+                               switch_only_ethertypes=switch_only_ethertypes))
 
 
 @dataclass
