@@ -57,6 +57,8 @@ class SwitchShell:
         self._timer_at = 0
         self.internal_errors = 0
         self.started_ns = time.monotonic_ns()
+        #: protocol name -> its control plug-in's ``switch_status(shell)`` (filled by handlers())
+        self._status_hooks: dict[str, Any] = {}
 
     # --- data path -----------------------------------------------------------------
     def on_readable(self, name: str) -> None:
@@ -145,6 +147,9 @@ class SwitchShell:
                 if exc.name != name:
                     raise
                 continue
+            report = getattr(module, "switch_status", None)
+            if report is not None:
+                self._status_hooks[name.rsplit(".", 2)[-2]] = report
             contribute = getattr(module, "switch_handlers", None)
             if contribute is None:
                 continue  # an end-host protocol: nothing runs in the switch
@@ -169,6 +174,10 @@ class SwitchShell:
             "internal_errors": self.internal_errors,
             "ports": ports,
             "switch_counters": self.switch.switch_counters(),
+            # what each protocol running in this switch reports (``switch_status(shell)`` of its
+            # control plug-in; a protocol that is off reports nothing)
+            "protocols": {name: st for name, report in self._status_hooks.items()
+                          if (st := report(self)) is not None},
         }
 
     def port_of(self, req: dict[str, Any]) -> str:

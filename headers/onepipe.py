@@ -137,6 +137,9 @@ class OnePipeFlag(IntFlag):
     # header"): over UDP/IP the mark is the IP ECN field, so the receiver echoes it in its
     # ACK. Ours; the paper does not say how the mark travels back.
     ECE = 0x02
+    # first fragment of a message (ours): with EOM alone a receiver that lost a message's last
+    # fragment could not tell where the next message starts (docs/wire-formats.md)
+    SOM = 0x04
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,8 +44,35 @@ class Backpressure(NamedTuple):
     paused: bool
 
 
-Action = Transmit | Backpressure
-A = TypeVar("A", Transmit, Backpressure)
+class SendTo(NamedTuple):
+    """A datagram for an addressed peer: a 1Pipe endpoint's data, ACK or NAK to another process
+    (``dst``), or its beacon to the switch it hangs off (``dst`` is the endpoint's
+    ``UPLINK`` address: hop by hop, consumed by that switch, never forwarded)."""
+
+    dst: Any
+    data: bytes
+
+
+class Deliver(NamedTuple):
+    """A message delivered to the application in the total order: its scattering's timestamp,
+    its sender, its bytes (1Pipe's ``onepipe_unreliable_recv``)."""
+
+    ts: int
+    src: Any
+    msg: bytes
+
+
+class SendFail(NamedTuple):
+    """A message the network lost or the receiver refused (1Pipe's ``onepipe_send_fail_callback``:
+    best effort never retransmits)."""
+
+    ts: int
+    dst: Any
+    msg: bytes
+
+
+Action = Transmit | Backpressure | SendTo | Deliver | SendFail
+A = TypeVar("A", Transmit, Backpressure, SendTo, Deliver, SendFail)
 
 
 class ActionQueue(list[Action]):
@@ -87,4 +114,4 @@ class Engine(Protocol):
     def counters(self) -> dict[str, Any]: ...
 
 
-__all__ = ["Action", "ActionQueue", "Backpressure", "Engine", "Transmit"]
+__all__ = ["Action", "ActionQueue", "Backpressure", "Deliver", "Engine", "SendFail", "SendTo", "Transmit"]

@@ -51,6 +51,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
     ProtocolPlugin("dta", "A Novel Transport Protocol for Network Telemetry Collection (Direct Telemetry Access)",
                    control="netstack.dta.control",
                    node_kinds={"collector": "netstack.dta.control"}),
+    ProtocolPlugin("onepipe", "1Pipe: Scalable Total Order Communication in Data Center Networks",
+                   control="netstack.onepipe.control"),
     ProtocolPlugin("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",
                    control="netstack.tcsack.control",
                    scenarios="netstack.tcsack.scenarios"),

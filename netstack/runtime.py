@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +69,6 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
     """The daemon config of switch ``node``: one port per veth end, static entries for every
     host-like node's MAC toward the port that leads to it (shortest path over the links)."""
     ports = []
-    first_hop: dict[str, str] = {}
     for port in built.ports_of(node):
         link = topology.link(port.link)
         entry: dict[str, Any] = {
@@ -93,20 +91,7 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
         if imp is not None and imp.backend == "switch" and any(e.node == node for e in link.impaired_ends()):
             entry["impairment"] = imp.model()  # the switch's own seeded model on this (sending) port
         ports.append(entry)
-        first_hop[port.peer_node] = port.ifname
-    # BFS from this switch: the port a node is first reached through is its static port
-    seen = {node, *first_hop}
-    queue = deque(first_hop.items())
-    while queue:
-        current, via = queue.popleft()
-        if topology.node(current).kind is not NodeKind.SWITCH:
-            continue
-        for link in topology.links_of(current):
-            nxt = link.peer(current).node
-            if nxt not in seen:
-                seen.add(nxt)
-                first_hop[nxt] = via
-                queue.append((nxt, via))
+    first_hop = topology.first_hops(node)  # the port a node is first reached through is its static port
     static = {}
     for other, via in first_hop.items():
         n = topology.node(other)

@@ -23,7 +23,7 @@ from headers.registry import UdpPort
 
 _OPCODE_NAMES = {op.value: op.name for op in OnePipeOpcode}
 # flag bit names, bit 0 first (FlagsField order); bits 2-7 are reserved
-_FLAG_NAMES = ["EOM", "ECE", "R2", "R3", "R4", "R5", "R6", "R7"]
+_FLAG_NAMES = ["EOM", "ECE", "SOM", "R3", "R4", "R5", "R6", "R7"]
 
 
 class OnePipe(Packet):

@@ -6,21 +6,25 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..errors import CommandError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from ..topo.model import shipped_topologies
+
+    names = ", ".join(shipped_topologies())
     p = sub.add_parser(
         "up", help="build a topology (namespaces, veths) and start its daemons",
         description="Create one network namespace per node, veth pairs for the links (offloads off), host "
                     "addresses and routes, start one switch daemon per switch, and print what was built. "
-                    "Without TOPOLOGY, the default LinkGuardian-testbed topology (h1, h2, c1, sw1, sw2; "
-                    "docs/topology.md). All or nothing: on any error nothing is left half-built.",
+                    "TOPOLOGY is a TOML file or the name of a shipped topology "
+                    f"({names}; docs/topology.md); without it, the default LinkGuardian-testbed topology "
+                    "(h1, h2, c1, sw1, sw2). All or nothing: on any error nothing is left half-built.",
     )
-    p.add_argument("topology", nargs="?", type=Path, help="TOML topology file (default: built-in testbed)")
+    p.add_argument("topology", nargs="?",
+                   help=f"TOML topology file, or a shipped topology by name: {names} (omitted: default)")
     p.add_argument("--prefix", help="namespace prefix (default: the file's, 'ns' for the default topology)")
     p.add_argument("--no-impair", action="store_true", help="ignore the impairments the topology file sets")
     p.add_argument("--json", action="store_true", help="print the run state as JSON")
@@ -95,12 +99,12 @@ def _need_root() -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from ..runtime import RuntimeErrorNS, up
-    from ..topo.model import TopologyError, load_topology
+    from ..topo.model import TopologyError, load_topology_spec
     from ..topo.netns import BuildError
 
     _need_root()
     try:
-        topology = load_topology(args.topology)
+        topology = load_topology_spec(args.topology)
     except TopologyError as exc:
         raise CommandError(str(exc)) from None
     except OSError as exc:
@@ -127,8 +131,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     print("\ndaemons:")
     for d in state["daemons"]:
         print(f"  {d['node']:<6} {d['kind']} pid {d['pid']}  log {d['log']}")
-    print(f"\ntry: netstack exec h1 -- ping -c3 {state['hosts'].get('h2', '10.0.0.2').split('/')[0]}"
-          f"\n     netstack status --prefix {state['prefix']}\n     netstack down --prefix {state['prefix']}")
+    hints = []
+    hosts = [(h.name, h.ip.ip) for h in topology.hosts if h.ip is not None]
+    if len(hosts) >= 2:  # the first host pings the last (default: h1 -> h2; onepipe: h1 -> h4, across the spine)
+        exec_prefix = "" if state["prefix"] == "ns" else f"--prefix {state['prefix']} "
+        hints.append(f"netstack exec {exec_prefix}{hosts[0][0]} -- ping -c3 {hosts[-1][1]}")
+    hints += [f"netstack status --prefix {state['prefix']}", f"netstack down --prefix {state['prefix']}"]
+    print("\ntry: " + "\n     ".join(hints))
     return 0
 
 
@@ -167,6 +176,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"topology {st['topology']} (prefix {st['prefix']})")
     print(format_table(["node", "port", *cols], rows))
     _print_defences(st)
+    _print_protocols(st)
     others = {node: d for node, d in st["daemons"].items() if "ports" not in d and "error" not in d}
     for node, d in others.items():
         summary = {k: v for k, v in d.items() if isinstance(v, (int, float, str)) and k != "pid"}
@@ -177,6 +187,24 @@ def cmd_status(args: argparse.Namespace) -> int:
                   i.get("corrupted", ""), i.get("dropped", "")] for where, i in sorted(st["impairments"].items())]
         print(format_table(["direction", "link", "backend", "corrupt", "loss", "corrupted", "dropped"], irows))
     return 0
+
+
+def _print_protocols(st: dict[str, Any]) -> None:
+    """What each protocol running in the switches reports (``protocols`` in a switch daemon's
+    status: its control plug-in's ``switch_status``): the per-port counters, one table each."""
+    from ..bench.common import format_table
+
+    tables: dict[str, list[list[Any]]] = {}
+    cols: dict[str, list[str]] = {}
+    for node, d in st["daemons"].items():
+        for proto, rep in (d.get("protocols") or {}).items():
+            for port, p in sorted((rep.get("ports") or {}).items()):
+                counters = {k: v for k, v in (p.get("counters") or {}).items() if isinstance(v, int)}
+                names = cols.setdefault(proto, list(counters))
+                tables.setdefault(proto, []).append([node, port, *[counters.get(k, "") for k in names]])
+    for proto, rows in tables.items():
+        print(f"\n{proto} (per port; 'netstack {proto} status' has more):")
+        print(format_table(["node", "port", *cols[proto]], rows))
 
 
 #: what the switches refused or repaired (docs/security.md): shown when any of it happened

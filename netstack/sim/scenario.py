@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocols
-from ..topo.model import NodeKind, Topology, TopologyError, load_topology, topology_from_dict
+from ..topo.model import NodeKind, Topology, TopologyError, load_topology, shipped_topologies, topology_from_dict
 
 SCHEMA = "netstack.run/1"
 RUNTIMES = ("sim", "live")
@@ -46,8 +46,6 @@ PAPER_RATE_BPS = 100_000_000_000
 #: Modules whose ``SCENARIOS`` list is registered: the simulator's generic ones and each
 #: protocol's (``netstack.protocols``).
 SCENARIO_MODULES = protocols.scenario_modules()
-#: Topologies shipped with netstack (``netstack/topo/examples/<name>.toml``), usable by name.
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "topo" / "examples"
 
 
 class ScenarioError(ValueError):
@@ -154,10 +152,8 @@ def get(name: str) -> Scenario:
 
 # ----------------------------------------------------------------------------- topologies
 def examples() -> dict[str, Path]:
-    """Shipped topologies by name (``default`` is the live testbed's own)."""
-    out = {p.stem: p for p in sorted(EXAMPLES_DIR.glob("*.toml"))}
-    out["default"] = EXAMPLES_DIR.parent / "default.toml"
-    return out
+    """Shipped topologies by name (``default`` is the live testbed's own): the loader's list."""
+    return shipped_topologies()
 
 
 def resolve_topology(spec: str | Path | Mapping[str, Any] | Topology | None) -> Topology:

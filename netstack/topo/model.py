@@ -21,6 +21,7 @@ import ipaddress
 import re
 import sys
 import tomllib
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -58,6 +59,12 @@ MAX_DELAY_NS = 3600 * 10**9
 MAX_SIZE_BYTES = 16 * 2**30
 #: rate x delay / 8 of one link: the bytes its sending switch holds while they propagate.
 MAX_IN_FLIGHT_BYTES = MAX_SIZE_BYTES
+#: A host clock's offset from the true time, either way: the bound of ``delay`` (an hour; PTP
+#: keeps real clocks within a microsecond).
+MAX_CLOCK_OFFSET_NS = MAX_DELAY_NS
+#: A host clock's drift: 1 % (a quartz oscillator drifts by tens of ppm; beyond 1 % there is
+#: no synchronised clock left). Per-host clocks are modelled with the same bound.
+MAX_CLOCK_DRIFT_PPM = 10_000.0
 _MAX_RATE_TEXT = f"rate of 10Tbit ({MAX_RATE_BPS} bit/s)"
 _MAX_DELAY_TEXT = "delay of 1 hour (3600s)"
 _MAX_SIZE_TEXT = f"size of 16GiB ({MAX_SIZE_BYTES} bytes)"
@@ -136,6 +143,10 @@ class Node:
     kind: NodeKind
     ip: ipaddress.IPv4Interface | None = None  # hosts and collectors only
     mac: str | None = None  # explicit MAC of a host's/collector's single interface
+    #: the host's clock (host-like nodes only): host time = true time + offset + true time x
+    #: drift / 1e6 (docs/topology.md "Per-host clocks"); zero: the true time
+    clock_offset_ns: int = 0
+    clock_drift_ppm: float = 0.0
 
     @property
     def has_ip(self) -> bool:
@@ -267,6 +278,27 @@ class Topology:
     def iface(self, node: str, link: str) -> LinkEnd:
         return self.link(link).end(node)
 
+    def first_hops(self, switch: str) -> dict[str, str]:
+        """``{node: interface}``: the port ``switch`` reaches every other node by, breadth first
+        through switches only, links in file order (a switch's static forwarding entries, and
+        the routes protocols reason about)."""
+        first: dict[str, str] = {}
+        for link, end in self.ends_of(switch):
+            first.setdefault(link.peer(switch).node, end.ifname)
+        seen = {switch, *first}
+        queue = deque(first.items())
+        while queue:
+            current, via = queue.popleft()
+            if self.node(current).kind is not NodeKind.SWITCH:
+                continue
+            for link in self.links_of(current):
+                nxt = link.peer(current).node
+                if nxt not in seen:
+                    seen.add(nxt)
+                    first[nxt] = via
+                    queue.append((nxt, via))
+        return first
+
     def nodes_of_kind(self, kind: NodeKind) -> list[Node]:
         return [n for n in self.nodes if n.kind is kind]
 
@@ -346,6 +378,40 @@ def parse_size(value: Any) -> int:
     raise ValueError(f"{_show(value)} is not a size in bytes (use e.g. \"200KB\", \"256KiB\" or 200000)")
 
 
+def parse_clock_offset(value: Any) -> int:
+    """A host clock's offset, a delay that may be negative: ``"2us"``, ``"-1.5us"``, ``"+1ms"``,
+    ``"0"`` or ``0`` -> nanoseconds, at most :data:`MAX_CLOCK_OFFSET_NS` either way."""
+    if _is_number(value) and value == 0:
+        return 0
+    if isinstance(value, str):
+        text = value.strip()
+        body = text[1:] if text[:1] in ("+", "-") else text
+        sign = -1 if text[:1] == "-" else 1
+        if body == "0":
+            return 0
+        m = _DELAY_RE.fullmatch(body)
+        if m:
+            amount = float(m.group(1)) * _DELAY_UNITS[m.group(2)]
+            if not amount <= MAX_CLOCK_OFFSET_NS:  # (inf and 1e400 too, before rounding)
+                raise ValueError(f"{_show(value)} is beyond the maximum clock offset of 1 hour (3600s) either way")
+            return sign * round(amount)
+    raise ValueError(f"{_show(value)} is not a clock offset (use e.g. \"2us\" or \"-1.5us\")")
+
+
+def parse_drift_ppm(value: Any) -> float:
+    """A host clock's drift in parts per million: a number, at most :data:`MAX_CLOCK_DRIFT_PPM` either way."""
+    if _is_number(value):
+        try:
+            ppm = float(value)
+        except OverflowError:  # an int beyond float's range
+            ppm = float("inf")
+        if abs(ppm) <= MAX_CLOCK_DRIFT_PPM:
+            return ppm
+        if ppm == ppm:  # (nan is no number of ppm)
+            raise ValueError(f"{_show(value)} is beyond the maximum drift of {MAX_CLOCK_DRIFT_PPM:g} ppm either way")
+    raise ValueError(f"{_show(value)} is not a drift in ppm (a number such as 20 or -3.5)")
+
+
 def parse_probability(value: Any) -> float:
     """A per-frame probability: a number in [0, 1] (``1e-3``) or a percentage string (``"0.1%"``)."""
     p: float | None = None
@@ -420,7 +486,7 @@ class _Errors:
 _TOP_KEYS = {"topology", "defaults", "nodes", "links"}
 _TOPOLOGY_KEYS = {"name", "prefix", "paper_rate"}
 _DEFAULT_KEYS = {"rate", "delay", "mtu", "buffer"}
-_NODE_KEYS = {"name", "kind", "ip", "mac"}
+_NODE_KEYS = {"name", "kind", "ip", "mac", "clock_offset", "clock_drift_ppm"}
 _LINK_KEYS = {
     "name", "a", "b", "a_ifname", "b_ifname", "rate", "delay", "mtu", "headroom", "buffer", "fcs",
     "impairment", "features",
@@ -613,17 +679,23 @@ def _parse_node(errors: _Errors, path: str, raw: Any, table: _NodeTable) -> None
         return
     ip: ipaddress.IPv4Interface | None = None
     mac: str | None = None
+    offset, drift = 0, 0.0
     if kind is NodeKind.SWITCH:
         for key in ("ip", "mac"):
             if key in t:
                 errors.add(f"{path}.{key}", "switches have no address (their ports are plain L2 ports)")
                 ok = False
+        for key in ("clock_offset", "clock_drift_ppm"):
+            if key in t:
+                errors.add(f"{path}.{key}", "only hosts have a clock here (a switch forwards what the hosts stamp)")
+                ok = False
     else:
         ip, ip_ok = _parse_node_ip(errors, path, t, kind, n_name, table)
         mac, mac_ok = _parse_node_mac(errors, path, t)
-        ok = ok and ip_ok and mac_ok
+        offset, drift, clock_ok = _parse_node_clock(errors, path, t)
+        ok = ok and ip_ok and mac_ok and clock_ok
     if ok:
-        table.nodes[n_name] = Node(n_name, kind, ip, mac)
+        table.nodes[n_name] = Node(n_name, kind, ip, mac, offset, drift)
 
 
 def _check_node_name(errors: _Errors, path: str, n_name: str) -> bool:
@@ -666,6 +738,19 @@ def _parse_node_ip(
         )
         ok = False
     return ip, ok
+
+
+def _parse_node_clock(errors: _Errors, path: str, t: dict[str, Any]) -> tuple[int, float, bool]:
+    """A host-like node's clock: ``clock_offset`` and ``clock_drift_ppm`` (0: the true time),
+    and whether they are valid."""
+    offset, drift, ok = 0, 0.0, True
+    if "clock_offset" in t:
+        v = _parsed(errors, f"{path}.clock_offset", t["clock_offset"], parse_clock_offset)
+        offset, ok = (0, False) if v is None else (v, ok)
+    if "clock_drift_ppm" in t:
+        d = _parsed(errors, f"{path}.clock_drift_ppm", t["clock_drift_ppm"], parse_drift_ppm)
+        drift, ok = (0.0, False) if d is None else (d, ok)
+    return offset, drift, ok
 
 
 def _parse_node_mac(errors: _Errors, path: str, t: dict[str, Any]) -> tuple[str | None, bool]:
@@ -1088,3 +1173,34 @@ def default_topology_text() -> str:
 def default_topology() -> Topology:
     """LinkGuardian's testbed in miniature: h1 - sw1 = sw2 - h2, collector c1 on sw2 (docs/topology.md)."""
     return loads_topology(default_topology_text(), f"<default topology: netstack/topo/{DEFAULT_TOPOLOGY_RESOURCE}>")
+
+
+#: where the named topologies shipped with netstack live, next to this module
+EXAMPLES_RESOURCE = "examples"
+
+
+def shipped_topologies() -> dict[str, Path]:
+    """The topologies shipped with netstack, by name: ``default`` and every
+    ``netstack/topo/examples/<name>.toml`` (docs/topology.md "Shipped topologies")."""
+    here = Path(__file__).resolve().parent
+    named = {p.stem: p for p in (here / EXAMPLES_RESOURCE).glob("*.toml")}
+    named["default"] = here / DEFAULT_TOPOLOGY_RESOURCE
+    return dict(sorted(named.items()))
+
+
+def load_topology_spec(spec: str | Path | None) -> Topology:
+    """What a command's TOPOLOGY argument names: a file, else a shipped topology's name
+    (:func:`shipped_topologies`), ``None`` the default. A file of that name wins over a name."""
+    if spec is None:
+        return default_topology()
+    path = Path(spec)
+    if not path.is_file():
+        shipped = shipped_topologies()
+        if str(spec) == "default":
+            return default_topology()
+        if str(spec) in shipped:
+            return load_topology(shipped[str(spec)])
+        if not path.exists():
+            raise TopologyError([("", f"no such file, and not a shipped topology (shipped: {', '.join(shipped)})")],
+                                str(spec))
+    return load_topology(path)

@@ -1,0 +1,210 @@
+"""The asyncio API of a 1Pipe process: a thin shell around the sans-IO :class:`Endpoint`.
+
+1Pipe §3 gives the application a scattering send, an ordered receive and a send-fail callback
+(``onepipe_unreliable_send``, ``onepipe_unreliable_recv``, ``onepipe_send_fail_callback``).
+Here they are ``await ep.send([(dst, bytes), ...])``, ``async for ts, src, msg in ep`` and the
+``on_send_fail`` callback::
+
+    import asyncio
+    from netstack.onepipe.api import OnePipeEndpoint
+
+    async def main() -> None:
+        async with OnePipeEndpoint(("10.0.0.1", 40101)) as ep:
+            await ep.send([(("10.0.0.3", 40101), b"hello"), (("10.0.0.4", 40101), b"hi")])
+            async for ts, src, msg in ep:
+                print(ts, src, msg)
+
+    asyncio.run(main())
+
+The shell owns the socket and the clock. It hands the engine every datagram with its source
+and the IP ECN mark (for DCTCP, 1Pipe §4.3), sends what the engine asks for, and wakes at the
+engine's deadline. Time is the host's: ``CLOCK_MONOTONIC`` seen through the host's
+:class:`HostClock`. Beacons go to the subnet broadcast address, where the ToR consumes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+from ..engine import Deliver, SendFail, SendTo
+from .clock import HostClock
+from .endpoint import UPLINK, Endpoint
+from .params import PORT, OnePipeParams
+
+Addr = tuple[str, int]
+#: the IP ECN field's CE codepoint (RFC 3168)
+_CE = 0b11
+
+
+class SendBufferFull(Exception):
+    """``send(..., wait=False)`` with the send buffer full (1Pipe §3: the send fails at once)."""
+
+
+class OnePipeEndpoint:
+    """One 1Pipe process on a UDP socket bound to ``bind`` (``(ip, port)``; ``port`` in 1Pipe's
+    range, ``netstack.onepipe.params.PORT_RANGE``)."""
+
+    def __init__(self, bind: Addr, *, params: OnePipeParams | None = None, clock: HostClock | None = None,
+                 broadcast: str | None = None,
+                 on_send_fail: Callable[[int, Addr, bytes], None] | None = None) -> None:
+        self.bind = bind
+        self.params = params or OnePipeParams()
+        self.clock = clock or HostClock()
+        #: where beacons go: the subnet's broadcast address (default: the /24 of ``bind``)
+        self.broadcast = broadcast or str(ipaddress.ip_network(f"{bind[0]}/24", strict=False).broadcast_address)
+        self.on_send_fail = on_send_fail
+        self.engine = Endpoint(self.params, bind, self.now())
+        self.send_errors = 0
+        self._delivered: deque[tuple[int, Addr, bytes]] = deque()
+        self._readable = asyncio.Event()
+        self._room = asyncio.Event()
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def now(self) -> int:
+        """The host's clock (ns)."""
+        return self.clock.now(time.monotonic_ns())
+
+    async def __aenter__(self) -> OnePipeEndpoint:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+            # ECT(0): the switches may mark instead of drop (DCTCP, 1Pipe §4.3)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0b10)
+            sock.bind(self.bind)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self._loop.add_reader(sock.fileno(), self._on_readable)
+        self._flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+        self._readable.set()
+
+    # ------------------------------------------------------------------ the application's side
+    async def send(self, scattering: Sequence[tuple[Addr, bytes]], *, wait: bool = True) -> int:
+        """Send one scattering: every message in it gets the same timestamp (1Pipe §3). Its
+        sequence number (per endpoint) comes back. With the send buffer full this waits for room,
+        or raises :class:`SendBufferFull` with ``wait=False``."""
+        while True:
+            if self._closed:
+                raise RuntimeError("the endpoint is closed")
+            seq = self.engine.send(scattering, self.now())
+            if seq is not None:
+                self._flush()
+                return seq
+            if not wait:
+                raise SendBufferFull(f"{self.params.send_buffer} scatterings already wait to be sent")
+            self._room.clear()
+            await self._room.wait()
+
+    def __aiter__(self) -> AsyncIterator[tuple[int, Addr, bytes]]:
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[tuple[int, Addr, bytes]]:
+        while True:
+            while self._delivered:
+                yield self._delivered.popleft()
+            if self._closed:
+                return
+            self._readable.clear()
+            await self._readable.wait()
+
+    async def recv(self) -> tuple[int, Addr, bytes]:
+        """The next message in the total order: (timestamp, sender, bytes)."""
+        while not self._delivered:
+            if self._closed:
+                raise EOFError("the endpoint is closed")
+            self._readable.clear()
+            await self._readable.wait()
+        return self._delivered.popleft()
+
+    def counters(self) -> dict[str, Any]:
+        return {**self.engine.counters(), "send_errors": self.send_errors, "undelivered_queue": len(self._delivered)}
+
+    # ------------------------------------------------------------------ the shell
+    def _on_readable(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        for _ in range(256):  # a batch, then let the loop breathe
+            try:
+                data, anc, _flags, src = sock.recvmsg(65536, 64)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                continue  # an ICMP error queued on the socket: nothing to read
+            ce = any(level == socket.IPPROTO_IP and kind == socket.IP_TOS and d and d[0] & 3 == _CE
+                     for level, kind, d in anc)
+            self.engine.receive(data, src, self.now(), ce)
+        self._flush()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.engine.on_timer(self.now())
+        self._flush()
+
+    def _flush(self) -> None:
+        """Carry out the engine's actions and re-arm its timer."""
+        eng = self.engine
+        if eng.actions:
+            for act in eng.actions.take_all():
+                if isinstance(act, SendTo):
+                    self._sendto(act.data, (self.broadcast, PORT) if act.dst == UPLINK else act.dst)
+                elif isinstance(act, Deliver):
+                    self._delivered.append((act.ts, act.src, act.msg))
+                    self._readable.set()
+                elif isinstance(act, SendFail) and self.on_send_fail is not None:
+                    self.on_send_fail(act.ts, act.dst, act.msg)
+            self._room.set()
+        if self._closed or self._loop is None:
+            return
+        d = eng.next_deadline()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if d is not None:
+            delay = max(0.0, (self.clock.to_true(d) - time.monotonic_ns()) / 1e9)
+            self._timer = self._loop.call_later(delay, self._on_timer)
+
+    def _sendto(self, data: bytes, dst: Any) -> None:
+        assert self._sock is not None
+        try:
+            self._sock.sendto(data, dst)
+        except OSError:
+            self.send_errors += 1  # a full socket buffer or no route: lost, as on a wire
+
+
+__all__ = ["OnePipeEndpoint", "SendBufferFull"]

@@ -1,0 +1,429 @@
+"""The barrier aggregation of one switch, sans-IO (1Pipe §4-§6: design topics in docs/papers.md).
+
+A switch keeps a register ``R_be[i]`` per input and writes into every 1Pipe packet it forwards
+the minimum of the registers of its live inputs; an output that carried nothing for
+``T_beacon`` gets a beacon with that minimum (§5); an input silent for ``timeout_beacons`` x
+``T_beacon`` leaves the minimum (§6); a link added at run time freezes the output barrier until
+it catches up (§4), so that no output barrier ever decreases (§12 invariant 1).
+
+This module is the arithmetic only: no frames, no switch. :mod:`.feature` feeds it from the
+switch's ports. Inputs and outputs are any hashable ids (the feature uses a port name for a link
+to another switch and ``(port, ip, udp port)`` for a process behind an edge port, "each process
+is its own endpoint at the ToR", §3). Barriers are absolute integers (the caller unwraps the
+48-bit wire values with ``headers.onepipe.ts_unwrap``); ``now_ns`` is the switch's clock.
+
+**Up and down** (§3: each switch is an *up* and a *down* logical switch joined by a loopback,
+which makes routing a DAG). An input is a *down input* when it comes from below: a process, or
+a switch of a lower tier. An *up* output (toward a switch of the same or a higher tier) carries
+the minimum over the live down inputs only: a packet that came from above never goes up again.
+A *down* output carries the minimum over every live input.
+
+**The freeze** (§4 "adding a link: freeze the output barrier until the new link's barrier
+exceeds it"). Each output remembers the last barrier it was given, ``last[o]``. An input whose
+``R`` is below ``last[o]`` (a new input, or one back after a timeout) is *joining* for ``o``: it
+is left out, and ``o`` holds ``last[o]`` until that ``R`` catches up. In one formula, the barrier
+of ``o`` is ``max(last[o], min R over its live inputs)``: when the minimum is below ``last[o]``
+exactly the inputs below ``last[o]`` are joining, every other input has ``R >= last[o]`` (an
+input in the minimum never falls below a barrier it helped make, since ``R`` never decreases),
+so ``last[o]`` is never above the minimum over the live non-joining inputs. The output holds
+rather than moves on without the joining input, which could then never catch up; while it
+holds, packets of the joining input with a timestamp below ``last[o]`` reach their receivers
+late and are dropped and NAKed there (§6): loss, never disorder.
+
+**Time.** Deadlines come from two lazy heaps (an output's beacon, an input's timeout): an entry
+is never later than the event it stands for, and a stale one is re-filed when it comes up, so
+the data path (:meth:`heard`, :meth:`note_sent`) never touches them. The minima come from two
+lazy heaps of ``R`` values (all inputs, down inputs), re-built when stale entries pile up.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..engine import ActionQueue
+from ..errors import ConfigError
+from .params import OnePipeParams
+
+UP = "up"
+DOWN = "down"
+DIRECTIONS = (UP, DOWN)
+
+InputId = Hashable
+OutputId = Hashable
+
+
+@dataclass(eq=False, slots=True)
+class InputCounters:
+    heard: int = 0  # barrier updates from the input (data, ACK, NAK, beacon...), refused ones included
+    backwards: int = 0  # ... below the input's R: the update was refused (§4), the packet still forwarded
+    joins: int = 0  # times it entered the minimum: first heard, or heard again after a timeout
+    rejoins: int = 0  # ... of which after a timeout (§6)
+    timeouts: int = 0  # times it left the minimum after input_timeout_ns of silence (§6)
+
+
+@dataclass(eq=False, slots=True)
+class OutputCounters:
+    barriers: int = 0  # barriers handed out for packets (barrier_for)
+    beacons: int = 0  # beacons due and handed out (due_beacons)
+    beacons_without_barrier: int = 0  # a beacon was due but the output had no barrier yet
+    freezes: int = 0  # times the output began to hold its barrier above a joining input (§4)
+    frozen_ns: int = 0  # time it held, over closed episodes (seen between the calls that noticed)
+
+
+class _Input:
+    __slots__ = ("c", "down", "ever_live", "gen", "heard_at", "id", "live", "queued", "r")
+
+    def __init__(self, input_id: InputId, down: bool) -> None:
+        self.id = input_id
+        self.down = down
+        self.r: int | None = None
+        self.heard_at = 0
+        self.live = False
+        self.ever_live = False
+        self.gen = 0  # bumped whenever the R heaps' entries of this input go stale
+        self.queued = False  # has an entry in the timeout heap
+        self.c = InputCounters()
+
+
+class _Output:
+    __slots__ = ("beacons", "c", "frozen_since", "id", "last", "peer", "queued", "sent_at", "up")
+
+    def __init__(self, output_id: OutputId, up: bool, now_ns: int, peer: InputId | None, beacons: bool) -> None:
+        self.id = output_id
+        self.up = up
+        self.last: int | None = None
+        self.sent_at = now_ns
+        self.peer = peer
+        self.beacons = beacons
+        self.frozen_since: int | None = None
+        self.queued = False  # has an entry in the beacon heap
+        self.c = OutputCounters()
+
+
+class BarrierAggregator:
+    """``R_be`` per input, the barrier of every output, beacons and input timeouts (see the module
+    docstring). Engine contract (:class:`netstack.engine.Engine`): ``actions`` stays empty (the
+    beacons due are the return value of :meth:`due_beacons`), ``next_deadline`` covers both the
+    beacons and the timeouts, and the shell calls :meth:`on_timer` then :meth:`due_beacons` at it.
+
+    - :meth:`add_input` / :meth:`add_output` declare inputs and outputs (an input is not in any
+      minimum until it is first heard); :meth:`remove_input` / :meth:`remove_output` forget them.
+    - :meth:`heard` sets ``R`` of an input from a packet's barrier.
+    - :meth:`barrier_for` is the barrier to write into a packet leaving by an output (and
+      remembers it); :meth:`note_sent` says the output carried a 1Pipe packet.
+    """
+
+    def __init__(self, params: OnePipeParams | None = None) -> None:
+        self.params = params if params is not None else OnePipeParams()
+        if not isinstance(self.params, OnePipeParams):
+            raise ConfigError("onepipe", f"expected OnePipeParams, got {type(self.params).__name__}")
+        self.actions = ActionQueue()
+        self._inputs: dict[InputId, _Input] = {}
+        self._outputs: dict[OutputId, _Output] = {}
+        self._peers: dict[InputId, list[_Output]] = {}  # outputs beaconed only while that input is live
+        self._live = 0
+        self._seq = itertools.count()
+        # R heaps: (r, seq, gen, input); an entry is valid while its input is live and gen matches
+        self._all: list[tuple[int, int, int, _Input]] = []
+        self._down: list[tuple[int, int, int, _Input]] = []
+        # deadline heaps: (time, seq, item); the time is never later than the event's
+        self._beacon_heap: list[tuple[int, int, _Output]] = []
+        self._timeout_heap: list[tuple[int, int, _Input]] = []
+        #: updates for inputs never declared (refused)
+        self.unknown_inputs = 0
+
+    # ------------------------------------------------------------------ configuration
+    def set_params(self, params: OnePipeParams) -> None:
+        """New ``T_beacon`` / timeout; deadlines already filed are re-filed when they come up."""
+        self.params = params
+        for out in self._outputs.values():
+            self._file_beacon(out, force=True)
+        for inp in self._inputs.values():
+            if inp.live:
+                self._file_timeout(inp, force=True)
+
+    def add_input(self, input_id: InputId, *, down: bool) -> None:
+        """Declare an input: ``down`` when it comes from below (a process, a lower-tier switch).
+        Declaring it again changes nothing (ConfigError if ``down`` differs)."""
+        inp = self._inputs.get(input_id)
+        if inp is not None:
+            if inp.down != bool(down):
+                raise ConfigError("onepipe.input", f"input {input_id!r} is already declared with down={inp.down}")
+            return
+        self._inputs[input_id] = _Input(input_id, bool(down))
+
+    def add_output(self, output_id: OutputId, direction: str, now_ns: int, *, peer_input: InputId | None = None,
+                   beacons: bool = True) -> None:
+        """Declare an output, ``"up"`` or ``"down"``. Its first beacon is due ``T_beacon`` after
+        ``now_ns``. ``peer_input``: the output leads to that input's sender (a process), which
+        gets beacons only while it is live. ``beacons=False``: never beaconed."""
+        if direction not in DIRECTIONS:
+            raise ConfigError("onepipe.direction", f"must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        if output_id in self._outputs:
+            if self._outputs[output_id].up != (direction == UP):
+                raise ConfigError("onepipe.output", f"output {output_id!r} is already declared the other way")
+            return
+        out = _Output(output_id, direction == UP, now_ns, peer_input, beacons)
+        self._outputs[output_id] = out
+        if peer_input is not None:
+            self._peers.setdefault(peer_input, []).append(out)
+        self._file_beacon(out)
+
+    def remove_input(self, input_id: InputId) -> bool:
+        inp = self._inputs.pop(input_id, None)
+        if inp is None:
+            return False
+        if inp.live:
+            self._live -= 1
+        inp.live = False
+        inp.gen += 1
+        return True
+
+    def remove_output(self, output_id: OutputId) -> bool:
+        out = self._outputs.pop(output_id, None)
+        if out is None:
+            return False
+        if out.peer is not None:
+            peers = self._peers.get(out.peer, [])
+            if out in peers:
+                peers.remove(out)
+            if not peers:
+                self._peers.pop(out.peer, None)
+        return True
+
+    def has_input(self, input_id: InputId) -> bool:
+        return input_id in self._inputs
+
+    def has_output(self, output_id: OutputId) -> bool:
+        return output_id in self._outputs
+
+    def is_live(self, input_id: InputId) -> bool:
+        inp = self._inputs.get(input_id)
+        return inp is not None and inp.live
+
+    def r(self, input_id: InputId) -> int | None:
+        """The input's ``R`` (None: never heard)."""
+        inp = self._inputs.get(input_id)
+        return None if inp is None else inp.r
+
+    # ------------------------------------------------------------------ data path
+    def heard(self, input_id: InputId, barrier: int, now_ns: int) -> bool:
+        """A barrier-carrying packet from ``input_id`` (§4: ``R_be[i] = B``). False when refused:
+        an undeclared input, or a barrier below ``R`` (counted ``backwards``; the input is still
+        heard from, so it stays live). An input heard again after a timeout takes the new
+        value whatever it is: it re-joins under the freeze."""
+        inp = self._inputs.get(input_id)
+        if inp is None:
+            self.unknown_inputs += 1
+            return False
+        inp.c.heard += 1
+        inp.heard_at = now_ns
+        if not inp.live:
+            inp.c.joins += 1
+            if inp.ever_live:
+                inp.c.rejoins += 1
+            inp.live = inp.ever_live = True
+            inp.r = barrier
+            self._live += 1
+            self._push(inp)
+            self._file_timeout(inp)
+            for out in self._peers.get(input_id, ()):
+                self._file_beacon(out)
+            return True
+        r = inp.r
+        assert r is not None  # (a live input has been heard)
+        if barrier > r:
+            inp.r = barrier
+            self._push(inp)
+        elif barrier < r:
+            inp.c.backwards += 1
+            return False
+        return True
+
+    def barrier_for(self, output_id: OutputId, now_ns: int) -> int | None:
+        """The barrier for a packet leaving by ``output_id`` now: ``max(last, min R)`` over the
+        output's live inputs (the module docstring), remembered as the output's last barrier.
+        None while the output has none (no live input for it, and none before)."""
+        out = self._outputs[output_id]
+        out.c.barriers += 1
+        return self._take(out, now_ns)
+
+    def peek(self, output_id: OutputId) -> int | None:
+        """What :meth:`barrier_for` would answer, without remembering it."""
+        out = self._outputs[output_id]
+        m = self._min(self._down if out.up else self._all)
+        last = out.last
+        if m is None or (last is not None and m < last):
+            return last
+        return m
+
+    def note_sent(self, output_id: OutputId, now_ns: int) -> None:
+        """``output_id`` carried a 1Pipe packet at ``now_ns``: its next beacon is ``T_beacon`` later."""
+        out = self._outputs.get(output_id)
+        if out is not None and now_ns > out.sent_at:
+            out.sent_at = now_ns
+
+    # ------------------------------------------------------------------ time
+    def next_deadline(self) -> int | None:
+        """The earliest of the next beacon and the next input timeout (a lower bound)."""
+        b = self._beacon_heap[0][0] if self._beacon_heap else None
+        t = self._timeout_heap[0][0] if self._timeout_heap else None
+        if b is None:
+            return t
+        return b if t is None or b < t else t
+
+    def on_timer(self, now_ns: int) -> list[InputId]:
+        """Input timeouts (§6): every live input silent for ``input_timeout_ns`` leaves the
+        minima. Returns those inputs."""
+        heap = self._timeout_heap
+        timeout = self.params.input_timeout_ns
+        out: list[InputId] = []
+        while heap and heap[0][0] <= now_ns:
+            _, _, inp = heapq.heappop(heap)
+            inp.queued = False
+            if not inp.live or self._inputs.get(inp.id) is not inp:
+                continue
+            due = inp.heard_at + timeout
+            if due > now_ns:
+                self._file_timeout(inp, at=due)
+                continue
+            inp.live = False
+            inp.gen += 1
+            inp.c.timeouts += 1
+            self._live -= 1
+            out.append(inp.id)
+        return out
+
+    def due_beacons(self, now_ns: int) -> list[tuple[OutputId, int]]:
+        """``(output, barrier)`` for every output that carried nothing for ``T_beacon`` (§5);
+        each counts as carrying its beacon. An output with no barrier yet is skipped (counted)
+        and asked again ``T_beacon`` later."""
+        heap = self._beacon_heap
+        t_beacon = self.params.t_beacon_ns
+        due: list[tuple[OutputId, int]] = []
+        while heap and heap[0][0] <= now_ns:
+            _, _, out = heapq.heappop(heap)
+            out.queued = False
+            if self._outputs.get(out.id) is not out or not self._beaconable(out):
+                continue
+            at = out.sent_at + t_beacon
+            if at > now_ns:
+                self._file_beacon(out, at=at)
+                continue
+            b = self._take(out, now_ns)
+            out.sent_at = now_ns
+            if b is None:
+                out.c.beacons_without_barrier += 1
+            else:
+                out.c.beacons += 1
+                due.append((out.id, b))
+            self._file_beacon(out, at=now_ns + t_beacon)
+        return due
+
+    # ------------------------------------------------------------------ state
+    def counters(self) -> dict[str, Any]:
+        return {"inputs": len(self._inputs), "inputs_live": self._live, "outputs": len(self._outputs),
+                "unknown_inputs": self.unknown_inputs, "min_all": self._min(self._all),
+                "min_down": self._min(self._down)}
+
+    def input_state(self, input_id: InputId, now_ns: int) -> dict[str, Any]:
+        inp = self._inputs[input_id]
+        return {"down": inp.down, "live": inp.live, "r": inp.r,
+                "silent_ns": now_ns - inp.heard_at if inp.ever_live else None, **asdict(inp.c)}
+
+    def output_state(self, output_id: OutputId, now_ns: int) -> dict[str, Any]:
+        out = self._outputs[output_id]
+        c = asdict(out.c)
+        if out.frozen_since is not None:
+            c["frozen_ns"] += max(0, now_ns - out.frozen_since)
+        return {"direction": UP if out.up else DOWN, "barrier": out.last, "frozen": out.frozen_since is not None,
+                "idle_ns": now_ns - out.sent_at, **c}
+
+    def joining(self, output_id: OutputId) -> list[InputId]:
+        """The live inputs of ``output_id`` below its last barrier: left out until they catch up."""
+        out = self._outputs[output_id]
+        last = out.last
+        if last is None:
+            return []
+        return [i.id for i in self._inputs.values()
+                if i.live and (i.down or not out.up) and i.r is not None and i.r < last]
+
+    def input_ids(self) -> list[InputId]:
+        return list(self._inputs)
+
+    def output_ids(self) -> list[OutputId]:
+        return list(self._outputs)
+
+    # ------------------------------------------------------------------ internals
+    def _take(self, out: _Output, now_ns: int) -> int | None:
+        m = self._min(self._down if out.up else self._all)
+        last = out.last
+        if m is not None and last is not None and m < last:
+            if out.frozen_since is None:  # a joining input is below the last barrier: hold it (§4)
+                out.frozen_since = now_ns
+                out.c.freezes += 1
+            return last
+        if out.frozen_since is not None:
+            out.c.frozen_ns += max(0, now_ns - out.frozen_since)
+            out.frozen_since = None
+        if m is None:
+            return last  # no live input for this output: nothing new to say
+        out.last = m
+        return m
+
+    @staticmethod
+    def _min(heap: list[tuple[int, int, int, _Input]]) -> int | None:
+        while heap:
+            r, _, gen, inp = heap[0]
+            if inp.live and inp.gen == gen:
+                return r
+            heapq.heappop(heap)
+        return None
+
+    def _push(self, inp: _Input) -> None:
+        inp.gen += 1
+        r = inp.r
+        assert r is not None
+        entry = (r, next(self._seq), inp.gen, inp)
+        heapq.heappush(self._all, entry)
+        if inp.down:
+            heapq.heappush(self._down, entry)
+        if len(self._all) > 4 * self._live + 64:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Drop the stale entries that piled up under the minimum."""
+        self._all = [e for e in self._all if e[3].live and e[3].gen == e[2]]
+        self._down = [e for e in self._down if e[3].live and e[3].gen == e[2]]
+        heapq.heapify(self._all)
+        heapq.heapify(self._down)
+
+    def _beaconable(self, out: _Output) -> bool:
+        if not out.beacons:
+            return False
+        if out.peer is None:
+            return True
+        peer = self._inputs.get(out.peer)
+        return peer is not None and peer.live
+
+    def _file_beacon(self, out: _Output, at: int | None = None, force: bool = False) -> None:
+        if (out.queued and not force) or not self._beaconable(out):
+            return
+        when = out.sent_at + self.params.t_beacon_ns if at is None else at
+        heapq.heappush(self._beacon_heap, (when, next(self._seq), out))
+        out.queued = True
+
+    def _file_timeout(self, inp: _Input, at: int | None = None, force: bool = False) -> None:
+        if inp.queued and not force:
+            return
+        when = inp.heard_at + self.params.input_timeout_ns if at is None else at
+        heapq.heappush(self._timeout_heap, (when, next(self._seq), inp))
+        inp.queued = True
+
+
+__all__ = ["DIRECTIONS", "DOWN", "UP", "BarrierAggregator", "InputCounters", "InputId", "OutputCounters",
+           "OutputId"]

@@ -1,0 +1,428 @@
+"""The delivery log of a 1Pipe run, and the checker that verifies the order in it
+(``netstack onepipe check LOG...``).
+
+The log format (version 1)
+--------------------------
+
+Each process writes ``DIR/<process>.jsonl``: one JSON object per line (JSON Lines, UTF-8, ``\\n``
+after every line, no blank lines), one line per message it delivered, in delivery order. Keys:
+
+=========  ======  =====================================================================
+key        type    meaning
+=========  ======  =====================================================================
+receiver   str     the delivering process's name (the same on every line of one file)
+src        str     the sending process's name
+ts         int     the message's timestamp in ns: its scattering's, the same for every
+                   message of that scattering at every receiver
+seq        int     the sender's scattering counter (>= 0, increasing by scattering): the
+                   messages of one scattering share it
+id         str     unique per message in the run
+at         int     the receiver's host clock in ns when it delivered the message
+v          int     optional; the format version, 1
+=========  ======  =====================================================================
+
+Other keys are allowed and ignored, so a writer may add its own (payload size, latency...).
+Times are in the host time of the process that took them, the same clock the timestamps come
+from (1Pipe §2: per-host clocks, synchronised but not equal). :func:`log_record` writes a line.
+
+What ``check`` verifies (the guarantees of 1Pipe §1; the invariants of 1Pipe §12, items 2-4)
+------------------------------------------------------------------------------------------
+
+Messages of one scattering are identified by ``(src, seq)``; "common messages" of two
+receivers are messages of the same scattering.
+
+- ``duplicate``: nothing is delivered twice: ``id`` is unique within each receiver's log;
+- ``causality``: a process delivers a message only once its clock has passed it: ``at > ts``;
+- ``ts_order``: each receiver's sequence is non-decreasing in ``ts``;
+- ``fifo``: per-sender FIFO: at each receiver, the messages from one sender come in
+  non-decreasing ``seq`` (equal ``seq``: the same scattering);
+- ``one_ts``: one timestamp per scattering: every message with the same ``(src, seq)`` has the
+  same ``ts`` at every receiver;
+- ``total_order``: equal timestamps are broken by sender, in one fixed order of the senders (the
+  sender's ID, lower first; the log does not carry the IDs, so the checker infers the order):
+  at each receiver the messages with one ``ts`` come grouped by sender, and the order of two
+  senders at a tie is the same at every receiver and every ``ts``.
+
+Together these say that one total order, by ``(ts, sender, seq)``, fits every receiver's log:
+any two receivers deliver their common messages in the same relative order. The check streams
+each file once and keeps per file the receiver's last entry, its last ``seq`` per sender and
+its ids; across files only one timestamp per scattering and the first place each tie between
+two senders was seen. So it is linear in the lines, and millions of lines take seconds.
+
+Bad input (unreadable file, not JSON, a missing key, a wrong type, an empty file, two receivers
+in one file, one receiver in two files) raises :class:`CheckError` naming ``file:line``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .graph import find_cycle
+
+#: the format version :func:`log_record` writes; a line that says another is refused
+FORMAT_VERSION = 1
+#: the required keys of a log line, with their meaning (the module docstring has the format)
+FIELDS: dict[str, str] = {
+    "receiver": "str: the delivering process (the same on every line of one file)",
+    "src": "str: the sending process",
+    "ts": "int, ns: the scattering's timestamp",
+    "seq": "int >= 0: the sender's scattering counter",
+    "id": "str: unique per message in the run",
+    "at": "int, ns: the receiver's host clock when it delivered",
+}
+#: the kinds of violation, in the order one line is checked
+KINDS = ("duplicate", "causality", "ts_order", "fifo", "one_ts", "total_order")
+
+CHECK_HELP = "check delivery logs: total order, per-sender FIFO, one ts per scattering, causality"
+CHECK_DESCRIPTION = (
+    "Verify the delivery logs of a 1Pipe run (DIR/<process>.jsonl, one JSON object per delivered "
+    "message: receiver, src, ts, seq, id, at; the format is in netstack/onepipe/check.py): total order "
+    "(ties in ts broken by sender, in one order everywhere), each receiver non-decreasing in ts, "
+    "per-sender FIFO, one timestamp per scattering, causality (at > ts) and no message delivered twice. "
+    "A directory stands for its *.jsonl files. Exit 0: ok; 1: a violation (the first is named with "
+    "file:line); 2: bad input."
+)
+
+
+class CheckError(ValueError):
+    """A log cannot be checked (unreadable, not the format); the message names ``file:line``."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken guarantee: its kind (one of :data:`KINDS`) and a sentence naming the entries."""
+
+    kind: str
+    message: str
+
+
+@dataclass
+class CheckResult:
+    """What :func:`check_logs` found. ``counts``: messages, receivers, senders, scatterings;
+    ``violations``: how many of each kind; ``first``: the first found, in file and line order
+    (a cycle among the senders' tie orders is only found at the end)."""
+
+    ok: bool
+    counts: dict[str, int]
+    violations: dict[str, int] = field(default_factory=dict)
+    first: Violation | None = None
+
+    @property
+    def first_violation(self) -> str | None:
+        return None if self.first is None else self.first.message
+
+    def summary(self) -> str:
+        c = self.counts
+        what = (f"{c['messages']} messages from {c['senders']} senders at {c['receivers']} receivers, "
+                f"{c['scatterings']} scatterings")
+        if self.ok:
+            return (f"ok: {what}: total order, per-sender FIFO, one timestamp per scattering, causality, "
+                    "no duplicates")
+        assert self.first is not None
+        kinds = ", ".join(f"{k} {self.violations[k]}" for k in KINDS if self.violations.get(k))
+        return f"violation ({self.first.kind}): {self.first.message}\n{what}; violations: {kinds}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "counts": dict(self.counts), "violations": dict(self.violations),
+                "first": None if self.first is None else {"kind": self.first.kind, "message": self.first.message}}
+
+
+def log_record(receiver: str, src: str, ts: int, seq: int, msg_id: str, at: int) -> str:
+    """One line of a delivery log, newline included (keys in :data:`FIELDS` order, then ``v``)."""
+    return json.dumps({"receiver": receiver, "src": src, "ts": ts, "seq": seq, "id": msg_id, "at": at,
+                       "v": FORMAT_VERSION}, separators=(",", ":")) + "\n"
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+_decode = json.JSONDecoder().decode
+
+
+def _parse(raw: bytes, path: str, line: int) -> tuple[str, str, int, int, str, int]:
+    """``(receiver, src, ts, seq, id, at)`` of line ``line`` of ``path``, or CheckError."""
+    try:
+        obj = _decode(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CheckError(f"{path}:{line}: not UTF-8 (byte {exc.start + 1})") from None
+    except json.JSONDecodeError as exc:
+        if not raw.strip():
+            raise CheckError(f"{path}:{line}: blank line (one JSON object per line)") from None
+        raise CheckError(f"{path}:{line}: not JSON: {exc.msg} (column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of too many digits, too deep a nesting
+        raise CheckError(f"{path}:{line}: not JSON: {exc}") from None
+    if type(obj) is dict:
+        try:
+            receiver, src, ts, seq, mid, at = (obj["receiver"], obj["src"], obj["ts"], obj["seq"], obj["id"],
+                                               obj["at"])
+        except KeyError:
+            pass
+        else:  # the common case in one test; type() is, because a bool is an int
+            if (type(receiver) is str and type(src) is str and type(mid) is str and receiver and src and mid
+                    and type(ts) is int and type(seq) is int and type(at) is int and seq >= 0
+                    and ("v" not in obj or (type(obj["v"]) is int and obj["v"] == FORMAT_VERSION))):
+                return receiver, src, ts, seq, mid, at
+    _refuse(obj, f"{path}:{line}")
+
+
+def _refuse(obj: Any, where: str) -> NoReturn:
+    """Name what is wrong with a line :func:`_parse` did not accept."""
+    if not isinstance(obj, dict):
+        raise CheckError(f"{where}: a JSON {type(obj).__name__}, not an object")
+    missing = [k for k in FIELDS if k not in obj]
+    if missing:
+        raise CheckError(f"{where}: missing {', '.join(repr(k) for k in missing)} "
+                         f"(each line needs {', '.join(FIELDS)})")
+    for key in ("receiver", "src", "id"):
+        if type(obj[key]) is not str or not obj[key]:
+            raise CheckError(f"{where}: {key!r} is {_show(obj[key])}, not a non-empty string")
+    for key in ("ts", "seq", "at"):
+        if type(obj[key]) is not int:
+            raise CheckError(f"{where}: {key!r} is {_show(obj[key])}, not an integer")
+    if obj["seq"] < 0:
+        raise CheckError(f"{where}: 'seq' is {obj['seq']}, below 0")
+    raise CheckError(f"{where}: format version {_show(obj['v'])}; this checker reads version {FORMAT_VERSION}")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """Each path, a directory standing for its ``*.jsonl`` files (sorted)."""
+    for p in map(Path, paths):
+        if p.is_dir():
+            logs = sorted(p.glob("*.jsonl"))
+            if not logs:
+                raise CheckError(f"{p}: a directory with no *.jsonl delivery logs")
+            yield from logs
+        else:
+            yield p
+
+
+# --------------------------------------------------------------------------- checking
+
+
+@dataclass
+class _Receiver:
+    """What the checker keeps of the file it is reading: one receiver's deliveries so far."""
+
+    path: str
+    name: str = ""
+    lines: int = 0
+    prev: tuple[int, str, int, int] | None = None  # (ts, src, seq, line) of the last entry
+    last_seq: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # src -> (seq, ts, line)
+    ids: dict[str, int] = field(default_factory=dict)  # id -> line
+    #: the current run of equal ts: its ts, the sender of the block being read, and the senders
+    #: whose blocks in this run are over -> the line their block ended on
+    run_ts: int | None = None
+    run_sender: str = ""
+    closed: dict[str, int] = field(default_factory=dict)
+
+    def at(self, line: int) -> str:
+        return f"{self.path}:{line}"
+
+
+@dataclass(frozen=True)
+class _Tie:
+    """Where a receiver first delivered one sender's message right before another's, at one ts."""
+
+    receiver: str
+    path: str
+    line_before: int
+    line_after: int
+    ts: int
+
+
+class _Checker:
+    def __init__(self) -> None:
+        #: src -> seq -> (ts, path, line) of the first message of that scattering seen
+        self.scatterings: dict[str, dict[int, tuple[int, str, int]]] = {}
+        #: (a, b) -> the first place a's message came right before b's at one ts
+        self.ties: dict[tuple[str, str], _Tie] = {}
+        self.receivers: dict[str, str] = {}  # receiver -> its file
+        self.messages = 0
+        self.violations: Counter[str] = Counter()
+        self.first: Violation | None = None
+
+    def violation(self, kind: str, message: str) -> None:
+        self.violations[kind] += 1
+        if self.first is None:
+            self.first = Violation(kind, message)
+
+    def read(self, path: Path, allow_empty: bool) -> None:
+        r = _Receiver(str(path))
+        try:
+            with path.open("rb") as f:
+                for raw in f:
+                    r.lines += 1
+                    receiver, src, ts, seq, mid, at = _parse(raw, r.path, r.lines)
+                    if not r.name:
+                        where = r.at(r.lines)
+                        if receiver in self.receivers:
+                            raise CheckError(f"{where}: receiver {receiver!r} also has {self.receivers[receiver]} "
+                                             "(one log per receiver)")
+                        r.name = receiver
+                        self.receivers[receiver] = r.path
+                    elif receiver != r.name:
+                        raise CheckError(f"{r.at(r.lines)}: receiver {receiver!r}, but {r.at(1)} says {r.name!r} "
+                                         "(one log per receiver)")
+                    self.entry(r, src, ts, seq, mid, at)
+        except OSError as exc:
+            raise CheckError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if not r.lines and not allow_empty:
+            raise CheckError(f"{path}: empty (no deliveries; --allow-empty accepts that)")
+
+    def entry(self, r: _Receiver, src: str, ts: int, seq: int, mid: str, at: int) -> None:
+        """One delivery, checked in the order of :data:`KINDS`."""
+        line = r.lines
+        self.messages += 1
+        if mid in r.ids:
+            self.violation("duplicate", f"{r.name} delivers message {mid!r} twice: {r.at(r.ids[mid])} and "
+                                        f"{_entry(r, line, src, seq, ts)}")
+            return  # the copy says nothing new about the order
+        r.ids[mid] = line
+        if at <= ts:
+            self.violation("causality", f"{r.name} delivers {_entry(r, line, src, seq, ts)} at host time {at}, "
+                                        f"not after its ts ({ts - at} ns early)")
+        in_order = r.prev is None or r.prev[0] <= ts
+        if not in_order:
+            assert r.prev is not None
+            pts, psrc, pseq, pline = r.prev
+            self.violation("ts_order", f"{r.name} delivers {_entry(r, line, src, seq, ts)} after "
+                                       f"{_entry(r, pline, psrc, pseq, pts)}: its timestamp goes backwards")
+        last = r.last_seq.get(src)
+        if last is not None and seq < last[0]:
+            self.violation("fifo", f"{r.name} delivers {_entry(r, line, src, seq, ts)} after "
+                                   f"{_entry(r, last[2], src, last[0], last[1])}: {src}'s scatterings out of order")
+        self.one_ts(r, src, ts, seq)
+        if in_order:
+            self.tie(r, src, ts, line)
+        else:
+            r.run_ts, r.run_sender, r.closed = ts, src, {}
+        r.prev = (ts, src, seq, line)
+        r.last_seq[src] = (seq, ts, line)
+
+    def one_ts(self, r: _Receiver, src: str, ts: int, seq: int) -> None:
+        by_seq = self.scatterings.get(src)
+        if by_seq is None:
+            by_seq = self.scatterings[src] = {}
+        first = by_seq.get(seq)
+        if first is None:
+            by_seq[seq] = (ts, r.path, r.lines)
+        elif first[0] != ts:
+            self.violation("one_ts", f"{r.name} delivers {_entry(r, r.lines, src, seq, ts)}, but {first[1]}:{first[2]} "
+                                     f"has the same scattering ({src} seq {seq}) with ts {first[0]}: "
+                                     "one timestamp per scattering")
+
+    def tie(self, r: _Receiver, src: str, ts: int, line: int) -> None:
+        """Equal ts: the messages come grouped by sender, in one order of the senders."""
+        if ts != r.run_ts:
+            r.run_ts, r.run_sender, r.closed = ts, src, {}
+            return
+        before = r.run_sender
+        if src == before:
+            return
+        assert r.prev is not None
+        r.closed[before] = r.prev[3]
+        r.run_sender = src
+        if src in r.closed:
+            self.violation("total_order", f"{r.name} delivers {r.at(line)} ({src}'s, ts {ts}) after "
+                                          f"{r.at(r.prev[3])} ({before}'s, same ts), but {src}'s messages with "
+                                          f"that ts came before {before}'s up to {r.at(r.closed[src])}: "
+                                          "a tie in ts is broken by sender, so they come grouped by sender")
+            return
+        tie = _Tie(r.name, r.path, r.prev[3], line, ts)
+        self.ties.setdefault((before, src), tie)
+        other = self.ties.get((src, before))
+        if other is not None:
+            self.violation("total_order", f"{_tie_text(before, src, tie)}, but {_tie_text(src, before, other)}: "
+                                          "ties in ts are broken by sender, in one order at every receiver")
+
+    def cycle(self) -> None:
+        """A cycle of three or more senders in the tie orders (two were caught as they came)."""
+        if self.violations["total_order"]:
+            return
+        graph: dict[str, list[str]] = {}
+        for a, b in self.ties:
+            graph.setdefault(a, []).append(b)
+        path = find_cycle(graph)
+        if path:
+            steps = [_tie_text(a, b, self.ties[(a, b)]) for a, b in zip(path, path[1:] + path[:1], strict=True)]
+            self.violation("total_order", "; ".join(steps) + ": no one order of the senders fits these ties in ts")
+
+    def result(self) -> CheckResult:
+        counts = {"messages": self.messages, "receivers": len(self.receivers),
+                  "senders": len(self.scatterings), "scatterings": sum(map(len, self.scatterings.values()))}
+        return CheckResult(not self.violations, counts, {k: self.violations[k] for k in KINDS if self.violations[k]},
+                           self.first)
+
+
+def _entry(r: _Receiver, line: int, src: str, seq: int, ts: int) -> str:
+    return f"{r.path}:{line} ({src} seq {seq}, ts {ts})"
+
+
+def _tie_text(a: str, b: str, tie: _Tie) -> str:
+    return (f"{tie.receiver} delivers {a}'s message before {b}'s at ts {tie.ts} "
+            f"({tie.path}:{tie.line_before} then {tie.path}:{tie.line_after})")
+
+
+def check_logs(paths: Iterable[str | Path], *, allow_empty: bool = False) -> CheckResult:
+    """Check the delivery logs ``paths`` (files, or directories of ``*.jsonl``), one per receiver.
+
+    Returns the verdict; raises :class:`CheckError` on bad input (``file:line: what is wrong``).
+    ``allow_empty``: accept a log with no deliveries (a process that received nothing).
+    """
+    checker = _Checker()
+    n = 0
+    for path in _files(paths):
+        checker.read(path, allow_empty)
+        n += 1
+    if not n:
+        raise CheckError("no delivery logs given")
+    checker.cycle()
+    return checker.result()
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``netstack onepipe check`` (set ``func=run_check`` on the parser)."""
+    parser.add_argument("logs", nargs="+", metavar="LOG",
+                        help="delivery logs (DIR/<process>.jsonl), or a directory standing for its *.jsonl")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="accept a log with no deliveries (default: an empty log is bad input)")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Check ``args.logs`` and print the verdict: 0 ok, 1 a violation, 2 bad input."""
+    try:
+        result = check_logs(args.logs, allow_empty=args.allow_empty)
+    except CheckError as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(exc)}))
+        print(f"netstack onepipe check: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result.as_dict(), indent=2) if args.json else result.summary())
+    return 0 if result.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m netstack.onepipe.check LOG...``, the same as ``netstack onepipe check``."""
+    parser = argparse.ArgumentParser(prog="netstack onepipe check", description=CHECK_DESCRIPTION)
+    add_check_arguments(parser)
+    return run_check(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

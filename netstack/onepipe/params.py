@@ -1,0 +1,86 @@
+"""1Pipe's parameters, at the paper's scale and at the live testbed's.
+
+The paper's testbed runs ``T_beacon`` = 3 us, an input timeout of 10 beacon intervals (30 us)
+and 100 Gbit/s links (§6 of the paper; design topic §11 in docs/papers.md). The live testbed
+runs every time 1000x longer (docs/architecture.md "Time and scale"): ``T_beacon`` = 3 ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from headers.registry import UdpPort
+
+from ..errors import ConfigError
+
+#: the live testbed's time scale against the paper's
+LIVE_SCALE = 1000
+#: 1Pipe's UDP port (headers.registry): host beacons go to it (broadcast), and each process
+#: binds one of the ``PORT_RANGE`` ports from it: a datagram to a port in
+#: ``[PORT, PORT + PORT_RANGE)`` is 1Pipe's (several processes share a host, design topic §3)
+PORT = int(UdpPort.ONEPIPE)
+PORT_RANGE = 100  # 40100-40199: T/C-SACK has 40200 (headers.registry)
+
+
+def is_onepipe_port(port: int) -> bool:
+    return PORT <= port < PORT + PORT_RANGE
+
+
+@dataclass(frozen=True, slots=True)
+class OnePipeParams:
+    #: an uplink (host) or output (switch) that carried nothing for this long sends a beacon;
+    #: hosts send theirs at multiples of it in host time (§5)
+    t_beacon_ns: int = 3_000 * LIVE_SCALE
+    #: an input silent for this many beacon intervals leaves the min (§6: 10, i.e. 30 us)
+    timeout_beacons: int = 10
+    #: payload bytes per packet: a longer message is fragmented (PSN per destination, §9)
+    mtu_payload: int = 1400
+    #: the receiver's buffer per connection, in packets (rwnd, §9)
+    rwnd_packets: int = 256
+    #: DCTCP (§9): the initial and the smallest congestion window, in packets, and the gain g
+    init_cwnd: int = 32
+    min_cwnd: int = 2
+    dctcp_g: float = 1 / 16
+    #: scatterings waiting in the send buffer before ``send`` fails (§1: "fails immediately")
+    send_buffer: int = 1024
+    #: a packet still unacknowledged this long after it was sent is lost: its message's
+    #: send-fail callback fires (best effort never retransmits, §6). Ours: two input timeouts.
+    #: An ACK leaves once the message is delivered (a round trip plus the barrier wait, a few
+    #: beacon intervals), and until the timeout a dead destination's window holds the sender's
+    #: later scatterings (per-sender FIFO), so it must not be much longer than that.
+    ack_timeout_ns: int = 20 * 3_000 * LIVE_SCALE
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("t_beacon_ns", self.t_beacon_ns >= 1),
+            ("timeout_beacons", self.timeout_beacons >= 2),
+            ("mtu_payload", 1 <= self.mtu_payload <= 9000),
+            ("rwnd_packets", self.rwnd_packets >= 1),
+            ("init_cwnd", self.init_cwnd >= 1),
+            ("min_cwnd", 1 <= self.min_cwnd <= self.init_cwnd),
+            ("dctcp_g", 0 < self.dctcp_g <= 1),
+            ("send_buffer", self.send_buffer >= 1),
+            ("ack_timeout_ns", self.ack_timeout_ns >= self.t_beacon_ns),
+        ]
+        bad = [name for name, ok in checks if not ok]
+        if bad:
+            raise ConfigError("onepipe", f"invalid parameters: {', '.join(bad)} ({self.to_dict()})")
+
+    @property
+    def input_timeout_ns(self) -> int:
+        return self.t_beacon_ns * self.timeout_beacons
+
+    @classmethod
+    def paper(cls, **changes: Any) -> OnePipeParams:
+        """The paper's own scale: T_beacon = 3 us (for the virtual-time runtime)."""
+        return cls(**{"t_beacon_ns": 3_000, "ack_timeout_ns": 60_000, **changes})
+
+    def with_(self, **changes: Any) -> OnePipeParams:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+__all__ = ["LIVE_SCALE", "PORT", "PORT_RANGE", "OnePipeParams", "is_onepipe_port"]
