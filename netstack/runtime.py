@@ -251,6 +251,18 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
     return state
 
 
+def topology_of(state: dict[str, Any]) -> Topology:
+    """The topology a run was built from: its file, or the shipped topology of that name (the
+    file as it reads now: edited since ``up``, it may no longer match what runs)."""
+    from .topo.model import load_topology_spec, shipped_topologies
+
+    source = state.get("source") or ""
+    if Path(source).is_file():
+        return load_topology(source)
+    name = state.get("topology")
+    return load_topology_spec(name if name in shipped_topologies() else None)
+
+
 def load_state(prefix: str) -> dict[str, Any]:
     path = run_dir(prefix) / "state.json"
     try:

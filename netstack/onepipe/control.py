@@ -9,15 +9,14 @@ registry, ``netstack.protocols``):
 - ``onepipe_status``: the aggregator's and every port's counters (``null`` when off).
 
 Orchestration side: :func:`enable_all` turns 1Pipe on in every switch of a running testbed, with
-each port's direction taken from the topology (design topic §3 in docs/papers.md: up and down
-logical switches make routing a DAG), :func:`disable_all` turns it off, :func:`status_all`
+each port's direction taken from the topology (``netstack.onepipe.topology``; design topic §3 in
+docs/papers.md: up and down logical switches make routing a DAG), :func:`disable_all` turns it off, :func:`status_all`
 collects every switch's status.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
 from typing import Any
 
 from ..errors import ConfigError
@@ -40,7 +39,7 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
             raise ControlError(f"directions must give every port of the switch: {sorted(shell.ports)}")
         try:
             params = OnePipeParams(**(req.get("params") or {}))
-            feature.enable(shell.switch, directions, params, time.monotonic_ns())
+            feature.enable(shell.switch, directions, params, time.monotonic_ns(), beacon_ip=req.get("beacon_ip"))
         except (ConfigError, ValueError, TypeError) as exc:
             raise ControlError(f"cannot enable 1Pipe: {exc}") from None
         shell.flush()
@@ -72,51 +71,23 @@ def switches_of(state: dict[str, Any]) -> list[str]:
     return [d["node"] for d in state.get("daemons", []) if d.get("kind") == "switch"]
 
 
-def directions_from_state(state: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """``{switch: {port: "up" | "down"}}`` for a run state (design topic §3 in docs/papers.md).
-
-    A switch's tier is its hop distance from the nearest end node (a ToR is 1). A port toward an
-    end node, or toward a switch of a lower tier, is *down*; toward a switch of the same or a higher
-    tier it is *up*. An up output carries the min over down inputs only and a down output the min
-    over all inputs, which is the up and down logical switches of the paper: barriers then flow
-    along a DAG and never wait on themselves."""
-    switches = set(switches_of(state))
-    links: dict[str, list[tuple[str, str]]] = {}
-    for p in state["ports"]:
-        links.setdefault(p["node"], []).append((p["ifname"], p["peer"]))
-    tier: dict[str, int] = {}
-    todo: deque[str] = deque()
-    for node, ports in links.items():
-        if node not in switches:
-            for _, peer in ports:
-                if peer in switches and peer not in tier:
-                    tier[peer] = 1
-                    todo.append(peer)
-    while todo:
-        sw = todo.popleft()
-        for _, peer in links.get(sw, []):
-            if peer in switches and peer not in tier:
-                tier[peer] = tier[sw] + 1
-                todo.append(peer)
-    out: dict[str, dict[str, str]] = {}
-    for sw in sorted(switches):
-        if sw not in tier:
-            raise OnePipeControlError(f"switch {sw} reaches no host: 1Pipe cannot give it a tier")
-        out[sw] = {ifname: "up" if peer in switches and tier[peer] >= tier[sw] else "down"
-                   for ifname, peer in links.get(sw, [])}
-    return out
-
-
 def enable_all(prefix: str, params: OnePipeParams | None = None) -> dict[str, Any]:
     """Turn 1Pipe on in every switch of the run under ``prefix``; ``{switch: its answer}``."""
-    from ..runtime import control, load_state
+    from ..runtime import control, load_state, topology_of
+    from ..topo.model import TopologyError
+    from .topology import beacon_ip, validate
 
     state = load_state(prefix)
     params = params or OnePipeParams()
-    dirs = directions_from_state(state)
+    try:
+        topology = topology_of(state)
+        dirs = validate(topology)  # every port up or down by tier; no route may climb twice
+        source = beacon_ip(topology)
+    except TopologyError as exc:
+        raise OnePipeControlError(f"1Pipe cannot run on topology {state['topology']!r}: {exc}") from None
     if not dirs:
         raise OnePipeControlError(f"the topology under prefix {prefix!r} has no switch")
-    return {sw: control(prefix, sw, "onepipe_enable", directions=d, params=params.to_dict())
+    return {sw: control(prefix, sw, "onepipe_enable", directions=d, params=params.to_dict(), beacon_ip=source)
             for sw, d in dirs.items()}
 
 
@@ -136,5 +107,5 @@ def status_all(prefix: str) -> dict[str, Any]:
     return {sw: control(prefix, sw, "onepipe_status") for sw in switches_of(state)}
 
 
-__all__ = ["OnePipeControlError", "directions_from_state", "disable_all", "enable_all", "status_all",
+__all__ = ["OnePipeControlError", "disable_all", "enable_all", "status_all",
            "switch_handlers", "switch_status", "switches_of"]

@@ -49,12 +49,12 @@ def place(hosts: list[str], procs: int) -> dict[str, list[str]]:
 
 def host_clocks(state: dict[str, Any]) -> dict[str, tuple[int, float]]:
     """``{host: (offset_ns, drift_ppm)}`` from the topology the run was built from (none: 0, 0)."""
-    from ..topo.model import TopologyError, load_topology
+    from ..runtime import topology_of
+    from ..topo.model import TopologyError
     from .clock import host_clock
 
-    source = state.get("source") or ""
     try:
-        topo = load_topology(source if Path(source).is_file() else None)
+        topo = topology_of(state)
     except TopologyError:
         return {}
     out = {}

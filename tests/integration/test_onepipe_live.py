@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -17,10 +18,12 @@ import pytest
 
 from netstack import runtime
 from netstack.cli import main
+from netstack.onepipe.control import enable_all
 from netstack.onepipe.runner import run
 from netstack.topo.model import load_topology_spec
 
 pytestmark = pytest.mark.netns
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "onepipe_hello.py"
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +106,22 @@ def test_a_silent_sender_host_stalls_delivery_only_until_its_input_times_out(fab
         # (per-sender FIFO). Either is far below the two seconds the run has left after the cut
         assert gaps[-1] < 150_000_000, (p, gaps[-5:])
         assert at[-1] - at[0] > 2.5e9, p  # delivering until the end, not stalled since the cut
+
+
+def test_the_asyncio_api_example_runs_and_both_processes_see_one_order(fabric):
+    """docs/examples/onepipe_hello.py (the API's documented example) in h1 and h3, each
+    scattering to both: each delivers every message, in the same order."""
+    enable_all(fabric["prefix"])
+    everyone = ["10.0.0.1:40101", "10.0.0.3:40101"]
+    procs = [subprocess.Popen(["ip", "netns", "exec", fabric["namespaces"][h], sys.executable, str(EXAMPLE), me,
+                               *everyone, "--count", "6"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for h, me in (("h1", everyone[0]), ("h3", everyone[1]))]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        outs.append([json.loads(line) for line in out.splitlines()])
+    for lines in outs:
+        assert lines[-1] == {"delivered": 12, "send_failed": 0}
+    orders = [[(d["ts"], d["src"], d["msg"]) for d in lines[:-1]] for lines in outs]
+    assert orders[0] == orders[1] and orders[0] == sorted(orders[0])
