@@ -93,7 +93,7 @@ def _walk(frame: bytes | bytearray | memoryview, out: list[object]) -> None:
     if port == UdpPort.DTA_NACK:
         out.append(dta.DTANack.from_bytes(frame, off))
         return
-    if UdpPort.ONEPIPE in (port, udp.sport):
+    if onepipe.is_onepipe_port(port) or onepipe.is_onepipe_port(udp.sport):
         out.append(onepipe.OnePipeHeader.from_bytes(frame, off))
         off += onepipe.OnePipeHeader.SIZE
     elif UdpPort.TCSACK in (port, udp.sport):

@@ -52,6 +52,17 @@ TS_MASK = TS_MOD - 1
 #: PAWS, RFC 7323 §5): 2^47 ns is about 39 hours, far beyond any in-flight lifetime.
 TS_HALF = 1 << (TS_BITS - 1)
 
+#: The UDP ports 1Pipe processes bind (docs/wire-formats.md "Ports"): 40100 (the registry's,
+#: where host beacons go) and the 99 after it, so that several processes share a host, each its
+#: own endpoint at the ToR. A datagram to or from one of them is 1Pipe's.
+PORT_BASE = 40100
+PORTS = range(PORT_BASE, PORT_BASE + 100)
+
+
+def is_onepipe_port(port: int) -> bool:
+    return PORT_BASE <= port < PORT_BASE + 100
+
+
 #: Byte offsets of the barrier fields inside the header, for in-place rewriting (§4: a switch
 #: rewrites the barrier of every forwarded packet, never ``msg_ts``).
 MSG_TS_OFFSET = 0

@@ -4,11 +4,11 @@
 as integers, ``opcode`` as the enum's value, ``flags`` as a FlagsField that compares equal
 to the record's int). Whatever follows the 24 bytes is the message fragment, dissected as Raw.
 
-Binding: dissection picks ``OnePipe`` when *either* UDP port is 40100. Messages go to the
-destination's port 40100, but ACKs, NAKs and RECALL_ACKs travel back to the sender's port,
-which is 40100 only if the sender also sends from it; binding the source port as well lets a
-capture of either direction dissect. Building ``UDP()/OnePipe()`` sets both ports to 40100
-unless given. A process on another port: call :func:`bind_port`.
+Binding: dissection picks ``OnePipe`` when *either* UDP port is one of 1Pipe's
+(``headers.onepipe.PORTS``, 40100-40199: each process binds its own). Binding the source port
+as well lets a capture of either direction dissect (ACKs return to the sender's port).
+Building ``UDP()/OnePipe()`` sets both ports to 40100 unless given. A process on another port:
+call :func:`bind_port`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from scapy.fields import BitField, ByteEnumField, FlagsField, IntField
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_top_down
 
-from headers.onepipe import OnePipeOpcode
+from headers.onepipe import PORTS, OnePipeOpcode
 from headers.registry import UdpPort
 
 _OPCODE_NAMES = {op.value: op.name for op in OnePipeOpcode}
@@ -47,5 +47,6 @@ def bind_port(port: int) -> None:
     bind_bottom_up(UDP, OnePipe, sport=port)
 
 
-bind_port(int(UdpPort.ONEPIPE))
+for _port in PORTS:  # every process's port (headers.onepipe.PORTS)
+    bind_port(_port)
 bind_top_down(UDP, OnePipe, sport=int(UdpPort.ONEPIPE), dport=int(UdpPort.ONEPIPE))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from headers.onepipe import PORTS, is_onepipe_port
 from headers.registry import UdpPort
 
 from ..errors import ConfigError
@@ -20,11 +21,7 @@ LIVE_SCALE = 1000
 #: binds one of the ``PORT_RANGE`` ports from it: a datagram to a port in
 #: ``[PORT, PORT + PORT_RANGE)`` is 1Pipe's (several processes share a host, design topic §3)
 PORT = int(UdpPort.ONEPIPE)
-PORT_RANGE = 100  # 40100-40199: T/C-SACK has 40200 (headers.registry)
-
-
-def is_onepipe_port(port: int) -> bool:
-    return PORT <= port < PORT + PORT_RANGE
+PORT_RANGE = len(PORTS)  # 40100-40199: T/C-SACK has 40200 (headers.registry)
 
 
 @dataclass(frozen=True, slots=True)
