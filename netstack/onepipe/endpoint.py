@@ -30,8 +30,8 @@ Sender (design topics §2, §9):
   carries :data:`SOM` (ours), the last ``EOM``.
 - Beacons (design topic §5): at each multiple of ``T_beacon`` in host time, one beacon to
   ``UPLINK`` with the barrier ``max(now, last ts, last advertised)``, unless a packet to
-  another process (which carries our barrier through the ToR) left since the previous
-  multiple. Beacons bypass the windows.
+  another process (which carries our barrier through the ToR) already took that value up.
+  Beacons bypass the windows.
 - cwnd is DCTCP's (RFC 8257): ``alpha`` is an EWMA (gain ``dctcp_g``) of the fraction of ACKed
   packets that were CE-marked, per window of ACKed packets; an ECE ACK cuts
   ``cwnd * (1 - alpha/2)`` at most once per window, a loss (NAK or timeout) halves it (RFC 8257
@@ -300,7 +300,7 @@ class Endpoint:
         # beacons at multiples of T_beacon in host time (design topic §5)
         t = params.t_beacon_ns
         self._next_tick = (now_ns // t + 1) * t
-        self._sent_since_tick = False
+        self._uplink_adv: int | None = None  # the highest barrier that went up through the ToR
 
     # ------------------------------------------------------------------ public surface
 
@@ -385,16 +385,21 @@ class Endpoint:
         self._send_acks()
 
     def on_timer(self, now_ns: int) -> None:
-        """Beacon ticks (ACK repeats, a beacon if nothing left since the last tick), send
-        timeouts, deliveries waiting for the clock."""
+        """Beacon ticks (ACK repeats, then a beacon unless a packet already took the tick's
+        barrier to the ToR), send timeouts, deliveries waiting for the clock.
+
+        The beacon goes whenever the ToR has not yet heard this tick's value, even if packets
+        left during the interval: they carried older barriers, and a receiver waits for the
+        slowest process's barrier, so skipping the tick would hold every receiver back by up to
+        another interval (measured: the latency overhead doubled). Hosts beaconing at the same
+        instants is what makes the wait T_beacon / 2 on average (design topic §5)."""
         self._clock(now_ns)
         now = self._now
         if now >= self._next_tick:
             t = self.params.t_beacon_ns
             self._repeat_acks()
-            if not self._sent_since_tick:
+            if self._uplink_adv is None or self._uplink_adv < now:
                 self._send_beacon()
-            self._sent_since_tick = False
             self._next_tick = (now // t + 1) * t
         self._expire()
         self._pump()
@@ -442,7 +447,7 @@ class Endpoint:
                 b = v
         self._adv = b
         if dst != self.me:
-            self._sent_since_tick = True
+            self._uplink_adv = b
         return b
 
     def _same_host(self, src: Addr) -> bool:
@@ -521,7 +526,7 @@ class Endpoint:
         now = self._now
         ts = self._advertise(self.me)
         if any(dst != self.me for dst in sc.need):
-            self._sent_since_tick = True
+            self._uplink_adv = ts
         self._last_ts = ts
         wire = ts_from_ns(ts)
         mtu = self.params.mtu_payload

@@ -47,6 +47,9 @@ class OnePipeParams:
     #: beacon intervals), and until the timeout a dead destination's window holds the sender's
     #: later scatterings (per-sender FIFO), so it must not be much longer than that.
     ack_timeout_ns: int = 20 * 3_000 * LIVE_SCALE
+    #: switches beacon an idle output as soon as its barrier rises (at most 4 per T_beacon)
+    #: instead of only every T_beacon (ours: netstack.onepipe.barrier.PROMPT_DIVISOR)
+    prompt_beacons: bool = True
 
     def __post_init__(self) -> None:
         checks = [

@@ -9,7 +9,9 @@ from netstack.onepipe.barrier import DOWN, UP, BarrierAggregator
 from netstack.onepipe.params import OnePipeParams
 
 T = 1_000  # T_beacon
-P = OnePipeParams(t_beacon_ns=T, timeout_beacons=10, ack_timeout_ns=100 * T)
+P = OnePipeParams(t_beacon_ns=T, timeout_beacons=10, ack_timeout_ns=100 * T, prompt_beacons=False)
+#: with prompt beacons (the default)
+PP = OnePipeParams(t_beacon_ns=T, timeout_beacons=10, ack_timeout_ns=100 * T)
 TIMEOUT = 10 * T
 
 
@@ -291,3 +293,69 @@ def test_counters_and_state_are_plain_data():
     json.dumps(a.output_state("down", 5))
     assert a.input_state("s", 5)["silent_ns"] is None
     assert a.actions == [] and a.input_ids() == ["h1", "s"] and a.output_ids() == ["up", "down"]
+
+
+# ---------------------------------------------------------------------------- prompt beacons
+
+
+def prompt_agg() -> BarrierAggregator:
+    a = BarrierAggregator(PP)
+    for name, down in (("h1", True), ("h2", True), ("spine", False)):
+        a.add_input(name, down=down)
+    a.add_output("up", UP, 0)
+    a.add_output("down", DOWN, 0)
+    return a
+
+
+def test_a_rising_minimum_reaches_idle_outputs_at_once_not_at_their_timer():
+    """PROMPT_DIVISOR: without it every switch hop would add up to T_beacon to the barrier."""
+    a = prompt_agg()
+    for i, r in (("h1", 100), ("h2", 150), ("spine", 120)):
+        a.heard(i, r, 10)
+    assert sorted(a.due_beacons(T)) == [("down", 100), ("up", 100)]  # the first, on the timer
+    a.heard("h2", 500, T + 10)  # h1 still holds both minima: nothing rose
+    assert a.next_deadline() == 2 * T
+    a.heard("h1", 400, T + 20)  # h1 held the minima: down inputs' rises to 400, all inputs' to 120
+    assert a.next_deadline() == T + 20  # at once, not at the outputs' timers
+    assert sorted(a.due_beacons(T + 20)) == [("down", 120), ("up", 400)]
+    a.heard("spine", 450, T + 100)  # the spine held the minimum of all: "down" rises again...
+    assert a.due_beacons(T + 100) == []  # ... but at most one prompt beacon per T / 4
+    assert a.due_beacons(T + 20 + T // 4) == [("down", 400)]
+    c = a.output_state("down", T + T // 2)
+    assert c["prompt_beacons"] == 2 and c["beacons"] == 3
+
+
+def test_a_packet_that_carried_the_barrier_cancels_the_prompt_beacon():
+    a = prompt_agg()
+    for i in ("h1", "h2", "spine"):
+        a.heard(i, 100, 10)
+    a.due_beacons(T)
+    a.heard("h1", 400, T + 20)
+    a.barrier_for("up", T + 30)
+    a.note_sent("up", T + 30)
+    a.barrier_for("down", T + 30)
+    a.note_sent("down", T + 30)
+    assert a.due_beacons(T + T // 2) == []  # both carried a packet: next beacon a T_beacon later
+    assert a.output_state("up", T + T // 2)["prompt_beacons"] == 0
+
+
+def test_prompt_beacons_off_leaves_the_timer_alone():
+    a = agg(h1=True, h2=True)
+    a.heard("h1", 100, 10)
+    a.heard("h2", 200, 10)
+    a.due_beacons(T)
+    a.heard("h1", 300, T + 20)
+    assert a.due_beacons(T + T // 2) == [] and a.next_deadline() == 2 * T
+
+
+def test_an_input_timing_out_raises_the_minimum_promptly():
+    a = prompt_agg()
+    for i in ("h1", "h2", "spine"):
+        a.heard(i, 100, 10)
+    a.due_beacons(T)
+    for t in range(T, TIMEOUT + 1, T):  # h1 falls silent, h2 and the spine go on
+        a.heard("h2", 100 + t, t)
+        a.heard("spine", 100 + t, t)
+    gone = a.on_timer(TIMEOUT + 10)
+    assert gone == ["h1"]
+    assert dict(a.due_beacons(TIMEOUT + 10)) == {"up": 100 + TIMEOUT, "down": 100 + TIMEOUT}

@@ -207,8 +207,9 @@ def test_ts_never_goes_below_a_ts_stamped_or_a_barrier_advertised():
     e = ep()
     e.send([(2, b"x")], T0 + 500)
     e.send([(2, b"y")], T0 + 100)  # a shell whose clock went back: ignored
-    e.on_timer(T0 + T)  # nothing sent since... a data packet was: no beacon
-    assert not sent(e, BEACON)
+    e.on_timer(T0 + T)  # the data carried T0 + 500: the tick's value still goes up
+    (_, b1, _), = sent(e, BEACON)
+    assert b1.be_barrier == T0 + T
     e.on_timer(T0 + 2 * T)
     (_, b, _), = sent(e, BEACON)
     e.send([(2, b"z")], T0 + 2 * T)
@@ -330,19 +331,23 @@ def test_dctcp_cuts_once_per_window_on_ece_and_grows_one_packet_per_clean_window
 # ---------------------------------------------------------------------------- beacons
 
 
-def test_beacons_go_at_multiples_of_t_beacon_only_when_nothing_left_since_the_last():
+def test_beacons_go_at_multiples_of_t_beacon_unless_a_packet_took_the_ticks_value_up():
     e = ep(now=T0 + 300)
     assert e.next_deadline() == T0 + T
     e.on_timer(T0 + T)
     (dst, b, payload), = sent(e)
     assert dst == UPLINK and b.opcode is BEACON and b.be_barrier == T0 + T and payload == b""
     e.send([(2, b"x")], T0 + T + 10)
-    e.on_timer(T0 + 2 * T)  # data left in this interval: no beacon
-    assert not sent(e, BEACON)
-    e.on_timer(T0 + 3 * T + 200)  # a late timer: one beacon, next tick on the grid
+    e.on_timer(T0 + 2 * T)  # data left in this interval, but with an older barrier: a beacon
     (_, b, _), = sent(e, BEACON)
-    assert b.be_barrier == T0 + 3 * T + 200 and e.next_deadline() == T0 + 4 * T
-    assert e.c.beacons_sent == 2
+    assert b.be_barrier == T0 + 2 * T
+    e.send([(2, b"y")], T0 + 3 * T)  # data at the tick itself carries the tick's value: no beacon
+    e.on_timer(T0 + 3 * T)
+    assert not sent(e, BEACON)
+    e.on_timer(T0 + 4 * T + 200)  # a late timer: one beacon, next tick on the grid
+    (_, b, _), = sent(e, BEACON)
+    assert b.be_barrier == T0 + 4 * T + 200 and e.next_deadline() == T0 + 5 * T
+    assert e.c.beacons_sent == 3
 
 
 def test_packets_to_ourselves_do_not_stand_in_for_a_beacon():

@@ -1,0 +1,191 @@
+"""``netstack bench onepipe``: 1Pipe's evaluation (the paper's §7: Figs. 8, 9a and 9b) with its baselines
+measured in the same run.
+
+Three sections (``--only`` picks by substring), each in virtual time and, where it makes sense,
+live (``--runtime sim|live``; default both):
+
+``fig8``
+    Delivered messages/s per process and delivery latency as the number of processes grows.
+    *sim*: 1..512 processes on a 32-host fabric at the paper's scale (100 Gbit/s, T_beacon 3 us,
+    time scale 1), each scattering 64-byte messages to 2 random processes at a fixed rate; the
+    same load through a central sequencer (``netstack.onepipe.sequencer``: one core, 10 M msg/s,
+    our model) and the unordered baseline (each message's arrival at its receiver, same run):
+    where the sequencer saturates, 1Pipe's per-process rate stays flat. *live*: ``netstack
+    onepipe run`` with 4, 8 and 16 processes on the shipped ``onepipe`` topology (1000x scale).
+``fig9a``
+    The mean latency overhead over the unordered baseline on an idle system, vs T_beacon (1, 3,
+    10, 30 us) and vs clock skew (mean |offset| 0, 0.3, 1, 3 us), sim; the target: within 1.5x
+    of T_beacon/2 + mean skew (the paper's §7), met or missed per point. The baseline in the same
+    run: switches that beacon on their T_beacon idle timer only (``prompt_beacons`` off), which
+    shows what the switches' beacon phase costs.
+``fig9b``
+    Latency vs loss on every ToR-spine link (0, 1e-5 .. 1e-1), sim (128 processes, fig9a's idle
+    load); live with ``--loss tor1-spine1:RATE`` (8 processes), every log checked for total order.
+
+Output: ``<results>/bench-onepipe-<UTC>.json`` (+ ``-latest``; every run in the ``netstack.run/1``
+schema under ``runs``), the Markdown tables printed and written to ``bench-onepipe-latest.md``,
+``bench-onepipe-fig8.png``, ``-fig9a.png``, ``-fig9b.png``; progress on stderr. ``--duration S``:
+the live runs' length (default 3 s); the virtual-time runs scale with it (their defaults x S/3).
+``--workers N``: sim runs in parallel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..output import Progress, loadavg, write_results
+from ..proc import sigterm_unwinds
+from . import live as live_mod
+from . import report
+from . import sim as sim_mod
+
+SECTIONS = ("fig8", "fig9a", "fig9b")
+LIVE_SECTIONS = ("fig8", "fig9b")
+DEFAULT_LIVE_SECONDS = 3.0
+NAME = "bench-onepipe"
+
+
+def _selected(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(sections, runtimes) chosen by ``--only`` and ``--runtime``."""
+    only = getattr(args, "only", None)
+    sections = [s for s in SECTIONS if not only or any(o in s for o in only)]
+    rt = getattr(args, "runtime", None)
+    runtimes = [r for r in ("sim", "live") if rt in (None, r)]
+    if "live" in runtimes and not any(s in LIVE_SECTIONS for s in sections):
+        runtimes.remove("live")
+    return sections, runtimes
+
+
+def scale_notes(seconds: float, factor: float) -> dict[str, str]:
+    s = sim_mod
+    return {
+        "sim": (f"paper scale, time scale 1: a fabric of 4 ToRs x 8 hosts under one spine (+ the sequencer's host), "
+                f"100 Gbit/s, 250 ns a link; T_beacon {s.T_BEACON_NS / 1e3:g} us; {s.SIZE} B messages to {s.FANOUT} "
+                f"random processes; fig8 offers {s.FIG8_RATE * s.FANOUT / 1e6:g} M msg/s per process (the paper "
+                "reaches 5 M: not simulable for 512 processes in pure Python), fig9a/fig9b "
+                f"{s.FIG9A_RATE * s.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_PROCS} processes); "
+                "virtual run lengths fig8 "
+                f"{s.FIG8_DURATION_NS * factor / 1e3:g} us, fig9a {s.FIG9A_DURATION_NS * factor / 1e3:g} us, fig9b "
+                f"{s.FIG9B_DURATION_NS * factor / 1e3:g} us"),
+        "live": (f"1000x: the shipped onepipe topology (100 Mbit/s, T_beacon 3 ms = 3 us), {live_mod.RATE:g} "
+                 f"scatterings/s per process (= {live_mod.RATE * 1e3:g}/s at the paper's scale), {seconds:g} s per "
+                 "run; latencies reported in ms as measured and divided by 1000"),
+        "sequencer": (f"one core serving {1e9 / s.SEQ_SERVICE_NS / 1e6:g} M msg/s ({s.SEQ_SERVICE_NS} ns a message; "
+                      "eRPC's small-RPC rate per core), a queue of 4096 messages: our model"),
+    }
+
+
+def _run(sections: list[str], runtimes: list[str], seconds: float, workers: int | None, prefix: str, say: Progress,
+         errors: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    sim: dict[str, Any] = {}
+    live: dict[str, Any] = {}
+    if "sim" in runtimes:
+        sim = sim_mod.run_points(sections, seconds / DEFAULT_LIVE_SECONDS, workers, say)
+    if "live" in runtimes:
+        try:
+            live = live_mod.run_live(sections, prefix, seconds, say)
+        except Exception as exc:  # recorded; the sim results are still written
+            errors["live"] = f"{type(exc).__name__}: {exc}"
+            say(f"live: FAILED ({errors['live']}); its testbed was torn down")
+    return sim, live
+
+
+def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
+    """The JSON sections: rows, analyses and runs per figure."""
+    out: dict[str, Any] = {}
+    if "fig8" in sim or "fig8" in live:
+        rows = sim.get("fig8", {}).get("rows", [])
+        out["fig8"] = {"sim": rows, "live": live.get("fig8", {}).get("rows", []),
+                       "saturation": sim_mod.saturation(rows) if rows else None}
+    if "fig9a" in sim:
+        rows = sim["fig9a"]["rows"]
+        out["fig9a"] = {"rows": rows, "target": sim_mod.target_summary(rows)}
+    if "fig9b" in sim or "fig9b" in live:
+        out["fig9b"] = {"sim": sim.get("fig9b", {}).get("rows", []), "live": live.get("fig9b", {}).get("rows", [])}
+    return out
+
+
+def _markdown(figs: dict[str, Any], notes: dict[str, str], results_dir: Path) -> tuple[list[str], list[str]]:
+    md = ["# netstack bench onepipe", "",
+          "Best-effort 1Pipe (the paper's §7), an unordered baseline, a central sequencer.", "",
+          *[f"- scale ({k}): {v}" for k, v in notes.items()], ""]
+    plots = []
+    f8 = figs.get("fig8")
+    if f8:
+        if f8["sim"]:
+            sat = f8["saturation"]
+            md += ["## Fig. 8 (sim): throughput and latency vs processes", "", report.fig8_table(f8["sim"]), "",
+                   f"The sequencer saturates at P = {sat['sequencer_saturates_at_procs']} (its capacity, "
+                   f"{sat['sequencer_capacity_msgs_per_s'] / 1e6:g} M msg/s, over the offered rate predicts "
+                   f"{sat['predicted_knee_procs']:.0f}); 1Pipe delivers at least "
+                   f"{100 * sat['onepipe_min_delivered_over_offered']:.1f} % of what it is offered at every P.", ""]
+        if f8["live"]:
+            md += ["## Fig. 8 (live, 1000x)", "", report.live_table(f8["live"]), ""]
+        if report.plot_fig8(f8["sim"], f8["live"], results_dir / f"{NAME}-fig8.png"):
+            plots.append(f"{NAME}-fig8.png")
+    f9a = figs.get("fig9a")
+    if f9a:
+        t = f9a["target"]
+        md += ["## Fig. 9a (sim): latency overhead vs T_beacon and clock skew", "", report.fig9a_table(f9a["rows"]), "",
+               f"Target (mean overhead <= {t['factor']}x ({t['model']})): met at {t['met']} of {t['points']} "
+               f"as-built points; worst overhead/model {t['worst_ratio']:.2f}.", ""]
+        if report.plot_fig9a(f9a["rows"], results_dir / f"{NAME}-fig9a.png"):
+            plots.append(f"{NAME}-fig9a.png")
+    f9b = figs.get("fig9b")
+    if f9b:
+        rows = f9b["sim"] + f9b["live"]
+        md += ["## Fig. 9b: latency vs loss", "", report.fig9b_table(rows), ""]
+        if report.plot_fig9b(rows, results_dir / f"{NAME}-fig9b.png"):
+            plots.append(f"{NAME}-fig9b.png")
+    return md, plots
+
+
+def main(args: argparse.Namespace) -> int:
+    sections, runtimes = _selected(args)
+    if not sections or not runtimes:
+        print(f"no section matches --only/--runtime (sections: {', '.join(SECTIONS)}; live: "
+              f"{', '.join(LIVE_SECTIONS)})", file=sys.stderr)
+        return 2
+    if "live" in runtimes and os.geteuid() != 0:
+        print("netstack bench onepipe: live needs root (namespaces, veths, nft); run as root or use --runtime sim",
+              file=sys.stderr)
+        return 2
+    seconds = float(getattr(args, "duration", None) or DEFAULT_LIVE_SECONDS)
+    workers = getattr(args, "workers", None)
+    results_dir = Path(getattr(args, "results_dir", "results"))
+    say = Progress()
+    notes = scale_notes(seconds, seconds / DEFAULT_LIVE_SECONDS)
+    say(f"netstack bench onepipe: sections {', '.join(sections)}; runtimes {', '.join(runtimes)}")
+    for k, v in notes.items():
+        say(f"scale ({k}): {v}")
+    errors: dict[str, str] = {}
+    started = time.monotonic()
+    prefix = f"opb{secrets.token_hex(2)}"  # live: never the "op" of the shipped topology
+    payload: dict[str, Any] = {"sections": sections, "runtimes": runtimes, "scale": notes, "live_seconds": seconds,
+                               "prefix": prefix if "live" in runtimes else None, "loadavg_before": loadavg()}
+    with sigterm_unwinds():
+        sim, live = _run(sections, runtimes, seconds, workers, prefix, say, errors)
+    figs = _assemble(sim, live)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    md, plots = _markdown(figs, notes, results_dir)
+    runs = [d for part in (sim, live) for sec in part.values() for d in sec["runs"]]
+    payload.update(figs, runs=runs, plots=plots, errors=errors, wall_s=time.monotonic() - started,
+                   loadavg_after=loadavg())
+    path = write_results(results_dir, NAME, payload)
+    text = "\n".join(md)
+    (results_dir / f"{NAME}-latest.md").write_text(text)
+    print(text)
+    print(f"results: {path}; {results_dir / (NAME + '-latest.md')}; plots: {', '.join(plots) or 'none'}")
+    if errors:
+        print(f"errors: {errors}", file=sys.stderr)
+        return 1
+    return 0
+
+
+__all__ = ["LIVE_SECTIONS", "SECTIONS", "main"]

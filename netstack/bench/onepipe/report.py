@@ -1,0 +1,154 @@
+"""Tables (Markdown) and plots (PNG) of ``netstack bench onepipe``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..output import format_table
+from ..plot import pyplot, save
+
+
+def _f(v: Any, fmt: str = "{:.2f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _m(v: float | None) -> str:
+    """A rate in M msg/s."""
+    return "-" if v is None else f"{v / 1e6:.3f}"
+
+
+def fig8_table(rows: list[dict[str, Any]]) -> str:
+    by = {(r["system"], r["procs"]): r for r in rows}
+    out = []
+    for p in sorted({r["procs"] for r in rows}):
+        one, un, seq = by.get(("1pipe", p), {}), by.get(("unordered", p), {}), by.get(("sequencer", p), {})
+        out.append([p, _m(one.get("offered_per_proc")), _m(one.get("delivered_per_proc")),
+                    _m(seq.get("delivered_per_proc")), _f(un.get("mean_us")), _f(one.get("mean_us")),
+                    _f(one.get("p99_us")), _f(one.get("p999_us")), _f(seq.get("mean_us")), _f(seq.get("p99_us")),
+                    one.get("send_failed", "-"), seq.get("seq_dropped", "-"),
+                    "ok" if one.get("order_ok") and seq.get("order_ok", True) else "VIOLATED"])
+    return format_table(["P", "offered M msg/s/proc", "1Pipe delivered", "sequencer delivered",
+                         "unordered mean us", "1Pipe mean us", "1Pipe p99", "1Pipe p99.9", "sequencer mean us",
+                         "sequencer p99", "1Pipe send-fails", "sequencer drops", "order"], out)
+
+
+def live_table(rows: list[dict[str, Any]]) -> str:
+    out = [[r["procs"], _f(r["loss"], "{:g}"), f"{r['offered_per_proc']:.0f}", f"{r['delivered_per_proc']:.0f}",
+            r["send_failed"], r["unaccounted"], _f(r["live_mean_ms"]), _f(r["mean_us"]), _f(r["p50_us"]),
+            _f(r["p99_us"]), r["late_dropped"], "ok" if r["check_ok"] else "FAILED"] for r in rows]
+    return format_table(["P", "loss tor1-spine1", "offered msg/s/proc", "delivered msg/s/proc", "send-fails",
+                         "unaccounted", "mean ms (live)", "mean us (paper scale)", "p50 us", "p99 us",
+                         "late drops", "onepipe check"], out)
+
+
+def fig9a_table(rows: list[dict[str, Any]]) -> str:
+    out = [[_f(r["t_beacon_us"], "{:g}"), _f(r["skew_us"], "{:g}"), r["switch_beacons"],
+            _f(r["mean_abs_offset_us"]), _f(r["over_slowest_us"]), _f(r["unordered_mean_us"]),
+            _f(r["latency_mean_us"]), _f(r["overhead_mean_us"]), _f(r["overhead_p99_us"]), _f(r["model_us"]),
+            _f(r["ratio"]), "met" if r["met"] else "missed", r["messages"]] for r in rows]
+    return format_table(["T_beacon us", "skew us", "switch beacons", "mean abs offset us", "offset over slowest us",
+                         "unordered mean us", "1Pipe mean us", "overhead mean us", "barrier wait p99 us",
+                         "model T/2+skew us", "overhead/model", "target (1.5x)", "messages"], out)
+
+
+def fig9b_table(rows: list[dict[str, Any]]) -> str:
+    out = [[r["runtime"], _f(r["loss"], "{:g}"), r["procs"], f"{r['delivered']}/{r['sent']}", _f(r["mean_us"]),
+            _f(r["p99_us"]), _f(r.get("unordered_mean_us")), r["send_failed"], r["messages_lost"],
+            r["late_dropped"], r["unaccounted"],
+            "ok" if r.get("order_ok", r.get("check_ok")) else "VIOLATED"] for r in rows]
+    return format_table(["runtime", "loss (ToR-spine, each way)", "P", "delivered/sent", "mean us", "p99 us",
+                         "unordered mean us", "send-fails", "lost (NAKed)", "late drops", "unaccounted", "order"], out)
+
+
+# ----------------------------------------------------------------------------------- plots
+def plot_fig8(sim: list[dict[str, Any]], live: list[dict[str, Any]], path: Path) -> bool:
+    plt = pyplot()
+    if plt is None or not sim:
+        return False
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    styles = {"1pipe": ("o-", "1Pipe/BE"), "sequencer": ("s--", "sequencer"), "unordered": ("^:", "unordered")}
+    for system, (style, label) in styles.items():
+        pts = sorted((r for r in sim if r["system"] == system), key=lambda r: r["procs"])
+        if not pts:
+            continue
+        if system != "unordered":
+            a.plot([r["procs"] for r in pts], [r["delivered_per_proc"] / 1e6 for r in pts], style, label=label)
+        pos = [r for r in pts if r["mean_us"]]  # a lone process's loopback arrives at once: none on a log axis
+        b.plot([r["procs"] for r in pos], [r["mean_us"] for r in pos], style, label=f"{label} mean")
+    if live:
+        b.plot([r["procs"] for r in live], [r["mean_us"] for r in live], "D", label="1Pipe live (1000x, rescaled)")
+    for ax in (a, b):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("processes")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    a.set_ylabel("delivered M msg/s per process")
+    a.set_ylim(bottom=0)
+    a.set_title("Fig. 8a: throughput per process (sim, 100G)")
+    b.set_yscale("log")
+    b.set_ylabel("latency (us)")
+    b.set_title("Fig. 8b: delivery latency")
+    save(plt, fig, path, dpi=110)
+    return True
+
+
+def plot_fig9a(rows: list[dict[str, Any]], path: Path) -> bool:
+    plt = pyplot()
+    built = [r for r in rows if r["switch_beacons"] == "prompt"]
+    if plt is None or not built:
+        return False
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for skew in sorted({r["skew_us"] for r in built}):
+        pts = sorted((r for r in built if r["skew_us"] == skew), key=lambda r: r["t_beacon_us"])
+        line = a.plot([r["t_beacon_us"] for r in pts], [r["overhead_mean_us"] for r in pts], "o-",
+                      label=f"skew {skew:g} us")
+        a.plot([r["t_beacon_us"] for r in pts], [r["model_us"] for r in pts], ":", color=line[0].get_color())
+    timer = sorted((r for r in rows if r["switch_beacons"] == "timer"), key=lambda r: r["t_beacon_us"])
+    if timer:
+        a.plot([r["t_beacon_us"] for r in timer], [r["overhead_mean_us"] for r in timer], "k^--",
+               label="skew 0, switch beacons on the timer only")
+    a.set_xscale("log")
+    a.set_yscale("log")
+    a.set_xlabel("T_beacon (us)")
+    a.set_ylabel("mean overhead over unordered (us)")
+    a.set_title("Fig. 9a: overhead vs T_beacon (dotted: T/2 + skew)")
+    for t in sorted({r["t_beacon_us"] for r in built}):
+        pts = sorted((r for r in built if r["t_beacon_us"] == t), key=lambda r: r["skew_us"])
+        b.plot([r["mean_abs_offset_us"] for r in pts], [r["overhead_mean_us"] for r in pts], "o-",
+               label=f"T_beacon {t:g} us")
+    b.set_xlabel("mean |clock offset| (us)")
+    b.set_ylabel("mean overhead (us)")
+    b.set_title("overhead vs clock skew")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    save(plt, fig, path, dpi=110)
+    return True
+
+
+def plot_fig9b(rows: list[dict[str, Any]], path: Path) -> bool:
+    plt = pyplot()
+    if plt is None or not rows:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    floor = 1e-6
+    sim = sorted((r for r in rows if r["runtime"] == "sim"), key=lambda r: r["loss"])
+    if sim:
+        ax.plot([max(r["loss"], floor) for r in sim], [r["mean_us"] for r in sim], "o-", label="1Pipe/BE (sim)")
+        ax.plot([max(r["loss"], floor) for r in sim], [r["unordered_mean_us"] for r in sim], "^:", label="unordered")
+    live = [r for r in rows if r["runtime"] == "live"]
+    if live:
+        ax.plot([max(r["loss"], floor) for r in live], [r["mean_us"] for r in live], "D",
+                label="1Pipe live (1000x, rescaled)")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"loss rate on ToR-spine links (0 drawn at {floor:g})")
+    ax.set_ylabel("mean latency (us)")
+    ax.set_title("Fig. 9b: latency vs loss")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    save(plt, fig, path, dpi=110)
+    return True
+
+
+__all__ = ["fig8_table", "fig9a_table", "fig9b_table", "live_table", "plot_fig8", "plot_fig9a", "plot_fig9b"]

@@ -1,0 +1,581 @@
+"""1Pipe in virtual time: the ``onepipe`` scenario (``netstack sim TOPOLOGY --scenario onepipe``).
+
+The real engines run as they do live, on :mod:`netstack.sim`:
+
+- every 1Pipe process is an :class:`~.endpoint.Endpoint` on a simulated host's UDP port
+  (``PORT + 1``, ``PORT + 2``... per host, as ``netstack onepipe run`` places them); its beacons go
+  to the subnet's broadcast address on ``PORT``, where the ToR's feature consumes them; a datagram
+  to a process on the same host is handed over by the host itself, as the kernel does live (it
+  never reaches the ToR, so its barrier moves nothing: design topic §4 in docs/papers.md);
+- every switch runs the real switch feature (:func:`.feature.enable`, directions from
+  :func:`.topology.validate`);
+- every host has its own clock: the topology's (``clock_offset``, ``clock_drift_ppm``), or offsets
+  drawn for the run (``skew_ns``: uniform in ``[-2 skew, 2 skew]``, so the mean ``|offset|`` from
+  the true time, what PTP reports, is ``skew``). Clocks count from the run's start
+  (:meth:`.clock.HostClock.from_epoch`) and read ``CLOCK_BASE_NS`` more than the true time, as a
+  monotonic clock reads the uptime: host times stay positive whatever the offsets;
+- processes scatter: Poisson arrivals at ``rate`` scatterings/s each, ``fanout`` distinct random
+  destinations among the other processes (a lone process scatters to itself), ``size`` bytes a
+  message (its sender's scattering counter first, as ``netstack.onepipe.live`` writes it). With
+  fewer than ``fanout`` other processes, scatterings come faster so that each process still
+  offers ``rate x fanout`` messages/s.
+
+``mode = "sequencer"`` runs the classic design 1Pipe is measured against instead, on the same
+hosts, switches and load (:mod:`.sequencer`).
+
+Measured per delivered message, in true (virtual) time: **latency** = delivery - the moment the
+application called ``send`` for its scattering; **unordered** = the arrival of the message's last
+fragment at the receiver's endpoint - that same moment: the *unordered baseline* (the same path
+and load, delivered as soon as it is whole, no barrier wait), measured in the same run; **barrier
+wait** = latency - unordered. Also the per-process delivered rate, send-fails, late drops, lost
+messages, beacons, and an in-memory order check (every receiver in ``(ts, sender)`` order with
+per-sender FIFO and one ts per scattering: together, one total order). ``log_dir`` writes the
+delivery logs in the format ``netstack onepipe check`` reads.
+
+Time-valued parameters left at 0 take the paper's value times the topology's time scale (1 at
+100 Gbit/s, 1000 on the shipped ``onepipe`` topology): ``T_beacon`` 3 us (the paper's §7), 100k
+scatterings/s per process, a 200 us run. :func:`fabric_topology` builds the paper-scale fabric
+(k ToRs x h hosts under one spine, 100 Gbit/s, unscaled) with a sequencer host.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import random
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from headers.onepipe import TS_MASK, OnePipeFlag, OnePipeOpcode
+from headers.registry import BROADCAST_MAC
+
+from ..engine import Deliver, SendFail, SendTo
+from ..sim.hosts import Host
+from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
+from ..sim.scenario import Context, Scenario, ScenarioError, time_scale
+from ..switch import ImpairmentConfig
+from ..topo.model import NodeKind, Topology, TopologyError
+from . import feature
+from . import topology as op_topology
+from .check import log_record
+from .clock import HostClock, host_clock
+from .endpoint import UPLINK, Endpoint, sender_key
+from .load import PoissonScatterer
+from .params import PORT, PORT_RANGE, OnePipeParams
+from .sequencer import run_sequencer
+
+#: what a host clock reads at the run's start (true time 0), besides its offset
+CLOCK_BASE_NS = 1_000_000_000
+#: the paper's values (its §7), multiplied by the topology's time scale when a parameter is 0
+PAPER_T_BEACON_NS = 3_000
+PAPER_RATE = 100_000.0  # scatterings/s per process: ours (the paper's 5 M msg/s cost too much to simulate)
+PAPER_DURATION_NS = 200_000
+#: the sequencer's service time per message it forwards (our model, see .sequencer)
+PAPER_SEQ_SERVICE_NS = 100
+#: the host the sequencer runs on when ``seq_host`` is empty and the topology has one of that name
+SEQ_HOST = "seq"
+MODES = ("onepipe", "sequencer")
+
+PARAMS: dict[str, Any] = {
+    "procs": 8, "mode": "onepipe", "rate": 0.0, "fanout": 2, "size": 64,
+    "t_beacon_ns": 0, "switch_t_beacon_ns": 0, "prompt_beacons": True, "skew_ns": -1.0, "drift_ppm": 0.0, "loss": 0.0,
+    "warmup_ns": 0, "drain_ns": 0, "seq_host": "", "seq_service_ns": 0, "seq_queue": 4096, "log_dir": "",
+}
+
+_SEQ = struct.Struct("!Q")
+_DATA = int(OnePipeOpcode.DATA)
+_EOM = int(OnePipeFlag.EOM)
+_ECT0 = 0b10  # the live shell's IP_TOS: switches may mark instead of drop (DCTCP)
+
+
+# ----------------------------------------------------------------------------- statistics
+def latency_stats(values: Sequence[int]) -> dict[str, Any]:
+    """``{n, mean, p50, p99, p999, max}`` of ``values`` (ns); nearest-rank percentiles."""
+    if not values:
+        return {"n": 0, "mean": None, "p50": None, "p99": None, "p999": None, "max": None}
+    v = sorted(values)
+    n = len(v)
+
+    def rank(p: float) -> int:
+        return v[min(n - 1, max(0, math.ceil(p * n) - 1))]
+
+    return {"n": n, "mean": sum(v) / n, "p50": rank(0.5), "p99": rank(0.99), "p999": rank(0.999), "max": v[-1]}
+
+
+# ------------------------------------------------------------------------------ topology
+def fabric_topology(*, tors: int = 4, hosts_per_tor: int = 8, rate: str = "100Gbit", delay: str = "250ns",
+                    sequencer: bool = True, name: str = "onepipe-fabric", prefix: str = "opf") -> dict[str, Any]:
+    """``tors`` ToRs x ``hosts_per_tor`` hosts under one spine, every link at ``rate`` (the paper's
+    100 Gbit/s: time scale 1) with ``delay`` each, as a topology document. ``sequencer``: one more
+    host, ``seq``, on the first ToR (where the central sequencer baseline runs; 1Pipe runs leave
+    it idle, so both see the same fabric). Hosts are ``h1..hN`` in 10.0.0.0/16 (ToR ``t``'s host
+    ``i`` is 10.0.t.i), one subnet, so host beacons reach their ToR as broadcasts."""
+    if tors < 1 or hosts_per_tor < 1 or tors * hosts_per_tor > 250 * 250:
+        raise ValueError("need at least one ToR and one host per ToR")
+    nodes: list[dict[str, Any]] = [{"name": "spine1", "kind": "switch"}]
+    links: list[dict[str, Any]] = []
+    n = 0
+    for t in range(1, tors + 1):
+        tor = f"tor{t}"
+        nodes.append({"name": tor, "kind": "switch"})
+        links.append({"name": f"{tor}-spine1", "a": tor, "b": "spine1"})
+        for i in range(1, hosts_per_tor + 1):
+            n += 1
+            nodes.append({"name": f"h{n}", "kind": "host", "ip": f"10.0.{t}.{i}/16"})
+            links.append({"name": f"h{n}-{tor}", "a": f"h{n}", "b": tor})
+    if sequencer:
+        nodes.append({"name": SEQ_HOST, "kind": "host", "ip": "10.0.0.200/16"})
+        links.append({"name": f"{SEQ_HOST}-tor1", "a": SEQ_HOST, "b": "tor1"})
+    return {"topology": {"name": name, "prefix": prefix, "paper_rate": "100Gbit"},
+            "defaults": {"rate": rate, "delay": delay, "mtu": 1500, "buffer": "200KB"},
+            "nodes": nodes, "links": links}
+
+
+def tor_of(topology: Topology, host: str) -> str:
+    """The switch ``host`` hangs off (its first link's peer)."""
+    links = topology.links_of(host)
+    if not links:
+        raise ScenarioError(f"host {host} has no link")
+    return links[0].peer(host).node
+
+
+def place(topology: Topology, procs: int, exclude: Sequence[str] = ()) -> list[tuple[str, str, int]]:
+    """``[(process, host, udp port)]``: ``p1..pP`` dealt to the hosts one ToR after another (the
+    first host of each ToR, then the second of each...), so that even a few processes span the
+    fabric; the k-th process of a host binds ``PORT + k``."""
+    if procs < 1:
+        raise ScenarioError("procs must be at least 1")
+    by_tor: dict[str, list[str]] = {}
+    for node in topology.nodes:
+        if node.kind is NodeKind.HOST and node.name not in exclude:
+            by_tor.setdefault(tor_of(topology, node.name), []).append(node.name)
+    columns = list(by_tor.values())
+    hosts = [col[i] for i in range(max((len(c) for c in columns), default=0)) for col in columns if i < len(col)]
+    if not hosts:
+        raise ScenarioError(f"topology {topology.name} has no host for the processes")
+    if -(-procs // len(hosts)) >= PORT_RANGE:
+        raise ScenarioError(f"{procs} processes need more than {PORT_RANGE - 1} ports on a host "
+                            f"({len(hosts)} hosts)")
+    used: dict[str, int] = {}
+    out = []
+    for i in range(procs):
+        h = hosts[i % len(hosts)]
+        used[h] = used.get(h, 0) + 1
+        out.append((f"p{i + 1}", h, PORT + used[h]))
+    return out
+
+
+def draw_clocks(topology: Topology, seed: int, skew_ns: float, drift_ppm: float) -> dict[str, HostClock]:
+    """Every host's clock, from the run's start: the topology's when ``skew_ns < 0``, else offsets
+    uniform in ``[-2 skew, 2 skew]`` (mean ``|offset|`` = skew) and drifts uniform in
+    ``[-drift, drift]``, drawn from ``seed``."""
+    rng = random.Random(f"{seed}/clocks")
+    out = {}
+    for node in topology.nodes:
+        if node.kind is NodeKind.SWITCH:
+            continue
+        if skew_ns < 0:
+            c = host_clock(topology, node)
+        else:
+            off = round(rng.uniform(-2 * skew_ns, 2 * skew_ns)) if skew_ns else 0
+            c = HostClock(off, rng.uniform(-drift_ppm, drift_ppm) if drift_ppm else 0.0)
+        out[node.name] = HostClock(c.offset_ns + CLOCK_BASE_NS, c.drift_ppm).from_epoch(0)
+    return out
+
+
+def skew_summary(clocks: dict[str, HostClock], hosts: Sequence[str]) -> dict[str, Any]:
+    """The offsets the processes' hosts run with: mean ``|offset|`` (the skew PTP reports), the
+    mean pairwise difference, and the skew term a receiver actually waits for on average (a
+    sender's offset over the slowest clock's: the barrier is the minimum over every process)."""
+    offs = [clocks[h].offset_ns - CLOCK_BASE_NS for h in hosts]
+    if not offs:
+        return {}
+    lo = min(offs)
+    pairs = [abs(a - b) for i, a in enumerate(offs) for b in offs[i + 1:]]
+    return {"offsets_ns": {h: clocks[h].offset_ns - CLOCK_BASE_NS for h in sorted(set(hosts))},
+            "mean_abs_offset_ns": sum(abs(o) for o in offs) / len(offs),
+            "mean_pairwise_ns": sum(pairs) / len(pairs) if pairs else 0.0,
+            "max_spread_ns": max(offs) - lo, "mean_over_slowest_ns": sum(o - lo for o in offs) / len(offs)}
+
+
+# ---------------------------------------------------------------------------- the run
+class _Meter:
+    """What every receiver reports, and the in-memory order check."""
+
+    def __init__(self, log: bool, window: tuple[int, int]) -> None:
+        self.sent_at: dict[tuple[int, int], int] = {}  # (sender index, scattering) -> true send time
+        self.window = window
+        self.in_window = 0  # deliveries inside the throughput window
+        self.latency: list[int] = []
+        self.unordered: list[int] = []
+        self.wait: list[int] = []
+        self.violations = 0
+        self.first: str | None = None
+        self.scat_ts: dict[tuple[int, int], int] = {}
+        self.logs: dict[str, list[str]] | None = {} if log else None
+
+    def violation(self, text: str) -> None:
+        self.violations += 1
+        if self.first is None:
+            self.first = text
+
+    def record(self, rx: Any, src: Any, seq: int, ts: int, now: int, arrival: int | None) -> None:
+        """``rx`` delivered ``src``'s message of scattering ``seq`` (timestamp ``ts``) at ``now``."""
+        if self.window[0] <= now < self.window[1]:
+            self.in_window += 1
+        sent = self.sent_at.get((src.idx, seq))
+        if sent is not None:
+            self.latency.append(now - sent)
+            if arrival is not None:
+                self.unordered.append(arrival - sent)
+                self.wait.append(now - arrival)
+        order = (ts, src.key)
+        if rx.last_order is not None and order < rx.last_order:
+            self.violation(f"{rx.name} delivered {src.name}#{seq} (ts {ts}) after ts {rx.last_order[0]}")
+        rx.last_order = order
+        if seq < rx.last_seq.get(src.idx, -1):
+            self.violation(f"{rx.name}: {src.name}#{seq} after #{rx.last_seq[src.idx]} (FIFO)")
+        rx.last_seq[src.idx] = seq
+        first_ts = self.scat_ts.setdefault((src.idx, seq), ts)
+        if first_ts != ts:
+            self.violation(f"{src.name}#{seq} delivered with ts {ts} and {first_ts}")
+        if self.logs is not None:
+            self.logs.setdefault(rx.name, []).append(
+                log_record(rx.name, src.name, ts, seq, f"{src.name}.{seq}.{rx.name}", rx.clock.now(now)))
+
+
+class OnePipeProcess(PoissonScatterer):
+    """One 1Pipe process on a simulated host: the :class:`Endpoint` and its shell (socket,
+    clock, timer), and the application that scatters."""
+
+    def __init__(self, run: OnePipeRun, host: Host, idx: int, name: str, port: int, clock: HostClock,
+                 params: OnePipeParams) -> None:
+        self.run = run
+        self.host = host
+        self.loop = host.loop
+        self.idx = idx
+        self.name = name
+        self.port = port
+        self.ip = str(ipaddress.IPv4Address(host.ip))
+        self.addr = (self.ip, port)
+        self.key = sender_key(self.addr)
+        self.clock = clock
+        self.ep = Endpoint(params, self.addr, clock.now(self.loop.now))
+        self.arrivals: dict[tuple[Any, int], int] = {}  # (src, wire ts) -> true arrival of the last fragment
+        self.last_order: tuple[int, int] | None = None
+        self.last_seq: dict[int, int] = {}
+        self.sent = self.scatterings = self.refused = self.failed = self.delivered = 0
+        self._nseq = 0
+        self._timer: int | None = None
+        self._flows: dict[str, Ipv4Flow] = {}
+        bcast = ipaddress.ip_network(f"{self.ip}/{run.prefixlen}", strict=False).broadcast_address
+        self._uplink = Ipv4Flow(host.mac, BROADCAST_MAC, host.ip, bcast.packed, PROTO_UDP, _ECT0)
+        host.bind_udp(port, self.on_frame)
+        host.add(self)
+        self.flush()
+
+    # ------------------------------------------------------------------ the shell
+    def on_frame(self, frame: bytes) -> None:
+        src = (self.run.ip_str(frame[26:30]), frame[34] << 8 | frame[35])
+        self.on_datagram(frame[UDP_HEADERS:ip_payload_end(frame)], src, frame[15] & 3 == 3)
+
+    def on_datagram(self, data: bytes, src: Any, ce: bool = False) -> None:
+        now = self.loop.now
+        if len(data) >= 24 and data[22] == _DATA and data[23] & _EOM:
+            self.arrivals[(src, int.from_bytes(data[:6], "big"))] = now
+        self.ep.receive(data, src, self.clock.now(now), ce)
+        self.flush()
+
+    def flush(self) -> None:
+        ep = self.ep
+        if ep.actions:
+            for act in ep.actions.take_all():
+                if type(act) is SendTo:
+                    self._send(act.dst, act.data)
+                elif type(act) is Deliver:
+                    self._deliver(act)
+                elif type(act) is SendFail:
+                    self.failed += 1
+        self._arm()
+
+    def _send(self, dst: Any, data: bytes) -> None:
+        if dst == UPLINK:
+            self.host.send(self._uplink.udp(self.port, PORT, data))
+        elif dst[0] == self.ip:  # the host hands it over itself (loopback): never on the wire
+            peer = self.run.by_addr.get(dst)
+            if peer is not None:
+                self.loop.call_at(self.loop.now, peer.on_datagram, data, self.addr)
+        else:
+            flow = self._flows.get(dst[0])
+            if flow is None:
+                ip = ipaddress.IPv4Address(dst[0]).packed
+                flow = self._flows[dst[0]] = Ipv4Flow(self.host.mac, self.host.net.mac_of(ip), self.host.ip, ip,
+                                                      PROTO_UDP, _ECT0)
+            self.host.send(flow.udp(self.port, dst[1], data))
+
+    def _deliver(self, act: Deliver) -> None:
+        now = self.loop.now
+        self.delivered += 1
+        src = self.run.by_addr[act.src]
+        seq = _SEQ.unpack_from(act.msg)[0] if len(act.msg) >= 8 else -1
+        arrival = self.arrivals.pop((act.src, act.ts & TS_MASK), None)
+        self.run.meter.record(self, src, seq, act.ts, now, arrival)
+
+    def _arm(self) -> None:
+        now = self.loop.now
+        d = self.ep.next_deadline()
+        if d is None:
+            return
+        t = self.clock.to_true(d)
+        if t <= now:
+            t = now + 1  # nothing was due at now: look again just after
+        if self._timer is None or t < self._timer:
+            self._timer = t
+            self.loop.call_at(t, self._fire, t)
+
+    def _fire(self, token: int) -> None:
+        if token != self._timer:
+            return  # an earlier wake-up replaced this one
+        self._timer = None
+        self.ep.on_timer(self.clock.now(self.loop.now))
+        self.flush()
+
+    # ------------------------------------------------------------------ the application
+    def scatter(self, dsts: list[Any], now: int) -> None:
+        msg = _SEQ.pack(self._nseq) + bytes(max(0, self._size - _SEQ.size))
+        got = self.ep.send([(d.addr, msg) for d in dsts], self.clock.now(now))
+        if got is None:
+            self.refused += self._k  # the send buffer was full: the send failed at once
+        else:
+            self.run.meter.sent_at[(self.idx, got)] = now
+            self._nseq += 1
+            self.scatterings += 1
+            self.sent += self._k
+        self.flush()
+
+
+class OnePipeRun:
+    """The processes of one run and what they share (addresses, the meter)."""
+
+    def __init__(self, net: Any, log: bool, window: tuple[int, int]) -> None:
+        self.net = net
+        self.meter = _Meter(log, window)
+        self.by_addr: dict[Any, OnePipeProcess] = {}
+        self._ips: dict[bytes, str] = {}
+        nets = [n.ip for n in net.topology.nodes if n.ip is not None]
+        self.prefixlen = nets[0].network.prefixlen if nets else 24
+
+    def ip_str(self, raw: bytes) -> str:
+        s = self._ips.get(raw)
+        if s is None:
+            s = self._ips[raw] = str(ipaddress.IPv4Address(raw))
+        return s
+
+
+# ----------------------------------------------------------------------------- parameters
+def resolve(ctx: Context) -> dict[str, Any]:
+    """The run's parameters with every 0 replaced by the paper's value at the topology's scale."""
+    p = dict(ctx.params)
+    scale = time_scale(ctx.topology)
+    if p["mode"] not in MODES:
+        raise ScenarioError(f"scenario onepipe: mode {p['mode']!r} is not one of {', '.join(MODES)}")
+    for key in ("procs", "fanout", "size", "seq_queue"):
+        if p[key] < 1:
+            raise ScenarioError(f"scenario onepipe: {key} must be >= 1")
+    if not 0 <= p["loss"] < 1:
+        raise ScenarioError("scenario onepipe: loss must be in [0, 1)")
+    for key in ("rate", "t_beacon_ns", "switch_t_beacon_ns", "seq_service_ns", "warmup_ns", "drain_ns", "drift_ppm"):
+        if p[key] < 0:
+            raise ScenarioError(f"scenario onepipe: {key} must be >= 0 (0: the default)")
+    p["t_beacon_ns"] = int(p["t_beacon_ns"] or round(PAPER_T_BEACON_NS * scale))
+    p["switch_t_beacon_ns"] = int(p["switch_t_beacon_ns"] or p["t_beacon_ns"])
+    p["rate"] = float(p["rate"] or PAPER_RATE / scale)
+    p["seq_service_ns"] = int(p["seq_service_ns"] or round(PAPER_SEQ_SERVICE_NS * scale))
+    p["duration_ns"] = int(ctx.duration_ns or round(PAPER_DURATION_NS * scale))
+    p["ack_timeout_ns"] = 100 * p["t_beacon_ns"]
+    p["time_scale"] = scale
+    return p
+
+
+def settle_times(p: dict[str, Any], clocks: dict[str, HostClock]) -> None:
+    """``warmup_ns`` (every process has joined: its first barrier came, design topic §4) and
+    ``drain_ns`` (the last messages are delivered or their send-fail has fired), when left at 0:
+    both allow for the spread of the clocks, which the barrier waits for."""
+    offs = [c.offset_ns for c in clocks.values()]
+    spread = max(offs) - min(offs) if offs else 0
+    t = p["t_beacon_ns"]
+    p["warmup_ns"] = int(p["warmup_ns"] or 10 * t + 2 * spread)
+    p["drain_ns"] = int(p["drain_ns"] or p["ack_timeout_ns"] + 20 * t + spread)
+
+
+def endpoint_params(p: dict[str, Any]) -> OnePipeParams:
+    return OnePipeParams(t_beacon_ns=p["t_beacon_ns"], ack_timeout_ns=p["ack_timeout_ns"])
+
+
+def switch_params(p: dict[str, Any]) -> OnePipeParams:
+    """The switches' parameters: their own T_beacon, and an input timeout of at least 10 of the
+    hosts' beacon intervals (design topic §6) whatever the switches' interval."""
+    t = p["switch_t_beacon_ns"]
+    return OnePipeParams(t_beacon_ns=t, timeout_beacons=max(10, -(-10 * p["t_beacon_ns"] // t)),
+                         ack_timeout_ns=max(t, p["ack_timeout_ns"]), prompt_beacons=bool(p["prompt_beacons"]))
+
+
+def impair_fabric(net: Any, loss: float, seed: int) -> list[str]:
+    """``loss`` on every switch-to-switch port, both directions (the sending switch's own seeded
+    impairment, as ``backend = "switch"`` links have); the ports, ``switch/port``."""
+    if not loss:
+        return []
+    out = []
+    for link in net.topology.links:
+        if link.a.node in net.switches and link.b.node in net.switches:
+            for end in (link.a, link.b):
+                net.switch(end.node).set_impairment(end.ifname, ImpairmentConfig(loss=loss, seed=seed), net.now)
+                net.service(end.node)
+                out.append(f"{end.node}/{end.ifname}")
+    return out
+
+
+def seq_host_of(topology: Topology, p: dict[str, Any]) -> str | None:
+    """The sequencer's host: ``seq_host``, else a host named ``seq``; None if neither exists."""
+    names = {n.name for n in topology.nodes if n.kind is NodeKind.HOST}
+    if p["seq_host"]:
+        if p["seq_host"] not in names:
+            raise ScenarioError(f"scenario onepipe: no host {p['seq_host']!r} for the sequencer")
+        return str(p["seq_host"])
+    return SEQ_HOST if SEQ_HOST in names else None
+
+
+# ---------------------------------------------------------------------------- scenario
+def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
+    p = resolve(ctx)
+    topo = ctx.topology
+    seq_host = seq_host_of(topo, p)
+    if p["mode"] == "sequencer" and seq_host is None:
+        raise ScenarioError("scenario onepipe: mode sequencer needs a host for the sequencer "
+                            f"(seq_host, or a host named {SEQ_HOST!r})")
+    placed = place(topo, p["procs"], exclude=[seq_host] if seq_host else [])
+    clocks = draw_clocks(topo, ctx.seed, p["skew_ns"], p["drift_ppm"])
+    settle_times(p, clocks)
+    impaired = impair_fabric(net, p["loss"], ctx.seed)
+    start = p["warmup_ns"]
+    stop = start + p["duration_ns"]
+    fanout = min(p["fanout"], max(1, p["procs"] - 1))
+    p["scatter_rate"] = p["rate"] * p["fanout"] / fanout  # the message rate stays rate x fanout
+    if p["mode"] == "sequencer":
+        assert seq_host is not None
+        out = _sequencer_result(run_sequencer(net, p, placed, seq_host, ctx.seed, start, stop,
+                                              throughput_window(start, stop)))
+    else:
+        out = _run_onepipe(net, ctx, p, placed, clocks, start, stop)
+    hosts = [h for _, h, _ in placed]
+    out.update(mode=p["mode"], procs=p["procs"], hosts_used=len(set(hosts)), rate_per_proc=p["rate"],
+               fanout=fanout, scatter_rate=p["scatter_rate"], size=p["size"], t_beacon_ns=p["t_beacon_ns"],
+               switch_t_beacon_ns=p["switch_t_beacon_ns"], loss=p["loss"], impaired_ports=impaired,
+               duration_ns=p["duration_ns"], warmup_ns=p["warmup_ns"], drain_ns=p["drain_ns"],
+               skew=skew_summary(clocks, hosts), time_scale=p["time_scale"],
+               offered_per_proc_per_s=out["sent"] / p["procs"] / (p["duration_ns"] / 1e9))
+    a, b = throughput_window(start, stop)
+    out["throughput_window_ns"] = [a - start, b - start]
+    out["delivered_per_proc_per_s"] = out.pop("in_window") / p["procs"] / ((b - a) / 1e9)
+    return out
+
+
+def throughput_window(start: int, stop: int) -> tuple[int, int]:
+    """Deliveries in the last 80 % of the sending period make the delivered rate: the first 20 %
+    lets the pipeline fill (a delivery trails its send by the latency), and what is delivered
+    after the senders stop (the drain) would hide a saturated sequencer's backlog."""
+    return start + (stop - start) // 5, stop
+
+
+def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[str, str, int]],
+                 clocks: dict[str, HostClock], start: int, stop: int) -> dict[str, Any]:
+    topo = ctx.topology
+    try:
+        directions = op_topology.validate(topo)
+    except TopologyError as exc:
+        raise ScenarioError(f"scenario onepipe: 1Pipe cannot run on {topo.name}: {exc}") from None
+    sw_params = switch_params(p)
+    bip = op_topology.beacon_ip(topo)
+    for name, sn in net.switches.items():
+        feature.enable(sn.switch, directions[name], sw_params, net.now, beacon_ip=bip)
+        net.service(name)
+    run = OnePipeRun(net, bool(p["log_dir"]), throughput_window(start, stop))
+    params = endpoint_params(p)
+    procs = []
+    for i, (name, host, port) in enumerate(placed):
+        proc = OnePipeProcess(run, net.host(host), i, name, port, clocks[host], params)
+        run.by_addr[proc.addr] = proc
+        procs.append(proc)
+    for proc in procs:
+        peers = [q for q in procs if q is not proc]
+        proc.start(peers, p["scatter_rate"], p["fanout"], p["size"], start, stop,
+                   random.Random(f"{ctx.seed}/{proc.name}"))
+    net.run(stop + p["drain_ns"])
+    return _onepipe_result(net, run, procs, p)
+
+
+def _onepipe_result(net: Any, run: OnePipeRun, procs: list[OnePipeProcess], p: dict[str, Any]) -> dict[str, Any]:
+    m = run.meter
+    total: dict[str, int] = {}
+    for proc in procs:
+        for k, v in proc.ep.counters().items():
+            if isinstance(v, int) and not isinstance(v, bool) and not k.endswith("barrier"):
+                total[k] = total.get(k, 0) + v
+    sw: dict[str, int] = {}
+    for sn in net.switches.values():
+        for f in feature.features(sn.switch).values():
+            for k, v in vars_of(f.c).items():
+                sw[k] = sw.get(k, 0) + v
+    sent = sum(q.sent for q in procs)
+    delivered = sum(q.delivered for q in procs)
+    failed = sum(q.failed for q in procs)
+    if p["log_dir"]:
+        write_logs(Path(p["log_dir"]), m.logs or {}, [q.name for q in procs])
+    lat, unord = latency_stats(m.latency), latency_stats(m.unordered)
+    return {
+        "sent": sent, "scatterings": sum(q.scatterings for q in procs), "refused": sum(q.refused for q in procs),
+        "in_window": m.in_window,
+        "delivered": delivered, "send_failed": failed, "unaccounted": sent - delivered - failed,
+        "latency_ns": lat, "unordered_ns": unord, "barrier_wait_ns": latency_stats(m.wait),
+        "overhead_ns": (lat["mean"] - unord["mean"]) if lat["n"] and unord["n"] else None,
+        "order": {"ok": m.violations == 0, "violations": m.violations, "first": m.first},
+        "late_dropped": total.get("late_dropped", 0), "messages_lost": total.get("messages_lost", 0),
+        "beacons": {"hosts": total.get("beacons_sent", 0), "switches": sw.get("beacons_tx", 0)},
+        "endpoints": total, "switches": sw,
+    }
+
+
+def _sequencer_result(raw: dict[str, Any]) -> dict[str, Any]:
+    """The sequencer baseline's raw results in the fields a 1Pipe run reports."""
+    lat = latency_stats(raw.pop("latency"))
+    violations = raw.pop("violations")
+    return {**raw, "send_failed": 0, "unaccounted": raw["sent"] - raw["delivered"] - raw["lost"] - raw["seq_dropped"],
+            "latency_ns": lat, "unordered_ns": latency_stats([]), "barrier_wait_ns": latency_stats([]),
+            "overhead_ns": None, "order": {"ok": violations == 0, "violations": violations, "first": None}}
+
+
+def vars_of(counters: Any) -> dict[str, int]:
+    return {k: getattr(counters, k) for k in counters.__dataclass_fields__}
+
+
+def write_logs(out: Path, logs: dict[str, list[str]], names: Sequence[str]) -> None:
+    """``OUT/<process>.jsonl`` for every process (empty for one that delivered nothing), in the
+    format of :mod:`.check`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.jsonl"):
+        old.unlink()
+    for name in names:
+        (out / f"{name}.jsonl").write_text("".join(logs.get(name, [])))
+
+
+SCENARIOS = [
+    Scenario("onepipe", "1Pipe (best effort): P processes scatter to random destinations through the switches' "
+             "barrier aggregation (or, mode=sequencer, through a central sequencer): delivered msgs/s per "
+             "process, latency vs the unordered baseline, barrier wait, losses, beacons, total-order check",
+             PARAMS, run_sim=onepipe_sim),
+]
+
+__all__ = ["CLOCK_BASE_NS", "MODES", "PARAMS", "SCENARIOS", "OnePipeProcess", "OnePipeRun", "draw_clocks",
+           "fabric_topology", "latency_stats", "onepipe_sim", "place", "resolve", "skew_summary", "tor_of"]

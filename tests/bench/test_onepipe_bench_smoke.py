@@ -1,0 +1,86 @@
+"""``netstack bench onepipe`` runs end to end with tiny sizes and writes its JSON, tables and plots.
+
+A smoke test: latencies and rates are never asserted (timings belong in benchmarks), only that
+every section, baseline and verdict is there and every run kept the total order."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+from netstack import runtime
+from netstack.bench import onepipe as bench
+from netstack.bench.onepipe import live as live_mod
+from netstack.bench.onepipe import sim as sim_mod
+from netstack.topo import netns
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root")
+
+
+def _args(tmp_path, **kw) -> argparse.Namespace:
+    base = {"results_dir": str(tmp_path), "only": None, "runtime": "sim", "duration": 0.3, "workers": 1}
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(sim_mod, "FIG8_PROCS", (2, 64))
+    monkeypatch.setattr(sim_mod, "FIG9A_T_BEACONS", (3_000,))
+    monkeypatch.setattr(sim_mod, "FIG9A_SKEWS", (0, 1_000))
+    monkeypatch.setattr(sim_mod, "FIG9A_PROCS", 8)
+    monkeypatch.setattr(sim_mod, "FIG9B_PROCS", 8)
+    monkeypatch.setattr(sim_mod, "FIG9B_LOSSES", (0.0, 1e-2))
+    assert bench.main(_args(tmp_path)) == 0
+    doc = json.loads((tmp_path / "bench-onepipe-latest.json").read_text())
+    for key in ("benchmark", "machine", "sections", "runtimes", "scale", "fig8", "fig9a", "fig9b", "runs", "plots",
+                "errors", "wall_s"):
+        assert key in doc, key
+    assert doc["sections"] == list(bench.SECTIONS) and doc["runtimes"] == ["sim"] and doc["errors"] == {}
+    f8 = doc["fig8"]["sim"]
+    assert {(r["system"], r["procs"]) for r in f8} == {(s, p) for s in ("1pipe", "unordered", "sequencer")
+                                                        for p in (2, 64)}
+    assert all(r["order_ok"] for r in f8 if "order_ok" in r)
+    sat = doc["fig8"]["saturation"]
+    assert sat["sequencer_capacity_msgs_per_s"] == 10_000_000 and sat["predicted_knee_procs"] == 50
+    rows = doc["fig9a"]["rows"]
+    assert len(rows) == 3 and all(isinstance(r["met"], bool) and r["model_us"] > 0 for r in rows)
+    assert doc["fig9a"]["target"]["points"] == 2 and doc["fig9a"]["target"]["factor"] == 1.5
+    assert [r["loss"] for r in doc["fig9b"]["sim"]] == [0.0, 1e-2] and doc["fig9b"]["live"] == []
+    assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
+    assert len(doc["runs"]) == 4 + 3 + 2 and all(r["schema"] == "netstack.run/1" for r in doc["runs"])
+    assert all(r["time_scale"] == 1.0 for r in doc["runs"])
+    assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]
+    for name in doc["plots"]:
+        assert (tmp_path / name).stat().st_size > 0
+    md = (tmp_path / "bench-onepipe-latest.md").read_text()
+    assert "## Fig. 8 (sim)" in md and "## Fig. 9a" in md and "## Fig. 9b" in md and "sequencer delivered" in md
+    assert "## Fig. 9a" in capsys.readouterr().out
+
+
+def test_bad_selections_are_refused(tmp_path) -> None:
+    assert bench.main(_args(tmp_path, only=["nothing"])) == 2
+    assert bench.main(_args(tmp_path, only=["fig9a"], runtime="live")) == 2  # fig9a has no live part
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.netns
+@needs_root
+def test_live_sections_run_check_and_clean_up(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NETSTACK_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(live_mod, "FIG8_PROCS", (4,))
+    monkeypatch.setattr(live_mod, "FIG9B_LOSSES", (1e-2,))
+    monkeypatch.setattr(live_mod, "FIG9B_PROCS", 4)  # its lossless point is then fig8's run
+    monkeypatch.setattr(live_mod, "DRAIN_S", 0.5)
+    results = tmp_path / "results"
+    assert bench.main(_args(results, runtime="live", duration=1.0)) == 0
+    doc = json.loads((results / "bench-onepipe-latest.json").read_text())
+    assert doc["errors"] == {} and "fig9a" not in doc
+    (f8,), (f9_0, f9) = doc["fig8"]["live"], doc["fig9b"]["live"]
+    assert f8["procs"] == 4 and f8["check_ok"] and f8["delivered"] > 0 and f8["mean_us"] > 0
+    assert f9_0 == f8 and len(doc["runs"]) == 2
+    assert f9["loss"] == 1e-2 and f9["check_ok"] and f9["sent"] > 0
+    prefix = doc["prefix"]
+    assert prefix.startswith("opb") and netns.running_namespaces(prefix) == {}
+    assert not runtime.run_dir(prefix).exists()
