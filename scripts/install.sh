@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install everything netstack needs on a Debian/Ubuntu machine, as root:
 # the system packages (iproute2, nftables, Python venv support, ...) and a virtualenv
-# in .venv holding netstack itself (editable) with its test tools.
+# in .venv holding netstack itself (editable) with its test tools. etcd-server is the 1Pipe
+# controller's replicated store (netstack/onepipe/etcd.py runs a local cluster of it).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3 python3-venv python3-dev iproute2 nftables iputils-ping procps kmod)
+APT_PACKAGES=(python3 python3-venv python3-dev iproute2 nftables iputils-ping procps kmod etcd-server)
 
 log() { printf '[install] %s\n' "$*" >&2; }
 
@@ -25,10 +26,16 @@ if command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+        # netstack only needs the etcd binary (it runs its own clusters on free ports); on a
+        # systemd machine the package also starts a system-wide etcd: stop what we just started
+        if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
+            log "stopping and disabling the etcd service the etcd-server package started"
+            systemctl disable --now etcd >/dev/null 2>&1 || true
+        fi
     fi
 else
     log "no apt-get: install ${APT_PACKAGES[*]} with your package manager, then re-run"
-    for cmd in ip nft python3; do
+    for cmd in ip nft python3 etcd; do
         command -v "$cmd" >/dev/null 2>&1 || { log "missing: $cmd"; exit 1; }
     done
 fi
