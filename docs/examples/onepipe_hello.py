@@ -28,7 +28,7 @@ def addr(text: str) -> tuple[str, int]:
 async def main(me: tuple[str, int], everyone: list[tuple[str, int]], count: int, wait: float) -> None:
     failed: list[tuple[str, int]] = []
     async with OnePipeEndpoint(me, on_send_fail=lambda ts, dst, msg: failed.append(dst)) as ep:
-        await asyncio.sleep(0.5)  # let every process join (its beacons reach the ToR) first
+        await asyncio.sleep(1.0)  # let every process start and join (its beacons reach the ToR)
         for i in range(count):
             msg = f"{me[0]}:{me[1]} #{i}".encode()
             await ep.send([(dst, msg) for dst in everyone])  # one timestamp for all of them

@@ -62,6 +62,7 @@ class OnePipeEndpoint:
         self.on_send_fail = on_send_fail
         self.engine = Endpoint(self.params, bind, self.now())
         self.send_errors = 0
+        self.callback_errors = 0  # exceptions raised by on_send_fail (counted, then ignored)
         self._delivered: deque[tuple[int, Addr, bytes]] = deque()
         self._readable = asyncio.Event()
         self._room = asyncio.Event()
@@ -106,6 +107,7 @@ class OnePipeEndpoint:
         if self._closed:
             return
         self._closed = True
+        self._room.set()  # a send() waiting for room raises instead of waiting for ever
         if self._timer is not None:
             self._timer.cancel()
         if self._sock is not None and self._loop is not None:
@@ -152,7 +154,8 @@ class OnePipeEndpoint:
         return self._delivered.popleft()
 
     def counters(self) -> dict[str, Any]:
-        return {**self.engine.counters(), "send_errors": self.send_errors, "undelivered_queue": len(self._delivered)}
+        return {**self.engine.counters(), "send_errors": self.send_errors, "callback_errors": self.callback_errors,
+                "undelivered_queue": len(self._delivered)}
 
     # ------------------------------------------------------------------ the shell
     def _on_readable(self) -> None:
@@ -187,7 +190,10 @@ class OnePipeEndpoint:
                     self._delivered.append((act.ts, act.src, act.msg))
                     self._readable.set()
                 elif isinstance(act, SendFail) and self.on_send_fail is not None:
-                    self.on_send_fail(act.ts, act.dst, act.msg)
+                    try:
+                        self.on_send_fail(act.ts, act.dst, act.msg)
+                    except Exception:  # the application's bug must not lose the rest of the batch
+                        self.callback_errors += 1
             self._room.set()
         if self._closed or self._loop is None:
             return

@@ -69,6 +69,7 @@ OutputId = Hashable
 class InputCounters:
     heard: int = 0  # barrier updates from the input (data, ACK, NAK, beacon...), refused ones included
     backwards: int = 0  # ... below the input's R: the update was refused (§4), the packet still forwarded
+    ahead: int = 0  # ... further ahead of the switch's clock than max_ahead_ns: refused (corrupt or buggy)
     joins: int = 0  # times it entered the minimum: first heard, or heard again after a timeout
     rejoins: int = 0  # ... of which after a timeout (§6)
     timeouts: int = 0  # times it left the minimum after input_timeout_ns of silence (§6)
@@ -235,6 +236,9 @@ class BarrierAggregator:
             self.unknown_inputs += 1
             return False
         inp.c.heard += 1
+        if barrier - now_ns > self.params.max_ahead_ns:
+            inp.c.ahead += 1  # R never decreases: taking it would pin the input there for hours
+            return False
         inp.heard_at = now_ns
         if not inp.live:
             inp.c.joins += 1
@@ -405,7 +409,11 @@ class BarrierAggregator:
             out.c.frozen_ns += max(0, now_ns - out.frozen_since)
             out.frozen_since = None
         if m is None:
-            return last  # no live input for this output: nothing new to say
+            # no live input for this output: say nothing. Repeating ``last`` would keep the next
+            # switch's input from us live for ever, pinned at a barrier nobody vouches for any
+            # more, and freeze every barrier downstream (a whole rack gone silent); silence lets
+            # that input time out there too, and a later rejoin goes through the freeze
+            return None
         out.last = m
         return m
 

@@ -185,6 +185,7 @@ class EndpointCounters:
     beacons_received: int = 0
     barrier_updates: int = 0  # the barrier moved up
     barrier_backwards: int = 0  # a barrier below the current one: ignored
+    barrier_ahead: int = 0  # a barrier further ahead of our clock than max_ahead_ns: ignored
     clock_waits: int = 0  # passes that left a message below the barrier for the clock to pass
     # bad input
     malformed: int = 0  # undecodable datagrams, bad ACK/NAK payloads
@@ -438,15 +439,16 @@ class Endpoint:
         ourselves may never leave the host (the shell loops it back), so it does not.
 
         Nor below the barrier received (ours): receivers may already have delivered up to it,
-        so a ts below it would arrive late and be dropped. A process whose clock lags (skew) or
-        that is not in the switches' min yet (it has just joined, design topic §4) would lose
-        its first messages; stamping at the barrier costs it nothing but that lag."""
+        so a ts below it would arrive late and be dropped. A process whose clock lags (skew)
+        would lose messages; stamping at the barrier costs it nothing but that lag. (A process
+        that has just joined can still lose its first ones: other outputs may have carried
+        more than it received, design topic §4.)"""
         b = self._now
         for v in (self._last_ts, self._adv, self._barrier):
             if v is not None and v > b:
                 b = v
         self._adv = b
-        if dst != self.me:
+        if not self._same_host(dst):
             self._uplink_adv = b
         return b
 
@@ -459,6 +461,9 @@ class Endpoint:
 
     def _take_barrier(self, wire: int) -> None:
         b = ts_unwrap(wire, self._now)
+        if b - self._now > self.params.max_ahead_ns:
+            self.c.barrier_ahead += 1  # corrupt or buggy: the barrier never goes back down
+            return
         if self._barrier is None or b > self._barrier:
             self._barrier = b
             self.c.barrier_updates += 1
@@ -525,8 +530,8 @@ class Endpoint:
         the scattering leaves the send buffer (design topic §2)."""
         now = self._now
         ts = self._advertise(self.me)
-        if any(dst != self.me for dst in sc.need):
-            self._uplink_adv = ts
+        if any(not self._same_host(dst) for dst in sc.need):
+            self._uplink_adv = ts  # (a same-host peer's packet never reaches the ToR)
         self._last_ts = ts
         wire = ts_from_ns(ts)
         mtu = self.params.mtu_payload

@@ -47,13 +47,13 @@ class Process:
     """One 1Pipe process of the run: its endpoint, its log files and what it counted."""
 
     def __init__(self, name: str, addr: Addr, names: dict[Addr, str], out: Path, params: OnePipeParams,
-                 clock: HostClock) -> None:
+                 clock: HostClock, broadcast: str | None = None) -> None:
         self.name = name
         self.addr = addr
         self.names = names
         self.log: IO[str] = open(out / f"{name}.jsonl", "w", buffering=1 << 16)  # noqa: SIM115 (closed in close())
         self.fail_log: IO[str] = open(out / "send-fail" / f"{name}.jsonl", "w")  # noqa: SIM115
-        self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed)
+        self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed, broadcast=broadcast)
         self.sent = self.delivered = self.failed = self.waits = 0
         self.last_delivery_ns = 0
 
@@ -118,7 +118,7 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
     (out / "send-fail").mkdir(parents=True, exist_ok=True)
     params = OnePipeParams(**json.loads(args.params)) if args.params else OnePipeParams()
     clock = HostClock(args.clock_offset_ns, args.clock_drift_ppm, args.clock_epoch_ns)
-    run: list[Process] = [Process(p, procs[p], names, out, params, clock) for p in mine]
+    run: list[Process] = [Process(p, procs[p], names, out, params, clock, args.broadcast or None) for p in mine]
     try:
         for p in run:
             await p.ep.start()
@@ -156,6 +156,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--clock-epoch-ns", type=int, default=0,
                    help="CLOCK_MONOTONIC at the run's start: the drift counts from there")
     p.add_argument("--params", default="", help="OnePipeParams fields as JSON")
+    p.add_argument("--broadcast", default="", help="where beacons go (default: the /24 of the address)")
     return p
 
 

@@ -50,6 +50,11 @@ class OnePipeParams:
     #: switches beacon an idle output as soon as its barrier rises (at most 4 per T_beacon)
     #: instead of only every T_beacon (ours: netstack.onepipe.barrier.PROMPT_DIVISOR)
     prompt_beacons: bool = True
+    #: a barrier more than this far ahead of the receiving clock is refused (counted): clocks
+    #: are synchronised to microseconds (design topic §2), so it is a corrupted or buggy packet,
+    #: and taken it would pin its input (R never decreases) for up to 39 hours; the bound caps
+    #: that at 10 s, above any skew the testbeds set (the simulator's hosts run 1 s ahead)
+    max_ahead_ns: int = 10_000_000_000
 
     def __post_init__(self) -> None:
         checks = [
@@ -62,6 +67,7 @@ class OnePipeParams:
             ("dctcp_g", 0 < self.dctcp_g <= 1),
             ("send_buffer", self.send_buffer >= 1),
             ("ack_timeout_ns", self.ack_timeout_ns >= self.t_beacon_ns),
+            ("max_ahead_ns", self.max_ahead_ns >= 2 * self.t_beacon_ns * self.timeout_beacons),
         ]
         bad = [name for name, ok in checks if not ok]
         if bad:

@@ -4,9 +4,10 @@ concurrently for S seconds, each writing its delivery log.
 Processes are named ``p1 .. pP`` and dealt to the hosts in turn (sorted by name), each on its
 own UDP port from 1Pipe's range (``PORT + 1``, ``PORT + 2``... per host). One
 ``python -m netstack.onepipe.live`` per host runs that host's processes, with the host's clock
-from the topology (``clock_offset``, ``clock_drift_ppm``). 1Pipe is enabled in every switch
-first if it is not on yet. ``--loss LINK:RATE`` drops that share of the frames in both
-directions of the link with nftables for the run and removes it afterwards.
+from the topology (``clock_offset``, ``clock_drift_ppm``). 1Pipe is (re-)enabled in every switch
+first, so that every run starts from fresh switch state, with the switches' parameters if it was
+on. ``--loss LINK:RATE`` drops that share of the frames in both directions of the link with
+nftables for the run and removes it afterwards.
 
 The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/<process>.jsonl``) are :mod:`.live`'s;
 ``DIR/run.json`` has the run's parameters and every process's counters.
@@ -14,6 +15,7 @@ The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/<process>.jsonl``) are :mod:`
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 import sys
@@ -87,6 +89,7 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
     from ..topo.impair import apply_impairment, clear_impairment
 
     state = load_state(prefix)
+    params_given = params
     params = params or OnePipeParams()
     placed = place(end_hosts(state), procs)
     losses = [parse_loss(s, state["links"]) for s in loss]
@@ -94,10 +97,17 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
     out.mkdir(parents=True, exist_ok=True)
     for old in [*out.glob("*.jsonl"), *out.glob("send-fail/*.jsonl"), out / "run.json"]:
         old.unlink(missing_ok=True)  # a log left from an earlier run would join the check
-    if any(v is None for v in status_all(prefix).values()):
-        say(f"enabling 1Pipe in {', '.join(switches_of(state))}")
-        enable_all(prefix, params)
+    # every run starts from fresh switch state (a previous run's inputs would hold the barrier
+    # until they time out), with the parameters the switches run if 1Pipe is on (netstack onepipe
+    # enable --t-beacon-ms ...): the processes must beacon at the switches' T_beacon
+    on = [st for st in status_all(prefix).values() if st is not None]
+    if on and params_given is None:
+        params = OnePipeParams(**on[0]["params"])
+    say(f"{'re-' if on else ''}enabling 1Pipe in {', '.join(switches_of(state))} (T_beacon "
+        f"{params.t_beacon_ns / 1e6:g} ms)")
+    enable_all(prefix, params)
     addrs = {p: (state["hosts"][h].split("/")[0], PORT + 1 + i) for h, ps in placed.items() for i, p in enumerate(ps)}
+    broadcast = {h: str(ipaddress.ip_interface(state["hosts"][h]).network.broadcast_address) for h in placed}
     all_procs = ",".join(f"{p}:{ip}:{port}" for p, (ip, port) in addrs.items())
     clocks = host_clocks(state)
     impaired = []
@@ -116,7 +126,7 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
                     "--procs", ",".join(ps), "--all-procs", all_procs, "--out", str(out), "--seconds", str(seconds),
                     "--rate", str(rate), "--fanout", str(fanout), "--size", str(size), "--drain", str(drain),
                     "--seed", seed, "--start-at", str(start_at), "--clock-offset-ns", str(offset),
-                    "--clock-drift-ppm", str(drift), "--clock-epoch-ns", str(epoch),
+                    "--clock-drift-ppm", str(drift), "--clock-epoch-ns", str(epoch), "--broadcast", broadcast[host],
                     "--params", json.dumps(params.to_dict())]
             running[host] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         say(f"{procs} processes on {len(placed)} hosts scatter for {seconds:g} s "

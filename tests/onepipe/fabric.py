@@ -85,6 +85,7 @@ class Fabric:
         self.sent: dict[tuple[int, int], tuple[int, list[int]]] = {}  # (sender, seq) -> (send time, dsts)
         self.next_seq: dict[int, int] = {}
         self.dropped = 0
+        self.dead: set[int] = set()  # endpoints killed: they send, receive and time nothing
         self._timers: dict[Any, int | None] = {}
         for a in self.eps:
             self._arm(a)
@@ -141,14 +142,20 @@ class Fabric:
     def _arrive(self, frm: Any, to: Any, pkt: Packet) -> None:
         if isinstance(to, str):
             self._switch_rx(to, frm, pkt)
-        else:
+        elif to not in self.dead:
             self.eps[to].receive(pkt[2], pkt[0], self.clock(to).now(self.now))
             self._flush(to)
 
     # ------------------------------------------------------------------ endpoints
+    def kill(self, a: int) -> None:
+        """Endpoint ``a`` stops for good: nothing more from it, nothing more to it."""
+        self.dead.add(a)
+
     def send(self, a: int, dsts: list[int]) -> int | None:
         """Endpoint ``a`` scatters one message to each of ``dsts``; its sequence number, or None
         (send buffer full)."""
+        if a in self.dead:
+            return None
         seq = self.next_seq.get(a, 0)
         got = self.eps[a].send([(d, MSG.pack(a, seq, d)) for d in dsts], self.clock(a).now(self.now))
         if got is not None:
@@ -185,8 +192,8 @@ class Fabric:
             self.at(max(d, self.now), self._fire, node, d)
 
     def _fire(self, node: Any, d: int) -> None:
-        if self._timers.get(node) != d:
-            return  # superseded
+        if self._timers.get(node) != d or node in self.dead:
+            return  # superseded, or a dead endpoint
         self._timers[node] = None
         if isinstance(node, str):
             self._switch_timer(node)

@@ -79,7 +79,8 @@ def test_a_silent_input_times_out_and_leaves_the_min():
     assert not a.is_live("h1") and a.input_state("h1", TIMEOUT)["timeouts"] == 1
     assert a.barrier_for("down", TIMEOUT) == 600
     assert a.on_timer(5 * T + TIMEOUT) == ["h2"]
-    assert a.barrier_for("down", 5 * T + TIMEOUT) == 600  # nothing live: the output holds
+    assert a.barrier_for("down", 5 * T + TIMEOUT) is None  # nothing live: nothing to vouch for
+    assert a.output_state("down", 5 * T + TIMEOUT)["barrier"] == 600  # (what it carried is kept)
 
 
 def test_next_deadline_covers_timeouts_and_beacons():
@@ -359,3 +360,14 @@ def test_an_input_timing_out_raises_the_minimum_promptly():
     gone = a.on_timer(TIMEOUT + 10)
     assert gone == ["h1"]
     assert dict(a.due_beacons(TIMEOUT + 10)) == {"up": 100 + TIMEOUT, "down": 100 + TIMEOUT}
+
+
+def test_a_barrier_far_ahead_of_the_clock_is_refused_not_pinned():
+    """A corrupted or buggy neighbour's barrier hours ahead would pin its input (R never goes
+    down) and make the rest of the fabric wait behind or drop its traffic: refused, counted."""
+    a = agg(h1=True, h2=True)
+    a.heard("h1", 100, 10)
+    a.heard("h2", 200, 10)
+    assert not a.heard("h1", 20 + P.max_ahead_ns + 1, 20)
+    assert a.r("h1") == 100 and a.input_state("h1", 20)["ahead"] == 1
+    assert a.heard("h1", 20 + P.max_ahead_ns, 20)  # within the bound: an ordinary update

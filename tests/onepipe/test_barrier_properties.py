@@ -65,6 +65,9 @@ def check_value(m: Model, out: str, value: int | None) -> None:
     last = m.last[out]
     rs = [m.r[i] for i in m.eligible(out)]
     assert all(r is not None for r in rs)
+    if not rs:
+        assert value is None  # no live input: nothing to vouch for (no stale barrier repeated)
+        return
     if last is not None:
         assert value is not None and value >= last  # invariant 1
     non_joining = [r for r in rs if r is not None and (last is None or r >= last)]
@@ -72,8 +75,6 @@ def check_value(m: Model, out: str, value: int | None) -> None:
         assert value <= min(non_joining)
     if rs and len(non_joining) == len(rs):  # nobody joining: exactly the minimum
         assert value == min(non_joining)
-    if not rs:
-        assert value == last
     m.last[out] = value
 
 
@@ -131,7 +132,7 @@ def tick(a: BarrierAggregator, m: Model, now: int) -> None:
         if o in beacons:
             check_value(m, o, beacons[o])
         else:
-            assert m.last[o] is None and not m.eligible(o)  # no barrier to send yet
+            assert not m.eligible(o)  # no live input for it: no beacon
         m.sent[o] = now
     assert set(beacons) <= set(due)  # beacons only on outputs idle for T_beacon
     after = a.next_deadline()

@@ -587,3 +587,10 @@ def test_timestamps_wrap_around_2_to_the_48():
     net.advance(now + 6 * T)
     assert net.log[2] == [(now + 10, 1, b"before"), (now + 3 * T, 1, b"after")]
     assert net.eps[2].barrier is not None and net.eps[2].barrier > 1 << 48
+
+
+def test_a_barrier_far_ahead_of_our_clock_is_ignored_and_counted():
+    e = ep()
+    e.receive(bcn(T0 + 10), TOR, T0 + 20)
+    e.receive(bcn(T0 + 20 + P.max_ahead_ns + 1), TOR, T0 + 20)
+    assert e.barrier == T0 + 10 and e.c.barrier_ahead == 1

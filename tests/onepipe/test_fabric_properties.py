@@ -105,3 +105,25 @@ def test_a_clean_fabric_delivers_everything_and_fails_nothing():
     fab.run(t0 + 300_000 + PARAMS.ack_timeout_ns * 2)
     _order_ok(fab)
     assert len(fab.deliveries) == 900 and fab.failures == []
+
+
+def test_a_whole_rack_going_silent_stalls_the_others_only_until_it_times_out():
+    """Every process under one ToR dies: that ToR times them out and stops beaconing the spine
+    (it has nothing left to vouch for), so the spine times the rack out too and the other racks
+    deliver again (design topic §6). Repeating the rack's last barrier would stall them for ever."""
+    fab = Fabric(PARAMS, 6, tors=3)  # tor0: 3, 6; tor1: 1, 4; tor2: 2, 5
+    t0 = fab.now + 30 * T_BEACON
+    kill_at = t0 + 50_000
+    rng = random.Random(3)
+    alive = [1, 2, 4, 5]
+    for i in range(400):
+        a = rng.choice(alive)
+        fab.at(t0 + i * 500, fab.send, a, rng.sample([d for d in alive if d != a], 2))
+    fab.at(kill_at, fab.kill, 3)
+    fab.at(kill_at, fab.kill, 6)
+    fab.run(t0 + 200_000 + PARAMS.ack_timeout_ns * 2)
+    _order_ok(fab)
+    after = kill_at + 2 * PARAMS.input_timeout_ns  # the ToR's timeout, then the spine's
+    late = [d for d in fab.deliveries if fab.sent[(d.src, d.seq)][0] > after]
+    sent_late = sum(len(dsts) for (at, dsts) in fab.sent.values() if at > after)
+    assert sent_late > 200 and len(late) == sent_late and not fab.failures, (len(late), sent_late)
