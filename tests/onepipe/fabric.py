@@ -86,6 +86,8 @@ class Fabric:
         self.next_seq: dict[int, int] = {}
         self.dropped = 0
         self.dead: set[int] = set()  # endpoints killed: they send, receive and time nothing
+        self.link_barrier: dict[tuple[Any, Any], int] = {}  # the last barrier each switch link carried
+        self.late_on_link = 0
         self._timers: dict[Any, int | None] = {}
         for a in self.eps:
             self._arm(a)
@@ -130,7 +132,19 @@ class Fabric:
         self.now = max(self.now, until)
 
     def link(self, frm: Any, to: Any, pkt: Packet) -> None:
-        """``pkt`` from node ``frm`` to node ``to`` (FIFO per direction, with the test's fate)."""
+        """``pkt`` from node ``frm`` to node ``to`` (FIFO per direction, with the test's fate).
+
+        On every link out of a switch it checks design topic §12 item 1: the barrier never
+        decreases, and counts (``late_on_link``) data below a barrier the link already carried
+        (allowed only for a joining input's packets: they are lost, never misordered)."""
+        if isinstance(frm, str):
+            hdr = OnePipeHeader.from_bytes(pkt[2])
+            b = ts_unwrap(hdr.be_barrier, self.now)
+            last = self.link_barrier.get((frm, to))
+            assert last is None or b >= last, f"barrier went back on {frm}->{to}: {last} then {b}"
+            if hdr.opcode == OnePipeOpcode.DATA and last is not None and ts_unwrap(hdr.msg_ts, self.now) < last:
+                self.late_on_link += 1
+            self.link_barrier[(frm, to)] = b
         lost, dup, extra = self.fate()
         if lost:
             return

@@ -2,8 +2,8 @@
 interleaving of sends, beacons, loss, duplication and per-link delay (FIFO per link), clock
 offsets and drift. Design topic §12 (docs/papers.md) items 1-5 must hold:
 
-1. per link the barrier never decreases (checked by the aggregator's and the endpoint's
-   counters: nothing forwarded below what an output already carried);
+1. per link the barrier never decreases (``Fabric.link`` asserts it on every switch link, and
+   counts data below a barrier the link already carried: none once every process has joined);
 2. any two receivers deliver their common scatterings in the same order, each receiver in
    non-decreasing (ts, sender);
 3. a process delivers ts T only when its own clock is past T;
@@ -105,6 +105,7 @@ def test_a_clean_fabric_delivers_everything_and_fails_nothing():
     fab.run(t0 + 300_000 + PARAMS.ack_timeout_ns * 2)
     _order_ok(fab)
     assert len(fab.deliveries) == 900 and fab.failures == []
+    assert fab.late_on_link == 0 and all(ep.c.late_dropped == 0 for ep in fab.eps.values())
 
 
 def test_a_whole_rack_going_silent_stalls_the_others_only_until_it_times_out():
