@@ -52,3 +52,11 @@ def test_run_places_processes_and_refuses_bad_loss_specs():
                      ("tor1-spine1:1.5", r"in \[0, 1\)"), ("0.1", "no link ''")):
         with pytest.raises(OnePipeControlError, match=msg):
             parse_loss(bad, links)
+
+
+def test_enable_scales_the_ack_timeout_with_t_beacon(capsys):
+    """A T_beacon above the default ACK timeout (60 ms) used to fail on a parameter the user never
+    set; now only the testbed is missing."""
+    assert main(["onepipe", "enable", "--t-beacon-ms", "100", "--prefix", "nosuchprefix"]) == 2
+    err = capsys.readouterr().err
+    assert "no topology is running" in err and "ack_timeout" not in err
