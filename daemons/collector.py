@@ -321,6 +321,8 @@ def load_config(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
         cfg: dict[str, Any] = data["collector"]
+        if not isinstance(cfg, dict):
+            raise ValueError(f"collector must be an object, not {type(cfg).__name__}")
         for key in ("name", "ifname", "mac", "ip", "memory_dir"):
             if not isinstance(cfg.get(key), str):
                 raise ValueError(f"collector.{key} must be a string")
