@@ -22,18 +22,24 @@ def pytest_collection_modifyitems(items):
 requires_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root")
 
 
-@pytest.fixture(scope="module")
-def testbed(tmp_path_factory):
-    """The default topology (no impairment) under a unique prefix, with its switch daemons."""
+def running(topology, tmp_path_factory, letter: str = "t"):
+    """A generator fixture's body: ``topology`` up (no impairment) under a unique prefix starting
+    with ``letter``, with its daemons; yields the run state, tears it down even on failure."""
     if os.geteuid() != 0:
         pytest.skip("namespace tests need root")
-    prefix = "t" + uuid.uuid4().hex[:6]
+    prefix = letter + uuid.uuid4().hex[:6]
     os.environ.setdefault("NETSTACK_RUN_DIR", str(tmp_path_factory.mktemp("run")))
-    state = runtime.up(load_topology(None), prefix, apply_impairments=False)
+    state = runtime.up(topology, prefix, apply_impairments=False)
     try:
         yield state
     finally:
         runtime.down(prefix)
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    """The default topology (no impairment) under a unique prefix, with its switch daemons."""
+    yield from running(load_topology(None), tmp_path_factory)
 
 
 def in_node(state: dict, node: str, code: str, *args: str, timeout: float = 60.0,

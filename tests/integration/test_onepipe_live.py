@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -22,21 +20,15 @@ from netstack.onepipe.control import enable_all
 from netstack.onepipe.runner import run
 from netstack.topo.model import load_topology_spec
 
+from .conftest import running
+
 pytestmark = pytest.mark.netns
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "onepipe_hello.py"
 
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("namespace tests need root")
-    prefix = "o" + uuid.uuid4().hex[:6]
-    os.environ.setdefault("NETSTACK_RUN_DIR", str(tmp_path_factory.mktemp("run")))
-    state = runtime.up(load_topology_spec("onepipe"), prefix, apply_impairments=False)
-    try:
-        yield state
-    finally:
-        runtime.down(prefix)
+    yield from running(load_topology_spec("onepipe"), tmp_path_factory, "o")
 
 
 def _ids(paths) -> set[str]:
