@@ -123,7 +123,10 @@ class OnePipeOpcode(IntEnum):
 _OPCODES: dict[int, OnePipeOpcode] = {int(op): op for op in OnePipeOpcode}
 
 #: Opcodes whose barrier fields are the sending hop's barriers for the link (§4: a switch
-#: sets ``R_be[i]``/``R_commit[i]`` from them). PREPARE is excluded because switches do not
+#: sets ``R_be[i]``/``R_commit[i]`` from them). A COMMIT sets ``R_commit[i]`` only (its
+#: ``msg_ts`` and ``be_barrier`` are 0, §7.2); on every opcode a ``commit_barrier`` of 0 means
+#: "no commit barrier" (a best-effort process, or a hop with no commit minimum yet) and sets
+#: nothing (docs/onepipe-reliable.md "Wire"). PREPARE is excluded because switches do not
 #: aggregate barriers for reliable data (§7.1: a retransmitted prepare carries an old
 #: timestamp, which would break the barrier property). Controller traffic is excluded
 #: because the controller is not a process in the barrier tree (§8).
@@ -293,6 +296,13 @@ def beacon(be_barrier: int, commit_barrier: int, psn: int = 0) -> OnePipeHeader:
     so a beacon is a valid lower bound whichever field a reader looks at.
     """
     return OnePipeHeader(be_barrier, be_barrier, commit_barrier, psn, OnePipeOpcode.BEACON)
+
+
+def commit(commit_barrier: int, psn: int = 0) -> OnePipeHeader:
+    """A COMMIT header (§7.2): a commit barrier alone, hop by hop, no payload; ``msg_ts`` and
+    ``be_barrier`` are 0 (a COMMIT sets only ``R_commit``). ``commit_barrier`` 0 would mean
+    "none" (docs/onepipe-reliable.md "Wire")."""
+    return OnePipeHeader(0, 0, commit_barrier, psn, OnePipeOpcode.COMMIT)
 
 
 def decode_packet(

@@ -71,8 +71,69 @@ class SendFail(NamedTuple):
     msg: bytes
 
 
-Action = Transmit | Backpressure | SendTo | Deliver | SendFail
-A = TypeVar("A", Transmit, Backpressure, SendTo, Deliver, SendFail)
+class ProcFail(NamedTuple):
+    """A process failed at ``ts`` (its T_f): reliable 1Pipe's ``onepipe_proc_fail_callback``
+    (1Pipe §8 step 6). The shell runs the callback before it sends what follows in the queue."""
+
+    proc: Any
+    ts: int
+
+
+class RecordFailure(NamedTuple):
+    """1Pipe controller: write the failure record ``(proc, incarnation, T_f)`` to the store, then
+    tell the controller it is durable (``Controller.recorded``); no notice leaves before."""
+
+    proc: Any
+    incarnation: int
+    t_f: int
+    reason: str
+
+
+class RecordRecall(NamedTuple):
+    """1Pipe controller: an undeliverable recall for the store: the message from ``sender``
+    (incarnation ``sender_inc``) starting at ``psn`` could not be recalled at ``receiver``."""
+
+    sender: Any
+    sender_inc: int
+    psn: int
+    receiver: Any
+    receiver_inc: int
+
+
+class RegisterProcess(NamedTuple):
+    """1Pipe controller: write a new process incarnation to the store."""
+
+    proc: Any
+    incarnation: int
+
+
+class Fence(NamedTuple):
+    """1Pipe controller: ask every switch to freeze ``proc``'s commit input (it stops taking
+    updates) and report its last commit barrier back (``Controller.report``)."""
+
+    proc: Any
+
+
+class Release(NamedTuple):
+    """1Pipe controller: every correct process finished its callback for ``proc``'s failure;
+    the switches remove ``proc``'s inputs from their commit minimum (1Pipe §8 step 7, RESUME). A
+    process's input (``proc`` an address) stays banned there until :class:`Admit`; a link (a
+    port name) is simply removed."""
+
+    proc: Any
+
+
+class Admit(NamedTuple):
+    """1Pipe controller: ``proc`` registered (again): the switches let its input back into their
+    commit minimum (a :class:`Release` bans a failed process's input until then)."""
+
+    proc: Any
+
+
+Action = (Transmit | Backpressure | SendTo | Deliver | SendFail | ProcFail | RecordFailure | RecordRecall
+          | RegisterProcess | Fence | Release | Admit)
+A = TypeVar("A", Transmit, Backpressure, SendTo, Deliver, SendFail, ProcFail, RecordFailure, RecordRecall,
+            RegisterProcess, Fence, Release, Admit)
 
 
 class ActionQueue(list[Action]):
@@ -114,4 +175,5 @@ class Engine(Protocol):
     def counters(self) -> dict[str, Any]: ...
 
 
-__all__ = ["Action", "ActionQueue", "Backpressure", "Deliver", "Engine", "SendFail", "SendTo", "Transmit"]
+__all__ = ["Action", "ActionQueue", "Admit", "Backpressure", "Deliver", "Engine", "Fence", "ProcFail", "RecordFailure",
+           "RecordRecall", "RegisterProcess", "Release", "SendFail", "SendTo", "Transmit"]

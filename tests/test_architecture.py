@@ -20,7 +20,8 @@ ENGINES = (
     "netstack/dta/translator.py", "netstack/dta/collector.py", "netstack/dta/keywrite.py",
     "netstack/dta/reporter.py", "netstack/sim/reno.py", "netstack/engine.py", "netstack/ethernet.py",
     "netstack/onepipe/endpoint.py", "netstack/onepipe/barrier.py", "netstack/onepipe/params.py",
-    "netstack/onepipe/clock.py",
+    "netstack/onepipe/clock.py", "netstack/onepipe/reliable.py", "netstack/onepipe/controller.py",
+    "netstack/onepipe/ctlwire.py",
 )
 SANS_IO_FORBIDDEN = ("socket", "asyncio", "time", "subprocess", "select", "uvloop", "netstack.switch",
                      "netstack.io", "netstack.runtime")

@@ -30,6 +30,19 @@ rather than moves on without the joining input, which could then never catch up;
 holds, packets of the joining input with a timestamp below ``last[o]`` reach their receivers
 late and are dropped and NAKed there (§6): loss, never disorder.
 
+**Hold** (reliable 1Pipe, design topics §7.2 and §8 step 7; the paper, *1Pipe: Scalable Total
+Order Communication in Data Center Networks*, §5: §5.1 for the commit barrier, the rest of §5
+for failures). A switch keeps a second register per input, ``R_commit``, aggregated exactly as
+``R_be``: a second aggregator. When the switch has a controller, that commit aggregator is made
+with ``hold=True``: an input that times out does not leave the minima, it becomes *held*, frozen
+at its last ``R`` (updates from it are ignored), so that no commit barrier passes a failed
+process until the controller has every correct process run its failure callback and *releases*
+it (:meth:`BarrierAggregator.release`: it leaves the
+minima as a timed-out input leaves them with ``hold=False``, and re-joins under the freeze when
+heard again: a recovered process is a new process, §8). :meth:`BarrierAggregator.fence` holds an
+input at once. Holding never lowers a minimum (the input stays at its ``R``) and releasing only
+raises one, so output barriers still never decrease.
+
 **Time.** Deadlines come from two lazy heaps (an output's beacon, an input's timeout): an entry
 is never later than the event it stands for, and a stale one is re-filed when it comes up, so
 the data path (:meth:`heard`, :meth:`note_sent`) never touches them. The minima come from two
@@ -72,7 +85,10 @@ class InputCounters:
     ahead: int = 0  # ... further ahead of the switch's clock than max_ahead_ns: refused (corrupt or buggy)
     joins: int = 0  # times it entered the minimum: first heard, or heard again after a timeout
     rejoins: int = 0  # ... of which after a timeout (§6)
-    timeouts: int = 0  # times it left the minimum after input_timeout_ns of silence (§6)
+    timeouts: int = 0  # times it left the minimum after input_timeout_ns of silence (§6), or (hold) became held
+    holds: int = 0  # times it became held: a timeout with hold=True, or fence() (§8 step 7)
+    held_updates: int = 0  # updates ignored because the input was held (counted in heard too)
+    releases: int = 0  # times release() took it out of the minima (§8 step 7)
 
 
 @dataclass(eq=False, slots=True)
@@ -86,15 +102,18 @@ class OutputCounters:
 
 
 class _Input:
-    __slots__ = ("c", "down", "ever_live", "gen", "heard_at", "id", "live", "queued", "r")
+    __slots__ = ("c", "down", "ever_live", "gen", "heard_at", "held", "id", "live", "queued", "r")
 
     def __init__(self, input_id: InputId, down: bool) -> None:
         self.id = input_id
         self.down = down
         self.r: int | None = None
         self.heard_at = 0
+        #: in the minima (heap entries with the current gen are valid); a held input stays in them
         self.live = False
         self.ever_live = False
+        #: frozen by a timeout (hold=True) or fence(): updates ignored until release()
+        self.held = False
         self.gen = 0  # bumped whenever the R heaps' entries of this input go stale
         self.queued = False  # has an entry in the timeout heap
         self.c = InputCounters()
@@ -130,12 +149,16 @@ class BarrierAggregator:
     - :meth:`heard` sets ``R`` of an input from a packet's barrier.
     - :meth:`barrier_for` is the barrier to write into a packet leaving by an output (and
       remembers it); :meth:`note_sent` says the output carried a 1Pipe packet.
+    - ``hold=True`` (a commit aggregator under a controller, see the module docstring): a timed-out
+      input is held, not dropped; :meth:`fence`, :meth:`release` and :meth:`held` manage holds.
     """
 
-    def __init__(self, params: OnePipeParams | None = None) -> None:
+    def __init__(self, params: OnePipeParams | None = None, *, hold: bool = False) -> None:
         self.params = params if params is not None else OnePipeParams()
         if not isinstance(self.params, OnePipeParams):
             raise ConfigError("onepipe", f"expected OnePipeParams, got {type(self.params).__name__}")
+        #: a timed-out input is held in the minima rather than dropped (§8 step 7)
+        self.hold = bool(hold)
         self.actions = ActionQueue()
         self._inputs: dict[InputId, _Input] = {}
         self._outputs: dict[OutputId, _Output] = {}
@@ -158,7 +181,7 @@ class BarrierAggregator:
         for out in self._outputs.values():
             self._file_beacon(out, force=True)
         for inp in self._inputs.values():
-            if inp.live:
+            if inp.live and not inp.held:
                 self._file_timeout(inp, force=True)
 
     def add_input(self, input_id: InputId, *, down: bool) -> None:
@@ -189,6 +212,7 @@ class BarrierAggregator:
         self._file_beacon(out)
 
     def remove_input(self, input_id: InputId) -> bool:
+        """Forget an input (held or not): it leaves the minima."""
         inp = self._inputs.pop(input_id, None)
         if inp is None:
             return False
@@ -210,6 +234,12 @@ class BarrierAggregator:
                 self._peers.pop(out.peer, None)
         return True
 
+    @property
+    def in_min(self) -> int:
+        """How many inputs the minima count (live or held): 0 means no output has a barrier to
+        give, so :meth:`barrier_for` would answer None (a caller may skip it on its data path)."""
+        return self._live
+
     def has_input(self, input_id: InputId) -> bool:
         return input_id in self._inputs
 
@@ -217,8 +247,14 @@ class BarrierAggregator:
         return output_id in self._outputs
 
     def is_live(self, input_id: InputId) -> bool:
+        """Heard from within the timeout and not held (a held input may still be in the minima)."""
         inp = self._inputs.get(input_id)
-        return inp is not None and inp.live
+        return inp is not None and inp.live and not inp.held
+
+    def held(self, input_id: InputId) -> bool:
+        """The input is held: frozen, its updates ignored until :meth:`release`."""
+        inp = self._inputs.get(input_id)
+        return inp is not None and inp.held
 
     def r(self, input_id: InputId) -> int | None:
         """The input's ``R`` (None: never heard)."""
@@ -229,13 +265,17 @@ class BarrierAggregator:
     def heard(self, input_id: InputId, barrier: int, now_ns: int) -> bool:
         """A barrier-carrying packet from ``input_id`` (§4: ``R_be[i] = B``). False when refused:
         an undeclared input, or a barrier below ``R`` (counted ``backwards``; the input is still
-        heard from, so it stays live). An input heard again after a timeout takes the new
-        value whatever it is: it re-joins under the freeze."""
+        heard from, so it stays live), or a held input (counted ``held_updates``: it stays frozen
+        until released). An input heard again after a timeout takes the new value whatever it
+        is: it re-joins under the freeze."""
         inp = self._inputs.get(input_id)
         if inp is None:
             self.unknown_inputs += 1
             return False
         inp.c.heard += 1
+        if inp.held:
+            inp.c.held_updates += 1  # failed as far as the controller knows: frozen (§8 step 7)
+            return False
         if barrier - now_ns > self.params.max_ahead_ns:
             inp.c.ahead += 1  # R never decreases: taking it would pin the input there for hours
             return False
@@ -303,27 +343,87 @@ class BarrierAggregator:
 
     def on_timer(self, now_ns: int) -> list[InputId]:
         """Input timeouts (§6): every live input silent for ``input_timeout_ns`` leaves the
-        minima. Returns those inputs."""
+        minima, or, with ``hold=True``, becomes held in them at its last ``R`` (§8 step 7).
+        Returns those inputs."""
         heap = self._timeout_heap
         timeout = self.params.input_timeout_ns
         out: list[InputId] = []
+        dropped = False
         while heap and heap[0][0] <= now_ns:
             _, _, inp = heapq.heappop(heap)
             inp.queued = False
-            if not inp.live or self._inputs.get(inp.id) is not inp:
+            if not inp.live or inp.held or self._inputs.get(inp.id) is not inp:
                 continue
             due = inp.heard_at + timeout
             if due > now_ns:
                 self._file_timeout(inp, at=due)
                 continue
+            inp.c.timeouts += 1
+            out.append(inp.id)
+            if self.hold:
+                # stays in the minima at its R: a commit barrier must not pass a process the
+                # controller has not yet dealt with (§8 step 7); nothing rose, no prompt beacon
+                inp.held = True
+                inp.c.holds += 1
+                continue
             inp.live = False
             inp.gen += 1
-            inp.c.timeouts += 1
             self._live -= 1
-            out.append(inp.id)
-        if out and self.params.prompt_beacons:
+            dropped = True
+        if dropped and self.params.prompt_beacons:
             self._prompt(True, True, now_ns)  # the minima may have risen without them
         return out
+
+    # ------------------------------------------------------------------ holds (§8 step 7)
+    def fence(self, input_id: InputId) -> int | None:
+        """Hold ``input_id`` now, live or not: its later updates are ignored until
+        :meth:`release`. A live input stays in the minima at its ``R`` (the controller fences a
+        process it declared failed, so that its last commit is final); one out of the minima
+        (never heard, timed out, released) stays out and cannot re-join while held (putting it
+        back could lower a barrier). Returns its ``R`` (None: never heard, or not declared, in
+        which case nothing changes). Idempotent."""
+        inp = self._inputs.get(input_id)
+        if inp is None:
+            return None
+        if not inp.held:
+            inp.held = True
+            inp.c.holds += 1
+        return inp.r
+
+    def release(self, input_id: InputId, now_ns: int = 0, *, ban: bool = False) -> bool:
+        """Take ``input_id`` out of the minima and end its hold (the controller's RESUME, §8 step
+        7), as a timeout does with ``hold=False``: it stays declared and, heard again, re-joins
+        under the freeze as a new input (a recovered process is a new process, §8). The minima
+        may rise: outputs get prompt beacons (``now_ns``: not before then). False for an
+        undeclared input.
+
+        ``ban``: it stays held out of the minima until :meth:`admit`. The controller releases a
+        failed process with a ban: if it is still alive (cut off from the controller, never told
+        it failed) its commit barrier, stuck on messages nobody will ACK any more, must not come
+        back into the minimum; the controller admits it when it registers again (§8 "Recovery")."""
+        inp = self._inputs.get(input_id)
+        if inp is None:
+            return False
+        inp.held = ban
+        inp.c.releases += 1
+        if inp.live:
+            inp.live = False
+            inp.gen += 1
+            self._live -= 1
+            if self.params.prompt_beacons:
+                self._prompt(True, inp.down, now_ns)
+        return True
+
+    def admit(self, input_id: InputId) -> bool:
+        """Lift a ban (:meth:`release`): heard again, the input re-joins under the freeze. An
+        input in the minima is left as it is (a hold is ended by :meth:`release` only). False for
+        an undeclared input."""
+        inp = self._inputs.get(input_id)
+        if inp is None:
+            return False
+        if inp.held and not inp.live:
+            inp.held = False
+        return True
 
     def due_beacons(self, now_ns: int) -> list[tuple[OutputId, int]]:
         """``(output, barrier)`` for every output that carried nothing for ``T_beacon`` (§5);
@@ -364,13 +464,18 @@ class BarrierAggregator:
 
     # ------------------------------------------------------------------ state
     def counters(self) -> dict[str, Any]:
-        return {"inputs": len(self._inputs), "inputs_live": self._live, "outputs": len(self._outputs),
+        held = [i for i in self._inputs.values() if i.held]
+        return {"inputs": len(self._inputs), "inputs_live": self._live - sum(1 for i in held if i.live),
+                "inputs_held": len(held), "outputs": len(self._outputs), "hold": self.hold,
                 "unknown_inputs": self.unknown_inputs, "min_all": self._min(self._all),
                 "min_down": self._min(self._down)}
 
     def input_state(self, input_id: InputId, now_ns: int) -> dict[str, Any]:
+        """``live``: heard within the timeout and not held; ``held``: frozen until released;
+        ``in_min``: counted in the minima (live, or held at its ``R``)."""
         inp = self._inputs[input_id]
-        return {"down": inp.down, "live": inp.live, "r": inp.r,
+        return {"down": inp.down, "live": inp.live and not inp.held, "held": inp.held, "in_min": inp.live,
+                "r": inp.r,
                 "silent_ns": now_ns - inp.heard_at if inp.ever_live else None, **asdict(inp.c)}
 
     def output_state(self, output_id: OutputId, now_ns: int) -> dict[str, Any]:
@@ -382,7 +487,8 @@ class BarrierAggregator:
                 "idle_ns": now_ns - out.sent_at, **c}
 
     def joining(self, output_id: OutputId) -> list[InputId]:
-        """The live inputs of ``output_id`` below its last barrier: left out until they catch up."""
+        """The inputs in the minima of ``output_id`` below its last barrier: left out until they
+        catch up (a held one catches up only by its release)."""
         out = self._outputs[output_id]
         last = out.last
         if last is None:
@@ -450,7 +556,7 @@ class BarrierAggregator:
         if out.peer is None:
             return True
         peer = self._inputs.get(out.peer)
-        return peer is not None and peer.live
+        return peer is not None and peer.live and not peer.held  # no beacons to a failed process
 
     def _file_beacon(self, out: _Output, at: int | None = None, force: bool = False) -> None:
         if (out.queued and not force) or not self._beaconable(out):

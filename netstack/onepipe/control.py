@@ -3,10 +3,19 @@
 Daemon side (:func:`switch_handlers`, loaded by every switch daemon through the protocol
 registry, ``netstack.protocols``):
 
-- ``onepipe_enable``: ``{"directions": {port: "up" | "down"}, "params": {...}}`` attaches the
-  barrier feature to every port of the switch (``OnePipeParams`` fields);
+- ``onepipe_enable``: ``{"directions": {port: "up" | "down"}, "params": {...}, "controller": bool}``
+  attaches the barrier feature to every port of the switch (``OnePipeParams`` fields);
+  ``controller``: reliable 1Pipe's controller will release failed inputs (design topic §8 step 7);
 - ``onepipe_disable``: detaches it;
-- ``onepipe_status``: the aggregator's and every port's counters (``null`` when off).
+- ``onepipe_status``: the aggregators' and every port's counters (``null`` when off);
+- ``onepipe_reports``: ``{"since": seq}`` -> ``{"reports": [...], "next": seq, "dropped": n}``, the
+  failure reports (input timeouts with the last commit heard, §8 step 1) with ``seq >= since``;
+  ask again with ``since`` = ``next``. ``next`` below your ``since``: 1Pipe was enabled afresh;
+- ``onepipe_fence``: ``{"input": "ip:port" | fabric port}`` holds that input's commit barrier
+  (``{"input", "known", "last_commit"}``);
+- ``onepipe_release``: ``{"input": ..., "ban": bool}`` lets commit barriers pass it (RESUME, §8
+  step 7); with ``ban`` it stays out of the commit minimum until ``onepipe_admit``;
+- ``onepipe_admit``: ``{"input": ...}`` lets a banned input re-join (it registered again).
 
 Orchestration side: :func:`enable_all` turns 1Pipe on in every switch of a running testbed, with
 each port's direction taken from the topology (``netstack.onepipe.topology``; design topic §3 in
@@ -37,14 +46,19 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
         directions = req.get("directions")
         if not isinstance(directions, dict) or set(directions) != set(shell.ports):
             raise ControlError(f"directions must give every port of the switch: {sorted(shell.ports)}")
+        controller = req.get("controller", False)
+        if not isinstance(controller, bool):
+            raise ControlError(f"controller must be true or false, got {controller!r}")
         try:
             params = OnePipeParams(**(req.get("params") or {}))
-            feature.enable(shell.switch, directions, params, time.monotonic_ns(), beacon_ip=req.get("beacon_ip"))
+            feature.enable(shell.switch, directions, params, time.monotonic_ns(), beacon_ip=req.get("beacon_ip"),
+                           controller=controller)
         except (ConfigError, ValueError, TypeError) as exc:
             raise ControlError(f"cannot enable 1Pipe: {exc}") from None
         shell.flush()
-        shell.log.info("1Pipe enabled (%s)", ", ".join(f"{p}:{d}" for p, d in sorted(directions.items())))
-        return {"params": params.to_dict(), "directions": directions}
+        shell.log.info("1Pipe enabled (%s)%s", ", ".join(f"{p}:{d}" for p, d in sorted(directions.items())),
+                       " under a controller" if controller else "")
+        return {"params": params.to_dict(), "directions": directions, "controller": controller}
 
     def onepipe_disable(req: dict[str, Any]) -> bool:
         was = feature.disable(shell.switch)
@@ -55,7 +69,63 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
     def onepipe_status(req: dict[str, Any]) -> dict[str, Any] | None:
         return switch_status(shell)
 
-    return {"onepipe_enable": onepipe_enable, "onepipe_disable": onepipe_disable, "onepipe_status": onepipe_status}
+    return {"onepipe_enable": onepipe_enable, "onepipe_disable": onepipe_disable, "onepipe_status": onepipe_status,
+            **_controller_handlers(shell)}
+
+
+def _controller_handlers(shell: Any) -> dict[str, Any]:
+    """What the 1Pipe controller asks of a switch (design topic §8): reports, fence, release, admit."""
+    from . import feature
+
+    def onepipe_reports(req: dict[str, Any]) -> dict[str, Any]:
+        since = req.get("since", 0)
+        if isinstance(since, bool) or not isinstance(since, int) or since < 0:
+            raise ControlError(f"since must be a non-negative integer, got {since!r}")
+        try:
+            return feature.reports_page(shell.switch, since)
+        except ConfigError as exc:
+            raise ControlError(f"cannot list reports: {exc}") from None
+
+    def _input(req: dict[str, Any]) -> str:
+        name = req.get("input")
+        if not isinstance(name, str) or not name:
+            raise ControlError(f"input must be a process as ip:port or a fabric port name, got {name!r}")
+        return name
+
+    def onepipe_fence(req: dict[str, Any]) -> dict[str, Any]:
+        name = _input(req)
+        try:
+            out = feature.fence(shell.switch, name)
+        except ConfigError as exc:
+            raise ControlError(f"cannot fence: {exc}") from None
+        shell.flush()  # (nothing to send, but keep the daemon's timer in step with the feature's)
+        shell.log.info("1Pipe: fenced %s (known: %s, last commit %s)", name, out["known"], out["last_commit"])
+        return out
+
+    def onepipe_release(req: dict[str, Any]) -> bool:
+        name = _input(req)
+        ban = req.get("ban", False)
+        if not isinstance(ban, bool):
+            raise ControlError(f"ban must be true or false, got {ban!r}")
+        try:
+            was = feature.release(shell.switch, name, time.monotonic_ns(), ban=ban)
+        except ConfigError as exc:
+            raise ControlError(f"cannot release: {exc}") from None
+        shell.flush()  # the commit minimum may rise: prompt beacons are due now
+        shell.log.info("1Pipe: released %s%s%s", name, " (banned)" if ban else "", "" if was else " (not known here)")
+        return was
+
+    def onepipe_admit(req: dict[str, Any]) -> bool:
+        name = _input(req)
+        try:
+            was = feature.admit(shell.switch, name)
+        except ConfigError as exc:
+            raise ControlError(f"cannot admit: {exc}") from None
+        shell.log.info("1Pipe: admitted %s%s", name, "" if was else " (not known here)")
+        return was
+
+    return {"onepipe_reports": onepipe_reports, "onepipe_fence": onepipe_fence, "onepipe_release": onepipe_release,
+            "onepipe_admit": onepipe_admit}
 
 
 def switch_status(shell: Any) -> dict[str, Any] | None:

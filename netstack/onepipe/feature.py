@@ -16,10 +16,11 @@ registered in ``headers.registry``); anything else passes untouched, unparsed be
 
 - BEACON / COMMIT (hop by hop, §5): ``R`` of its input is set, the frame is consumed.
 - Other barrier opcodes (DATA, ACK, NAK, RECALL...): ``R`` is set, then the packet's
-  ``be_barrier`` is rewritten in place with the barrier of the output it will take, computed
-  now, at ingress: FIFO per (ingress, egress, class) keeps it valid however long the packet
-  then queues, which a rewrite at dequeue would not (§4). ``msg_ts`` is never touched. The
-  UDP checksum is updated incrementally (RFC 1624), so end hosts still verify it.
+  ``be_barrier`` and ``commit_barrier`` are rewritten in place with the barriers of the output
+  it will take, computed now, at ingress: FIFO per (ingress, egress, class) keeps them valid
+  however long the packet then queues, which a rewrite at dequeue would not (§4). ``msg_ts`` is
+  never touched. The UDP checksum is updated incrementally (RFC 1624), so end hosts still
+  verify it.
 - PREPARE and controller traffic: forwarded untouched (switches do not aggregate them, §7).
 - Dropped and counted, never forwarded with a barrier the switch did not vouch for: a
   malformed 1Pipe frame (truncated, lengths that disagree, an unknown opcode, a beacon with a
@@ -28,12 +29,28 @@ registered in ``headers.registry``); anything else passes untouched, unparsed be
   coming from above (a valley: routing is not a DAG there, §3), one from a process the table
   has no room for.
 
+**Two barriers** (reliable 1Pipe, design topic §7.2; the paper, *1Pipe: Scalable Total Order
+Communication in Data Center Networks*, §5.1: the commit barrier is aggregated as the best-effort
+one is). Each switch runs two aggregators over the same inputs and outputs:
+``agg`` for ``R_be`` and ``commit`` for ``R_commit``. Every barrier packet sets ``R_be`` from
+``be_barrier`` except a COMMIT, and ``R_commit`` from ``commit_barrier`` when that is nonzero (0:
+"no commit barrier", docs/onepipe-reliable.md "Wire"); a forwarded one gets both minima written
+in (commit 0 while the output has none).
+
+**Failures** (design topic §8 step 7). An input the BE aggregator times out is recorded as a
+*report* ``{"seq", "input", "port", "last_commit", "at_ns", "cause"}`` (:func:`reports`, and the
+``on_report`` callback of :func:`enable`). With ``controller=True`` the commit aggregator holds
+(:meth:`.barrier.BarrierAggregator.fence`) the input at that moment, so its last commit is the
+reported one and no commit barrier passes it until the controller calls :func:`release`;
+without a controller it leaves the commit minimum on its own timeout, as best effort does.
+
 The egress port is the switch's own forwarding decision, read from its forwarding table before
 the switch makes it (:func:`egress_index`). The class is the one the switch will give the frame
 (the ingress port's ``class_map``).
 
-**Beacons** (§5). The timer asks the aggregator for the outputs that carried no 1Pipe packet for
-``T_beacon`` and puts one beacon on each, *queued* (``switch.enqueue``) on the class the last
+**Beacons** (§5). The timer asks both aggregators for the outputs that carried no 1Pipe packet for
+``T_beacon`` and puts one beacon on each (a BEACON with both barriers; a COMMIT when the output has
+a commit barrier and no BE one), *queued* (``switch.enqueue``) on the class the last
 1Pipe packet for that output took: a beacon never overtakes 1Pipe data waiting in that queue,
 even a paused one (the idle source, ``idle_frame``, runs when every class is empty *or paused*,
 so it could). Toward a switch: UDP 40100 to 255.255.255.255 from the port's MAC, consumed by the
@@ -44,14 +61,19 @@ picks a free one), TTL 1; only while the process is live.
 
 from __future__ import annotations
 
+import itertools
 import weakref
+from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from ipaddress import IPv4Address
 from typing import Any, NamedTuple
 
 from headers.inet import build_udp_frame
 from headers.onepipe import (
     BARRIER_OPCODES,
     BE_BARRIER_OFFSET,
+    COMMIT_BARRIER_OFFSET,
     HOP_BY_HOP_OPCODES,
     NO_PAYLOAD_OPCODES,
     TS_HALF,
@@ -76,11 +98,18 @@ _BARRIER = frozenset(int(op) for op in BARRIER_OPCODES)
 _HOP = frozenset(int(op) for op in HOP_BY_HOP_OPCODES)
 _NO_PAYLOAD = frozenset(int(op) for op in NO_PAYLOAD_OPCODES)
 _DATA = int(OnePipeOpcode.DATA)
+_COMMIT = int(OnePipeOpcode.COMMIT)
+_BEACON = int(OnePipeOpcode.BEACON)
 _MASK = TS_MASK
 _HALF = TS_HALF
 _HDR = 24  # the 1Pipe header
 #: processes a switch keeps state for (inputs and outputs of its edge ports), by default
 MAX_PROCESSES = 4096
+#: failure reports a switch keeps for :func:`reports` (the newest; older ones are counted dropped)
+MAX_REPORTS = 4096
+
+#: a failure report (see :func:`reports`)
+Report = dict[str, Any]
 
 
 #: a process behind an edge port, ``(port, ip, udp port)``: the id of its input and of its output
@@ -109,10 +138,13 @@ class PortCounters:
     valley: int = 0  # ... dropped: from above and going up again (§3)
     table_full: int = 0  # ... dropped: no room for a new process
     barrier_backwards: int = 0  # ... whose barrier was below their input's R (the update was refused)
+    commit_backwards: int = 0  # ... whose nonzero commit barrier was refused (below R_commit, or far ahead)
+    commit_held: int = 0  # ... whose commit barrier was ignored: its input is held (§8 step 7)
     late_forwarded: int = 0  # DATA forwarded with msg_ts below the barrier written in (a joining input's)
     tx_stamped: int = 0  # 1Pipe frames stamped for this port as their egress
     beacons_tx: int = 0  # beacons queued on this port
-    beacon_drops: int = 0  # beacons the port's queue refused (tail drop)
+    commits_tx: int = 0  # COMMIT frames queued on this port (a commit barrier and no BE one, §7.2)
+    beacon_drops: int = 0  # beacons and COMMITs the port's queue refused (tail drop)
     beacons_no_mac: int = 0  # beacons due to a process whose MAC is unknown (never sent)
 
 
@@ -144,20 +176,30 @@ def _moved_checksum(csum: int, old: int, new: int) -> int:
 
 
 class _BeaconTemplate:
-    """A beacon frame with a zero barrier, patched per beacon (``msg_ts`` = ``be_barrier``, §5)."""
+    """A beacon frame with zero barriers, patched per beacon (``msg_ts`` = ``be_barrier``, §5;
+    ``commit_barrier``), or turned into a COMMIT (§7.2). The template's IP header is 20 bytes: the
+    1Pipe header is at 42, its fields at 42 (``msg_ts``), 48 (BE), 54 (commit), 64 (opcode)."""
 
     __slots__ = ("frame",)
 
     def __init__(self, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, dport: int) -> None:
         self.frame = build_udp_frame(src_mac, dst_mac, src_ip, dst_ip, PORT, dport, beacon(0, 0).to_bytes(), ttl=1)
 
-    def make(self, w: int) -> bytes:
-        """The beacon for wire barrier ``w``: both timestamps, and the UDP checksum moved by
-        twice their three words (RFC 1624; the template had zeros there)."""
+    def make(self, w: int, c: int = 0) -> bytes:
+        """The BEACON for wire barriers ``w`` (BE) and ``c`` (commit, 0: none): ``w`` twice, ``c``,
+        and the UDP checksum moved by their words (RFC 1624; the template had zeros there)."""
         f = self.frame
         ts = w.to_bytes(6, "big")
-        csum = _moved_checksum(_moved_checksum(f[40] << 8 | f[41], 0, w), 0, w)
-        return b"".join((f[:40], csum.to_bytes(2, "big"), ts, ts, f[54:]))
+        csum = _moved_checksum(f[40] << 8 | f[41], 0, 2 * w + c)  # (one's complement sums add up)
+        return b"".join((f[:40], csum.to_bytes(2, "big"), ts, ts, c.to_bytes(6, "big"), f[60:]))
+
+    def make_commit(self, c: int) -> bytes:
+        """The COMMIT for wire commit barrier ``c``: ``msg_ts`` = ``be_barrier`` = 0 (it sets
+        ``R_commit`` only), the opcode byte (the high half of a 16-bit word) moved from BEACON."""
+        f = self.frame
+        csum = _moved_checksum(f[40] << 8 | f[41], _BEACON << 8, (_COMMIT << 8) + c)
+        return b"".join((f[:40], csum.to_bytes(2, "big"), f[42:54], c.to_bytes(6, "big"), f[60:64],
+                         bytes((_COMMIT,)), f[65:]))
 
 
 class OnePipeFeature(FeatureBase):
@@ -188,29 +230,44 @@ class OnePipeFeature(FeatureBase):
 
 
 class _Timer(FeatureBase):
-    """The switch's one timer for 1Pipe: input timeouts and beacons."""
+    """The switch's one timer for 1Pipe: input timeouts and beacons, of both aggregators."""
 
     def __init__(self, state: _SwitchState) -> None:
         self.state = state
 
     def next_deadline(self) -> int | None:
-        return self.state.agg.next_deadline()
+        a = self.state.agg.next_deadline()
+        b = self.state.commit.next_deadline()
+        if a is None:
+            return b
+        return a if b is None or a < b else b
 
     def on_timer(self, now_ns: int) -> None:
         self.state.tick(now_ns)
 
 
 class _SwitchState:
-    """1Pipe in one switch: the aggregator, the port features, the processes it knows."""
+    """1Pipe in one switch: the two aggregators, the port features, the processes it knows, the
+    failure reports."""
 
     def __init__(self, switch: Switch, directions: dict[str, str], params: OnePipeParams, now: int,
-                 beacon_ip: bytes | None, max_processes: int) -> None:
+                 beacon_ip: bytes | None, max_processes: int, controller: bool = False,
+                 on_report: Callable[[Report], Any] | None = None) -> None:
         self.switch = switch
         self.params = params
         self.directions = dict(directions)
         self.beacon_ip = beacon_ip
         self.max_processes = max_processes
+        self.controller = controller
+        self.on_report = on_report
+        #: R_be (best effort, §4-§6)
         self.agg = BarrierAggregator(params)
+        #: R_commit, aggregated exactly as R_be (§7.2); under a controller a timed-out input is
+        #: held until released (§8 step 7)
+        self.commit = BarrierAggregator(params, hold=controller)
+        self.reports: deque[Report] = deque(maxlen=MAX_REPORTS)
+        self.report_seq = 0  # the seq of the next report
+        self.reports_dropped = 0  # the oldest reports pushed out of the deque
         self.features: dict[str, OnePipeFeature] = {}
         self.by_index: list[OnePipeFeature] = []
         self.procs: dict[ProcKey, _ProcInfo] = {}
@@ -222,8 +279,9 @@ class _SwitchState:
             self.features[port.name] = f
             self.by_index.append(f)
             if not f.edge:
-                self.agg.add_input(port.name, down=f.down)
-                self.agg.add_output(port.name, f.direction, now)
+                for a in (self.agg, self.commit):
+                    a.add_input(port.name, down=f.down)
+                    a.add_output(port.name, f.direction, now)
         self.timer = _Timer(self)
 
     # ------------------------------------------------------------------ ingress
@@ -260,16 +318,26 @@ class _SwitchState:
             iid = f.name
         at = p + BE_BARRIER_OFFSET
         w = int.from_bytes(frame[at:at + 6], "big")
-        if not self.agg.heard(iid, now + ((w - now + _HALF) & _MASK) - _HALF, now):  # ts_unwrap, inlined
-            c.barrier_backwards += 1
+        # a COMMIT sets R_commit only (§7.2; its be_barrier is 0)
+        if op != _COMMIT and not self.agg.heard(iid, now + ((w - now + _HALF) & _MASK) - _HALF, now):
+            c.barrier_backwards += 1  # (the heard() call unwraps w near now: ts_unwrap, inlined)
+        cw = int.from_bytes(frame[p + COMMIT_BARRIER_OFFSET:p + COMMIT_BARRIER_OFFSET + 6], "big")
+        if cw:  # 0: no commit barrier (a best-effort process, a hop with no commit minimum yet)
+            commit = self.commit
+            if not commit.heard(iid, now + ((cw - now + _HALF) & _MASK) - _HALF, now):
+                if commit.held(iid):
+                    c.commit_held += 1
+                else:
+                    c.commit_backwards += 1
         if op in _HOP:
             c.beacons_rx += 1
             return None  # hop by hop: never forwarded (§5)
-        return self._stamp(f, frame, u, op, w, now)
+        return self._stamp(f, frame, u, op, w, cw, now)
 
-    def _stamp(self, f: OnePipeFeature, frame: bytes, u: int, op: int, old: int, now: int) -> bytes | None:
-        """Rewrite ``be_barrier`` (``old`` on the wire) with the barrier of the output the frame
-        takes (§4)."""
+    def _stamp(self, f: OnePipeFeature, frame: bytes, u: int, op: int, old: int, old_c: int,
+               now: int) -> bytes | None:
+        """Rewrite ``be_barrier`` and ``commit_barrier`` (``old``, ``old_c`` on the wire) with the
+        barriers of the output the frame takes (§4, §7.2)."""
         c = f.c
         dst = frame[:6]
         if dst[0] & 1:
@@ -303,6 +371,15 @@ class _SwitchState:
             c.unroutable += 1
             return None
         agg.note_sent(oid, now)
+        commit = self.commit
+        if commit.in_min:  # (none: a best-effort fabric, no commit barrier anywhere; skip the work)
+            cb = commit.barrier_for(oid, now)
+            commit.note_sent(oid, now)
+            # 0: none. A commit minimum that is 0 mod 2^48 (1 ns every 78 hours) goes out as
+            # none too: a reader skips it, which is safe, where writing 1 would overstate it
+            cw = 0 if cb is None else cb & _MASK
+        else:
+            cw = 0
         self.cls[oid] = f.port.cfg.class_map[frame[15] >> 5]  # the switch's own classification
         c.stamped += 1
         e.c.tx_stamped += 1
@@ -311,10 +388,16 @@ class _SwitchState:
         if op == _DATA and ((int.from_bytes(frame[u + 8:u + 14], "big") - w) & _MASK) >= _HALF:
             c.late_forwarded += 1  # msg_ts below the barrier (ts_lt): its receiver drops and NAKs it
         csum = frame[u + 6] << 8 | frame[u + 7]
-        if csum:  # 0: no checksum (RFC 768)
-            csum = _moved_checksum(csum, old, w)
+        if cw == old_c:  # (best effort: 0 in, 0 out) the commit field stays as it is
+            if csum:  # 0: no checksum (RFC 768)
+                csum = _moved_checksum(csum, old, w)
+            return b"".join((frame[:u + 6], csum.to_bytes(2, "big"), frame[u + 8:at], w.to_bytes(6, "big"),
+                             frame[at + 6:]))
+        if csum:
+            csum = _moved_checksum(csum, old + old_c, w + cw)  # both fields at once (sums add up)
+        # be_barrier and commit_barrier are adjacent (offsets 6 and 12): one slice for both
         return b"".join((frame[:u + 6], csum.to_bytes(2, "big"), frame[u + 8:at], w.to_bytes(6, "big"),
-                         frame[at + 6:]))
+                         cw.to_bytes(6, "big"), frame[at + 12:]))
 
     def _proc(self, proc: ProcKey, now: int) -> _ProcInfo | None:
         """The state of ``proc``, made on first sight (its input and output), or None when the
@@ -322,33 +405,82 @@ class _SwitchState:
         info = self.procs.get(proc)
         if info is not None:
             return info
-        agg = self.agg
+        agg, commit = self.agg, self.commit
         if len(self.procs) >= self.max_processes:
-            silent = [(i.seen, k) for k, i in self.procs.items() if not agg.is_live(k)]
+            # a held process is never evicted: forgetting it would release its commit input
+            # behind the controller's back (§8 step 7)
+            silent = [(i.seen, k) for k, i in self.procs.items() if not agg.is_live(k) and not commit.held(k)]
             if not silent:
                 return None
             _, old = min(silent, key=lambda x: x[0])
             self._forget(old)
         info = self.procs[proc] = _ProcInfo(now)
-        agg.add_input(proc, down=True)
-        agg.add_output(proc, DOWN, now, peer_input=proc)
+        for a in (agg, commit):
+            a.add_input(proc, down=True)
+            a.add_output(proc, DOWN, now, peer_input=proc)
         return info
 
     def _forget(self, proc: ProcKey) -> None:
         del self.procs[proc]
-        self.agg.remove_input(proc)
-        self.agg.remove_output(proc)
+        for a in (self.agg, self.commit):
+            a.remove_input(proc)
+            a.remove_output(proc)
         self.cls.pop(proc, None)
         self.templates.pop(proc, None)
 
     # ------------------------------------------------------------------ timer
     def tick(self, now: int) -> None:
-        agg = self.agg
-        agg.on_timer(now)
-        for oid, b in agg.due_beacons(now):
-            self._send_beacon(oid, b, now)
+        agg, commit = self.agg, self.commit
+        for iid in agg.on_timer(now):
+            if self.controller and commit.r(iid) is not None:
+                # both time out together: the report's last commit is final. (Never heard on
+                # the commit side, a best-effort process: nothing to freeze, and a hold would
+                # pin its table entry until a release the controller has no reason to send)
+                commit.fence(iid)
+            self._report(iid, now, "timeout")
+        for iid in commit.on_timer(now):
+            # its commit went silent while its BE barrier did not (a BE timeout fenced it above
+            # and is not returned here). Held (controller): the controller must hear of it, or
+            # nothing would ever release it
+            if self.controller:
+                self._report(iid, now, "commit_timeout")
+        be_due = agg.due_beacons(now)
+        commit_due = commit.due_beacons(now)
+        if not be_due and not commit_due:
+            return
+        # one frame per output due in either: a beacon carries both barriers (§7.2)
+        cdue: dict[OutputId, int | None] = dict(commit_due)
+        for oid, b in be_due:
+            if oid in cdue:
+                cb = cdue.pop(oid)
+            else:
+                cb = commit.barrier_for(oid, now)
+                commit.note_sent(oid, now)
+            self._send_beacon(oid, b, cb, now)
+        for oid, cb in cdue.items():
+            if isinstance(oid, tuple) and not agg.is_live(oid):
+                continue  # a process gets beacons only while it is live (its BE input)
+            b2 = agg.barrier_for(oid, now)
+            agg.note_sent(oid, now)
+            self._send_beacon(oid, b2, cb, now)
 
-    def _send_beacon(self, oid: OutputId, barrier: int, now: int) -> None:
+    def _report(self, iid: InputId, now: int, cause: str) -> None:
+        """Record a failure report for the controller (§8 step 1: a neighbour reports a silent
+        link or process with the last commit it heard from it)."""
+        port, name = _label(iid)
+        rep: Report = {"seq": self.report_seq, "input": name, "port": port, "last_commit": self.commit.r(iid),
+                       "at_ns": now, "cause": cause}
+        self.report_seq += 1
+        if len(self.reports) == self.reports.maxlen:
+            self.reports_dropped += 1
+        self.reports.append(rep)
+        if self.on_report is not None:
+            self.on_report(dict(rep))
+
+    def _send_beacon(self, oid: OutputId, barrier: int | None, commit: int | None, now: int) -> None:
+        """A BEACON with both barriers, or a COMMIT when there is a commit barrier only (§7.2)."""
+        if barrier is None and commit is None:
+            return
         if isinstance(oid, tuple):
             port, dst_ip, dport = oid
             e = self.features[port]
@@ -369,32 +501,91 @@ class _SwitchState:
                 src_ip = self.beacon_ip if self.beacon_ip is not None else b"\0\0\0\0"
                 cached = (None, _BeaconTemplate(e.port.mac, BROADCAST_MAC, src_ip, b"\xff\xff\xff\xff", PORT))
                 self.templates[oid] = cached
-        frame = cached[1].make(barrier & _MASK)
+        cw = 0 if commit is None else commit & _MASK
+        if barrier is not None:
+            frame = cached[1].make(barrier & _MASK, cw)
+        elif cw:
+            frame = cached[1].make_commit(cw)
+        else:
+            return  # a commit minimum of 0 mod 2^48 alone: nothing to say (0 is "none")
         if self.switch.enqueue(e.name, frame, self.cls.get(oid, 0), now):
-            e.c.beacons_tx += 1
+            if barrier is not None:
+                e.c.beacons_tx += 1
+            else:
+                e.c.commits_tx += 1
         else:
             e.c.beacon_drops += 1
 
     # ------------------------------------------------------------------ status
     def status(self, now: int) -> dict[str, Any]:
-        agg = self.agg
+        agg, commit = self.agg, self.commit
         ports: dict[str, Any] = {}
         for name, f in self.features.items():
             ports[name] = {"direction": f.direction, "role": "edge" if f.edge else "fabric",
                            "counters": asdict(f.c), "inputs": {}, "outputs": {}}
         for iid in agg.input_ids():
             port, key = _label(iid)
-            ports[port]["inputs"][key] = agg.input_state(iid, now)
+            state = agg.input_state(iid, now)
+            # "held" is the commit side's: the BE aggregator never holds (decentralised, §6)
+            cs = commit.input_state(iid, now) if commit.has_input(iid) else {}
+            state.update(commit_r=cs.get("r"), held=cs.get("held", False), commit_live=cs.get("live", False),
+                         commit_held_updates=cs.get("held_updates", 0), commit_timeouts=cs.get("timeouts", 0))
+            ports[port]["inputs"][key] = state
         for oid in agg.output_ids():
             port, key = _label(oid)
             state = agg.output_state(oid, now)
             state["joining"] = [_label(i)[1] for i in agg.joining(oid)]
             state["class"] = self.cls.get(oid)
+            state["commit_barrier"] = commit.output_state(oid, now)["barrier"] if commit.has_output(oid) else None
             ports[port]["outputs"][key] = state
         return {"enabled": True, "params": self.params.to_dict(), "directions": dict(self.directions),
                 "processes": len(self.procs), "max_processes": self.max_processes,
                 "beacon_ip": None if self.beacon_ip is None else ".".join(map(str, self.beacon_ip)),
-                "aggregator": agg.counters(), "ports": ports}
+                "controller": self.controller, "reports": self.report_seq, "reports_dropped": self.reports_dropped,
+                "aggregator": agg.counters(), "commit_aggregator": commit.counters(), "ports": ports}
+
+    # ------------------------------------------------------------------ controller hooks (§8)
+    def resolve(self, text: Any) -> list[InputId]:
+        """The inputs named by ``text``, a report's form: a fabric port's name, or ``ip:port`` for a
+        process (every edge port it is known behind; none when unknown). ConfigError for
+        anything else."""
+        if not isinstance(text, str) or not text:
+            raise ConfigError("onepipe.input", f"must be a fabric port name or a process as ip:port, got {text!r}")
+        f = self.features.get(text)
+        if f is not None:
+            if f.edge:
+                raise ConfigError("onepipe.input", f"{text} is an edge port: its inputs are processes, "
+                                                   "name one as ip:port")
+            return [text]
+        host, sep, port = text.rpartition(":")
+        try:
+            if not sep or not port.isdigit() or not 0 < int(port) <= 0xFFFF:
+                raise ValueError(port)
+            ip = IPv4Address(host).packed
+        except ValueError:
+            raise ConfigError("onepipe.input", f"{text!r} is neither a fabric port of {self.switch.name} "
+                                               f"({', '.join(n for n, x in self.features.items() if not x.edge)})"
+                                               " nor a process as ip:port") from None
+        udp = int(port)
+        return [k for k in self.procs if k[1] == ip and k[2] == udp]
+
+    def fence(self, text: str) -> dict[str, Any]:
+        ids = self.resolve(text)
+        values = [v for v in (self.commit.fence(i) for i in ids) if v is not None]
+        # behind two edge ports at once (it moved): the later commit, as T_f takes the max (§8)
+        return {"input": text, "known": bool(ids), "last_commit": max(values) if values else None}
+
+    def release(self, text: str, now: int, ban: bool = False) -> bool:
+        ids = self.resolve(text)
+        return any([self.commit.release(i, now, ban=ban) for i in ids])
+
+    def admit(self, text: str) -> bool:
+        ids = self.resolve(text)
+        return any([self.commit.admit(i) for i in ids])
+
+    def reports_since(self, since: int) -> list[Report]:
+        first = self.report_seq - len(self.reports)  # seqs in the deque are consecutive
+        return [dict(r) for r in itertools.islice(self.reports, max(0, since - first), None)]
 
 
 def _label(key: InputId | OutputId) -> tuple[str, str]:
@@ -446,11 +637,16 @@ def _check_directions(switch: Switch, directions: dict[str, str]) -> None:
 
 def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | dict[str, Any] | None = None,
            now_ns: int | None = None, *, beacon_ip: str | bytes | None = None,
-           max_processes: int = MAX_PROCESSES) -> OnePipeFeature:
+           max_processes: int = MAX_PROCESSES, controller: bool = False,
+           on_report: Callable[[Report], Any] | None = None) -> OnePipeFeature:
     """Run 1Pipe's barrier aggregation in ``switch``: ``directions`` gives every port's direction
     (``topology.port_directions``). Enabling it again starts afresh (barriers may then go back
-    on a link once, which receivers ignore). Returns the first port's feature. ConfigError on
-    bad settings."""
+    on a link once, which receivers ignore; the reports start again at seq 0). Returns the first
+    port's feature. ConfigError on bad settings.
+
+    ``controller``: reliable 1Pipe has a controller that releases failed inputs (§8 step 7): a
+    timed-out input is held in the commit minimum until :func:`release`. ``on_report``: called
+    with every failure report as it is recorded (see :func:`reports`)."""
     if isinstance(params, dict):
         params = OnePipeParams(**params)
     if params is None:
@@ -460,10 +656,14 @@ def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | d
     _check_directions(switch, directions)
     if not isinstance(max_processes, int) or max_processes < 1:
         raise ConfigError("onepipe.max_processes", f"must be a positive integer, got {max_processes!r}")
+    if not isinstance(controller, bool):
+        raise ConfigError("onepipe.controller", f"must be true or false, got {controller!r}")
+    if on_report is not None and not callable(on_report):
+        raise ConfigError("onepipe.on_report", f"must be callable, got {type(on_report).__name__}")
     ip = _ip(beacon_ip)
     disable(switch)
     now = switch.now if now_ns is None else max(now_ns, switch.now)
-    state = _SwitchState(switch, directions, params, now, ip, max_processes)
+    state = _SwitchState(switch, directions, params, now, ip, max_processes, controller, on_report)
     for name, f in state.features.items():
         switch.attach_feature(name, f)
     switch.attach_feature(switch.ports[0].name, state.timer)
@@ -492,6 +692,60 @@ def aggregator(switch: Switch) -> BarrierAggregator | None:
     return None if state is None else state.agg
 
 
+def commit_aggregator(switch: Switch) -> BarrierAggregator | None:
+    """The switch's commit aggregator, ``R_commit`` (§7.2; None when 1Pipe is off)."""
+    state = _STATE.get(switch)
+    return None if state is None else state.commit
+
+
+def _state(switch: Switch) -> _SwitchState:
+    state = _STATE.get(switch)
+    if state is None:
+        raise ConfigError("onepipe", f"1Pipe is not enabled in switch {switch.name}")
+    return state
+
+
+def reports(switch: Switch, since: int = 0) -> list[Report]:
+    """The failure reports kept (the newest :data:`MAX_REPORTS`) with ``seq >= since``, oldest
+    first; [] when 1Pipe is off. A report: ``seq`` (0, 1, ... since :func:`enable`), ``input``
+    (a process as ``ip:port``, a fabric link by its port name), ``port``, ``last_commit`` (its
+    ``R_commit``, absolute ns in the switch's clock, None if never heard), ``at_ns``, ``cause``
+    (``"timeout"``: its BE input timed out; ``"commit_timeout"``, with a controller only: its
+    commit went silent while its BE barrier did not)."""
+    state = _STATE.get(switch)
+    return [] if state is None else state.reports_since(since)
+
+
+def reports_page(switch: Switch, since: int = 0) -> dict[str, Any]:
+    """``{"reports": reports(switch, since), "next": the seq of the next report, "dropped": how
+    many old ones fell out}``: what a poller keeps (ask again with ``since=next``). ConfigError
+    when 1Pipe is off."""
+    state = _state(switch)
+    return {"reports": state.reports_since(since), "next": state.report_seq, "dropped": state.reports_dropped}
+
+
+def fence(switch: Switch, input: str) -> dict[str, Any]:
+    """Hold ``input`` (a report's form: ``ip:port`` or a fabric port name) in the commit
+    aggregator now (§8: the controller freezes a failed process's last commit):
+    ``{"input", "known", "last_commit"}``. ConfigError for a malformed name or when 1Pipe is off."""
+    return _state(switch).fence(input)
+
+
+def release(switch: Switch, input: str, now_ns: int | None = None, *, ban: bool = False) -> bool:
+    """Take ``input`` out of the commit minimum and end its hold (the controller's RESUME, §8
+    step 7): commit barriers move past it. ``ban``: it stays out until :func:`admit` (a failed
+    process, ``BarrierAggregator.release``). False when this switch does not know it.
+    ConfigError for a malformed name or when 1Pipe is off."""
+    state = _state(switch)
+    return state.release(input, switch.now if now_ns is None else max(now_ns, switch.now), ban=bool(ban))
+
+
+def admit(switch: Switch, input: str) -> bool:
+    """Let a banned ``input`` re-join the commit minimum (the controller registered it again,
+    §8 "Recovery"). False when this switch does not know it."""
+    return _state(switch).admit(input)
+
+
 def features(switch: Switch) -> dict[str, OnePipeFeature]:
     state = _STATE.get(switch)
     return {} if state is None else dict(state.features)
@@ -506,5 +760,6 @@ def status(switch: Switch, now_ns: int | None = None) -> dict[str, Any] | None:
     return state.status(switch.now if now_ns is None else max(now_ns, switch.now))
 
 
-__all__ = ["MAX_PROCESSES", "OnePipeFeature", "PortCounters", "Proc", "aggregator", "default_beacon_ip",
-           "disable", "egress_index", "enable", "enabled", "features", "status"]
+__all__ = ["MAX_PROCESSES", "MAX_REPORTS", "OnePipeFeature", "PortCounters", "Proc", "Report", "admit", "aggregator",
+           "commit_aggregator", "default_beacon_ip", "disable", "egress_index", "enable", "enabled", "features",
+           "fence", "release", "reports", "reports_page", "status"]

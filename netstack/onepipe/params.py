@@ -55,6 +55,12 @@ class OnePipeParams:
     #: and taken it would pin its input (R never decreases) for up to 39 hours; the bound caps
     #: that at 10 s, above any skew the testbeds set (the simulator's hosts run 1 s ahead)
     max_ahead_ns: int = 10_000_000_000
+    #: reliable 1Pipe (design topic §7.1, "the sender retransmits on loss"): a connection with
+    #: unACKed PREPAREs and no progress for this many beacon intervals resends them (go-back-N)
+    rto_beacons: int = 4
+    #: ... and after this many resends without progress it asks the controller to relay them
+    #: (design topic §8, "controller forwarding")
+    relay_after: int = 3
 
     def __post_init__(self) -> None:
         checks = [
@@ -68,6 +74,8 @@ class OnePipeParams:
             ("send_buffer", self.send_buffer >= 1),
             ("ack_timeout_ns", self.ack_timeout_ns >= self.t_beacon_ns),
             ("max_ahead_ns", self.max_ahead_ns >= 2 * self.t_beacon_ns * self.timeout_beacons),
+            ("rto_beacons", self.rto_beacons >= 1),
+            ("relay_after", self.relay_after >= 1),
         ]
         bad = [name for name, ok in checks if not ok]
         if bad:
@@ -76,6 +84,10 @@ class OnePipeParams:
     @property
     def input_timeout_ns(self) -> int:
         return self.t_beacon_ns * self.timeout_beacons
+
+    @property
+    def rto_ns(self) -> int:
+        return self.t_beacon_ns * self.rto_beacons
 
     @classmethod
     def paper(cls, **changes: Any) -> OnePipeParams:

@@ -45,6 +45,24 @@ MSG = struct.Struct("!III")
 SPINE = "spine"
 
 
+def assert_total_order(per_receiver: dict[Any, list[Any]]) -> None:
+    """Design topic §12 items 2 and 4 over what each receiver delivered (objects with ``src``,
+    ``seq``, ``ts``): nothing twice, non-decreasing ``(ts, sender)`` at every receiver (so common
+    scatterings come in one relative order everywhere), one ts per scattering."""
+    first_ts: dict[tuple[Any, Any], int] = {}
+    for r, ds in per_receiver.items():
+        seen: set[tuple[Any, Any]] = set()
+        last: tuple[int, Any] | None = None
+        for d in ds:
+            key = (d.src, d.seq)
+            assert key not in seen, f"{key} delivered twice at {r}"
+            seen.add(key)
+            assert first_ts.setdefault(key, d.ts) == d.ts, f"scattering {key} with two timestamps"
+            order = (d.ts, d.src)
+            assert last is None or order >= last, f"receiver {r} went back: {last} then {order}"
+            last = order
+
+
 def never() -> tuple[bool, bool, int]:
     return False, False, 0
 

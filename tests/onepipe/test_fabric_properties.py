@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from netstack.onepipe.clock import HostClock
 from netstack.onepipe.params import OnePipeParams
 
-from .fabric import Fabric
+from .fabric import Fabric, assert_total_order
 
 T_BEACON = 3_000
 PARAMS = OnePipeParams(t_beacon_ns=T_BEACON, ack_timeout_ns=200 * T_BEACON, mtu_payload=64, rwnd_packets=64,
@@ -42,22 +42,7 @@ def _order_ok(fab: Fabric) -> None:
         per.setdefault(d.receiver, []).append(d)
         assert d.barrier is not None and d.ts < d.barrier, "delivered at or above the barrier"
         assert d.ts < d.host_now, "delivered before the receiver's clock passed it"
-    first_ts: dict[tuple[int, int], int] = {}
-    rank: dict[tuple[int, int], tuple[int, int]] = {}
-    for r, ds in per.items():
-        seen = set()
-        last = None
-        for d in ds:
-            key = (d.src, d.seq)
-            assert key not in seen, f"{key} delivered twice at {r}"
-            seen.add(key)
-            assert first_ts.setdefault(key, d.ts) == d.ts, f"scattering {key} with two timestamps"
-            order = (d.ts, d.src)
-            assert last is None or order >= last, f"receiver {r} went back: {last} then {order}"
-            last = order
-            rank[key] = order
-    # same order at every receiver: (ts, sender) is a total order, and every receiver follows it
-    # (checked above), so common scatterings appear in the same relative order everywhere
+    assert_total_order(per)
 
 
 @settings(max_examples=40, deadline=None)

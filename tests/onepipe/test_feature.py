@@ -58,15 +58,16 @@ TOPO = topology_from_dict(topo_dict())
 
 def op_frame(src: int, dst: int, sport: int, dport: int, opcode: int, ts: int, barrier: int | None = None,
              psn: int = 0, payload: bytes = b"", tos: int = 0, dst_mac: bytes | None = None,
-             dst_ip: bytes | None = None) -> bytes:
-    hdr = OnePipeHeader(ts_from_ns(ts), ts_from_ns(ts if barrier is None else barrier), 0, psn, opcode,
-                        OnePipeFlag.EOM if opcode == DATA else 0).to_bytes()
+             dst_ip: bytes | None = None, commit: int = 0) -> bytes:
+    """``commit``: the commit barrier (absolute ns; 0: none, as a best-effort process sends)."""
+    hdr = OnePipeHeader(ts_from_ns(ts), ts_from_ns(ts if barrier is None else barrier), ts_from_ns(commit), psn,
+                        opcode, OnePipeFlag.EOM if opcode == DATA else 0).to_bytes()
     return build_udp_frame(mac(src), mac(dst) if dst_mac is None else dst_mac, ip(src),
                            ip(dst) if dst_ip is None else dst_ip, sport, dport, hdr + payload, tos=tos)
 
 
-def host_beacon(src: int, sport: int, barrier: int) -> bytes:
-    return op_frame(src, 0, sport, 40100, BEACON, barrier, dst_mac=BCAST, dst_ip=ip(255))
+def host_beacon(src: int, sport: int, barrier: int, commit: int = 0) -> bytes:
+    return op_frame(src, 0, sport, 40100, BEACON, barrier, dst_mac=BCAST, dst_ip=ip(255), commit=commit)
 
 
 def header(frame: bytes) -> OnePipeHeader:
@@ -88,7 +89,7 @@ class Net:
              ("tor2", "p-spine1"): ("spine1", "p-tor2"), ("spine1", "p-tor2"): ("tor2", "p-spine1")}
     HOSTS = {("tor1", "p-h1"): "h1", ("tor1", "p-h2"): "h2", ("tor2", "p-h3"): "h3"}
 
-    def __init__(self, enable: bool = True, rate: dict | None = None) -> None:
+    def __init__(self, enable: bool = True, rate: dict | None = None, controller: bool = False) -> None:
         rate = rate or {}
         fdb = {"tor1": {mac(1): "p-h1", mac(2): "p-h2", mac(3): "p-spine1"},
                "spine1": {mac(1): "p-tor1", mac(2): "p-tor1", mac(3): "p-tor2"},
@@ -104,7 +105,7 @@ class Net:
         self.wire: list[tuple[str, str, bytes]] = []
         if enable:
             for name, dirs in optopo.all_directions(TOPO).items():
-                op.enable(self.sw[name], dirs, PARAMS, 0)
+                op.enable(self.sw[name], dirs, PARAMS, 0, controller=controller)
 
     def send(self, switch: str, port: str, frame: bytes, now: int) -> None:
         self.sw[switch].receive(port, frame, now)

@@ -1,0 +1,177 @@
+"""Reliable 1Pipe's failure cases, one test per row of design topic §12 item 7 (docs/papers.md;
+the table is in docs/onepipe-reliable.md "Failure cases"), in memory with the real engines
+(tests/onepipe/rfabric.py). Every test also runs the invariants of :meth:`RFabric.check` and the
+atomicity check of item 8.
+"""
+
+from __future__ import annotations
+
+from headers.onepipe import OnePipeOpcode
+
+from .rfabric import P, RFabric, idx
+
+US = 1_000
+WARM = 150 * US  # registration and the first barriers
+SETTLE = 1_500 * US  # detection (10 T_beacon), the record, notices, callbacks, release
+
+
+def _up(n: int = 3, **kw) -> RFabric:
+    fab = RFabric(n, **kw)
+    fab.run_for(WARM)
+    assert all(ep.registered for ep in fab.eps.values()), "every process registered"
+    assert all(ep.commit_barrier is not None for ep in fab.eps.values()), "every process has a commit barrier"
+    return fab
+
+
+def _delivered(fab: RFabric, receiver: int) -> set[tuple[int, int]]:
+    return {(d.src, d.seq) for d in fab.deliveries if d.receiver == receiver}
+
+
+def _first_prepare_lost():
+    gone = []
+
+    def lose(frm, to, data: bytes) -> bool:
+        if not gone and frm == 1 and data[22] == OnePipeOpcode.PREPARE:
+            gone.append(data)
+            return True
+        return False
+
+    return lose, gone
+
+
+def test_fair_loss_drop_is_delivered():
+    """Row 1: a lost PREPARE is resent (design topic §7.1) and delivered everywhere."""
+    lose, gone = _first_prepare_lost()
+    fab = _up(lose=lose)
+    fab.send(1, [2, 3])
+    fab.run_for(300 * US)
+    assert gone, "the test dropped a PREPARE"
+    assert (1, 0) in _delivered(fab, 2) and (1, 0) in _delivered(fab, 3)
+    assert fab.eps[1].c.retransmits >= 1
+    assert not fab.failures and not fab.records
+    fab.check()
+    fab.atomic({1, 2, 3})
+
+
+def test_receiver_fails_before_ack_is_recalled():
+    """Row 2: the receiver crashes before it ACKs: its message is dropped, the scattering is
+    recalled from the other receivers, the sender is told both failed (§8 step 5)."""
+    fab = _up()
+    fab.send(1, [2, 3])
+    fab.kill(3)  # the PREPARE is on the wire: it never gets ACKed
+    fab.run_for(SETTLE)
+    assert (1, 0) not in _delivered(fab, 2)
+    assert sorted((f[2], f[3]) for f in fab.failures if f[0] == 1) == [(2, 0), (3, 0)]
+    assert [r.proc for r in fab.records] == [P(3)]
+    assert P(3) in fab.releases
+    assert {(p, f) for p, f, _t, _a in fab.proc_fails} == {(1, 3), (2, 3)}
+    fab.check()
+    fab.atomic({1, 2})
+    # and the survivors go on
+    fab.send(1, [2])
+    fab.run_for(200 * US)
+    assert (1, 1) in _delivered(fab, 2)
+
+
+def test_receiver_fails_after_ack_delivers_once_it_recovers():
+    """Row 3: the receiver ACKed, then was cut off and declared failed; it recovers (fetches the
+    notices and recalls it missed, re-joins as a new incarnation) and delivers the message."""
+    fab = _up()
+    fab.send(1, [2, 3])
+    fab.run_for(5 * US)  # P3 has the PREPARE and its ACK is on the wire
+    fab.cut_data.add(3)
+    fab.run_for(SETTLE)
+    assert (1, 0) in _delivered(fab, 2)
+    assert [r.proc for r in fab.records] == [P(3)]
+    assert fab.eps[3].c.recoveries == 1
+    fab.cut_data.discard(3)  # the path comes back: the new incarnation gets barriers again
+    fab.run_for(SETTLE)
+    assert fab.eps[3].registered and fab.eps[3].incarnation == 2
+    assert (1, 0) in _delivered(fab, 3), "delivered once it recovered"
+    assert not [f for f in fab.failures if f[2] == 3]
+    fab.check()
+    fab.atomic({1, 2, 3})
+
+
+def test_sender_fails_delivers_up_to_t_f_everywhere_and_nothing_after():
+    """Row 4: the sender crashes mid-stream: its messages with ts <= T_f are delivered at every
+    receiver, none above T_f anywhere (§8 "failure timestamp")."""
+    fab = _up()
+    for k in range(40):
+        fab.at(fab.now + k * 2 * US, fab.send, 1, [2, 3])
+    fab.at(fab.now + 50 * US, fab.kill, 1)
+    fab.run_for(SETTLE)
+    t_f = fab.t_f(1)
+    assert t_f is not None and t_f > 0
+    at2, at3 = _delivered(fab, 2), _delivered(fab, 3)
+    assert at2 == at3, "both receivers agree"
+    below = {d.seq for d in fab.deliveries if d.receiver == 2}
+    assert below, "something was committed before the crash"
+    assert len(below) < fab.next_seq[1], "something was in flight above T_f"
+    assert all(d.ts <= t_f for d in fab.deliveries if d.src == 1)
+    fab.check()
+    fab.atomic({2, 3})
+
+
+def test_co_receiver_fails_before_ack_recalls_it_here():
+    """Row 5: a co-receiver crashes before it ACKs: this receiver had the message and ACKed it;
+    the sender's RECALL drops it here and it is never delivered."""
+    fab = _up()
+    fab.send(1, [2, 3])
+    fab.kill(3)
+    fab.run_for(SETTLE)
+    ep2 = fab.eps[2]
+    assert ep2.c.recalls_received >= 1 and ep2.c.messages_recalled == 1
+    assert (1, 0) not in _delivered(fab, 2)
+    fab.check()
+    fab.atomic({1, 2})
+
+
+def test_co_receiver_fails_after_ack_is_delivered():
+    """Row 6: a co-receiver crashes after it ACKed: the scattering is committed and delivered at
+    the correct receivers; nothing is recalled or failed."""
+    fab = _up()
+    fab.send(1, [2, 3])
+    fab.run_for(9 * US)  # both ACKs are back at the sender
+    assert fab.eps[1].c.messages_acked == 2
+    fab.kill(3)
+    fab.run_for(SETTLE)
+    assert (1, 0) in _delivered(fab, 2)
+    assert not fab.failures
+    assert fab.eps[1].c.recalls_sent == 0
+    fab.check()
+    fab.atomic({1, 2})
+
+
+def test_path_down_with_both_ends_reaching_the_controller_is_relayed():
+    """Row 7: the data path between sender and receiver is down, both reach the controller:
+    the PREPAREs and their ACKs go through it (§8 "controller forwarding")."""
+    fab = _up(n=3, tors=2)
+    fab.cut_paths.add(frozenset((1, 2)))
+    fab.send(1, [2])
+    fab.run_for(400 * US)
+    assert (1, 0) in _delivered(fab, 2)
+    assert fab.eps[1].c.relayed_out >= 1 and fab.eps[2].c.relayed_in >= 1
+    assert not fab.records and not fab.failures
+    fab.check()
+
+
+def test_process_that_cannot_reach_the_controller_is_declared_failed():
+    """Row 8: a process cut off from the controller does not answer the notice of another
+    failure in time, so it is declared failed too, and the first failure still completes."""
+    fab = _up(n=4)
+    fab.cut_ctl.add(4)
+    for k in range(100):  # P4 keeps sending: once it is failed nobody ACKs it and its commit sticks
+        fab.at(fab.now + k * 10 * US, fab.send, 4, [1])
+    fab.kill(2)
+    fab.run_for(3 * SETTLE)
+    failed = [idx(r.proc) for r in fab.records]
+    assert failed[:2] == [2, 4]
+    assert P(2) in fab.releases and P(4) in fab.releases
+    # the survivors go on: P4, alive but never told, is banned from the commit minimum
+    fab.send(1, [3])
+    fab.run_for(300 * US)
+    assert (1, 0) in _delivered(fab, 3)
+    assert fab.cm["tor0"].held(P(4))
+    fab.check()
+    fab.atomic({1, 3})
