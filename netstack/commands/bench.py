@@ -18,7 +18,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "linkguardian": ("netstack.bench.linkguardian",
                      "LinkGuardian Figs. 8-10: effective loss/link speed (virtual time + live check), TCP, FCT"),
     "tcsack": ("netstack.bench.tcsack", "T/C-SACK vs go-back-N (RoCE RC) vs kernel TCP: goodput under loss and delay"),
-    "onepipe": ("netstack.bench.onepipe", "1Pipe Figs. 8, 9a, 9b vs unordered and central-sequencer baselines"),
+    "onepipe": ("netstack.bench.onepipe", "1Pipe Figs. 8, 9a, 9b, 10; reliable vs best effort; the controller store"),
     "sim": ("netstack.bench.sim", "the virtual-time runtime: events/s and cost per frame per scenario vs the bare "
                                   "event loop; LinkGuardian Fig. 8 at the paper's 25/100 Gbit/s"),
 }

@@ -411,13 +411,21 @@ class Controller:
         self.c.registrations += 1
         for data in (*datagrams, reply):
             self.actions.emit(SendTo(addr, data))
-        announce = register_reply(addr, inc, self._revision, 0)
-        for q in others:
-            self.actions.emit(SendTo(q.addr, announce))
-            # ours: the newcomer learns every peer's incarnation, one that changed while it was
-            # out included (a REPLAY notice closed that connection; only an announcement reopens)
-            self.actions.emit(SendTo(addr, register_reply(q.addr, q.inc, self._revision, 0)))
-        self.c.announcements += 2 * len(others)
+        # announcements (ours) matter only where a connection was closed by a failure notice: a
+        # first incarnation is news to nobody, and a fresh (not recovering) process has nothing
+        # closed. Announcing everyone to everyone would cost O(N^2) datagrams as a fabric starts.
+        if inc > 1:
+            announce = register_reply(addr, inc, self._revision, 0)
+            for q in others:
+                self.actions.emit(SendTo(q.addr, announce))
+            self.c.announcements += len(others)
+        if batch is not None:
+            # the recovering process learns every peer that changed while it was out (a REPLAY
+            # notice closed that connection; only an announcement reopens it)
+            changed = [q for q in others if q.inc > 1]
+            for q in changed:
+                self.actions.emit(SendTo(addr, register_reply(q.addr, q.inc, self._revision, 0)))
+            self.c.announcements += len(changed)
 
     # ------------------------------------------------------------------ detection (§8 steps 1-2)
 

@@ -209,6 +209,8 @@ class ReliableEndpoint(Endpoint):
         self._commit_sent: int | None = None  # the value the ToR last got from us
         self._commit_prompt_at = -(1 << 62)
         self._commit_due: int | None = None
+        self._blocked = False  # the commit is held below the clock by an unsettled message
+        self._settled_up = False  # it rose since the last COMMIT because messages settled
         self._cbarrier: int | None = None  # the commit barrier received
         self._unsettled: deque[_RMsg] = deque()  # sent messages in stamp order, until settled
         self._acked: deque[_RMsg] = deque()  # ACKed ones whose ts the commit barrier has not passed
@@ -294,7 +296,7 @@ class ReliableEndpoint(Endpoint):
             self._send_beacon()  # always: the commit barrier rides on it (packets to processes do not set it)
             self._next_tick = (now // t + 1) * t
         if self.incarnation is None and now >= self._reg_at:
-            self._send_register()
+            self._send_register(recover=self._recovering is not None)
         self._check_rto()
         self._check_recalls()
         self._pump()
@@ -374,23 +376,28 @@ class ReliableEndpoint(Endpoint):
 
     def _update_commit(self) -> None:
         """Design topic §7.2: every message with ts at or below the commit is settled, and every
-        later ts is above it. Sends a prompt COMMIT when it rose."""
+        later ts is above it. Sends a prompt COMMIT when it rose because messages settled (ours:
+        an idle process's commit rises with its clock, and its beacons carry that)."""
         q = self._unsettled
         while q and q[0].state == _SETTLED:
             q.popleft()
-        c = self._floor() - 1
+        free = c = self._floor() - 1
         if q and q[0].ts - 1 < c:
             c = q[0].ts - 1
         for rec in self._recalls.values():  # a recalled message blocks until its RECALL_ACK (§8 step 5)
             if rec.msg.ts - 1 < c:
                 c = rec.msg.ts - 1
+        was_blocked, self._blocked = self._blocked, c < free
         if c > self._commit:
             self._commit = c
+            if was_blocked:
+                self._settled_up = True
         # messages whose ts the commit barrier passed are delivered everywhere: forget them
         cb = self._cbarrier
         while self._acked and cb is not None and self._acked[0].ts <= cb:
             self._acked.popleft()
-        if self.incarnation is None or (self._commit_sent is not None and self._commit <= self._commit_sent):
+        if (self.incarnation is None or not self._settled_up
+                or (self._commit_sent is not None and self._commit <= self._commit_sent)):
             self._commit_due = None
             return
         at = self._commit_prompt_at + max(1, self.params.t_beacon_ns // COMMIT_DIVISOR)
@@ -409,6 +416,7 @@ class ReliableEndpoint(Endpoint):
         self.actions.emit(SendTo(UPLINK, OnePipeHeader(0, 0, w, 0, _OP.COMMIT).to_bytes()))
         self.c.commits_sent += 1
         self._commit_sent = self._commit
+        self._settled_up = False
         self._commit_prompt_at = self._now
         self._commit_due = None
 
@@ -806,7 +814,7 @@ class ReliableEndpoint(Endpoint):
             return  # a repeat
         rec = self._recovering
         if rec is not None and (len(rec["notices"]) < reply.notices or len(rec["recalls"]) < reply.recalls):
-            self._reg_at = self._now  # part of the batch was lost: ask again
+            self._send_register(recover=True)  # part of the batch was lost: ask again
             return
         if rec is not None:
             self._settle_recovery(rec)

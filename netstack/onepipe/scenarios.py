@@ -76,16 +76,18 @@ PAPER_DURATION_NS = 200_000
 PAPER_SEQ_SERVICE_NS = 100
 #: the host the sequencer runs on when ``seq_host`` is empty and the topology has one of that name
 SEQ_HOST = "seq"
-MODES = ("onepipe", "sequencer")
+MODES = ("onepipe", "reliable", "sequencer")
 
 PARAMS: dict[str, Any] = {
     "procs": 8, "mode": "onepipe", "rate": 0.0, "fanout": 2, "size": 64,
     "t_beacon_ns": 0, "switch_t_beacon_ns": 0, "prompt_beacons": True, "skew_ns": -1.0, "drift_ppm": 0.0, "loss": 0.0,
     "warmup_ns": 0, "drain_ns": 0, "seq_host": "", "seq_service_ns": 0, "seq_queue": 4096, "log_dir": "",
+    # mode=reliable (netstack.onepipe.rscenario): the controller runs on the sequencer's host
+    "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
 }
 
 _SEQ = struct.Struct("!Q")
-_DATA = int(OnePipeOpcode.DATA)
+_MESSAGE_OPS = (int(OnePipeOpcode.DATA), int(OnePipeOpcode.PREPARE))
 _EOM = int(OnePipeFlag.EOM)
 _ECT0 = 0b10  # the live shell's IP_TOS: switches may mark instead of drop (DCTCP)
 
@@ -262,7 +264,8 @@ class OnePipeProcess(PoissonScatterer):
         self.addr = (self.ip, port)
         self.key = sender_key(self.addr)
         self.clock = clock
-        self.ep = Endpoint(params, self.addr, clock.now(self.loop.now))
+        self.ep = self.make_endpoint(params, clock.now(self.loop.now))
+        self.dead = False  # crashed (the reliable runs' failures): hears, sends and times nothing
         self.arrivals: dict[tuple[Any, int], int] = {}  # (src, wire ts) -> true arrival of the last fragment
         self.last_order: tuple[int, int] | None = None
         self.last_seq: dict[int, int] = {}
@@ -276,14 +279,21 @@ class OnePipeProcess(PoissonScatterer):
         host.add(self)
         self.flush()
 
+    def make_endpoint(self, params: OnePipeParams, now: int) -> Endpoint:
+        return Endpoint(params, self.addr, now)
+
     # ------------------------------------------------------------------ the shell
     def on_frame(self, frame: bytes) -> None:
+        if self.dead:
+            return
         src = (self.run.ip_str(frame[26:30]), frame[34] << 8 | frame[35])
         self.on_datagram(frame[UDP_HEADERS:ip_payload_end(frame)], src, frame[15] & 3 == 3)
 
     def on_datagram(self, data: bytes, src: Any, ce: bool = False) -> None:
         now = self.loop.now
-        if len(data) >= 24 and data[22] == _DATA and data[23] & _EOM:
+        if self.dead:
+            return
+        if len(data) >= 24 and data[22] in _MESSAGE_OPS and data[23] & _EOM:
             self.arrivals[(src, int.from_bytes(data[:6], "big"))] = now
         self.ep.receive(data, src, self.clock.now(now), ce)
         self.flush()
@@ -298,7 +308,12 @@ class OnePipeProcess(PoissonScatterer):
                     self._deliver(act)
                 elif type(act) is SendFail:
                     self.failed += 1
+                else:
+                    self.on_action(act)
         self._arm()
+
+    def on_action(self, act: Any) -> None:
+        """Any other action (the reliable engine's ``ProcFail``)."""
 
     def _send(self, dst: Any, data: bytes) -> None:
         if dst == UPLINK:
@@ -336,7 +351,7 @@ class OnePipeProcess(PoissonScatterer):
             self.loop.call_at(t, self._fire, t)
 
     def _fire(self, token: int) -> None:
-        if token != self._timer:
+        if token != self._timer or self.dead:
             return  # an earlier wake-up replaced this one
         self._timer = None
         self.ep.on_timer(self.clock.now(self.loop.now))
@@ -344,6 +359,8 @@ class OnePipeProcess(PoissonScatterer):
 
     # ------------------------------------------------------------------ the application
     def scatter(self, dsts: list[Any], now: int) -> None:
+        if self.dead:
+            return
         msg = _SEQ.pack(self._nseq) + bytes(max(0, self._size - _SEQ.size))
         got = self.ep.send([(d.addr, msg) for d in dsts], self.clock.now(now))
         if got is None:
@@ -363,6 +380,9 @@ class OnePipeRun:
         self.net = net
         self.meter = _Meter(log, window)
         self.by_addr: dict[Any, OnePipeProcess] = {}
+        #: mode=reliable (.rscenario): the controller's address and the crash's recovery record
+        self.ctl_addr: Any = None
+        self.recovery: Any = None
         self._ips: dict[bytes, str] = {}
         nets = [n.ip for n in net.topology.nodes if n.ip is not None]
         self.prefixlen = nets[0].network.prefixlen if nets else 24
@@ -452,10 +472,10 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
     p = resolve(ctx)
     topo = ctx.topology
     seq_host = seq_host_of(topo, p)
-    if p["mode"] == "sequencer" and seq_host is None:
-        raise ScenarioError("scenario onepipe: mode sequencer needs a host for the sequencer "
+    if p["mode"] in ("sequencer", "reliable") and seq_host is None:
+        raise ScenarioError(f"scenario onepipe: mode {p['mode']} needs a host for the sequencer or the controller "
                             f"(seq_host, or a host named {SEQ_HOST!r})")
-    placed = place(topo, p["procs"], exclude=[seq_host] if seq_host else [])
+    placed = place(topo, p["procs"], exclude=[seq_host] if seq_host and p["mode"] != "onepipe" else [])
     clocks = draw_clocks(topo, ctx.seed, p["skew_ns"], p["drift_ppm"])
     settle_times(p, clocks)
     impaired = impair_fabric(net, p["loss"], ctx.seed)
@@ -498,22 +518,36 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
         raise ScenarioError(f"scenario onepipe: 1Pipe cannot run on {topo.name}: {exc}") from None
     sw_params = switch_params(p)
     bip = op_topology.beacon_ip(topo)
-    for name, sn in net.switches.items():
-        feature.enable(sn.switch, directions[name], sw_params, net.now, beacon_ip=bip)
-        net.service(name)
     run = OnePipeRun(net, bool(p["log_dir"]), throughput_window(start, stop))
+    cls: type[OnePipeProcess] = OnePipeProcess
+    ctl = None
+    if p["mode"] == "reliable":
+        from . import rscenario
+
+        ctl = rscenario.setup(net, run, p, str(seq_host_of(topo, p)))
+        cls = rscenario.ReliableProcess
+    for name, sn in net.switches.items():
+        feature.enable(sn.switch, directions[name], sw_params, net.now, beacon_ip=bip, controller=ctl is not None,
+                       on_report=None if ctl is None else ctl.on_report)
+        net.service(name)
     params = endpoint_params(p)
     procs = []
     for i, (name, host, port) in enumerate(placed):
-        proc = OnePipeProcess(run, net.host(host), i, name, port, clocks[host], params)
+        proc = cls(run, net.host(host), i, name, port, clocks[host], params)
         run.by_addr[proc.addr] = proc
         procs.append(proc)
+    if ctl is not None:
+        rscenario.schedule_kills(run, procs, p, start, stop)
     for proc in procs:
         peers = [q for q in procs if q is not proc]
         proc.start(peers, p["scatter_rate"], p["fanout"], p["size"], start, stop,
                    random.Random(f"{ctx.seed}/{proc.name}"))
     net.run(stop + p["drain_ns"])
-    return _onepipe_result(net, run, procs, p)
+    out = _onepipe_result(net, run, procs, p)
+    if ctl is not None:
+        out["recovery"] = run.recovery.result()
+        out["controller"] = ctl.ctl.counters()
+    return out
 
 
 def _onepipe_result(net: Any, run: OnePipeRun, procs: list[OnePipeProcess], p: dict[str, Any]) -> dict[str, Any]:

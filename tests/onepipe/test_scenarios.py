@@ -109,3 +109,33 @@ def test_latency_stats() -> None:
     s = latency_stats(list(range(1, 1001)))
     assert s == {"n": 1000, "mean": 500.5, "p50": 500, "p99": 990, "p999": 999, "max": 1000}
     assert latency_stats([])["mean"] is None
+
+
+def test_reliable_mode_delivers_everything_in_one_order_a_little_later_than_best_effort() -> None:
+    """mode=reliable (netstack.onepipe.rscenario): the reliable endpoint, the switches under a
+    controller on the sequencer's host. Same seed and load: the same messages, all delivered, in
+    order; the commit phase adds latency (one round trip, design topic §7)."""
+    be = _run(duration_ns=40_000)["result"]
+    rel = _run(duration_ns=40_000, mode="reliable")["result"]
+    assert rel["sent"] == be["sent"] > 20
+    assert rel["delivered"] == rel["sent"] and rel["send_failed"] == 0
+    assert rel["order"]["ok"] and rel["late_dropped"] == 0
+    assert rel["latency_ns"]["mean"] > be["latency_ns"]["mean"]
+    assert rel["endpoints"]["registrations"] == 6 and rel["controller"]["registrations"] == 6
+
+
+def test_reliable_mode_recovers_from_a_crash() -> None:
+    """kill=1: the last process crashes mid-run; the controller hears of it from its ToR, records
+    it, every survivor runs its callback, the switches release it and delivery goes on. The steps
+    come in that order, and everything the survivors sent to each other is delivered in order."""
+    res = _run(duration_ns=200_000, mode="reliable", kill=1, rate=20_000.0, drain_ns=200_000)["result"]
+    rec = res["recovery"]
+    assert rec["killed"] == 1 and rec["callbacks"] == 5
+    assert 0 < rec["detect_ns"] <= rec["record_ns"] <= rec["release_ns"] <= rec["resume_ns"]
+    assert res["order"]["ok"] and res["late_dropped"] == 0
+    assert res["controller"]["releases"] >= 1
+
+
+def test_reliable_mode_needs_a_host_for_the_controller() -> None:
+    with pytest.raises(ScenarioError, match="controller"):
+        _run(topology=fabric_topology(tors=2, hosts_per_tor=2, sequencer=False), mode="reliable")

@@ -45,7 +45,7 @@ from . import live as live_mod
 from . import report
 from . import sim as sim_mod
 
-SECTIONS = ("fig8", "fig9a", "fig9b")
+SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10")
 LIVE_SECTIONS = ("fig8", "fig9b")
 DEFAULT_LIVE_SECONDS = 3.0
 NAME = "bench-onepipe"
@@ -85,8 +85,13 @@ def _run(sections: list[str], runtimes: list[str], seconds: float, workers: int 
          errors: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
     sim: dict[str, Any] = {}
     live: dict[str, Any] = {}
+    if "store" in sections or "fig10" in sections:
+        from . import reliable
+
+        sim["store"] = {**reliable.measure_stores(say), "runs": []}
     if "sim" in runtimes:
-        sim = sim_mod.run_points(sections, seconds / DEFAULT_LIVE_SECONDS, workers, say)
+        delays = sim.get("store", {}).get("delays_ns", {})
+        sim.update(sim_mod.run_points(sections, seconds / DEFAULT_LIVE_SECONDS, workers, say, delays))
     if "live" in runtimes:
         try:
             live = live_mod.run_live(sections, prefix, seconds, say)
@@ -108,6 +113,15 @@ def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
         out["fig9a"] = {"rows": rows, "target": sim_mod.target_summary(rows)}
     if "fig9b" in sim or "fig9b" in live:
         out["fig9b"] = {"sim": sim.get("fig9b", {}).get("rows", []), "live": live.get("fig9b", {}).get("rows", [])}
+    if "store" in sim:
+        out["store"] = {"rows": sim["store"]["rows"], "skipped": sim["store"]["skipped"]}
+    if "reliable" in sim:
+        out["reliable"] = {"sim": sim["reliable"]["rows"]}
+    if "fig10" in sim:
+        from . import reliable
+
+        rows = sim["fig10"]["rows"]
+        out["fig10"] = {"rows": rows, "per_process_us": reliable.per_process_slope(rows)}
     return out
 
 
@@ -143,7 +157,29 @@ def _markdown(figs: dict[str, Any], notes: dict[str, str], results_dir: Path) ->
         md += ["## Fig. 9b: latency vs loss", "", report.fig9b_table(rows), ""]
         if report.plot_fig9b(rows, results_dir / f"{NAME}-fig9b.png"):
             plots.append(f"{NAME}-fig9b.png")
+    md += _reliable_markdown(figs)
     return md, plots
+
+
+def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
+    from . import reliable
+
+    md: list[str] = []
+    if figs.get("store"):
+        st = figs["store"]
+        md += ["## The controller store: cost per failure record (real backends)", "",
+               reliable.store_table(st["rows"]), "",
+               *[f"- {b} skipped: {why}" for b, why in st["skipped"].items()], ""]
+    if figs.get("reliable"):
+        md += ["## Reliable vs best effort (sim, same load)", "", reliable.reliable_table(figs["reliable"]["sim"]), ""]
+    if figs.get("fig10"):
+        f10 = figs["fig10"]
+        slope = f10["per_process_us"]
+        md += ["## Fig. 10 (sim): recovery time after a process crash vs processes", "",
+               reliable.fig10_table(f10["rows"]), "",
+               f"Growth per process (least squares over P): {'-' if slope is None else f'{slope:.2f} us'}; "
+               "'with <backend>' adds that store's measured median write (the one the controller awaits).", ""]
+    return md
 
 
 def main(args: argparse.Namespace) -> int:

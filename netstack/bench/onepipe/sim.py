@@ -98,9 +98,21 @@ def fig9b_points(scale: float) -> list[Point]:
 POINTS = {"fig8": fig8_points, "fig9a": fig9a_points, "fig9b": fig9b_points}
 
 
-def run_points(sections: list[str], scale: float, workers: int | None, say: Say) -> dict[str, Any]:
-    """Every sim point of ``sections`` in one sweep; ``{section: {"rows", "runs"}}``."""
-    points = [pt for s in sections if s in POINTS for pt in POINTS[s](scale)]
+def _points(section: str, scale: float, store_delays: dict[str, int]) -> list[Point]:
+    from . import reliable
+
+    if section == "reliable":
+        return reliable.reliable_points(scale)
+    if section == "fig10":
+        return reliable.fig10_points(scale, store_delays)
+    return POINTS[section](scale) if section in POINTS else []
+
+
+def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
+               store_delays: dict[str, int] | None = None) -> dict[str, Any]:
+    """Every sim point of ``sections`` in one sweep; ``{section: {"rows", "runs"}}``.
+    ``store_delays``: fig10's store backends and their measured write time (ns)."""
+    points = [pt for s in sections for pt in _points(s, scale, store_delays or {})]
     if not points:
         return {}
     say(f"sim: {len(points)} runs of the onepipe scenario at the paper's scale ({workers or 'one per CPU'} workers)")
@@ -123,7 +135,7 @@ def run_points(sections: list[str], scale: float, workers: int | None, say: Say)
             raise RuntimeError(f"sim run {pt.spec.label()} failed: {doc['error']}")
         sec = out.setdefault(pt.section, {"rows": [], "runs": []})
         sec["runs"].append(doc)
-        sec["rows"].extend(ROWS[pt.section](doc, pt.meta))
+        sec["rows"].extend(_rows(pt.section)(doc, pt.meta))
     return out
 
 
@@ -180,6 +192,12 @@ def fig9b_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
 
 
 ROWS = {"fig8": fig8_rows, "fig9a": fig9a_rows, "fig9b": fig9b_rows}
+
+
+def _rows(section: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]:
+    from . import reliable
+
+    return {**ROWS, "reliable": reliable.reliable_rows, "fig10": reliable.fig10_rows}[section]
 
 
 def saturation(rows: list[dict[str, Any]]) -> dict[str, Any]:

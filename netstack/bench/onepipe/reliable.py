@@ -1,0 +1,195 @@
+"""The reliable-1Pipe sections of ``netstack bench onepipe`` (docs/onepipe-reliable.md):
+
+``store``
+    The controller store's cost per failure record, measured on the real backends in this run:
+    ``record_failure`` (one write-once record, what the controller awaits before any notice
+    leaves, design topic §8) on the embedded SQLite store and on a local 3-member etcd cluster
+    (Debian's etcd-server), ``STORE_RECORDS`` records each. The baseline is the embedded store.
+``reliable``
+    Reliable vs best-effort 1Pipe on the same load and fabric, sim (the paper's §7: reliable costs
+    about 25 % of the throughput and adds one RTT of latency).
+``fig10``
+    Recovery time after a process crash as the number of processes grows (the paper's Fig. 10:
+    detection plus about six network diameters), sim at the paper's scale, with the controller's
+    store write taking no time (what the paper's figure counts). Per backend, the recovery time
+    adds that backend's median write measured in ``store``: the controller awaits exactly one
+    write (the failure record) on the recovery's critical path, and at the paper's microsecond
+    scale simulating milliseconds of beacons while it waits would cost minutes and change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..output import format_table
+
+STORE_RECORDS = 50
+RELIABLE_PROCS = (8, 32, 128)
+FIG10_PROCS = (8, 16, 32, 64, 128)
+#: crash one process half way; long enough after it for detection (10 T_beacon), the record,
+#: the callbacks and the release, even with a store write of tens of ms
+FIG10_DURATION_NS = 300_000
+FIG10_RATE = 20_000.0
+
+
+# ------------------------------------------------------------------------------------ store
+async def _time_records(store: Any, n: int) -> list[float]:
+    from ...onepipe.store import ProcessRecord
+
+    out = []
+    for i in range(n):
+        pid = f"10.0.0.{1 + i % 250}-40101-{1 + i // 250}"
+        await store.register_process(ProcessRecord(pid, f"10.0.0.{1 + i % 250}:40101", "h", time.time()))
+        t = time.perf_counter()
+        await store.record_failure(pid, 1_000_000 + i, "bench")
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def _row(backend: str, times: list[float], base: float | None) -> dict[str, Any]:
+    ms = sorted(t * 1e3 for t in times)
+    med = statistics.median(ms)
+    return {"backend": backend, "records": len(ms), "mean_ms": statistics.fmean(ms), "p50_ms": med,
+            "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))], "max_ms": ms[-1],
+            "vs_sqlite": (med / base) if base else None}
+
+
+def measure_stores(say: Any, n: int = STORE_RECORDS) -> dict[str, Any]:
+    """``{"rows": [...], "delays_ns": {backend: median ns}, "skipped": {backend: why}}``."""
+    from ...onepipe.etcd import EtcdError, etcd_available, start_cluster
+    from ...onepipe.store import EtcdStore, SqliteStore
+
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="netstack-store-") as tmp:
+        async def sqlite() -> list[float]:
+            store = SqliteStore(Path(tmp) / "bench.sqlite3")
+            try:
+                return await _time_records(store, n)
+            finally:
+                await store.close()
+
+        times = asyncio.run(sqlite())
+        base = statistics.median(times) * 1e3
+        rows.append(_row("sqlite", times, base))
+        say(f"store: sqlite, {n} failure records, median {base:.2f} ms")
+        if not etcd_available():
+            skipped["etcd"] = "etcd-server is not installed (scripts/install.sh installs it)"
+        else:
+            try:
+                with start_cluster(Path(tmp), members=3) as cluster:
+                    async def etcd() -> list[float]:
+                        store = EtcdStore(cluster.endpoints, run="bench")
+                        try:
+                            return await _time_records(store, n)
+                        finally:
+                            await store.close()
+
+                    times = asyncio.run(etcd())
+                rows.append(_row("etcd", times, base))
+                say(f"store: etcd (3 members), {n} failure records, median {rows[-1]['p50_ms']:.2f} ms")
+            except EtcdError as exc:
+                skipped["etcd"] = str(exc)
+    return {"rows": rows, "skipped": skipped,
+            "delays_ns": {r["backend"]: round(r["p50_ms"] * 1e6) for r in rows}}
+
+
+def store_table(rows: list[dict[str, Any]]) -> str:
+    return format_table(["backend", "records", "mean ms", "p50 ms", "p99 ms", "max ms", "p50 vs sqlite"],
+                        [[r["backend"], r["records"], f"{r['mean_ms']:.2f}", f"{r['p50_ms']:.2f}",
+                          f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                          "-" if r["vs_sqlite"] is None else f"{r['vs_sqlite']:.1f}x"] for r in rows])
+
+
+# ------------------------------------------------------------------------------ sim points
+def reliable_points(scale: float) -> list[Any]:
+    from .sim import FIG8_DRAIN_NS, FIG8_DURATION_NS, FIG8_RATE, Point, _spec
+
+    return [Point("reliable", _spec(p, FIG8_RATE, FIG8_DURATION_NS, scale, mode=mode, drain_ns=FIG8_DRAIN_NS * 4),
+                  {"procs": p, "system": "best effort" if mode == "onepipe" else "reliable"})
+            for p in RELIABLE_PROCS for mode in ("onepipe", "reliable")]
+
+
+def fig10_points(scale: float, delays_ns: dict[str, int]) -> list[Any]:
+    from .sim import Point, _spec
+
+    return [Point("fig10", _spec(p, FIG10_RATE, FIG10_DURATION_NS, scale, mode="reliable", kill=1,
+                                 drain_ns=FIG10_DURATION_NS),
+                  {"procs": p, "store_ms": {b: d / 1e6 for b, d in delays_ns.items()}}) for p in FIG10_PROCS]
+
+
+def _us(v: Any) -> float | None:
+    return None if v is None else v / 1e3
+
+
+def reliable_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
+    res = doc["result"]
+    lat = res["latency_ns"]
+    return [{"system": meta["system"], "procs": res["procs"], "sent": res["sent"], "delivered": res["delivered"],
+             "offered_per_proc": res["offered_per_proc_per_s"], "delivered_per_proc": res["delivered_per_proc_per_s"],
+             "mean_us": _us(lat["mean"]), "p50_us": _us(lat["p50"]), "p99_us": _us(lat["p99"]),
+             "unordered_mean_us": _us(res["unordered_ns"]["mean"]), "send_failed": res["send_failed"],
+             "packets": res["endpoints"].get("packets_sent", 0) + res["endpoints"].get("acks_sent", 0),
+             "host_beacons": res["beacons"]["hosts"], "commits": res["endpoints"].get("commits_sent", 0),
+             "wall_s": doc["engine"]["wall_s"], "order_ok": res["order"]["ok"]}]
+
+
+def fig10_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
+    rec = doc["result"]["recovery"]
+    steps = ("detect", "record", "release", "resume")
+    row = {"procs": meta["procs"], **{f"{k}_us": _us(rec[f"{k}_ns"]) for k in steps},
+           "callbacks": rec["callbacks"], "order_ok": doc["result"]["order"]["ok"],
+           "controller_notices": doc["result"]["controller"].get("notices_sent")}
+    for backend, ms in meta["store_ms"].items():
+        row[f"with_{backend}_ms"] = None if row["resume_us"] is None else row["resume_us"] / 1e3 + ms
+    return [row]
+
+
+def reliable_table(rows: list[dict[str, Any]]) -> str:
+    by = {(r["procs"], r["system"]): r for r in rows}
+    out = []
+    for p in sorted({r["procs"] for r in rows}):
+        be, rel = by.get((p, "best effort")), by.get((p, "reliable"))
+        if be is None or rel is None:
+            continue
+        out.append([p, f"{be['offered_per_proc'] / 1e3:.0f}k", f"{be['delivered_per_proc'] / 1e3:.1f}k",
+                    f"{rel['delivered_per_proc'] / 1e3:.1f}k", f"{be['mean_us']:.2f}", f"{rel['mean_us']:.2f}",
+                    f"{rel['mean_us'] - be['mean_us']:+.2f}", f"{be['p99_us']:.2f}", f"{rel['p99_us']:.2f}",
+                    f"{rel['packets'] / max(1, be['packets']):.2f}x", f"{rel['wall_s'] / max(1e-9, be['wall_s']):.2f}x",
+                    "yes" if be["order_ok"] and rel["order_ok"] else "NO"])
+    return format_table(["P", "offered/proc/s", "BE delivered/proc/s", "R delivered/proc/s", "BE mean us", "R mean us",
+                         "R - BE us", "BE p99 us", "R p99 us", "R/BE packets", "R/BE sim CPU", "order ok"], out)
+
+
+def fig10_table(rows: list[dict[str, Any]]) -> str:
+    backends = sorted({k[5:-3] for r in rows for k in r if k.startswith("with_")})
+    return format_table(["P", "detect us", "recorded us", "released us", "recovered us", "callbacks",
+                         *[f"with {b} ms" for b in backends], "order ok"],
+                        [[r["procs"], _f(r["detect_us"]), _f(r["record_us"]), _f(r["release_us"]), _f(r["resume_us"]),
+                          r["callbacks"], *[_f(r.get(f"with_{b}_ms"), 2) for b in backends],
+                          "yes" if r["order_ok"] else "NO"] for r in sorted(rows, key=lambda r: r["procs"])])
+
+
+def _f(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def per_process_slope(rows: list[dict[str, Any]]) -> float | None:
+    """Recovery time's growth per process (us), least squares over the rows (the paper: 3-15 us
+    per host)."""
+    pts = [(r["procs"], r["resume_us"]) for r in rows if r["resume_us"] is not None]
+    if len(pts) < 2:
+        return None
+    mx = statistics.fmean(p for p, _ in pts)
+    my = statistics.fmean(v for _, v in pts)
+    den = sum((p - mx) ** 2 for p, _ in pts)
+    return sum((p - mx) * (v - my) for p, v in pts) / den if den else None
+
+
+__all__ = ["fig10_points", "fig10_rows", "fig10_table", "measure_stores", "per_process_slope", "reliable_points",
+           "reliable_rows", "reliable_table", "store_table"]
