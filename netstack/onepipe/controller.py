@@ -194,6 +194,7 @@ class ControllerCounters:
     relayed: int = 0  # RELAYs forwarded to a live process
     relay_timeouts: int = 0  # destinations declared failed for not answering a relayed request
     to_failed: int = 0  # relayed PREPAREs and answers for a process that is down: dropped
+    notices_to_strays: int = 0  # ... its failure notice (replayed) to a sender that did not know
     recalls_recorded: int = 0  # RecordRecall emitted
     duplicate_recalls: int = 0  # a recall already recorded: answered again, not recorded again
     recall_acks_sent: int = 0  # RECALL_ACKs on behalf of a process that is down
@@ -586,7 +587,13 @@ class Controller:
         elif r is not None:
             self._recall_for_failed(s, d, r)
         else:
-            self.c.to_failed += 1  # P's failure recall settles what was sent to it
+            self.c.to_failed += 1
+            # a sender that joined after D failed never heard of it (its notice predates it) and
+            # would resend to D for ever, its commit stuck: tell it (ours), as a replay (no answer)
+            rec = next((f for f in self._failures.values() if f.addr == d.addr and f.inc == d.inc), None)
+            if rec is not None and inner.opcode is OnePipeOpcode.PREPARE:
+                self.actions.emit(SendTo(s.addr, rec.notice(replay=True)))
+                self.c.notices_to_strays += 1
 
     def _forward(self, s: _Proc, d: _Proc, op: object, inner: bytes) -> None:
         self.c.relayed += 1

@@ -868,8 +868,8 @@ class ReliableEndpoint(Endpoint):
             if old.done and not n.replay:
                 self.actions.emit(SendTo(self.controller, ctlwire.callback_done(n.fid)))
             return
-        if n.fid <= self._joined_rev and n.addr not in self._failed_procs:
-            # before we joined: nothing of ours involved it
+        if n.fid <= self._joined_rev and not self._involves(n.addr):
+            # before we joined, and nothing of ours involves it
             if not n.replay:
                 self.actions.emit(SendTo(self.controller, ctlwire.callback_done(n.fid)))
             return
@@ -884,6 +884,12 @@ class ReliableEndpoint(Endpoint):
             self._proc_fail(f)
         else:
             self._maybe_done(f)
+
+    def _involves(self, proc: Addr) -> bool:
+        """We have sent to ``proc`` (the controller tells a sender that joined after ``proc``
+        failed, when it relays a PREPARE there) or hold messages from it."""
+        conn = self._rrx.get(proc)
+        return proc in self._tx or (conn is not None and bool(conn.msgs))
 
     def _discard(self, proc: Addr, t_f: int | None, incarnation: int | None = None) -> None:
         """§8 step 4: drop what ``proc`` sent above T_f; take nothing more from it."""
@@ -1001,10 +1007,10 @@ class ReliableEndpoint(Endpoint):
             self._proc_fail(f)
         # our own messages to ourselves above T_f are discarded here as everywhere (§8 step 4)
         self._discard(self.me, own, None)
-        # fresh receive connections; complete messages stay in the heap
+        # fresh receive connections; complete messages stay in the heap. The failures we know of
+        # stay known: those processes are failed until announced again
         for conn in list(self._rrx.values()):
             self._retire(conn)
-        self._failed_procs.clear()
         self._commit_sent = None
 
     def _recovery_recall(self, sender: Addr, psn_wire: int) -> None:

@@ -32,7 +32,7 @@ from .controller import Controller, ControllerParams
 from .ctlwire import parse_proc
 from .params import PORT, OnePipeParams
 from .reliable import ReliableEndpoint
-from .scenarios import OnePipeProcess
+from .simproc import OnePipeProcess
 
 
 class ReliableProcess(OnePipeProcess):

@@ -40,31 +40,21 @@ scatterings/s per process, a 200 us run. :func:`fabric_topology` builds the pape
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import random
-import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from headers.onepipe import TS_MASK, OnePipeFlag, OnePipeOpcode
-from headers.registry import BROADCAST_MAC
-
-from ..engine import Deliver, SendFail, SendTo
-from ..sim.hosts import Host
-from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
 from ..sim.scenario import Context, Scenario, ScenarioError, time_scale
 from ..switch import ImpairmentConfig
 from ..topo.model import NodeKind, Topology, TopologyError
-from . import feature
+from . import feature, rscenario
 from . import topology as op_topology
-from .check import log_record
 from .clock import HostClock, host_clock
-from .endpoint import UPLINK, Endpoint, sender_key
-from .load import PoissonScatterer
 from .params import PORT, PORT_RANGE, OnePipeParams
 from .sequencer import run_sequencer
+from .simproc import OnePipeProcess, OnePipeRun
 
 #: what a host clock reads at the run's start (true time 0), besides its offset
 CLOCK_BASE_NS = 1_000_000_000
@@ -86,10 +76,6 @@ PARAMS: dict[str, Any] = {
     "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
 }
 
-_SEQ = struct.Struct("!Q")
-_MESSAGE_OPS = (int(OnePipeOpcode.DATA), int(OnePipeOpcode.PREPARE))
-_EOM = int(OnePipeFlag.EOM)
-_ECT0 = 0b10  # the live shell's IP_TOS: switches may mark instead of drop (DCTCP)
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -202,198 +188,6 @@ def skew_summary(clocks: dict[str, HostClock], hosts: Sequence[str]) -> dict[str
             "max_spread_ns": max(offs) - lo, "mean_over_slowest_ns": sum(o - lo for o in offs) / len(offs)}
 
 
-# ---------------------------------------------------------------------------- the run
-class _Meter:
-    """What every receiver reports, and the in-memory order check."""
-
-    def __init__(self, log: bool, window: tuple[int, int]) -> None:
-        self.sent_at: dict[tuple[int, int], int] = {}  # (sender index, scattering) -> true send time
-        self.window = window
-        self.in_window = 0  # deliveries inside the throughput window
-        self.latency: list[int] = []
-        self.unordered: list[int] = []
-        self.wait: list[int] = []
-        self.violations = 0
-        self.first: str | None = None
-        self.scat_ts: dict[tuple[int, int], int] = {}
-        self.logs: dict[str, list[str]] | None = {} if log else None
-
-    def violation(self, text: str) -> None:
-        self.violations += 1
-        if self.first is None:
-            self.first = text
-
-    def record(self, rx: Any, src: Any, seq: int, ts: int, now: int, arrival: int | None) -> None:
-        """``rx`` delivered ``src``'s message of scattering ``seq`` (timestamp ``ts``) at ``now``."""
-        if self.window[0] <= now < self.window[1]:
-            self.in_window += 1
-        sent = self.sent_at.get((src.idx, seq))
-        if sent is not None:
-            self.latency.append(now - sent)
-            if arrival is not None:
-                self.unordered.append(arrival - sent)
-                self.wait.append(now - arrival)
-        order = (ts, src.key)
-        if rx.last_order is not None and order < rx.last_order:
-            self.violation(f"{rx.name} delivered {src.name}#{seq} (ts {ts}) after ts {rx.last_order[0]}")
-        rx.last_order = order
-        if seq < rx.last_seq.get(src.idx, -1):
-            self.violation(f"{rx.name}: {src.name}#{seq} after #{rx.last_seq[src.idx]} (FIFO)")
-        rx.last_seq[src.idx] = seq
-        first_ts = self.scat_ts.setdefault((src.idx, seq), ts)
-        if first_ts != ts:
-            self.violation(f"{src.name}#{seq} delivered with ts {ts} and {first_ts}")
-        if self.logs is not None:
-            self.logs.setdefault(rx.name, []).append(
-                log_record(rx.name, src.name, ts, seq, f"{src.name}.{seq}.{rx.name}", rx.clock.now(now)))
-
-
-class OnePipeProcess(PoissonScatterer):
-    """One 1Pipe process on a simulated host: the :class:`Endpoint` and its shell (socket,
-    clock, timer), and the application that scatters."""
-
-    def __init__(self, run: OnePipeRun, host: Host, idx: int, name: str, port: int, clock: HostClock,
-                 params: OnePipeParams) -> None:
-        self.run = run
-        self.host = host
-        self.loop = host.loop
-        self.idx = idx
-        self.name = name
-        self.port = port
-        self.ip = str(ipaddress.IPv4Address(host.ip))
-        self.addr = (self.ip, port)
-        self.key = sender_key(self.addr)
-        self.clock = clock
-        self.ep = self.make_endpoint(params, clock.now(self.loop.now))
-        self.dead = False  # crashed (the reliable runs' failures): hears, sends and times nothing
-        self.arrivals: dict[tuple[Any, int], int] = {}  # (src, wire ts) -> true arrival of the last fragment
-        self.last_order: tuple[int, int] | None = None
-        self.last_seq: dict[int, int] = {}
-        self.sent = self.scatterings = self.refused = self.failed = self.delivered = 0
-        self._nseq = 0
-        self._timer: int | None = None
-        self._flows: dict[str, Ipv4Flow] = {}
-        bcast = ipaddress.ip_network(f"{self.ip}/{run.prefixlen}", strict=False).broadcast_address
-        self._uplink = Ipv4Flow(host.mac, BROADCAST_MAC, host.ip, bcast.packed, PROTO_UDP, _ECT0)
-        host.bind_udp(port, self.on_frame)
-        host.add(self)
-        self.flush()
-
-    def make_endpoint(self, params: OnePipeParams, now: int) -> Endpoint:
-        return Endpoint(params, self.addr, now)
-
-    # ------------------------------------------------------------------ the shell
-    def on_frame(self, frame: bytes) -> None:
-        if self.dead:
-            return
-        src = (self.run.ip_str(frame[26:30]), frame[34] << 8 | frame[35])
-        self.on_datagram(frame[UDP_HEADERS:ip_payload_end(frame)], src, frame[15] & 3 == 3)
-
-    def on_datagram(self, data: bytes, src: Any, ce: bool = False) -> None:
-        now = self.loop.now
-        if self.dead:
-            return
-        if len(data) >= 24 and data[22] in _MESSAGE_OPS and data[23] & _EOM:
-            self.arrivals[(src, int.from_bytes(data[:6], "big"))] = now
-        self.ep.receive(data, src, self.clock.now(now), ce)
-        self.flush()
-
-    def flush(self) -> None:
-        ep = self.ep
-        if ep.actions:
-            for act in ep.actions.take_all():
-                if type(act) is SendTo:
-                    self._send(act.dst, act.data)
-                elif type(act) is Deliver:
-                    self._deliver(act)
-                elif type(act) is SendFail:
-                    self.failed += 1
-                else:
-                    self.on_action(act)
-        self._arm()
-
-    def on_action(self, act: Any) -> None:
-        """Any other action (the reliable engine's ``ProcFail``)."""
-
-    def _send(self, dst: Any, data: bytes) -> None:
-        if dst == UPLINK:
-            self.host.send(self._uplink.udp(self.port, PORT, data))
-        elif dst[0] == self.ip:  # the host hands it over itself (loopback): never on the wire
-            peer = self.run.by_addr.get(dst)
-            if peer is not None:
-                self.loop.call_at(self.loop.now, peer.on_datagram, data, self.addr)
-        else:
-            flow = self._flows.get(dst[0])
-            if flow is None:
-                ip = ipaddress.IPv4Address(dst[0]).packed
-                flow = self._flows[dst[0]] = Ipv4Flow(self.host.mac, self.host.net.mac_of(ip), self.host.ip, ip,
-                                                      PROTO_UDP, _ECT0)
-            self.host.send(flow.udp(self.port, dst[1], data))
-
-    def _deliver(self, act: Deliver) -> None:
-        now = self.loop.now
-        self.delivered += 1
-        src = self.run.by_addr[act.src]
-        seq = _SEQ.unpack_from(act.msg)[0] if len(act.msg) >= 8 else -1
-        arrival = self.arrivals.pop((act.src, act.ts & TS_MASK), None)
-        self.run.meter.record(self, src, seq, act.ts, now, arrival)
-
-    def _arm(self) -> None:
-        now = self.loop.now
-        d = self.ep.next_deadline()
-        if d is None:
-            return
-        t = self.clock.to_true(d)
-        if t <= now:
-            t = now + 1  # nothing was due at now: look again just after
-        if self._timer is None or t < self._timer:
-            self._timer = t
-            self.loop.call_at(t, self._fire, t)
-
-    def _fire(self, token: int) -> None:
-        if token != self._timer or self.dead:
-            return  # an earlier wake-up replaced this one
-        self._timer = None
-        self.ep.on_timer(self.clock.now(self.loop.now))
-        self.flush()
-
-    # ------------------------------------------------------------------ the application
-    def scatter(self, dsts: list[Any], now: int) -> None:
-        if self.dead:
-            return
-        msg = _SEQ.pack(self._nseq) + bytes(max(0, self._size - _SEQ.size))
-        got = self.ep.send([(d.addr, msg) for d in dsts], self.clock.now(now))
-        if got is None:
-            self.refused += self._k  # the send buffer was full: the send failed at once
-        else:
-            self.run.meter.sent_at[(self.idx, got)] = now
-            self._nseq += 1
-            self.scatterings += 1
-            self.sent += self._k
-        self.flush()
-
-
-class OnePipeRun:
-    """The processes of one run and what they share (addresses, the meter)."""
-
-    def __init__(self, net: Any, log: bool, window: tuple[int, int]) -> None:
-        self.net = net
-        self.meter = _Meter(log, window)
-        self.by_addr: dict[Any, OnePipeProcess] = {}
-        #: mode=reliable (.rscenario): the controller's address and the crash's recovery record
-        self.ctl_addr: Any = None
-        self.recovery: Any = None
-        self._ips: dict[bytes, str] = {}
-        nets = [n.ip for n in net.topology.nodes if n.ip is not None]
-        self.prefixlen = nets[0].network.prefixlen if nets else 24
-
-    def ip_str(self, raw: bytes) -> str:
-        s = self._ips.get(raw)
-        if s is None:
-            s = self._ips[raw] = str(ipaddress.IPv4Address(raw))
-        return s
-
-
 # ----------------------------------------------------------------------------- parameters
 def resolve(ctx: Context) -> dict[str, Any]:
     """The run's parameters with every 0 replaced by the paper's value at the topology's scale."""
@@ -475,7 +269,7 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
     if p["mode"] in ("sequencer", "reliable") and seq_host is None:
         raise ScenarioError(f"scenario onepipe: mode {p['mode']} needs a host for the sequencer or the controller "
                             f"(seq_host, or a host named {SEQ_HOST!r})")
-    placed = place(topo, p["procs"], exclude=[seq_host] if seq_host and p["mode"] != "onepipe" else [])
+    placed = place(topo, p["procs"], exclude=[seq_host] if seq_host else [])
     clocks = draw_clocks(topo, ctx.seed, p["skew_ns"], p["drift_ppm"])
     settle_times(p, clocks)
     impaired = impair_fabric(net, p["loss"], ctx.seed)
@@ -522,8 +316,6 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
     cls: type[OnePipeProcess] = OnePipeProcess
     ctl = None
     if p["mode"] == "reliable":
-        from . import rscenario
-
         ctl = rscenario.setup(net, run, p, str(seq_host_of(topo, p)))
         cls = rscenario.ReliableProcess
     for name, sn in net.switches.items():

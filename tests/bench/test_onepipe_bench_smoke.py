@@ -14,8 +14,14 @@ import pytest
 from netstack import runtime
 from netstack.bench import onepipe as bench
 from netstack.bench.onepipe import live as live_mod
+from netstack.bench.onepipe import reliable as rel_mod
 from netstack.bench.onepipe import sim as sim_mod
+from netstack.onepipe.etcd import etcd_available
 from netstack.topo import netns
+
+def md_of(path) -> str:
+    return (path / "bench-onepipe-latest.md").read_text()
+
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root")
 
@@ -32,6 +38,9 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(sim_mod, "FIG9A_PROCS", 8)
     monkeypatch.setattr(sim_mod, "FIG9B_PROCS", 8)
     monkeypatch.setattr(sim_mod, "FIG9B_LOSSES", (0.0, 1e-2))
+    monkeypatch.setattr(rel_mod, "STORE_RECORDS", 3)
+    monkeypatch.setattr(rel_mod, "RELIABLE_PROCS", (4,))
+    monkeypatch.setattr(rel_mod, "FIG10_PROCS", (4,))
     assert bench.main(_args(tmp_path)) == 0
     doc = json.loads((tmp_path / "bench-onepipe-latest.json").read_text())
     for key in ("benchmark", "machine", "sections", "runtimes", "scale", "fig8", "fig9a", "fig9b", "runs", "plots",
@@ -49,7 +58,17 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert doc["fig9a"]["target"]["points"] == 2 and doc["fig9a"]["target"]["factor"] == 1.5
     assert [r["loss"] for r in doc["fig9b"]["sim"]] == [0.0, 1e-2] and doc["fig9b"]["live"] == []
     assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
-    assert len(doc["runs"]) == 4 + 3 + 2 and all(r["schema"] == "netstack.run/1" for r in doc["runs"])
+    # reliable 1Pipe: the store measured on the real backends, R vs BE on one load, Fig. 10's crash
+    assert [r["backend"] for r in doc["store"]["rows"]][0] == "sqlite"
+    assert all(r["records"] == 3 for r in doc["store"]["rows"])
+    assert etcd_available() == ("etcd" in {r["backend"] for r in doc["store"]["rows"]})
+    assert {(r["system"], r["procs"]) for r in doc["reliable"]["sim"]} == {("best effort", 4), ("reliable", 4)}
+    assert all(r["order_ok"] and r["delivered"] == r["sent"] for r in doc["reliable"]["sim"])
+    (f10,) = doc["fig10"]["rows"]
+    assert f10["procs"] == 4 and f10["order_ok"] and f10["callbacks"] == 3
+    assert 0 < f10["detect_us"] <= f10["record_us"] <= f10["release_us"] <= f10["resume_us"]
+    assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
+    assert len(doc["runs"]) == 4 + 3 + 2 + 2 + 1 and all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
     assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]
     for name in doc["plots"]:

@@ -175,3 +175,25 @@ def test_process_that_cannot_reach_the_controller_is_declared_failed():
     assert fab.cm["tor0"].held(P(4))
     fab.check()
     fab.atomic({1, 3})
+
+
+def test_a_process_that_joined_after_a_failure_learns_of_it_when_it_sends_there():
+    """Not a row of the table, a case hypothesis found: P2 restarts after P3 failed, so P3's
+    notice predates it; its PREPAREs to P3 go unanswered, then through the controller, which tells
+    it P3 failed (a replayed notice) instead of dropping them. P2 fails the scattering and recalls
+    it; its commit moves on and so does everyone's delivery."""
+    fab = _up()
+    fab.kill(3)
+    fab.run_for(SETTLE)
+    fab.kill(2)
+    fab.start(2)  # a new process: registers after P3's failure (and P2's own old one) is settled
+    fab.run_for(SETTLE)
+    assert fab.eps[2].registered
+    seq = fab.send(2, [1, 3])
+    fab.run_for(SETTLE)
+    assert sorted((f[2], f[3]) for f in fab.failures if f[0] == 2) == [(1, seq), (3, seq)]
+    assert fab.ctl.counters()["notices_to_strays"] >= 1
+    fab.send(2, [1])
+    fab.run_for(300 * US)
+    assert (2, seq + 1) in _delivered(fab, 1) and (2, seq) not in _delivered(fab, 1)
+    fab.check()

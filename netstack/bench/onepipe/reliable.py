@@ -27,9 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from ..output import format_table
+from .spec import Point, _spec
 
 STORE_RECORDS = 50
 RELIABLE_PROCS = (8, 32, 128)
+#: fig8's load (sim.FIG8_RATE, FIG8_DURATION_NS): scatterings/s per process, the run's length, and
+#: a drain long enough for the commit phase's round trip on top of best effort's
+RELIABLE_RATE = 100_000.0
+RELIABLE_DURATION_NS = 500_000
+RELIABLE_DRAIN_NS = 120 * 3_000
 FIG10_PROCS = (8, 16, 32, 64, 128)
 #: crash one process half way; long enough after it for detection (10 T_beacon), the record,
 #: the callbacks and the release, even with a store write of tens of ms
@@ -59,8 +65,10 @@ def _row(backend: str, times: list[float], base: float | None) -> dict[str, Any]
             "vs_sqlite": (med / base) if base else None}
 
 
-def measure_stores(say: Any, n: int = STORE_RECORDS) -> dict[str, Any]:
-    """``{"rows": [...], "delays_ns": {backend: median ns}, "skipped": {backend: why}}``."""
+def measure_stores(say: Any, n: int | None = None) -> dict[str, Any]:
+    """``{"rows": [...], "delays_ns": {backend: median ns}, "skipped": {backend: why}}``;
+    ``n`` records per backend (default :data:`STORE_RECORDS`)."""
+    n = n or STORE_RECORDS
     from ...onepipe.etcd import EtcdError, etcd_available, start_cluster
     from ...onepipe.store import EtcdStore, SqliteStore
 
@@ -107,17 +115,14 @@ def store_table(rows: list[dict[str, Any]]) -> str:
 
 
 # ------------------------------------------------------------------------------ sim points
-def reliable_points(scale: float) -> list[Any]:
-    from .sim import FIG8_DRAIN_NS, FIG8_DURATION_NS, FIG8_RATE, Point, _spec
-
-    return [Point("reliable", _spec(p, FIG8_RATE, FIG8_DURATION_NS, scale, mode=mode, drain_ns=FIG8_DRAIN_NS * 4),
+def reliable_points(scale: float) -> list[Point]:
+    return [Point("reliable", _spec(p, RELIABLE_RATE, RELIABLE_DURATION_NS, scale, mode=mode,
+                                    drain_ns=RELIABLE_DRAIN_NS),
                   {"procs": p, "system": "best effort" if mode == "onepipe" else "reliable"})
             for p in RELIABLE_PROCS for mode in ("onepipe", "reliable")]
 
 
-def fig10_points(scale: float, delays_ns: dict[str, int]) -> list[Any]:
-    from .sim import Point, _spec
-
+def fig10_points(scale: float, delays_ns: dict[str, int]) -> list[Point]:
     return [Point("fig10", _spec(p, FIG10_RATE, FIG10_DURATION_NS, scale, mode="reliable", kill=1,
                                  drain_ns=FIG10_DURATION_NS),
                   {"procs": p, "store_ms": {b: d / 1e6 for b, d in delays_ns.items()}}) for p in FIG10_PROCS]

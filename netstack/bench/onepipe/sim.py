@@ -5,20 +5,11 @@ through ``netstack.sim.sweep``. Rows are flat dicts (latencies in us) for the ta
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from ...onepipe.scenarios import fabric_topology
-from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
-
-#: the paper's testbed has 32 servers (the paper's §7): 4 ToRs x 8 hosts under a spine, 100 Gbit/s, 250 ns
-#: a link (one-way ~1 us host to host across the spine), and the sequencer's host on tor1
-FABRIC = fabric_topology(tors=4, hosts_per_tor=8)
-SEED = 1
-T_BEACON_NS = 3_000  # the paper's §7
-FANOUT = 2
-SIZE = 64  # the paper's §7: 64-byte messages
+from . import reliable
+from .spec import FABRIC, FANOUT, T_BEACON_NS, Point, _spec
 
 FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: scatterings/s per process (x FANOUT messages): the paper's processes send 5 M msg/s each, which
@@ -50,20 +41,6 @@ FIG9B_DURATION_NS = 500_000
 FIG9B_LOSSES = (0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 
 Say = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Point:
-    """One sim run of a section, with what its rows need to know about it."""
-
-    section: str
-    spec: RunSpec
-    meta: dict[str, Any]
-
-
-def _spec(procs: int, rate: float, duration_ns: int, scale: float, **extra: Any) -> RunSpec:
-    params = {"procs": procs, "rate": rate, "fanout": FANOUT, "size": SIZE, "t_beacon_ns": T_BEACON_NS, **extra}
-    return RunSpec("onepipe", FABRIC, SEED, max(1, round(duration_ns * scale)), params)
 
 
 def fig8_points(scale: float) -> list[Point]:
@@ -99,8 +76,6 @@ POINTS = {"fig8": fig8_points, "fig9a": fig9a_points, "fig9b": fig9b_points}
 
 
 def _points(section: str, scale: float, store_delays: dict[str, int]) -> list[Point]:
-    from . import reliable
-
     if section == "reliable":
         return reliable.reliable_points(scale)
     if section == "fig10":
@@ -195,8 +170,6 @@ ROWS = {"fig8": fig8_rows, "fig9a": fig9a_rows, "fig9b": fig9b_rows}
 
 
 def _rows(section: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]:
-    from . import reliable
-
     return {**ROWS, "reliable": reliable.reliable_rows, "fig10": reliable.fig10_rows}[section]
 
 
