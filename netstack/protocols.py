@@ -11,7 +11,9 @@ under ``netstack/`` with the same parts (docs/architecture.md, "Adding a protoco
   the demo and the benchmarks call and, if the protocol runs in switches, ``switch_handlers(shell)``:
   the control commands every switch daemon serves for it);
 - **node kinds** of its own (``node_kinds``: a topology node kind -> the module whose
-  ``node_daemon(topology, built, node, run_dir, prefix)`` says which daemon such a node runs);
+  ``node_daemon(topology, built, node, run_dir, prefix, options)`` says which daemons such a node
+  runs, and whose ``NODE_OPTIONS`` names the ``netstack up`` options it takes; the contract is
+  ``netstack.runtime``'s docstring);
 - **scenarios** for ``netstack sim`` and the benchmarks (``scenarios``: a module with ``SCENARIOS``).
 
 Everything here is a module *name*: nothing is imported until it is used, so reading this
@@ -53,6 +55,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    node_kinds={"collector": "netstack.dta.control"}),
     ProtocolPlugin("onepipe", "1Pipe: Scalable Total Order Communication in Data Center Networks",
                    control="netstack.onepipe.control",
+                   # reliable 1Pipe's controller (design topic §8): its replicas run on this node
+                   node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},
                    scenarios="netstack.onepipe.scenarios"),
     ProtocolPlugin("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",
                    control="netstack.tcsack.control",
@@ -86,7 +90,7 @@ def features() -> dict[str, str]:
 
 def node_kinds() -> dict[str, str]:
     """Node kinds protocols add to a topology (beyond switch and host) -> the module that
-    starts their daemon (``node_daemon``)."""
+    says which daemons they run (``node_daemon``)."""
     out: dict[str, str] = {}
     for p in PROTOCOLS:
         for kind, module in p.node_kinds.items():

@@ -2,8 +2,16 @@
 
 A running topology is: the namespaces and veths ``netstack.topo.netns.build`` made, one
 switch daemon per switch node (``python -m daemons.switch`` inside the node's namespace),
-and a run directory holding each daemon's config, control socket, log and pid plus
-``state.json``. Everything is keyed by the topology's prefix, so several can run at once.
+the daemons protocols' node kinds ask for (``netstack.protocols``: ``node_daemon``), and a run
+directory holding each daemon's config, control socket, log and pid plus ``state.json``.
+Everything is keyed by the topology's prefix, so several can run at once.
+
+A node kind's ``node_daemon(topology, built, node, run_dir, prefix, options)`` returns None
+(nothing to run), one argv (one daemon, control socket ``<node>.sock``), or a list of
+:class:`DaemonSpec` (daemons to start, each named ``<node>`` or ``<node>-<suffix>``) and
+:class:`Daemon` (processes it started itself, e.g. a store those daemons use: recorded, so that
+``status`` lists them and ``down`` stops them). ``options`` are ``up``'s: a module takes those
+it names in ``NODE_OPTIONS``; an option no node of the topology takes is an error.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,8 +56,15 @@ class Daemon:
     node: str
     kind: str
     pid: int
-    control: str
+    control: str  #: its control socket; "" for a process that has none (it is only started and stopped)
     log: str
+    #: unique in the run: the node's name, or ``<node>-<suffix>`` for another daemon on that node
+    #: (state files written before there could be several have none: the node's name)
+    name: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.name or self.node
 
     def alive(self) -> bool:
         try:
@@ -63,6 +79,15 @@ class Daemon:
             if state == "Z":
                 return False
         return True
+
+
+@dataclass(frozen=True)
+class DaemonSpec:
+    """A daemon a node kind's ``node_daemon`` asks ``up`` to start (module docstring)."""
+
+    argv: list[str]  #: without ``--control``: up adds its socket
+    suffix: str = ""  #: "" for the node's first daemon (``<node>.sock``), else ``<node>-<suffix>.sock``
+    kind: str | None = None  #: the node's kind when None
 
 
 def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> dict[str, Any]:
@@ -171,23 +196,28 @@ def _wait_ready(daemon: Daemon, timeout: float = READY_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not daemon.alive():
-            raise RuntimeErrorNS(f"{daemon.kind} daemon of {daemon.node} exited during start-up; "
+            raise RuntimeErrorNS(f"{daemon.kind} daemon {daemon.key} exited during start-up; "
                                  f"log {daemon.log}:\n{_tail(daemon.log)}")
+        if not daemon.control:
+            return  # no control socket to ask: alive is all it can say
         with contextlib.suppress(OSError, ControlError, ValueError):
             request(daemon.control, "ping", timeout=1.0)
             return
         time.sleep(0.05)
-    raise RuntimeErrorNS(f"{daemon.kind} daemon of {daemon.node} did not answer on {daemon.control} "
+    raise RuntimeErrorNS(f"{daemon.kind} daemon {daemon.key} did not answer on {daemon.control} "
                          f"within {timeout:.0f} s; log {daemon.log}:\n{_tail(daemon.log)}")
 
 
 def up(topology: Topology | None = None, prefix: str | None = None, *, apply_impairments: bool = True,
-       progress: Any = None) -> dict[str, Any]:
+       progress: Any = None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Build ``topology`` (default: the shipped default topology) and start its daemons. All or
-    nothing: on failure everything is removed again and :class:`RuntimeErrorNS` is raised."""
+    nothing: on failure everything is removed again and :class:`RuntimeErrorNS` is raised.
+    ``options`` go to the node kinds' ``node_daemon`` (module docstring)."""
     topology = topology or load_topology(None)
     prefix = prefix or topology.prefix
+    options = dict(options or {})
     say = progress or (lambda msg: None)
+    check_options(topology, options)
     if prefix in netns.list_running():
         raise RuntimeErrorNS(f"a topology is already running under prefix {prefix!r}: "
                              f"'netstack down --prefix {prefix}' first, or choose another --prefix")
@@ -210,18 +240,9 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
             log_path = rdir / f"{node.name}.log"
             argv = [sys.executable, "-m", "daemons.switch", "--config", str(cfg_path), "--control", str(sock)]
             pid = _spawn(prefix, node.name, argv, log_path)
-            daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path)))
+            daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path), node.name))
             say(f"started switch daemon {node.name} (pid {pid})")
-        for node in topology.nodes:
-            module = protocols.node_kinds().get(node.kind.value)
-            argv = None if module is None else protocols.load(module).node_daemon(topology, built, node, rdir, prefix)
-            if argv is None:
-                continue  # a plain host, or a protocol daemon that is not installed
-            sock = rdir / f"{node.name}.sock"
-            log_path = rdir / f"{node.name}.log"
-            pid = _spawn(prefix, node.name, [*argv, "--control", str(sock)], log_path)
-            daemons.append(Daemon(node.name, node.kind.value, pid, str(sock), str(log_path)))
-            say(f"started {node.kind.value} daemon {node.name} (pid {pid})")
+        _start_node_daemons(topology, built, rdir, prefix, options, say, daemons)
         for d in daemons:
             _wait_ready(d)
     except BaseException:
@@ -249,6 +270,64 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
     }
     (rdir / "state.json").write_text(json.dumps(state, indent=2))
     return state
+
+
+def node_options() -> dict[str, list[str]]:
+    """``{option: [node kinds whose node_daemon takes it]}`` (their modules' ``NODE_OPTIONS``)."""
+    out: dict[str, list[str]] = {}
+    for kind, module in protocols.node_kinds().items():
+        for name in getattr(protocols.load(module), "NODE_OPTIONS", ()):
+            out.setdefault(name, []).append(kind)
+    return out
+
+
+def check_options(topology: Topology, options: Mapping[str, Any]) -> None:
+    """RuntimeErrorNS for an option no node of ``topology`` takes (before anything is built)."""
+    takes = node_options()
+    present = {n.kind.value for n in topology.nodes}
+    for name in options:
+        kinds = takes.get(name)
+        if kinds is None:
+            raise RuntimeErrorNS(f"unknown option {name!r}; node kinds take: {', '.join(sorted(takes)) or 'none'}")
+        if not present & set(kinds):
+            raise RuntimeErrorNS(f"option --{name.replace('_', '-')} needs a node of kind {' or '.join(kinds)}; "
+                                 f"topology {topology.name!r} has none")
+
+
+def _node_daemons(module: str, topology: Topology, built: netns.BuiltTopology, node: Any, rdir: Path,
+                  prefix: str, options: Mapping[str, Any]) -> list[DaemonSpec | Daemon]:
+    """What ``node_daemon`` returns, as a list (module docstring: the contract)."""
+    got = protocols.load(module).node_daemon(topology, built, node, rdir, prefix, options)
+    if got is None:
+        return []  # a protocol daemon that is not installed
+    if all(isinstance(a, str) for a in got):
+        return [DaemonSpec(list(got))]
+    for item in got:
+        if not isinstance(item, DaemonSpec | Daemon):
+            raise RuntimeErrorNS(f"{module}.node_daemon returned {item!r}: not an argv, DaemonSpec or Daemon")
+    return list(got)
+
+
+def _start_node_daemons(topology: Topology, built: netns.BuiltTopology, rdir: Path, prefix: str,
+                        options: Mapping[str, Any], say: Any, daemons: list[Daemon]) -> None:
+    """Start (or record) the daemons of every node whose kind a protocol registered, appending
+    to ``daemons`` as they start, so that a failure half-way stops those already running."""
+    kinds = protocols.node_kinds()
+    for node in topology.nodes:
+        module = kinds.get(node.kind.value)
+        if module is None:
+            continue  # a plain host
+        for item in _node_daemons(module, topology, built, node, rdir, prefix, options):
+            if isinstance(item, Daemon):
+                daemons.append(item)
+                say(f"started {item.kind} {item.key} (pid {item.pid})")
+                continue
+            name = f"{node.name}-{item.suffix}" if item.suffix else node.name
+            sock, log_path = rdir / f"{name}.sock", rdir / f"{name}.log"
+            pid = _spawn(prefix, node.name, [*item.argv, "--control", str(sock)], log_path)
+            kind = item.kind or node.kind.value
+            daemons.append(Daemon(node.name, kind, pid, str(sock), str(log_path), name))
+            say(f"started {kind} daemon {name} (pid {pid})")
 
 
 def topology_of(state: dict[str, Any]) -> Topology:
@@ -331,10 +410,13 @@ def status(prefix: str) -> dict[str, Any]:
             out["impairments"][f"{p['node']}>{p['peer']}"] = {"link": p["link"], **active}
     peers = {(p["node"], p["ifname"]): p for p in state["ports"]}
     for d in daemons_of(state):
+        if not d.control:  # nothing to ask: whether it runs
+            out["daemons"][d.key] = {"kind": d.kind, "node": d.node, "pid": d.pid, "alive": d.alive()}
+            continue
         try:
-            out["daemons"][d.node] = st = request(d.control, "status", timeout=2.0)
+            out["daemons"][d.key] = st = request(d.control, "status", timeout=2.0)
         except (OSError, ControlError, ValueError) as exc:
-            out["daemons"][d.node] = {"error": f"not answering ({exc}); log {d.log}", "alive": d.alive()}
+            out["daemons"][d.key] = {"error": f"not answering ({exc}); log {d.log}", "alive": d.alive()}
             continue
         for ifname, counters in st.get("ports", {}).items():
             imp = counters.get("impairment")
@@ -348,8 +430,11 @@ def status(prefix: str) -> dict[str, Any]:
 
 
 def control(prefix: str, node: str, cmd: str, **args: Any) -> Any:
+    """Ask daemon ``node`` (its name: ``ctl-r2``; or a node's name: its first daemon with a
+    control socket) ``cmd``."""
     state = load_state(prefix)
-    for d in daemons_of(state):
-        if d.node == node:
-            return request(d.control, cmd, **args)
-    raise RuntimeErrorNS(f"no daemon runs on node {node!r} (daemons: {[d.node for d in daemons_of(state)]})")
+    served = [d for d in daemons_of(state) if d.control]
+    match = next((d for d in served if d.key == node), None) or next((d for d in served if d.node == node), None)
+    if match is not None:
+        return request(match.control, cmd, **args)
+    raise RuntimeErrorNS(f"no daemon runs on node {node!r} (daemons: {[d.key for d in served]})")

@@ -1,5 +1,6 @@
 """``netstack onepipe``: 1Pipe on a running testbed (enable, disable, status), a live run of P
-scattering processes, and the order checker for their logs."""
+scattering processes (best effort or reliable), killing one of them mid-run, and the checker for
+their logs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ examples:
   netstack onepipe run --procs 8 --seconds 5 --out /tmp/op
   netstack onepipe check /tmp/op/*.jsonl               total order, FIFO, one ts per scattering, causality
   netstack onepipe run --procs 8 --seconds 5 --out /tmp/op --loss tor1-spine1:0.01
-  netstack onepipe status                              barriers, inputs, beacons per switch
+  netstack onepipe status                              barriers, inputs, beacons per switch; the controller
+  netstack onepipe run --reliable --procs 8 --seconds 5 --out /tmp/opr &
+  netstack onepipe kill p3                             SIGKILL one process of the run in progress
+  netstack onepipe check /tmp/opr                      ... and atomicity, from the run directory's logs
 
 1Pipe ("1Pipe: Scalable Total Order Communication in Data Center Networks") gives every
 scattering one timestamp; switches aggregate barriers with min, and a receiver delivers what
@@ -23,13 +27,14 @@ lies below the barrier, so every receiver sees one total order. docs/onepipe.md 
 as built and the delivery-log format."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ..onepipe.params import OnePipeParams
 
     defaults = OnePipeParams()
-    p = sub.add_parser("onepipe", help="1Pipe total-order scatterings: enable, status, run, check",
-                       description="Best-effort 1Pipe on the running testbed: processes scatter messages that every "
-                                   "receiver delivers in one total order, through barriers the switches aggregate.",
+    p = sub.add_parser("onepipe", help="1Pipe total-order scatterings: enable, status, run, kill, check",
+                       description="1Pipe on the running testbed: processes scatter messages that every receiver "
+                                   "delivers in one total order, through barriers the switches aggregate; best "
+                                   "effort, or reliable under the controller.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     osub = p.add_subparsers(dest="onepipe_cmd", metavar="ACTION", required=True)
     e = osub.add_parser("enable", help="turn 1Pipe on in every switch (barrier aggregation, beacons)")
@@ -40,8 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_enable)
     d = osub.add_parser("disable", help="turn 1Pipe off in every switch")
     d.set_defaults(func=cmd_disable)
-    s = osub.add_parser("status", help="every switch's 1Pipe inputs, barriers and beacons")
-    s.add_argument("--json", action="store_true")
+    s = osub.add_parser("status", help="every switch's 1Pipe inputs, barriers and beacons; the controller's view")
+    s.add_argument("--json", action="store_true",
+                   help="as JSON: {switch: its status, ..., \"controller\": the controller's status (if one runs)}")
     s.set_defaults(func=cmd_status)
     r = osub.add_parser("run", help="P processes scatter concurrently for S seconds; each writes DIR/<process>.jsonl")
     r.add_argument("--procs", type=int, required=True, metavar="P", help="how many 1Pipe processes")
@@ -54,13 +60,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--size", type=int, default=64, help="bytes per message (default 64; >1400 fragments)")
     r.add_argument("--drain", type=float, default=1.0, help="seconds to keep receiving after the last send")
     r.add_argument("--seed", default="1", help="seed of the destinations drawn")
+    r.add_argument("--reliable", action="store_true",
+                   help="reliable 1Pipe: needs the topology's controller (a node of kind onepipe-controller)")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
+    k = osub.add_parser("kill", help="SIGKILL one process of the run in progress (a crash, for reliable 1Pipe)")
+    k.add_argument("proc", metavar="PROC", help="the process: its name (p3) or ip:port")
+    k.set_defaults(func=cmd_kill)
     from ..onepipe import check
 
     c = osub.add_parser("check", help=check.CHECK_HELP, description=check.CHECK_DESCRIPTION)
     check.add_check_arguments(c)
     c.set_defaults(func=cmd_check)
-    for q in (e, d, s, r):
+    for q in (e, d, s, r, k):
         q.add_argument("--prefix", default="op", help="the running testbed's prefix (default %(default)s)")
     r.set_defaults(func=cmd_run)
 
@@ -114,16 +125,28 @@ def cmd_disable(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ..bench.common import format_table
     from ..onepipe.control import status_all
+    from ..onepipe.runner import controller_status, read_procs_file
 
     st = _call(status_all, args.prefix)
+    ctl = _call(controller_status, args.prefix)
     if args.json:
-        print(json.dumps(st, indent=2))
+        print(json.dumps({**st, **({"controller": ctl} if ctl is not None else {})}, indent=2))
         return 0
     if all(v is None for v in st.values()):
         print("1Pipe is not enabled ('netstack onepipe enable')")
-        return 0
+    else:
+        print_switches(st)
+    if ctl is not None:
+        run = read_procs_file(args.prefix) or {}
+        names = {p["addr"]: n for n, p in run.get("processes", {}).items() if isinstance(p, dict) and "addr" in p}
+        print_controller(ctl, names)
+    return 0
+
+
+def print_switches(st: dict[str, Any]) -> None:
+    from ..bench.common import format_table
+
     rows = []
     for sw, status in st.items():
         if status is None:
@@ -134,7 +157,58 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(format_table(["switch", "port", *STATUS_COLS], rows))
     print("(inputs/live: per process on an edge port, the port on a fabric port; barrier: the lowest any "
           "output of the port carried, in the switch's clock)")
-    return 0
+
+
+def print_controller(ctl: dict[str, Any], names: dict[str, str]) -> None:
+    """The controller's view (``status`` of its leader): processes, failures, undeliverable
+    recalls. ``names``: ``ip:port`` -> process name of the run in progress."""
+    from ..bench.common import format_table
+
+    head = f"\ncontroller {ctl.get('node')} ({ctl.get('addr')})"
+    if "error" in ctl:
+        print(f"{head}: {ctl['error']}")
+        return
+    view = ctl.get("view")
+    print(f"{head}: {ctl.get('role', '?')}, replica {ctl.get('replica', '?')}, store {ctl.get('store', '?')}")
+    if not isinstance(view, dict):
+        print("no view: this replica does not lead (yet)")
+        return
+
+    def who(addr: Any) -> str:
+        return f"{addr} ({names[addr]})" if addr in names else str(addr)
+
+    procs = view.get("processes") or []
+    print(format_table(["process", "incarnation", "state"],
+                       [[who(p.get("addr")), p.get("incarnation"), p.get("state")] for p in procs])
+          if procs else "processes: none registered")
+    everything = view.get("failures") or []
+    # every failure still in progress, and the latest released ones: the view keeps them all
+    fails = [f for f in everything if not f.get("released")]
+    fails = sorted([*[f for f in everything if f.get("released")][-SHOW_RELEASED:], *fails],
+                   key=lambda f: f.get("fid") or 0)
+    if fails:
+        print(format_table(["failed", "incarnation", "t_f", "fid", "waiting", "released"],
+                           [[who(f.get("proc")), f.get("incarnation"), f.get("t_f"), f.get("fid"),
+                             ", ".join(who(w) for w in f.get("waiting", [])) or "-", f.get("released")]
+                            for f in fails]))
+    if len(fails) < len(everything):
+        print(f"({len(everything) - len(fails)} older released failures not shown: --json has them all)")
+    elif not fails:
+        print("failures: none")
+    recalls = view.get("recalls") or []
+    if recalls:
+        print(format_table(["undeliverable recall: sender", "psn", "receiver"],
+                           [[who(r.get("sender")), r.get("psn"), who(r.get("receiver"))]
+                            for r in recalls[-SHOW_RECALLS:]]))
+        if len(recalls) > SHOW_RECALLS:
+            print(f"({len(recalls) - SHOW_RECALLS} more undeliverable recalls: --json has them all)")
+    else:
+        print("undeliverable recalls: none")
+
+
+#: how many released failures and undeliverable recalls ``status`` prints (the latest)
+SHOW_RELEASED = 10
+SHOW_RECALLS = 20
 
 
 STATUS_COLS = ["direction", "inputs", "live", "barrier_ns", "rx", "beacons_rx", "stamped", "beacons_tx", "timeouts",
@@ -163,19 +237,46 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.seconds <= 0 or args.rate <= 0 or args.fanout < 1 or args.size < 8 or args.drain < 0:
         raise CommandError("--seconds and --rate must be positive, --fanout at least 1, --size at least 8 bytes")
     out = _call(run, args.prefix, procs=args.procs, seconds=args.seconds, out=args.out, loss=args.loss,
-                rate=args.rate, fanout=args.fanout, size=args.size, drain=args.drain, seed=args.seed, say=say)
+                rate=args.rate, fanout=args.fanout, size=args.size, drain=args.drain, seed=args.seed,
+                reliable=args.reliable, say=say)
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
+    print_run(out)
+    return 0
+
+
+def print_run(out: dict[str, Any]) -> None:
+    """``netstack onepipe run``'s summary as a table per process, then the totals."""
     from ..bench.common import format_table
 
-    procs = sorted(out["processes"].items(), key=lambda x: int(x[0][1:]))  # p1, p2, ..., p10
-    rows = [[p, s["messages_sent"], s["delivered"], s["send_failed"], s["counters"].get("late_dropped", ""),
-             s["counters"].get("beacons_sent", "")] for p, s in procs]
-    print(format_table(["process", "sent", "delivered", "send_failed", "late_dropped", "beacons"], rows))
+    reliable = out.get("reliable", False)
+    extra = ["retransmits", "proc_fail", "incarnation"] if reliable else []
+    rows = []
+    for p in sorted([*out["processes"], *out.get("killed", [])], key=lambda x: int(x[1:]) if x[1:].isdigit() else 0):
+        s = out["processes"].get(p)
+        if s is None:
+            rows.append([p, "killed", *[""] * (4 + len(extra))])
+            continue
+        c = s["counters"]
+        rows.append([p, s["messages_sent"], s["delivered"], s["send_failed"], c.get("late_dropped", ""),
+                     c.get("beacons_sent", ""),
+                     *([c.get("retransmits", ""), s.get("proc_failed", ""), c.get("incarnation", "")] if reliable
+                       else [])])
+    print(format_table(["process", "sent", "delivered", "send_failed", "late_dropped", "beacons", *extra], rows))
+    killed = out.get("killed", [])
     print(f"{out['messages_sent']} messages sent, {out['delivered']} delivered, {out['send_failed']} reported lost "
-          f"({out['unaccounted']} unaccounted); logs in {out['out']}\n"
-          f"check the order: netstack onepipe check {out['out']}/*.jsonl")
+          f"({out['unaccounted']} unaccounted)" + (f"; killed: {', '.join(killed)} (not in the totals)" if killed
+                                                   else "") + f"; logs in {out['out']}")
+    what = "the order and atomicity" if reliable else "the order"
+    print(f"check {what}: netstack onepipe check {out['out']}" + (" --allow-empty" if killed else ""))
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    from ..onepipe.runner import kill
+
+    got = _call(kill, args.prefix, args.proc)
+    print(f"killed {got['name']} ({got['addr']} on {got['host']}, pid {got['pid']}) with SIGKILL")
     return 0
 
 

@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix", help="namespace prefix (default: the file's, 'ns' for the default topology)")
     p.add_argument("--no-impair", action="store_true", help="ignore the impairments the topology file sets")
     p.add_argument("--json", action="store_true", help="print the run state as JSON")
+    p.add_argument("--store", choices=["sqlite", "etcd"], default=None,
+                   help="topologies with a 1Pipe controller node: where the controller keeps its state "
+                        "(default sqlite: one file in the run directory; etcd: a 3-member etcd cluster started "
+                        "on the controller's node; docs/onepipe-reliable.md)")
+    p.add_argument("--controller-replicas", type=_replicas, default=None, metavar="N",
+                   help="topologies with a 1Pipe controller node: controller replicas, one leads "
+                        "(default: 1 with sqlite, 2 with etcd)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("down", help="stop the daemons and remove namespaces, veths and nft tables",
@@ -92,25 +99,44 @@ def _gilbert(text: str) -> tuple[float, float]:
     return (_probability(parts[0]), _probability(parts[1]))
 
 
+def _replicas(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 9:
+        raise argparse.ArgumentTypeError(f"{value} replicas: give 1 to 9")
+    return value
+
+
+def up_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The node kinds' options ``netstack up`` was given (``runtime.up(options=...)``): only those
+    given, so that a topology without a node that takes one is an error only when it was asked for."""
+    given = {"store": getattr(args, "store", None), "controller_replicas": getattr(args, "controller_replicas", None)}
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _need_root() -> None:
     if os.geteuid() != 0:
         raise CommandError("needs root (namespaces, veths, nft): run with sudo")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, up
+    from ..runtime import RuntimeErrorNS, check_options, up
     from ..topo.model import TopologyError, load_topology_spec
     from ..topo.netns import BuildError
 
-    _need_root()
     try:
         topology = load_topology_spec(args.topology)
-    except TopologyError as exc:
+        options = up_options(args)
+        check_options(topology, options)  # before asking for root: a wrong option is wrong for anyone
+    except (TopologyError, RuntimeErrorNS) as exc:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot read {args.topology}: {exc}") from None
+    _need_root()
     try:
-        state = up(topology, args.prefix, apply_impairments=not args.no_impair,
+        state = up(topology, args.prefix, apply_impairments=not args.no_impair, options=options,
                    progress=lambda msg: print(f"[up] {msg}", file=sys.stderr, flush=True))
     except (RuntimeErrorNS, BuildError, TopologyError) as exc:
         raise CommandError(str(exc)) from None
@@ -130,7 +156,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("\nimpairments:", ", ".join(f"{k} [{v}]" for k, v in state["impairments"].items()))
     print("\ndaemons:")
     for d in state["daemons"]:
-        print(f"  {d['node']:<6} {d['kind']} pid {d['pid']}  log {d['log']}")
+        print(f"  {d.get('name') or d['node']:<10} {d['kind']} pid {d['pid']}  log {d['log']}")
     hints = []
     hosts = [(h.name, h.ip.ip) for h in topology.hosts if h.ip is not None]
     if len(hosts) >= 2:  # the first host pings the last (default: h1 -> h2; onepipe: h1 -> h4, across the spine)

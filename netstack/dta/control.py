@@ -41,6 +41,7 @@ import ipaddress
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -361,9 +362,11 @@ def collector_memory_dir(prefix: str, node: str) -> str:
     return f"/dev/shm/netstack-{prefix}-{node}"
 
 
-def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str) -> list[str] | None:
+def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str,
+                options: Mapping[str, Any] | None = None) -> list[str] | None:
     """The daemon a ``collector`` node runs (argv without ``--control``), its config written to
-    ``rdir``; None when the collector daemon is not installed."""
+    ``rdir``; None when the collector daemon is not installed. (It takes none of ``up``'s
+    ``options``: ``netstack.runtime``'s node-daemon contract.)"""
     if not collector_daemon_available():
         return None
     link = topology.links_of(node.name)[0]

@@ -20,12 +20,23 @@ The shell owns the socket and the clock. It hands the engine every datagram with
 and the IP ECN mark (for DCTCP, 1Pipe §4.3), sends what the engine asks for, and wakes at the
 engine's deadline. Time is the host's: ``CLOCK_MONOTONIC`` seen through the host's
 :class:`HostClock`. Beacons go to the subnet broadcast address, where the ToR consumes them.
+
+``reliable=True`` runs reliable 1Pipe (design topics §7-§8 in docs/papers.md;
+docs/onepipe-reliable.md) instead: the engine is a
+:class:`~netstack.onepipe.reliable.ReliableEndpoint` that registers with the controller at
+``controller`` (its UDP address) and sends nothing before it is registered and has a barrier
+from its ToR. Its extra callbacks: ``on_proc_fail(proc, t_f)`` (1Pipe's process-fail callback:
+``proc`` failed at ``t_f``; 0: no commit of it was known, everything it sent was discarded)
+and ``on_register(incarnation)`` (the process joined, or re-joined after it was declared
+failed, as that incarnation). A ``SendFail`` with ts 0 is a message that never left: its
+destination had failed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import socket
 import time
 from collections import deque
@@ -33,10 +44,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from ..engine import Deliver, SendFail, SendTo
+from headers.errors import HeaderError
+from headers.onepipe import OnePipeOpcode, decode_packet
+
+from ..engine import Deliver, ProcFail, SendFail, SendTo
 from .clock import HostClock
+from .ctlwire import parse_failure_notice
 from .endpoint import UPLINK, Endpoint
 from .params import PORT, OnePipeParams
+from .reliable import ReliableEndpoint
 
 Addr = tuple[str, int]
 #: the IP ECN field's CE codepoint (RFC 3168)
@@ -49,20 +65,43 @@ class SendBufferFull(Exception):
 
 class OnePipeEndpoint:
     """One 1Pipe process on a UDP socket bound to ``bind`` (``(ip, port)``; ``port`` in 1Pipe's
-    range, ``netstack.onepipe.params.PORT_RANGE``)."""
+    range, ``netstack.onepipe.params.PORT_RANGE``). ``reliable``: reliable 1Pipe, registered
+    with the controller at ``controller`` (required then; module docstring)."""
 
     def __init__(self, bind: Addr, *, params: OnePipeParams | None = None, clock: HostClock | None = None,
                  broadcast: str | None = None,
-                 on_send_fail: Callable[[int, Addr, bytes], None] | None = None) -> None:
+                 on_send_fail: Callable[[int, Addr, bytes], None] | None = None,
+                 reliable: bool = False, controller: Addr | None = None,
+                 on_proc_fail: Callable[[Addr, int], None] | None = None,
+                 on_register: Callable[[int], None] | None = None) -> None:
+        if reliable and controller is None:
+            raise ValueError("a reliable 1Pipe endpoint needs the controller's address: controller=(ip, port)")
+        if not reliable and (controller is not None or on_proc_fail is not None or on_register is not None):
+            raise ValueError("controller, on_proc_fail and on_register are for reliable=True only")
         self.bind = bind
         self.params = params or OnePipeParams()
         self.clock = clock or HostClock()
         #: where beacons go: the subnet's broadcast address (default: the /24 of ``bind``)
         self.broadcast = broadcast or str(ipaddress.ip_network(f"{bind[0]}/24", strict=False).broadcast_address)
         self.on_send_fail = on_send_fail
-        self.engine = Endpoint(self.params, bind, self.now())
+        self.on_proc_fail = on_proc_fail
+        self.on_register = on_register
+        self.reliable = reliable
+        self.controller = controller
+        self.engine: Endpoint
+        self._reng: ReliableEndpoint | None = None  # the engine, when it is the reliable one
+        if controller is not None:
+            # a fresh nonce per start: the controller tells a restarted process from a repeat by it
+            self.engine = self._reng = ReliableEndpoint(self.params, bind, self.now(), controller=controller,
+                                                        nonce=int.from_bytes(os.urandom(4), "big"))
+        else:
+            self.engine = Endpoint(self.params, bind, self.now())
+        self._incarnation: int | None = None  # the engine's, as last seen (on_register fires on a change)
+        #: the incarnation of each process the controller's notices named, last one wins
+        #: (``ProcFail`` does not carry it; :meth:`failed_incarnation`)
+        self._noticed: dict[Addr, int] = {}
         self.send_errors = 0
-        self.callback_errors = 0  # exceptions raised by on_send_fail (counted, then ignored)
+        self.callback_errors = 0  # exceptions the callbacks raised (counted, then ignored)
         self._delivered: deque[tuple[int, Addr, bytes]] = deque()
         self._readable = asyncio.Event()
         self._room = asyncio.Event()
@@ -100,7 +139,8 @@ class OnePipeEndpoint:
             sock.close()
             raise
         self._sock = sock
-        self._loop.add_reader(sock.fileno(), self._on_readable)
+        # (best effort keeps its loop as it was: the reliable one looks at the controller's datagrams)
+        self._loop.add_reader(sock.fileno(), self._on_readable_reliable if self.reliable else self._on_readable)
         self._flush()
 
     def close(self) -> None:
@@ -116,17 +156,23 @@ class OnePipeEndpoint:
         self._readable.set()
 
     # ------------------------------------------------------------------ the application's side
-    async def send(self, scattering: Sequence[tuple[Addr, bytes]], *, wait: bool = True) -> int:
+    async def send(self, scattering: Sequence[tuple[Addr, bytes]], *, wait: bool = True) -> int | None:
         """Send one scattering: every message in it gets the same timestamp (1Pipe §3). Its
         sequence number (per endpoint) comes back. With the send buffer full this waits for room,
-        or raises :class:`SendBufferFull` with ``wait=False``."""
+        or raises :class:`SendBufferFull` with ``wait=False``. Reliable mode: a message to a
+        process whose failure this endpoint handled fails at once (``on_send_fail`` with ts 0);
+        when every message does, nothing is sent and None comes back."""
         while True:
             if self._closed:
                 raise RuntimeError("the endpoint is closed")
-            seq = self.engine.send(scattering, self.now())
-            if seq is not None:
-                self._flush()
-                return seq
+            eng = self.engine
+            # reliable: only with room, or the messages to failed processes would fail again on
+            # every try (the engine fails them before it looks at the buffer)
+            if self._reng is None or eng.queued < self.params.send_buffer:
+                seq = eng.send(scattering, self.now())
+                if seq is not None or self._reng is not None:
+                    self._flush()
+                    return seq
             if not wait:
                 raise SendBufferFull(f"{self.params.send_buffer} scatterings already wait to be sent")
             self._room.clear()
@@ -157,6 +203,18 @@ class OnePipeEndpoint:
         return {**self.engine.counters(), "send_errors": self.send_errors, "callback_errors": self.callback_errors,
                 "undelivered_queue": len(self._delivered)}
 
+    @property
+    def incarnation(self) -> int | None:
+        """Reliable mode: this process's incarnation at the controller (None: not registered,
+        or recovering); best effort: None."""
+        return self._incarnation
+
+    def failed_incarnation(self, proc: Addr) -> int | None:
+        """The incarnation of ``proc`` named by the last failure notice about it (reliable mode;
+        None: no notice named it). With ``on_proc_fail``: which incarnation of ``proc`` failed
+        (a process re-registered on its address is a new incarnation, design topic §8)."""
+        return self._noticed.get(proc)
+
     # ------------------------------------------------------------------ the shell
     def _on_readable(self) -> None:
         sock = self._sock
@@ -174,6 +232,37 @@ class OnePipeEndpoint:
             self.engine.receive(data, src, self.now(), ce)
         self._flush()
 
+    def _on_readable_reliable(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        ctl = self.controller
+        for _ in range(256):
+            try:
+                data, anc, _flags, src = sock.recvmsg(65536, 64)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                continue
+            ce = any(level == socket.IPPROTO_IP and kind == socket.IP_TOS and d and d[0] & 3 == _CE
+                     for level, kind, d in anc)
+            if src == ctl:
+                self._peek_notice(data)
+            self.engine.receive(data, src, self.now(), ce)
+        self._flush()
+
+    def _peek_notice(self, data: bytes) -> None:
+        """Note the incarnation a FAILURE_NOTICE names: the engine's ``ProcFail`` does not carry
+        it, and an application must tell a failed earlier incarnation of an address (a process
+        that ran there before) from the one it talks to now. The engine judges the datagram."""
+        try:
+            hdr, payload = decode_packet(data)
+            if hdr.opcode is OnePipeOpcode.FAILURE_NOTICE:
+                n = parse_failure_notice(hdr, payload)
+                self._noticed[n.addr] = n.incarnation
+        except HeaderError:
+            pass
+
     def _on_timer(self) -> None:
         self._timer = None
         self.engine.on_timer(self.now())
@@ -189,12 +278,18 @@ class OnePipeEndpoint:
                 elif isinstance(act, Deliver):
                     self._delivered.append((act.ts, act.src, act.msg))
                     self._readable.set()
-                elif isinstance(act, SendFail) and self.on_send_fail is not None:
-                    try:
-                        self.on_send_fail(act.ts, act.dst, act.msg)
-                    except Exception:  # the application's bug must not lose the rest of the batch
-                        self.callback_errors += 1
+                elif isinstance(act, SendFail):
+                    if self.on_send_fail is not None:
+                        try:
+                            self.on_send_fail(act.ts, act.dst, act.msg)
+                        except Exception:  # the application's bug must not lose the rest of the batch
+                            self.callback_errors += 1
+                elif isinstance(act, ProcFail):
+                    self._proc_fail(act.proc, act.ts)
             self._room.set()
+        reng = self._reng
+        if reng is not None and reng.incarnation != self._incarnation:
+            self._registered(reng.incarnation)
         if self._closed or self._loop is None:
             return
         d = eng.next_deadline()
@@ -204,6 +299,22 @@ class OnePipeEndpoint:
         if d is not None:
             delay = max(0.0, (self.clock.to_true(d) - time.monotonic_ns()) / 1e9)
             self._timer = self._loop.call_later(delay, self._on_timer)
+
+    def _proc_fail(self, proc: Addr, t_f: int) -> None:
+        # the engine's order holds: the callback runs before what follows it in the batch is sent
+        if self.on_proc_fail is not None:
+            try:
+                self.on_proc_fail(proc, t_f)
+            except Exception:
+                self.callback_errors += 1
+
+    def _registered(self, incarnation: int | None) -> None:
+        self._incarnation = incarnation
+        if incarnation is not None and self.on_register is not None:
+            try:
+                self.on_register(incarnation)
+            except Exception:
+                self.callback_errors += 1
 
     def _sendto(self, data: bytes, dst: Any) -> None:
         assert self._sock is not None

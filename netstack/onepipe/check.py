@@ -49,6 +49,49 @@ each file once and keeps per file the receiver's last entry, its last ``seq`` pe
 its ids; across files only one timestamp per scattering and the first place each tie between
 two senders was seen. So it is linear in the lines, and millions of lines take seconds.
 
+Atomicity (design topic §12 item 8: restricted failure atomicity)
+-----------------------------------------------------------------
+
+When the run directory (the directory given, or the one directory every log given is in;
+``--run-dir``) has ``sent/`` logs and the run was reliable, ``atomicity`` is checked too: each
+scattering is delivered by every correct or recovered receiver, or by none. Besides the
+delivery logs it reads (JSON Lines, one file per process ``p``, written by
+:mod:`netstack.onepipe.live`):
+
+- ``sent/p.jsonl``: one line per scattering ``p`` sent: ``seq`` (the ``seq`` its messages
+  carry), ``dsts`` (receiver names); ``ts`` (an integer or null) and ``at`` are not used;
+- ``send-fail/p.jsonl``: ``dst``, ``seq``, ``ts`` per message ``p``'s send-fail callback
+  reported; ``ts`` 0 means it never left because its receiver was known failed (reliable 1Pipe
+  fails a message to a failed process at once);
+- ``proc-fail/p.jsonl``: ``{"proc": "ip:port", "name", "incarnation", "t_f", "at"}`` per
+  process-fail callback at ``p`` (incarnation ``incarnation`` of ``proc`` failed at ``t_f``),
+  ``{"proc", "name", "registered": k, "at"}`` each time ``p`` itself registered with the
+  controller as incarnation ``k``, and ``{"proc", "name", "stopped": k or null, "at"}`` when
+  ``p`` ended normally, registered as ``k`` (null: it was not registered then);
+- ``run.json`` (optional): ``reliable`` (false or absent: best effort, which promises no
+  atomicity, so none is checked; no run.json at all: checked), ``killed`` (the processes that
+  died of SIGKILL), ``addresses`` (name -> ``ip:port``).
+
+A receiver ``q`` of a scattering is judged unless:
+
+- ``q`` was **killed**, or **failed**: a process-fail entry names an incarnation of ``q`` at or
+  above the last one ``q`` registered (or names none, or ``q`` registered none), other than the
+  one ``q`` stopped as (when a process ends, its input times out and the controller declares it
+  failed: that is its end, not a crash). A failure of an earlier incarnation followed by a later
+  registration is a **recovery**: ``q`` is judged, as a recovered process delivers what it had
+  acknowledged (design topic §8); a failure of an incarnation that ran before this run on
+  ``q``'s address is ignored the same way;
+- the sender reported ``q``'s message with ts 0 (it never left: ``q`` was known failed then);
+- ``q`` did not deliver it and its log ends at or before the scattering's ts: it stopped (the
+  run ended) before its commit barrier passed it. Counted as ``undecided``.
+
+A violation: a judged receiver delivered the scattering and another did not. Every such
+scattering is listed (up to :data:`MAX_LISTED`). Delivered scatterings no ``sent/`` log lists
+(a killed sender's last) are counted as ``unlisted``. In an auxiliary log, a last line cut
+short without its newline (its writer was killed) is skipped; any other bad line is a
+:class:`CheckError`.
+
+
 Bad input (unreadable file, not JSON, a missing key, a wrong type, an empty file, two receivers
 in one file, one receiver in two files) raises :class:`CheckError` naming ``file:line``.
 """
@@ -78,7 +121,9 @@ FIELDS: dict[str, str] = {
     "at": "int, ns: the receiver's host clock when it delivered",
 }
 #: the kinds of violation, in the order one line is checked
-KINDS = ("duplicate", "causality", "ts_order", "fifo", "one_ts", "total_order")
+KINDS = ("duplicate", "causality", "ts_order", "fifo", "one_ts", "total_order", "atomicity")
+#: atomicity violations listed one by one (the rest are counted)
+MAX_LISTED = 20
 
 CHECK_HELP = "check delivery logs: total order, per-sender FIFO, one ts per scattering, causality"
 CHECK_DESCRIPTION = (
@@ -86,8 +131,10 @@ CHECK_DESCRIPTION = (
     "message: receiver, src, ts, seq, id, at; the format is in netstack/onepipe/check.py): total order "
     "(ties in ts broken by sender, in one order everywhere), each receiver non-decreasing in ts, "
     "per-sender FIFO, one timestamp per scattering, causality (at > ts) and no message delivered twice. "
-    "A directory stands for its *.jsonl files. Exit 0: ok; 1: a violation (the first is named with "
-    "file:line); 2: bad input."
+    "A directory stands for its *.jsonl files. When the run directory has sent/ logs (netstack onepipe run) "
+    "and the run was reliable, atomicity too: every scattering delivered by all its correct or recovered "
+    "receivers, or by none (killed and failed receivers excluded, from run.json and proc-fail/). Exit 0: ok; "
+    "1: a violation (the first is named with file:line; atomicity lists the scatterings); 2: bad input."
 )
 
 
@@ -113,6 +160,10 @@ class CheckResult:
     counts: dict[str, int]
     violations: dict[str, int] = field(default_factory=dict)
     first: Violation | None = None
+    #: the scatterings that broke atomicity, one sentence each (up to :data:`MAX_LISTED`)
+    broken: list[str] = field(default_factory=list)
+    #: the receivers the atomicity check left out: name -> "killed" or "failed"
+    excluded: dict[str, str] = field(default_factory=dict)
 
     @property
     def first_violation(self) -> str | None:
@@ -122,16 +173,26 @@ class CheckResult:
         c = self.counts
         what = (f"{c['messages']} messages from {c['senders']} senders at {c['receivers']} receivers, "
                 f"{c['scatterings']} scatterings")
+        atom = ""
+        if "atomicity_checked" in c:
+            out = ", ".join(f"{q} ({why})" for q, why in self.excluded.items()) or "none"
+            atom = (f"\natomicity: {c['atomicity_checked']} delivered scatterings judged; receivers excluded: {out}; "
+                    f"{c['undecided']} undecided (their logs end before the scattering), {c['unlisted']} delivered "
+                    "scatterings in no sent/ log")
         if self.ok:
             return (f"ok: {what}: total order, per-sender FIFO, one timestamp per scattering, causality, "
-                    "no duplicates")
+                    f"no duplicates{', atomicity' if atom else ''}{atom}")
         assert self.first is not None
         kinds = ", ".join(f"{k} {self.violations[k]}" for k in KINDS if self.violations.get(k))
-        return f"violation ({self.first.kind}): {self.first.message}\n{what}; violations: {kinds}"
+        listed = "".join(f"\n  broke atomicity: {b}" for b in self.broken)
+        more = self.violations.get("atomicity", 0) - len(self.broken)
+        listed += f"\n  ... and {more} more scatterings" if more > 0 else ""
+        return f"violation ({self.first.kind}): {self.first.message}{listed}\n{what}; violations: {kinds}{atom}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "counts": dict(self.counts), "violations": dict(self.violations),
-                "first": None if self.first is None else {"kind": self.first.kind, "message": self.first.message}}
+                "first": None if self.first is None else {"kind": self.first.kind, "message": self.first.message},
+                "atomicity": list(self.broken), "excluded": dict(self.excluded)}
 
 
 def log_record(receiver: str, src: str, ts: int, seq: int, msg_id: str, at: int) -> str:
@@ -226,6 +287,7 @@ class _Receiver:
     run_ts: int | None = None
     run_sender: str = ""
     closed: dict[str, int] = field(default_factory=dict)
+    max_ts: int | None = None  # the largest ts delivered (atomicity: how far the log got)
 
     def at(self, line: int) -> str:
         return f"{self.path}:{line}"
@@ -252,6 +314,12 @@ class _Checker:
         self.messages = 0
         self.violations: Counter[str] = Counter()
         self.first: Violation | None = None
+        #: atomicity only: (src, seq) -> the receivers that delivered it; receiver -> largest ts
+        self.track: dict[tuple[str, int], list[str]] | None = None
+        self.reach: dict[str, int | None] = {}
+        self.broken: list[str] = []
+        self.excluded: dict[str, str] = {}
+        self.extra: dict[str, int] = {}
 
     def violation(self, kind: str, message: str) -> None:
         self.violations[kind] += 1
@@ -280,6 +348,8 @@ class _Checker:
             raise CheckError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if not r.lines and not allow_empty:
             raise CheckError(f"{path}: empty (no deliveries; --allow-empty accepts that)")
+        if self.track is not None:
+            self.reach[r.name or path.stem] = r.max_ts  # (an empty log: its file names the receiver)
 
     def entry(self, r: _Receiver, src: str, ts: int, seq: int, mid: str, at: int) -> None:
         """One delivery, checked in the order of :data:`KINDS`."""
@@ -310,6 +380,10 @@ class _Checker:
             r.run_ts, r.run_sender, r.closed = ts, src, {}
         r.prev = (ts, src, seq, line)
         r.last_seq[src] = (seq, ts, line)
+        if self.track is not None:
+            self.track.setdefault((src, seq), []).append(r.name)
+            if r.max_ts is None or ts > r.max_ts:
+                r.max_ts = ts
 
     def one_ts(self, r: _Receiver, src: str, ts: int, seq: int) -> None:
         by_seq = self.scatterings.get(src)
@@ -361,9 +435,10 @@ class _Checker:
 
     def result(self) -> CheckResult:
         counts = {"messages": self.messages, "receivers": len(self.receivers),
-                  "senders": len(self.scatterings), "scatterings": sum(map(len, self.scatterings.values()))}
+                  "senders": len(self.scatterings), "scatterings": sum(map(len, self.scatterings.values())),
+                  **self.extra}
         return CheckResult(not self.violations, counts, {k: self.violations[k] for k in KINDS if self.violations[k]},
-                           self.first)
+                           self.first, self.broken, self.excluded)
 
 
 def _entry(r: _Receiver, line: int, src: str, seq: int, ts: int) -> str:
@@ -375,13 +450,22 @@ def _tie_text(a: str, b: str, tie: _Tie) -> str:
             f"({tie.path}:{tie.line_before} then {tie.path}:{tie.line_after})")
 
 
-def check_logs(paths: Iterable[str | Path], *, allow_empty: bool = False) -> CheckResult:
+def check_logs(paths: Iterable[str | Path], *, allow_empty: bool = False,
+               run_dir: str | Path | None = None) -> CheckResult:
     """Check the delivery logs ``paths`` (files, or directories of ``*.jsonl``), one per receiver.
 
     Returns the verdict; raises :class:`CheckError` on bad input (``file:line: what is wrong``).
     ``allow_empty``: accept a log with no deliveries (a process that received nothing).
+    ``run_dir``: where the run's ``sent/``, ``send-fail/``, ``proc-fail/`` and ``run.json`` are
+    (default: the directory given, or the one directory of every file given); atomicity is
+    checked when it has ``sent/`` logs of a reliable run (module docstring).
     """
+    paths = list(paths)
+    run = _run_dir(paths) if run_dir is None else Path(run_dir)
+    info = _run_info(run) if run is not None and (run / "sent").is_dir() else None
     checker = _Checker()
+    if info is not None and info.reliable:
+        checker.track = {}
     n = 0
     for path in _files(paths):
         checker.read(path, allow_empty)
@@ -389,7 +473,171 @@ def check_logs(paths: Iterable[str | Path], *, allow_empty: bool = False) -> Che
     if not n:
         raise CheckError("no delivery logs given")
     checker.cycle()
+    if info is not None and checker.track is not None:
+        _atomicity(checker, info)
     return checker.result()
+
+
+# --------------------------------------------------------------------------- atomicity
+
+
+@dataclass
+class _RunInfo:
+    """What the atomicity check reads besides the delivery logs (module docstring)."""
+
+    path: Path
+    reliable: bool
+    killed: set[str]
+    names: dict[str, str]  # "ip:port" -> process name (run.json's addresses)
+
+
+def _run_dir(paths: list[str | Path]) -> Path | None:
+    """The directory given, or the one directory every file given is in (None: several)."""
+    dirs = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
+    return dirs.pop() if len(dirs) == 1 else None
+
+
+def _run_info(run: Path) -> _RunInfo:
+    path = run / "run.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return _RunInfo(run, True, set(), {})  # logs without the runner's summary: judged as reliable
+    except OSError as exc:
+        raise CheckError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CheckError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise CheckError(f"{path}: a JSON {type(doc).__name__}, not an object")
+    killed, addresses = doc.get("killed", []), doc.get("addresses", {})
+    if not isinstance(killed, list) or not all(isinstance(k, str) for k in killed):
+        raise CheckError(f"{path}: 'killed' is {_show(killed)}, not a list of process names")
+    if not isinstance(addresses, dict) or not all(isinstance(a, str) for a in addresses.values()):
+        raise CheckError(f"{path}: 'addresses' is {_show(addresses)}, not an object of process -> ip:port")
+    # a run.json without "reliable" predates reliable runs: best effort, which promises no atomicity
+    return _RunInfo(run, doc.get("reliable") is True, set(killed), {a: n for n, a in addresses.items()})
+
+
+def _aux(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(file:line, object)`` per line of an auxiliary log. A last line without its newline
+    that does not parse was cut short by a killed writer: skipped."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CheckError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    *whole, tail = raw.split(b"\n")
+    for i, line in enumerate(whole, 1):
+        where = f"{path}:{i}"
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise CheckError(f"{where}: {'blank line' if not line.strip() else 'not JSON'} "
+                             "(one JSON object per line)") from None
+        if not isinstance(obj, dict):
+            raise CheckError(f"{where}: a JSON {type(obj).__name__}, not an object")
+        yield where, obj
+    if tail:
+        try:
+            obj = json.loads(tail)
+        except ValueError:
+            return
+        if isinstance(obj, dict):
+            yield f"{path}:{len(whole) + 1}", obj
+
+
+def _sent(info: _RunInfo) -> Iterator[tuple[str, int, list[str], str]]:
+    """``(sender, seq, receivers, file:line)`` per scattering the ``sent/`` logs list."""
+    for path in sorted((info.path / "sent").glob("*.jsonl")):
+        for where, obj in _aux(path):
+            src, seq, dsts = obj.get("src", path.stem), obj.get("seq"), obj.get("dsts")
+            if type(seq) is not int or seq < 0:
+                raise CheckError(f"{where}: 'seq' is {_show(seq)}, not an integer >= 0")
+            if not isinstance(dsts, list) or not all(type(d) is str and d for d in dsts):
+                raise CheckError(f"{where}: 'dsts' is {_show(dsts)}, not a list of process names")
+            if type(src) is not str or not src:
+                raise CheckError(f"{where}: 'src' is {_show(src)}, not a process name")
+            yield src, seq, dsts, where
+
+
+def _never_left(info: _RunInfo) -> set[tuple[str, int, str]]:
+    """``(sender, seq, receiver)`` of every message reported with ts 0: its receiver had failed."""
+    out = set()
+    for path in sorted((info.path / "send-fail").glob("*.jsonl")):
+        for where, obj in _aux(path):
+            dst, seq, ts = obj.get("dst"), obj.get("seq"), obj.get("ts")
+            if type(dst) is not str or type(seq) is not int or type(ts) is not int:
+                raise CheckError(f"{where}: a send-fail entry needs 'dst' (a string), 'seq' and 'ts' (integers)")
+            if ts == 0:
+                out.add((path.stem, seq, dst))
+    return out
+
+
+def _failed(info: _RunInfo) -> set[str]:
+    """The processes failed for good: a process-fail entry names their last registered
+    incarnation or a later one (module docstring)."""
+    regs: dict[str, list[int]] = {}
+    fails: dict[str, list[int | None]] = {}
+    stopped: dict[str, int | None] = {}
+    for path in sorted((info.path / "proc-fail").glob("*.jsonl")):
+        for where, obj in _aux(path):
+            proc, name = obj.get("proc"), obj.get("name")
+            if type(proc) is not str or (name is not None and type(name) is not str):
+                raise CheckError(f"{where}: 'proc' is {_show(proc)}, not ip:port (and 'name' a string or absent)")
+            if "registered" in obj:  # the log's own process joined as that incarnation
+                if type(obj["registered"]) is not int:
+                    raise CheckError(f"{where}: 'registered' is {_show(obj['registered'])}, not an incarnation")
+                regs.setdefault(path.stem, []).append(obj["registered"])
+            elif "stopped" in obj:  # ... ended normally as that incarnation (null: not registered then)
+                if obj["stopped"] is not None and type(obj["stopped"]) is not int:
+                    raise CheckError(f"{where}: 'stopped' is {_show(obj['stopped'])}, not an incarnation or null")
+                stopped[path.stem] = obj["stopped"]
+            elif "t_f" in obj:
+                inc = obj.get("incarnation")
+                if type(obj["t_f"]) is not int or (inc is not None and type(inc) is not int):
+                    raise CheckError(f"{where}: 't_f' must be an integer and 'incarnation' an integer or null")
+                fails.setdefault(name or info.names.get(proc, proc), []).append(inc)
+            else:
+                raise CheckError(f"{where}: neither 't_f' (a process-fail callback), 'registered' nor 'stopped'")
+    out = set()
+    for name, incs in fails.items():
+        mine, end = regs.get(name), stopped.get(name)
+        # the failure of the incarnation a process ended as is its end: its input timed out after
+        if not mine or any((k is None or k >= max(mine)) and (end is None or k != end) for k in incs):
+            out.add(name)
+    return out
+
+
+def _atomicity(checker: _Checker, info: _RunInfo) -> None:
+    """Every listed scattering: delivered by all its judged receivers or by none (module docstring)."""
+    track = checker.track
+    assert track is not None
+    failed = _failed(info)
+    excluded = info.killed | failed
+    never = _never_left(info)
+    reach = checker.reach
+    seen: set[tuple[str, int]] = set()
+    judged = undecided = 0
+    for src, seq, dsts, where in _sent(info):
+        seen.add((src, seq))
+        got = track.get((src, seq))
+        if not got:
+            continue  # delivered nowhere: atomic
+        judged += 1
+        ts = checker.scatterings[src][seq][0]
+        have = set(got)
+        judges = [q for q in dsts if q in reach and q not in excluded and (src, seq, q) not in never]
+        took = [q for q in judges if q in have]
+        missing = [q for q in judges if q not in have and (r := reach[q]) is not None and r > ts]
+        undecided += sum(1 for q in judges if q not in have) - len(missing)
+        if took and missing:
+            msg = (f"{src} seq {seq} (ts {ts}; {where}) was delivered by {', '.join(took)} but not by "
+                   f"{', '.join(f'{q} (delivered up to ts {reach[q]})' for q in missing)}")
+            checker.violation("atomicity", msg)
+            if len(checker.broken) < MAX_LISTED:
+                checker.broken.append(msg)
+    checker.extra = {"atomicity_checked": judged, "undecided": undecided, "excluded": len(excluded & set(reach)),
+                     "unlisted": sum(1 for k in track if k not in seen)}
+    checker.excluded = {q: "killed" if q in info.killed else "failed" for q in sorted(excluded & set(reach))}
 
 
 # --------------------------------------------------------------------------- command line
@@ -402,12 +650,15 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-empty", action="store_true",
                         help="accept a log with no deliveries (default: an empty log is bad input)")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument("--run-dir", metavar="DIR",
+                        help="where sent/, send-fail/, proc-fail/ and run.json are, for the atomicity check "
+                             "(default: the directory given, or the one directory of the logs given)")
 
 
 def run_check(args: argparse.Namespace) -> int:
     """Check ``args.logs`` and print the verdict: 0 ok, 1 a violation, 2 bad input."""
     try:
-        result = check_logs(args.logs, allow_empty=args.allow_empty)
+        result = check_logs(args.logs, allow_empty=args.allow_empty, run_dir=args.run_dir)
     except CheckError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc)}))

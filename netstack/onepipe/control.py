@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..io.control import ControlError
 from .params import OnePipeParams
+from .topology import CONTROLLER_KIND
 
 
 class OnePipeControlError(RuntimeError):
@@ -141,23 +142,41 @@ def switches_of(state: dict[str, Any]) -> list[str]:
     return [d["node"] for d in state.get("daemons", []) if d.get("kind") == "switch"]
 
 
-def enable_all(prefix: str, params: OnePipeParams | None = None) -> dict[str, Any]:
-    """Turn 1Pipe on in every switch of the run under ``prefix``; ``{switch: its answer}``."""
+def controller_nodes(topology: Any) -> list[str]:
+    """The topology's ``onepipe-controller`` nodes."""
+    return [n.name for n in topology.nodes if n.kind.value == CONTROLLER_KIND]
+
+
+def directions(topology: Any) -> dict[str, dict[str, str]]:
+    """Every switch port's direction (``topology.validate``: a controller node gives no switch a
+    tier, and the port to it is an edge port, down)."""
+    from .topology import validate
+
+    return validate(topology)
+
+
+def enable_all(prefix: str, params: OnePipeParams | None = None, controller: bool | None = None) -> dict[str, Any]:
+    """Turn 1Pipe on in every switch of the run under ``prefix``; ``{switch: its answer}``.
+    ``controller``: whether reliable 1Pipe's controller releases timed-out inputs (design topic §8
+    step 7); None: when the topology has an ``onepipe-controller`` node."""
     from ..runtime import control, load_state, topology_of
     from ..topo.model import TopologyError
-    from .topology import beacon_ip, validate
+    from .topology import beacon_ip
 
     state = load_state(prefix)
     params = params or OnePipeParams()
     try:
         topology = topology_of(state)
-        dirs = validate(topology)  # every port up or down by tier; no route may climb twice
+        dirs = directions(topology)  # every port up or down by tier; no route may climb twice
         source = beacon_ip(topology)
     except TopologyError as exc:
         raise OnePipeControlError(f"1Pipe cannot run on topology {state['topology']!r}: {exc}") from None
     if not dirs:
         raise OnePipeControlError(f"the topology under prefix {prefix!r} has no switch")
-    return {sw: control(prefix, sw, "onepipe_enable", directions=d, params=params.to_dict(), beacon_ip=source)
+    if controller is None:
+        controller = bool(controller_nodes(topology))
+    return {sw: control(prefix, sw, "onepipe_enable", directions=d, params=params.to_dict(), beacon_ip=source,
+                        controller=controller)
             for sw, d in dirs.items()}
 
 
@@ -177,5 +196,5 @@ def status_all(prefix: str) -> dict[str, Any]:
     return {sw: control(prefix, sw, "onepipe_status") for sw in switches_of(state)}
 
 
-__all__ = ["OnePipeControlError", "disable_all", "enable_all", "status_all",
-           "switch_handlers", "switch_status", "switches_of"]
+__all__ = ["CONTROLLER_KIND", "OnePipeControlError", "controller_nodes", "directions", "disable_all", "enable_all",
+           "status_all", "switch_handlers", "switch_status", "switches_of"]

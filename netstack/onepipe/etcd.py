@@ -6,6 +6,11 @@ in docs/papers.md): here a cluster of Debian's ``etcd`` (package ``etcd-server``
 127.0.0.1 with free ports and data directories under a directory of the caller's, waits until
 every member answers ``/health``, and returns an :class:`EtcdCluster`; :meth:`EtcdCluster.stop`
 kills the members and removes their data. A start that fails cleans up the same way.
+
+``netns``: the members run inside that network namespace (``ip netns exec``), on *its*
+loopback, which is what a controller daemon inside the same namespace reaches (``netstack up
+--store etcd`` runs them in the controller node's namespace). Python 3.11 has no ``os.setns``,
+so the health check then runs in a short-lived ``ip netns exec <ns> python`` of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -69,6 +75,7 @@ class EtcdMember:
         return self.proc is not None and self.proc.poll() is None
 
     def healthy(self, timeout_s: float = 1.0) -> bool:
+        """Whether it answers ``/health`` from the caller's namespace (``EtcdCluster.netns``: not there)."""
         try:
             with urllib.request.urlopen(f"{self.client_url}/health", timeout=timeout_s) as r:
                 return bool(json.loads(r.read()).get("health") == "true")
@@ -95,6 +102,8 @@ class EtcdMember:
 class EtcdCluster:
     root: Path
     members: list[EtcdMember] = field(default_factory=list)
+    #: the network namespace the members run in (None: the caller's)
+    netns: str | None = None
 
     @property
     def endpoints(self) -> list[str]:
@@ -136,6 +145,35 @@ def _tail(path: Path, lines: int = 8) -> str:
         return "(no log)"
 
 
+#: what the health check runs inside a namespace: argv[1:] are client URLs; prints the healthy ones
+_HEALTH_PROBE = """
+import json, sys, urllib.request
+up = []
+for url in sys.argv[1:]:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=1.0) as r:
+            if json.loads(r.read()).get("health") == "true":
+                up.append(url)
+    except Exception:
+        pass
+print(json.dumps(up))
+"""
+
+
+def _healthy(cluster: EtcdCluster, members: list[EtcdMember]) -> set[str]:
+    """The names of ``members`` that answer ``/health`` now (from inside the cluster's namespace)."""
+    if cluster.netns is None:
+        return {m.name for m in members if m.healthy()}
+    argv = ["ip", "netns", "exec", cluster.netns, sys.executable, "-c", _HEALTH_PROBE,
+            *(m.client_url for m in members)]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=5.0, check=False).stdout
+        up = set(json.loads(out or "[]"))
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return set()
+    return {m.name for m in members if m.client_url in up}
+
+
 def _wait_healthy(cluster: EtcdCluster, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     pending = list(cluster.members)
@@ -143,7 +181,8 @@ def _wait_healthy(cluster: EtcdCluster, timeout_s: float) -> None:
         for m in pending:
             if not m.alive():
                 raise EtcdError(f"etcd member {m.name} exited at start; its log {m.log}:\n{_tail(m.log)}")
-        pending = [m for m in pending if not m.healthy()]
+        up = _healthy(cluster, pending)
+        pending = [m for m in pending if m.name not in up]
         if pending and time.monotonic() > deadline:
             raise EtcdError(f"etcd members {[m.name for m in pending]} not healthy after {timeout_s:.0f} s; "
                             f"log of {pending[0].name}:\n{_tail(pending[0].log)}")
@@ -152,8 +191,9 @@ def _wait_healthy(cluster: EtcdCluster, timeout_s: float) -> None:
 
 
 def start_cluster(parent: Path, members: int = 3, *, timeout_s: float = START_TIMEOUT_S,
-                  heartbeat_ms: int = 50, election_ms: int = 500) -> EtcdCluster:
-    """Start an etcd cluster of ``members`` members on 127.0.0.1, data under ``parent``.
+                  heartbeat_ms: int = 50, election_ms: int = 500, netns: str | None = None) -> EtcdCluster:
+    """Start an etcd cluster of ``members`` members on 127.0.0.1, data under ``parent``; inside
+    network namespace ``netns`` when given (module docstring).
 
     Returns once every member reports healthy. Raises :class:`EtcdError` (and leaves nothing
     running or on disk) when the binary is missing or a member does not come up.
@@ -164,7 +204,8 @@ def start_cluster(parent: Path, members: int = 3, *, timeout_s: float = START_TI
     if members < 1:
         raise EtcdError(f"an etcd cluster needs at least one member, not {members}")
     token = f"netstack-{uuid.uuid4().hex[:12]}"
-    cluster = EtcdCluster(root=Path(parent) / f"etcd-{token}")
+    cluster = EtcdCluster(root=Path(parent) / f"etcd-{token}", netns=netns)
+    # (inside a fresh namespace every port is free; these are as good as any there)
     ports = _free_ports(2 * members)
     for i in range(members):
         name = f"m{i}"
@@ -176,8 +217,10 @@ def start_cluster(parent: Path, members: int = 3, *, timeout_s: float = START_TI
         cluster.root.mkdir(parents=True)
         for m in cluster.members:
             with open(m.log, "wb") as log:
+                # ip netns exec execs the command: the pid is etcd's own, as without a namespace;
                 # its own session: a Ctrl-C at the terminal is the caller's to handle, and stop() ends it
-                m.proc = subprocess.Popen(_argv(binary, m, initial, token, heartbeat_ms, election_ms),
+                argv = _argv(binary, m, initial, token, heartbeat_ms, election_ms)
+                m.proc = subprocess.Popen(argv if netns is None else ["ip", "netns", "exec", netns, *argv],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         _wait_healthy(cluster, timeout_s)
     except BaseException:

@@ -264,7 +264,10 @@ class _SwitchState:
         self.agg = BarrierAggregator(params)
         #: R_commit, aggregated exactly as R_be (§7.2); under a controller a timed-out input is
         #: held until released (§8 step 7)
-        self.commit = BarrierAggregator(params, hold=controller)
+        # under a controller the commit side times a process out (a failure) after its own,
+        # possibly longer, timeout (OnePipeParams.failure_beacons)
+        self.commit = BarrierAggregator(params.with_(timeout_beacons=params.failure_beacons or params.timeout_beacons)
+                                        if controller else params, hold=controller)
         self.reports: deque[Report] = deque(maxlen=MAX_REPORTS)
         self.report_seq = 0  # the seq of the next report
         self.reports_dropped = 0  # the oldest reports pushed out of the deque
@@ -432,18 +435,16 @@ class _SwitchState:
     def tick(self, now: int) -> None:
         agg, commit = self.agg, self.commit
         for iid in agg.on_timer(now):
-            if self.controller and commit.r(iid) is not None:
-                # both time out together: the report's last commit is final. (Never heard on
-                # the commit side, a best-effort process: nothing to freeze, and a hold would
-                # pin its table entry until a release the controller has no reason to send)
-                commit.fence(iid)
-            self._report(iid, now, "timeout")
+            # under a controller a process with a commit is reported by the commit side (below),
+            # whose timeout holds its last commit: final for the report. (A best-effort process,
+            # never heard on the commit side, is reported here: nothing to freeze)
+            if not (self.controller and commit.r(iid) is not None):
+                self._report(iid, now, "timeout")
         for iid in commit.on_timer(now):
-            # its commit went silent while its BE barrier did not (a BE timeout fenced it above
-            # and is not returned here). Held (controller): the controller must hear of it, or
-            # nothing would ever release it
+            # held (controller): the controller must hear of it, or nothing would release it.
+            # "commit_timeout": its BE side is still heard (a process stuck on its commit)
             if self.controller:
-                self._report(iid, now, "commit_timeout")
+                self._report(iid, now, "commit_timeout" if agg.is_live(iid) else "timeout")
         be_due = agg.due_beacons(now)
         commit_due = commit.due_beacons(now)
         if not be_due and not commit_due:

@@ -1,20 +1,32 @@
-"""``python -m netstack.onepipe.live``: the 1Pipe processes of one host, scattering for a while.
+"""``python -m netstack.onepipe.live``: 1Pipe processes scattering for a while.
 
-``netstack onepipe run`` starts one of these in each host's namespace. Each runs several 1Pipe
-processes (one :class:`~netstack.onepipe.api.OnePipeEndpoint` and UDP port each, "each process is
-its own endpoint at the ToR", design topic §3 in docs/papers.md) in one event loop. Every
-process sends a scattering to ``fanout`` random other processes at ``rate`` scatterings per
-second for ``seconds``, then keeps receiving for ``drain`` seconds so that the last messages are
-delivered or reported lost. It writes:
+``netstack onepipe run`` starts one of these per 1Pipe process, in its host's namespace, so that
+one process can be killed on its own (``netstack onepipe kill``); ``--procs p1,p5`` runs several
+in one event loop (one :class:`~netstack.onepipe.api.OnePipeEndpoint` and UDP port each, "each
+process is its own endpoint at the ToR", design topic §3 in docs/papers.md). Every process sends
+a scattering to ``fanout`` random other processes at ``rate`` scatterings per second for
+``seconds``, then keeps receiving for ``drain`` seconds so that the last messages are delivered
+or reported lost. ``--reliable --controller IP:PORT``: reliable 1Pipe (design topics §7-§8). It
+writes, per process ``p``:
 
-- ``OUT/<process>.jsonl``: one JSON object per delivered message, in delivery order
-  (the format :mod:`netstack.onepipe.check` reads: ``receiver``, ``src``, ``ts``, ``seq``, ``id``,
-  ``at``);
-- ``OUT/send-fail/<process>.jsonl``: one object per message its send-fail callback reported
-  (``id``, ``dst``, ``ts``, ``seq``), apart so that ``OUT/*.jsonl`` is the delivery logs;
+- ``OUT/p.jsonl``: one JSON object per delivered message, in delivery order (the format
+  :mod:`netstack.onepipe.check` reads: ``receiver``, ``src``, ``ts``, ``seq``, ``id``, ``at``);
+- ``OUT/send-fail/p.jsonl``: one object per message its send-fail callback reported (``id``,
+  ``dst``, ``ts``, ``seq``; ``ts`` 0: the message never left, its destination had failed);
+- ``OUT/sent/p.jsonl``: one object per scattering, written just before it is handed to the
+  endpoint: ``seq``, ``ts`` (null: the endpoint stamps it when it leaves the send buffer and
+  does not say when; the receivers' logs carry it), ``dsts`` (process names), ``at``;
+- ``OUT/proc-fail/p.jsonl`` (empty in best effort): ``{"proc": "ip:port", "name", "incarnation",
+  "t_f", "at"}`` per process-fail callback (``incarnation``: the failed one, from the notice;
+  ``t_f`` 0: no commit of it was known), and ``{"proc": its own "ip:port", "name",
+  "registered": incarnation, "at"}`` each time the process registers: when it joins, and when
+  it re-joins after it was declared failed (a recovery); and ``{"proc": its own, "name",
+  "stopped": incarnation or null, "at"}`` when it ends normally (a killed process writes none);
 
-and prints one JSON summary per host on its last stdout line. A message's payload carries its
-sender's scattering counter (8 bytes) and is padded to ``size`` bytes.
+and prints one JSON summary on its last stdout line. Logs are written in whole lines (a process
+killed with SIGKILL loses its last unwritten lines, never leaves half a line); the auxiliary logs
+line by line, the delivery log in batches. A message's payload carries its sender's scattering
+counter (8 bytes) and is padded to ``size`` bytes.
 """
 
 from __future__ import annotations
@@ -23,12 +35,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import struct
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .api import OnePipeEndpoint
 from .clock import HostClock
@@ -36,6 +49,10 @@ from .params import OnePipeParams
 
 _SEQ = struct.Struct("!Q")
 Addr = tuple[str, int]
+#: how often the batched logs are written out (a killed process loses at most this much)
+FLUSH_S = 0.1
+#: the log directories under OUT, one file per process in each
+AUX_DIRS = ("send-fail", "sent", "proc-fail")
 
 
 def message_id(src: str, seq: int, dst: str) -> str:
@@ -43,26 +60,81 @@ def message_id(src: str, seq: int, dst: str) -> str:
     return f"{src}.{seq}.{dst}"
 
 
+def show(addr: Addr) -> str:
+    return f"{addr[0]}:{addr[1]}"
+
+
+class LineLog:
+    """A JSON Lines file written in whole lines only: lines are kept and written out with one
+    ``write(2)`` per batch (``limit`` bytes; 0: every line at once), so that a process killed
+    with SIGKILL leaves complete lines (a buffered file object may write half of one)."""
+
+    def __init__(self, path: Path, limit: int = 1 << 16) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self.limit = limit
+        self._lines: list[str] = []
+        self._size = 0
+
+    def write(self, obj: dict[str, Any]) -> None:
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._lines:
+            return
+        data = memoryview("".join(self._lines).encode())
+        self._lines.clear()
+        self._size = 0
+        while data:
+            data = data[os.write(self.fd, data):]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.flush()
+            os.close(self.fd)
+            self.fd = -1
+
+
 class Process:
     """One 1Pipe process of the run: its endpoint, its log files and what it counted."""
 
     def __init__(self, name: str, addr: Addr, names: dict[Addr, str], out: Path, params: OnePipeParams,
-                 clock: HostClock, broadcast: str | None = None) -> None:
+                 clock: HostClock, broadcast: str | None = None, controller: Addr | None = None) -> None:
         self.name = name
         self.addr = addr
         self.names = names
-        self.log: IO[str] = open(out / f"{name}.jsonl", "w", buffering=1 << 16)  # noqa: SIM115 (closed in close())
-        self.fail_log: IO[str] = open(out / "send-fail" / f"{name}.jsonl", "w")  # noqa: SIM115
-        self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed, broadcast=broadcast)
-        self.sent = self.delivered = self.failed = self.waits = 0
+        self.log = LineLog(out / f"{name}.jsonl")
+        self.fail_log = LineLog(out / "send-fail" / f"{name}.jsonl", limit=0)
+        self.sent_log = LineLog(out / "sent" / f"{name}.jsonl", limit=0)
+        self.pf_log = LineLog(out / "proc-fail" / f"{name}.jsonl", limit=0)
+        rel = controller is not None
+        self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed, broadcast=broadcast,
+                                  reliable=rel, controller=controller, on_proc_fail=self._proc_failed if rel else None,
+                                  on_register=self._registered if rel else None)
+        self.sent = self.delivered = self.failed = self.proc_failed = 0
+        self.incarnations: list[int] = []
         self.last_delivery_ns = 0
+
+    def _name(self, addr: Addr) -> str:
+        return self.names.get(addr, show(addr))
 
     def _failed(self, ts: int, dst: Addr, msg: bytes) -> None:
         seq = _SEQ.unpack_from(msg)[0] if len(msg) >= 8 else -1
-        dname = self.names.get(dst, f"{dst[0]}:{dst[1]}")
+        dname = self._name(dst)
         self.failed += 1
-        self.fail_log.write(json.dumps({"id": message_id(self.name, seq, dname), "dst": dname, "ts": ts,
-                                        "seq": seq}) + "\n")
+        self.fail_log.write({"id": message_id(self.name, seq, dname), "dst": dname, "ts": ts, "seq": seq})
+
+    def _proc_failed(self, proc: Addr, t_f: int) -> None:
+        self.proc_failed += 1
+        self.pf_log.write({"proc": show(proc), "name": self._name(proc),
+                           "incarnation": self.ep.failed_incarnation(proc), "t_f": t_f, "at": self.ep.now()})
+
+    def _registered(self, incarnation: int) -> None:
+        self.incarnations.append(incarnation)
+        self.pf_log.write({"proc": show(self.addr), "name": self.name, "registered": incarnation, "at": self.ep.now()})
 
     async def scatter(self, peers: list[Addr], rate: float, seconds: float, fanout: int, size: int,
                       rng: random.Random) -> None:
@@ -81,29 +153,48 @@ class Process:
             if delay > 0:
                 await asyncio.sleep(delay)
             dsts = rng.sample(peers, min(fanout, len(peers)))
-            seq = n  # the endpoint numbers its scatterings 0, 1, 2... as we send them
-            msg = _SEQ.pack(seq) + pad
-            got = await self.ep.send([(d, msg) for d in dsts])
-            if got != seq:
-                raise RuntimeError(f"{self.name}: the endpoint numbered scattering {seq} as {got}")
+            # our counter, not the endpoint's: a reliable endpoint numbers nothing when every
+            # destination had failed. Listed before it is handed over: a process killed in
+            # between lists a scattering nobody delivers, never delivers one it did not list
+            self.sent_log.write({"seq": n, "ts": None, "dsts": [self._name(d) for d in dsts], "at": self.ep.now()})
+            msg = _SEQ.pack(n) + pad
+            await self.ep.send([(d, msg) for d in dsts])
             self.sent += len(dsts)
             n += 1
 
     async def receive(self) -> None:
         async for ts, src, msg in self.ep:
             seq = _SEQ.unpack_from(msg)[0] if len(msg) >= 8 else -1
-            sname = self.names.get(src, f"{src[0]}:{src[1]}")
+            sname = self._name(src)
             self.delivered += 1
             self.last_delivery_ns = time.monotonic_ns()
-            self.log.write(json.dumps({"receiver": self.name, "src": sname, "ts": ts, "seq": seq,
-                                       "id": message_id(sname, seq, self.name), "at": self.ep.now()}) + "\n")
+            self.log.write({"receiver": self.name, "src": sname, "ts": ts, "seq": seq,
+                            "id": message_id(sname, seq, self.name), "at": self.ep.now()})
+
+    def flush(self) -> None:
+        self.log.flush()
 
     def close(self) -> dict[str, Any]:
+        if self.ep.reliable:
+            # the switches will time this process out and the controller declare it failed: that
+            # failure is its end, not a crash (netstack.onepipe.check reads it so)
+            self.pf_log.write({"proc": show(self.addr), "name": self.name, "stopped": self.ep.incarnation,
+                               "at": self.ep.now()})
         self.ep.close()
-        self.log.close()
-        self.fail_log.close()
-        return {"messages_sent": self.sent, "delivered": self.delivered, "send_failed": self.failed,
-                "counters": self.ep.counters()}
+        for log in (self.log, self.fail_log, self.sent_log, self.pf_log):
+            log.close()
+        out = {"messages_sent": self.sent, "delivered": self.delivered, "send_failed": self.failed,
+               "counters": self.ep.counters()}
+        if self.ep.reliable:
+            out.update(proc_failed=self.proc_failed, incarnations=self.incarnations)
+        return out
+
+
+async def _flush_every(procs: list[Process], period: float) -> None:
+    while True:
+        await asyncio.sleep(period)
+        for p in procs:
+            p.flush()
 
 
 async def run_host(args: argparse.Namespace) -> dict[str, Any]:
@@ -115,28 +206,45 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"onepipe live: processes {unknown} are not in --all-procs")
     names = {addr: name for name, addr in procs.items()}
     out = Path(args.out)
-    (out / "send-fail").mkdir(parents=True, exist_ok=True)
+    for d in AUX_DIRS:
+        (out / d).mkdir(parents=True, exist_ok=True)
     params = OnePipeParams(**json.loads(args.params)) if args.params else OnePipeParams()
     clock = HostClock(args.clock_offset_ns, args.clock_drift_ppm, args.clock_epoch_ns)
-    run: list[Process] = [Process(p, procs[p], names, out, params, clock, args.broadcast or None) for p in mine]
+    controller = _addr(args.controller) if args.reliable else None
+    if args.join_at:
+        # every process of the run joins at once, once every interpreter has started: one that
+        # joined early would starve while the others start, its input would time out at its ToR
+        # and, under a controller, it would be declared failed before the run began
+        await asyncio.sleep(max(0.0, args.join_at - time.time()))
+    run: list[Process] = [Process(p, procs[p], names, out, params, clock, args.broadcast or None, controller)
+                          for p in mine]
+    tasks: list[asyncio.Task[None]] = []
     try:
         for p in run:
             await p.ep.start()
         print("ready", file=sys.stderr, flush=True)
-        if args.start_at:  # every host starts its scatterings at the same moment
+        if args.start_at:  # every process starts its scatterings at the same moment
             await asyncio.sleep(max(0.0, args.start_at - time.time()))
-        readers = [asyncio.create_task(p.receive()) for p in run]
+        tasks = [asyncio.create_task(p.receive()) for p in run]
+        tasks.append(asyncio.create_task(_flush_every(run, FLUSH_S)))
         await asyncio.gather(*(p.scatter([a for n, a in procs.items() if n != p.name], args.rate, args.seconds,
                                          args.fanout, args.size, random.Random(f"{args.seed}/{p.name}"))
                                for p in run))
         await asyncio.sleep(args.drain)
-        for t in readers:
+    finally:
+        for t in tasks:
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-    finally:
         summary = {p.name: p.close() for p in run}
-    return {"tool": "onepipe-live", "host_procs": mine, "processes": summary}
+    return {"tool": "onepipe-live", "host_procs": mine, "reliable": args.reliable, "processes": summary}
+
+
+def _addr(text: str) -> Addr:
+    ip, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"onepipe live: --controller {text!r} is not IP:PORT")
+    return ip, int(port)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -150,18 +258,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=64, help="bytes per message")
     p.add_argument("--drain", type=float, default=1.0, help="seconds to keep receiving after the last send")
     p.add_argument("--seed", default="1")
-    p.add_argument("--start-at", type=float, default=0.0, help="wall-clock time (time.time()) to start at")
+    p.add_argument("--join-at", type=float, default=0.0,
+                   help="wall-clock time (time.time()) to open the sockets and join (register, beacon) at")
+    p.add_argument("--start-at", type=float, default=0.0,
+                   help="wall-clock time (time.time()) to start scattering at")
     p.add_argument("--clock-offset-ns", type=int, default=0)
     p.add_argument("--clock-drift-ppm", type=float, default=0.0)
     p.add_argument("--clock-epoch-ns", type=int, default=0,
                    help="CLOCK_MONOTONIC at the run's start: the drift counts from there")
     p.add_argument("--params", default="", help="OnePipeParams fields as JSON")
     p.add_argument("--broadcast", default="", help="where beacons go (default: the /24 of the address)")
+    p.add_argument("--reliable", action="store_true", help="reliable 1Pipe (needs --controller)")
+    p.add_argument("--controller", default="", metavar="IP:PORT", help="the 1Pipe controller (--reliable)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.reliable and not args.controller:
+        parser().error("--reliable needs --controller IP:PORT")
     try:
         import uvloop
 

@@ -61,6 +61,11 @@ class OnePipeParams:
     #: ... and after this many resends without progress it asks the controller to relay them
     #: (design topic §8, "controller forwarding")
     relay_after: int = 3
+    #: under a controller, a switch reports a process failed (and freezes its commit input) after
+    #: this many beacon intervals of silence; 0: ``timeout_beacons``, the paper's (its BE input
+    #: leaves the BE minimum after ``timeout_beacons`` either way). Ours: live Python processes on
+    #: a shared machine can stall for tens of ms, and a failure is final for the process
+    failure_beacons: int = 0
 
     def __post_init__(self) -> None:
         checks = [
@@ -76,6 +81,7 @@ class OnePipeParams:
             ("max_ahead_ns", self.max_ahead_ns >= 2 * self.t_beacon_ns * self.timeout_beacons),
             ("rto_beacons", self.rto_beacons >= 1),
             ("relay_after", self.relay_after >= 1),
+            ("failure_beacons", self.failure_beacons == 0 or self.failure_beacons >= self.timeout_beacons),
         ]
         bad = [name for name, ok in checks if not ok]
         if bad:
@@ -84,6 +90,10 @@ class OnePipeParams:
     @property
     def input_timeout_ns(self) -> int:
         return self.t_beacon_ns * self.timeout_beacons
+
+    @property
+    def failure_timeout_ns(self) -> int:
+        return self.t_beacon_ns * (self.failure_beacons or self.timeout_beacons)
 
     @property
     def rto_ns(self) -> int:

@@ -1,22 +1,34 @@
 """``netstack onepipe run``: P 1Pipe processes spread over a running testbed's hosts, scattering
-concurrently for S seconds, each writing its delivery log.
+concurrently for S seconds, each writing its delivery log; ``netstack onepipe kill``: SIGKILL one
+of them while the run goes on.
 
 Processes are named ``p1 .. pP`` and dealt to the hosts in turn (sorted by name), each on its
-own UDP port from 1Pipe's range (``PORT + 1``, ``PORT + 2``... per host). One
-``python -m netstack.onepipe.live`` per host runs that host's processes, with the host's clock
-from the topology (``clock_offset``, ``clock_drift_ppm``). 1Pipe is (re-)enabled in every switch
-first, so that every run starts from fresh switch state, with the switches' parameters if it was
-on. ``--loss LINK:RATE`` drops that share of the frames in both directions of the link with
+own UDP port from 1Pipe's range (``PORT + 1``, ``PORT + 2``... per host). Each is its own OS
+process, ``python -m netstack.onepipe.live`` in its host's namespace with the host's clock from
+the topology (``clock_offset``, ``clock_drift_ppm``), so that killing one is a real crash. They
+join together (``--join-at``) once every interpreter has started, and scatter half a second
+later (``--start-at``): one that joined early could be starved while the others start. Every
+process's pid, host and address are in ``<run dir of the testbed>/onepipe-procs.json`` while the
+run lasts (:data:`PROCS_FILE`; ``kill`` reads it). 1Pipe is (re-)enabled in every switch first,
+so that every run starts from fresh switch state, with the switches' parameters if it was on.
+``--loss LINK:RATE`` drops that share of the frames in both directions of the link with
 nftables for the run and removes it afterwards.
 
-The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/<process>.jsonl``) are :mod:`.live`'s;
-``DIR/run.json`` has the run's parameters and every process's counters.
+``reliable=True`` (``--reliable``) runs reliable 1Pipe (design topics §7-§8 in docs/papers.md):
+it needs the controller, a topology node of kind :data:`CONTROLLER_KIND`; the switches are
+enabled under it (failed inputs wait for its release) and the processes register with it.
+
+The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/``, ``DIR/sent/``, ``DIR/proc-fail/``) are
+:mod:`.live`'s; ``DIR/run.json`` has the run's parameters, every process's counters, and
+``killed``: the processes that died of SIGKILL (they wrote their logs up to then).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,8 +36,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .control import OnePipeControlError, enable_all, status_all, switches_of
+from .control import CONTROLLER_KIND, OnePipeControlError, enable_all, status_all, switches_of
 from .params import PORT, PORT_RANGE, OnePipeParams
+
+#: in the testbed's run directory while a run lasts: ``{"out", "runner", "reliable", "started",
+#: "processes": {name: {"pid", "host", "addr"}}}``
+PROCS_FILE = "onepipe-procs.json"
+Addr = tuple[str, int]
 
 
 def end_hosts(state: dict[str, Any]) -> list[str]:
@@ -83,32 +100,20 @@ def parse_loss(spec: str, links: dict[str, Any]) -> tuple[str, float]:
 
 def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Sequence[str] = (),
         rate: float = 100.0, fanout: int = 2, size: int = 64, drain: float = 1.0, seed: str = "1",
-        params: OnePipeParams | None = None, say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+        params: OnePipeParams | None = None, reliable: bool = False,
+        say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Run the processes; the summary (also written to ``OUT/run.json``)."""
     from ..runtime import load_state
     from ..topo.impair import apply_impairment, clear_impairment
 
     state = load_state(prefix)
-    params_given = params
-    params = params or OnePipeParams()
+    controller = find_controller(prefix, state) if reliable else None
+    _refuse_a_second_run(prefix)
     placed = place(end_hosts(state), procs)
     losses = [parse_loss(s, state["links"]) for s in loss]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in [*out.glob("*.jsonl"), *out.glob("send-fail/*.jsonl"), out / "run.json"]:
-        old.unlink(missing_ok=True)  # a log left from an earlier run would join the check
-    # every run starts from fresh switch state (a previous run's inputs would hold the barrier
-    # until they time out), with the parameters the switches run if 1Pipe is on (netstack onepipe
-    # enable --t-beacon-ms ...): the processes must beacon at the switches' T_beacon
-    on = [st for st in status_all(prefix).values() if st is not None]
-    if on and params_given is None:
-        params = OnePipeParams(**on[0]["params"])
-    say(f"{'re-' if on else ''}enabling 1Pipe in {', '.join(switches_of(state))} (T_beacon "
-        f"{params.t_beacon_ns / 1e6:g} ms)")
-    enable_all(prefix, params)
+    out = _fresh_out(Path(out))
+    params = _enable(prefix, state, params, controller, say)
     addrs = {p: (state["hosts"][h].split("/")[0], PORT + 1 + i) for h, ps in placed.items() for i, p in enumerate(ps)}
-    broadcast = {h: str(ipaddress.ip_interface(state["hosts"][h]).network.broadcast_address) for h in placed}
-    all_procs = ",".join(f"{p}:{ip}:{port}" for p, (ip, port) in addrs.items())
     clocks = host_clocks(state)
     impaired = []
     try:
@@ -117,45 +122,119 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
                 apply_impairment(prefix, end["netns"], end["ifname"], loss=p, backend="nft")
                 impaired.append(end)
             say(f"dropping {p:g} of the frames on {link} (both directions, nft)")
-        start_at = time.time() + 1.5
-        epoch = time.monotonic_ns()  # one for every host: the skews start at the topology's offsets
-        running = {}
-        for host, ps in placed.items():
-            offset, drift = clocks.get(host, (0, 0.0))
-            argv = ["ip", "netns", "exec", state["namespaces"][host], sys.executable, "-m", "netstack.onepipe.live",
-                    "--procs", ",".join(ps), "--all-procs", all_procs, "--out", str(out), "--seconds", str(seconds),
-                    "--rate", str(rate), "--fanout", str(fanout), "--size", str(size), "--drain", str(drain),
-                    "--seed", seed, "--start-at", str(start_at), "--clock-offset-ns", str(offset),
-                    "--clock-drift-ppm", str(drift), "--clock-epoch-ns", str(epoch), "--broadcast", broadcast[host],
-                    "--params", json.dumps(params.to_dict())]
-            running[host] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        say(f"{procs} processes on {len(placed)} hosts scatter for {seconds:g} s "
+        join_at = time.time() + 1.0 + 0.05 * procs
+        argv = ["--all-procs", ",".join(f"{p}:{ip}:{port}" for p, (ip, port) in addrs.items()), "--out", str(out),
+                "--seconds", str(seconds), "--rate", str(rate), "--fanout", str(fanout), "--size", str(size),
+                "--drain", str(drain), "--seed", seed, "--params", json.dumps(params.to_dict()),
+                # every process joins at once when all have started (more take longer), then
+                # scatters once they are registered and have a barrier
+                "--join-at", str(join_at), "--start-at", str(join_at + 0.5),
+                # one epoch for every host: the skews start at the topology's offsets
+                "--clock-epoch-ns", str(time.monotonic_ns())]
+        if controller is not None:
+            argv += ["--reliable", "--controller", f"{controller[1][0]}:{controller[1][1]}"]
+        running = _spawn(prefix, state, placed, addrs, clocks, argv, reliable, out)
+        say(f"{procs} {'reliable ' if reliable else ''}processes on {len(placed)} hosts scatter for {seconds:g} s "
             f"({rate:g} scatterings/s each, {fanout} destinations)")
-        results = _collect(running, timeout=seconds + drain + 60)
+        try:
+            results, killed = _collect(running, timeout=seconds + drain + 60)
+        finally:
+            procs_file(prefix).unlink(missing_ok=True)
     finally:
         for end in impaired:
             clear_impairment(prefix, end["netns"], end["ifname"])
-    return _summary(out, results, placed, addrs, clocks, params, dict(procs=procs, seconds=seconds, rate=rate,
-                                                                       fanout=fanout, size=size, drain=drain,
-                                                                       loss=[f"{k}:{v:g}" for k, v in losses]))
+    for name in killed:
+        say(f"{name} was killed (SIGKILL): its logs end where it died")
+    run_args = dict(procs=procs, seconds=seconds, rate=rate, fanout=fanout, size=size, drain=drain,
+                    loss=[f"{k}:{v:g}" for k, v in losses], reliable=reliable,
+                    controller=None if controller is None else f"{controller[1][0]}:{controller[1][1]}")
+    return _summary(out, results, killed, placed, addrs, clocks, params, run_args)
 
 
-def _collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> dict[str, Any]:
+def _fresh_out(out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    for old in [*out.glob("*.jsonl"), *out.glob("send-fail/*.jsonl"), *out.glob("sent/*.jsonl"),
+                *out.glob("proc-fail/*.jsonl"), out / "run.json"]:
+        old.unlink(missing_ok=True)  # a log left from an earlier run would join the check
+    return out
+
+
+#: the live failure timeout, in beacon intervals (300 ms at the live T_beacon of 3 ms)
+LIVE_FAILURE_BEACONS = 100
+
+
+def _enable(prefix: str, state: dict[str, Any], params: OnePipeParams | None, controller: Any,
+            say: Callable[[str], None]) -> OnePipeParams:
+    """(Re-)enable 1Pipe in every switch; the parameters the processes must use.
+
+    Every run starts from fresh switch state (a previous run's inputs would hold the barrier
+    until they time out), with the parameters the switches run if 1Pipe is on (``netstack
+    onepipe enable --t-beacon-ms ...``): the processes must beacon at the switches' T_beacon."""
+    on = [st for st in status_all(prefix).values() if st is not None]
+    if on and params is None:
+        params = OnePipeParams(**on[0]["params"])
+    params = params or OnePipeParams()
+    if params.failure_beacons == 0:
+        # live Python processes on a shared machine stall for tens of ms (GC, the scheduler): a
+        # failure is final for the process, so the live failure timeout is longer than the
+        # paper's 10 T_beacon (OnePipeParams.failure_beacons)
+        params = params.with_(failure_beacons=max(params.timeout_beacons, LIVE_FAILURE_BEACONS))
+    say(f"{'re-' if on else ''}enabling 1Pipe in {', '.join(switches_of(state))} (T_beacon "
+        f"{params.t_beacon_ns / 1e6:g} ms{', under the controller ' + controller[0] if controller else ''})")
+    # best effort: the switches' default (under the controller when the topology has one, which
+    # then hears of the timed-out inputs of processes it never registered, and releases them)
+    enable_all(prefix, params, controller=True if controller is not None else None)
+    return params
+
+
+def _spawn(prefix: str, state: dict[str, Any], placed: dict[str, list[str]], addrs: dict[str, Addr],
+           clocks: dict[str, tuple[int, float]], common: list[str], reliable: bool,
+           out: Path) -> dict[str, subprocess.Popen[str]]:
+    """One ``python -m netstack.onepipe.live`` per process in its host's namespace; the pid file."""
+    running: dict[str, subprocess.Popen[str]] = {}
+    hosts = {p: h for h, ps in placed.items() for p in ps}
+    try:
+        for name, host in hosts.items():
+            offset, drift = clocks.get(host, (0, 0.0))
+            bcast = str(ipaddress.ip_interface(state["hosts"][host]).network.broadcast_address)
+            # ``ip netns exec`` execs the command: the pid is the process's own
+            argv = ["ip", "netns", "exec", state["namespaces"][host], sys.executable, "-m", "netstack.onepipe.live",
+                    "--procs", name, *common, "--clock-offset-ns", str(offset), "--clock-drift-ppm", str(drift),
+                    "--broadcast", bcast]
+            running[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _write_procs_file(prefix, {"out": str(out), "runner": os.getpid(), "reliable": reliable, "started": time.time(),
+                                   "processes": {n: {"pid": running[n].pid, "host": hosts[n],
+                                                     "addr": f"{addrs[n][0]}:{addrs[n][1]}"} for n in running}})
+    except BaseException:
+        for proc in running.values():
+            proc.kill()
+            proc.wait()
+        raise
+    return running
+
+
+def _collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> tuple[dict[str, Any], list[str]]:
+    """``({process: its live summary}, [processes killed by SIGKILL])``; OnePipeControlError when
+    another failed (a crash, a timeout)."""
     results: dict[str, Any] = {}
+    killed: list[str] = []
     deadline = time.monotonic() + timeout
     errors = []
     try:
-        for host, proc in running.items():
+        for name, proc in running.items():
             try:
                 so, se = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                errors.append(f"{host}: did not finish in time")
+                errors.append(f"{name}: did not finish in time")
+                continue
+            if proc.returncode == -signal.SIGKILL:
+                killed.append(name)  # netstack onepipe kill, or anyone's kill -9: a crash the run is about
                 continue
             lines = so.strip().splitlines()
             if proc.returncode != 0 or not lines:
-                errors.append(f"{host}: exit {proc.returncode}: {se.strip()[-400:]}")
+                errors.append(f"{name}: exit {proc.returncode}: {se.strip()[-400:]}")
                 continue
-            results[host] = json.loads(lines[-1])
+            results.update(json.loads(lines[-1])["processes"])
     finally:
         for proc in running.values():
             if proc.poll() is None:
@@ -163,22 +242,160 @@ def _collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> dict[
                 proc.wait()
     if errors:
         raise OnePipeControlError("1Pipe processes failed: " + "; ".join(errors))
-    return results
+    return results, killed
 
 
-def _summary(out: Path, results: dict[str, Any], placed: dict[str, list[str]], addrs: dict[str, tuple[str, int]],
-             clocks: dict[str, tuple[int, float]], params: OnePipeParams, run_args: dict[str, Any]) -> dict[str, Any]:
-    procs = {p: s for r in results.values() for p, s in r["processes"].items()}
+def _summary(out: Path, procs: dict[str, Any], killed: list[str], placed: dict[str, list[str]],
+             addrs: dict[str, Addr], clocks: dict[str, tuple[int, float]], params: OnePipeParams,
+             run_args: dict[str, Any]) -> dict[str, Any]:
     sent = sum(s["messages_sent"] for s in procs.values())
     delivered = sum(s["delivered"] for s in procs.values())
     failed = sum(s["send_failed"] for s in procs.values())
     summary = {"tool": "netstack onepipe run", "out": str(out), **run_args, "params": params.to_dict(),
                "placement": placed, "addresses": {p: f"{ip}:{port}" for p, (ip, port) in addrs.items()},
                "clocks": {h: {"offset_ns": o, "drift_ppm": d} for h, (o, d) in clocks.items()},
+               # the killed processes' counters died with them: the totals are the others'
                "messages_sent": sent, "delivered": delivered, "send_failed": failed,
-               "unaccounted": sent - delivered - failed, "processes": procs}
+               "unaccounted": sent - delivered - failed, "killed": sorted(killed, key=_proc_number),
+               "processes": dict(sorted(procs.items(), key=lambda kv: _proc_number(kv[0])))}
     (out / "run.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
-__all__ = ["end_hosts", "host_clocks", "parse_loss", "place", "run"]
+def _proc_number(name: str) -> int:
+    return int(name[1:]) if name[1:].isdigit() else 0
+
+
+# --------------------------------------------------------------------------- the controller
+
+
+def controllers(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's controller daemons (``state["daemons"]`` entries of kind :data:`CONTROLLER_KIND`)."""
+    return [d for d in state.get("daemons", []) if d.get("kind") == CONTROLLER_KIND and d.get("control")]
+
+
+def controller_addr(state: dict[str, Any], daemon: dict[str, Any]) -> Addr:
+    """Where processes reach a controller daemon unless its status says (``address``): its
+    node's address, 1Pipe's port."""
+    return state["hosts"][daemon["node"]].split("/")[0], PORT
+
+
+def controller_status(prefix: str, state: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The controller's ``status`` (``{"node", "addr", "role", "view", ...}``; the leader's when
+    there are replicas), ``{"node", "addr", "error"}`` when it does not answer, None when the
+    topology has no controller."""
+    from ..io.control import ControlError, request
+    from ..runtime import load_state
+
+    state = state if state is not None else load_state(prefix)
+    found = []
+    for d in controllers(state):
+        ip, port = controller_addr(state, d)
+        where = {"node": d.get("name") or d["node"], "addr": f"{ip}:{port}"}
+        try:
+            st = request(d["control"], "status", timeout=2.0)
+        except (ControlError, OSError, ValueError) as exc:
+            found.append({**where, "error": f"not answering ({exc})"})
+            continue
+        st = st if isinstance(st, dict) else {"status": st}
+        found.append({**where, **st, "addr": st.get("address") or where["addr"]})
+    if not found:
+        return None
+    return next((f for f in found if f.get("role") == "leader"), next((f for f in found if "error" not in f),
+                                                                      found[0]))
+
+
+def find_controller(prefix: str, state: dict[str, Any]) -> tuple[str, Addr]:
+    """``(node, address)`` of the controller reliable processes register with; a clear
+    OnePipeControlError when there is none, or it does not answer."""
+    st = controller_status(prefix, state)
+    if st is None:
+        raise OnePipeControlError(
+            f"--reliable needs the 1Pipe controller: a topology node of kind {CONTROLLER_KIND!r}, and none runs "
+            f"under prefix {prefix!r} (the shipped onepipe topology has one: netstack up onepipe)")
+    if "error" in st:
+        raise OnePipeControlError(f"the 1Pipe controller {st['node']} is {st['error']}: --reliable needs it")
+    ip, _, port = st["addr"].rpartition(":")
+    return st["node"], (ip, int(port))
+
+
+# --------------------------------------------------------------------------- the run in progress
+
+
+def procs_file(prefix: str) -> Path:
+    from ..runtime import run_dir
+
+    return run_dir(prefix) / PROCS_FILE
+
+
+def _write_procs_file(prefix: str, info: dict[str, Any]) -> None:
+    path = procs_file(prefix)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info, indent=2))
+    tmp.replace(path)  # whole or not at all: kill may read it any time
+
+
+def read_procs_file(prefix: str) -> dict[str, Any] | None:
+    """The run in progress under ``prefix`` (:data:`PROCS_FILE`), or None."""
+    try:
+        info = json.loads(procs_file(prefix).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return info if isinstance(info, dict) and isinstance(info.get("processes"), dict) else None
+
+
+def process_alive(pid: int, name: str) -> bool:
+    """Whether ``pid`` is still 1Pipe process ``name`` of a run (not dead, not a zombie waiting
+    for the runner, not another program that got the pid since)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if stat.rpartition(")")[2].split()[:1] == ["Z"]:
+        return False
+    try:
+        i = argv.index(b"--procs")
+    except ValueError:
+        return False
+    return b"netstack.onepipe.live" in argv and i + 1 < len(argv) and name in argv[i + 1].decode().split(",")
+
+
+def _refuse_a_second_run(prefix: str) -> None:
+    info = read_procs_file(prefix)
+    if info is None:
+        return
+    alive = [n for n, p in info["processes"].items() if process_alive(p["pid"], n)]
+    if alive:
+        raise OnePipeControlError(f"a 1Pipe run is already in progress under prefix {prefix!r} "
+                                  f"({len(alive)} processes, logs in {info.get('out')}): wait for it to end")
+
+
+def kill(prefix: str, proc: str) -> dict[str, Any]:
+    """SIGKILL process ``proc`` (``p3`` or ``ip:port``) of the run in progress under ``prefix``:
+    ``{"name", "pid", "host", "addr"}``. OnePipeControlError: no run, no such process, dead."""
+    from ..runtime import load_state
+
+    load_state(prefix)  # no testbed: its own clear error
+    info = read_procs_file(prefix)
+    procs = info["processes"] if info is not None else {}
+    if not any(process_alive(p["pid"], n) for n, p in procs.items()):
+        raise OnePipeControlError(f"no 1Pipe run in progress under prefix {prefix!r} (netstack onepipe run)")
+    name = proc if proc in procs else next((n for n, p in procs.items() if p.get("addr") == proc), None)
+    if name is None:
+        names = sorted(procs, key=_proc_number)
+        raise OnePipeControlError(f"no process {proc!r} in the run in progress: {', '.join(names)} "
+                                  "(a name, or its ip:port)")
+    p = procs[name]
+    if not process_alive(p["pid"], name):
+        raise OnePipeControlError(f"{name} ({p['addr']} on {p['host']}, pid {p['pid']}) is already dead")
+    try:
+        os.kill(p["pid"], signal.SIGKILL)
+    except ProcessLookupError:
+        raise OnePipeControlError(f"{name} ({p['addr']} on {p['host']}, pid {p['pid']}) is already dead") from None
+    return {"name": name, **p}
+
+
+__all__ = ["CONTROLLER_KIND", "PROCS_FILE", "controller_addr", "controller_status", "controllers", "end_hosts",
+           "find_controller", "host_clocks", "kill", "parse_loss", "place",
+           "process_alive", "read_procs_file", "run"]

@@ -37,13 +37,19 @@ def _is_switch(topology: Topology, name: str) -> bool:
     return topology.node(name).kind is NodeKind.SWITCH
 
 
+#: the node kind of the reliable 1Pipe controller (netstack.protocols, netstack.onepipe.ctlnode)
+CONTROLLER_KIND = "onepipe-controller"
+
+
 def switch_tiers(topology: Topology) -> dict[str, int]:
     """``{switch: tier}``: hop distance from the nearest end node (a ToR is 1). A switch that
     reaches no end node is left out (:func:`validate` refuses it)."""
     tier: dict[str, int] = {}
     todo: deque[str] = deque()
     for node in topology.nodes:
-        if node.kind is NodeKind.SWITCH:
+        # the controller is no 1Pipe process (design topic §8): hung off a spine, it must not make
+        # that spine a ToR
+        if node.kind is NodeKind.SWITCH or node.kind.value == CONTROLLER_KIND:
             continue
         for link in topology.links_of(node.name):
             peer = link.peer(node.name).node

@@ -19,6 +19,7 @@ from netstack.bench.onepipe import sim as sim_mod
 from netstack.onepipe.etcd import etcd_available
 from netstack.topo import netns
 
+
 def md_of(path) -> str:
     return (path / "bench-onepipe-latest.md").read_text()
 
@@ -59,7 +60,7 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert [r["loss"] for r in doc["fig9b"]["sim"]] == [0.0, 1e-2] and doc["fig9b"]["live"] == []
     assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
     # reliable 1Pipe: the store measured on the real backends, R vs BE on one load, Fig. 10's crash
-    assert [r["backend"] for r in doc["store"]["rows"]][0] == "sqlite"
+    assert next(r["backend"] for r in doc["store"]["rows"]) == "sqlite"
     assert all(r["records"] == 3 for r in doc["store"]["rows"])
     assert etcd_available() == ("etcd" in {r["backend"] for r in doc["store"]["rows"]})
     assert {(r["system"], r["procs"]) for r in doc["reliable"]["sim"]} == {("best effort", 4), ("reliable", 4)}

@@ -447,3 +447,213 @@ def test_main_exit_codes_and_output(tmp_path, capsys):
     assert main(["--json", str(ok)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] and doc["counts"]["messages"] == 2 and doc["first"] is None
+
+
+# --------------------------------------------------------------------------- atomicity (design topic §12 item 8)
+
+
+def lines(path: Path, objs: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+
+
+def run_dir(tmp_path: Path, logs: dict[str, list[Entry]], sent: dict[str, list[dict]], *,
+            send_fail: dict[str, list[dict]] | None = None, proc_fail: dict[str, list[dict]] | None = None,
+            run: dict | None = None) -> Path:
+    """A run directory as ``netstack onepipe run`` leaves it: delivery logs, ``sent/``,
+    ``send-fail/``, ``proc-fail/`` and (optionally) ``run.json``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    write(tmp_path, logs)
+    for sub, per in (("sent", sent), ("send-fail", send_fail or {}), ("proc-fail", proc_fail or {})):
+        (tmp_path / sub).mkdir(exist_ok=True)
+        for p, objs in per.items():
+            lines(tmp_path / sub / f"{p}.jsonl", objs)
+    if run is not None:
+        (tmp_path / "run.json").write_text(json.dumps(run))
+    return tmp_path
+
+
+def s(seq: int, *dsts: str) -> dict:
+    return {"seq": seq, "ts": None, "dsts": list(dsts), "at": 1}
+
+
+def reg(p: str, inc: int) -> dict:
+    return {"proc": f"10.0.0.1:{40100 + int(p[1:])}", "name": p, "registered": inc, "at": 1}
+
+
+def failed(p: str, inc: int | None, t_f: int = 5) -> dict:
+    return {"proc": f"10.0.0.1:{40100 + int(p[1:])}", "name": p, "incarnation": inc, "t_f": t_f, "at": 9}
+
+
+#: p1 scatters seq 0 (ts 10) and seq 1 (ts 20) to p2 and p3; p2 sends seq 0 (ts 30) to p3
+SENT = {"p1": [s(0, "p2", "p3"), s(1, "p2", "p3")], "p2": [s(0, "p3")], "p3": []}
+
+
+def full() -> dict[str, list[Entry]]:
+    return {"p2": [e("p2", "p1", 10, 0), e("p2", "p1", 20, 1)],
+            "p3": [e("p3", "p1", 10, 0), e("p3", "p1", 20, 1), e("p3", "p2", 30, 0)]}
+
+
+def test_atomicity_a_clean_run_passes(tmp_path):
+    r = check_logs([run_dir(tmp_path, full(), SENT, run={"reliable": True, "killed": []})])
+    assert r.ok, r.summary()
+    assert r.counts["atomicity_checked"] == 3 and r.counts["undecided"] == 0 and r.counts["unlisted"] == 0
+    assert "atomicity" in r.summary() and "receivers excluded: none" in r.summary()
+
+
+def test_atomicity_a_partial_delivery_is_a_violation_listed_by_scattering(tmp_path, capsys):
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]  # p3 skipped p1's seq 1 (ts 20), went on past it
+    d = run_dir(tmp_path, logs, SENT)
+    r = check_logs([d])
+    assert not r.ok and r.violations == {"atomicity": 1} and r.first.kind == "atomicity"
+    assert r.broken == [r.first.message]
+    assert "p1 seq 1 (ts 20;" in r.first.message and "delivered by p2 but not by p3 (delivered up to ts 30)" \
+        in r.first.message and "sent/p1.jsonl:2" in r.first.message
+    # the command line: exit 1, every broken scattering printed (the file arguments' directory is the run's)
+    assert main([str(p) for p in sorted(d.glob("*.jsonl"))]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("violation (atomicity): p1 seq 1") and "broke atomicity: p1 seq 1" in out
+    assert main(["--json", str(d)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["violations"] == {"atomicity": 1} and len(doc["atomicity"]) == 1
+
+
+def test_atomicity_a_receiver_whose_log_ends_before_the_scattering_is_undecided(tmp_path):
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0)]  # stopped before its commit barrier passed ts 20
+    r = check_logs([run_dir(tmp_path, logs, SENT)])
+    assert r.ok and r.counts["undecided"] == 1  # p1 seq 1 at p3 (p2's seq 0, delivered nowhere, is atomic)
+
+
+def test_atomicity_a_failed_receiver_is_excluded(tmp_path):
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    pf = {"p1": [reg("p1", 1), failed("p3", 1)], "p2": [reg("p2", 1), failed("p3", 1)], "p3": [reg("p3", 1)]}
+    r = check_logs([run_dir(tmp_path, logs, SENT, proc_fail=pf)])
+    assert r.ok, r.summary()
+    assert r.excluded == {"p3": "failed"} and "receivers excluded: p3 (failed)" in r.summary()
+
+
+def test_atomicity_a_killed_receiver_is_excluded(tmp_path):
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    r = check_logs([run_dir(tmp_path, logs, SENT, run={"reliable": True, "killed": ["p3"]})])
+    assert r.ok and r.excluded == {"p3": "killed"}
+
+
+def test_atomicity_a_recovered_receiver_is_judged(tmp_path):
+    """p3 was declared failed as incarnation 1 and registered again as 2: it is a correct
+    receiver again, and must deliver what the others delivered."""
+    pf = {"p1": [reg("p1", 1), failed("p3", 1)], "p2": [reg("p2", 1), failed("p3", 1)],
+          "p3": [reg("p3", 1), reg("p3", 2)]}
+    assert check_logs([run_dir(tmp_path / "ok", full(), SENT, proc_fail=pf)]).ok
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    r = check_logs([run_dir(tmp_path / "bad", logs, SENT, proc_fail=pf)])
+    assert r.violations == {"atomicity": 1} and r.excluded == {} and "not by p3" in r.first.message
+
+
+def test_atomicity_a_failure_after_a_process_stopped_is_its_end_not_a_crash(tmp_path):
+    """p3 ended normally as incarnation 1; the controller then declared 1 failed (its input timed
+    out): p3 is judged. Stopped while not registered (null), a failure still excludes it."""
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    stop = {"proc": "10.0.0.1:40103", "name": "p3", "stopped": 1, "at": 99}
+    pf = {"p1": [reg("p1", 1), failed("p3", 1)], "p3": [reg("p3", 1), stop]}
+    r = check_logs([run_dir(tmp_path / "a", logs, SENT, proc_fail=pf)])
+    assert r.violations == {"atomicity": 1} and r.excluded == {}
+    pf = {"p1": [reg("p1", 1), failed("p3", 1)], "p3": [reg("p3", 1), {**stop, "stopped": None}]}
+    r = check_logs([run_dir(tmp_path / "b", logs, SENT, proc_fail=pf)])
+    assert r.ok and r.excluded == {"p3": "failed"}
+
+
+def test_atomicity_a_failure_of_an_earlier_run_on_the_same_address_is_ignored(tmp_path):
+    """Incarnation 4 of p3's address failed (a process of an earlier run): this run's p3 is 5."""
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    pf = {"p1": [reg("p1", 3), failed("p3", 4)], "p3": [reg("p3", 5)]}
+    r = check_logs([run_dir(tmp_path, logs, SENT, proc_fail=pf)])
+    assert r.violations == {"atomicity": 1} and r.excluded == {}
+
+
+def test_atomicity_a_failure_with_no_incarnation_or_no_registration_excludes(tmp_path):
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    for name, pf in (("none", {"p1": [failed("p3", None)], "p3": [reg("p3", 1), reg("p3", 2)]}),
+                     ("unregistered", {"p1": [failed("p3", 1)]})):
+        r = check_logs([run_dir(tmp_path / name, logs, SENT, proc_fail=pf)])
+        assert r.ok and r.excluded == {"p3": "failed"}, name
+
+
+def test_atomicity_a_message_that_never_left_excludes_its_receiver_for_that_scattering(tmp_path):
+    """ts 0 in send-fail: p3 was known failed when p1 sent seq 1, so the message never left."""
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    sf = {"p1": [{"id": "p1.1.p3", "dst": "p3", "ts": 0, "seq": 1}]}
+    assert check_logs([run_dir(tmp_path / "a", logs, SENT, send_fail=sf)]).ok
+    sf = {"p1": [{"id": "p1.1.p3", "dst": "p3", "ts": 20, "seq": 1}]}  # a recall (ts known): still judged
+    assert not check_logs([run_dir(tmp_path / "b", logs, SENT, send_fail=sf)]).ok
+
+
+def test_atomicity_is_not_checked_for_best_effort_or_without_sent_logs(tmp_path):
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    r = check_logs([run_dir(tmp_path / "be", logs, SENT, run={"reliable": False})])
+    assert r.ok and "atomicity_checked" not in r.counts
+    r = check_logs([run_dir(tmp_path / "old", logs, SENT, run={"tool": "netstack onepipe run"})])  # before reliable
+    assert r.ok
+    (tmp_path / "plain").mkdir()
+    write(tmp_path / "plain", logs)
+    assert check_logs([tmp_path / "plain"]).ok
+    # logs from two directories: no one run directory, unless --run-dir names it
+    d = run_dir(tmp_path / "two", logs, SENT)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (d / "p3.jsonl").rename(other / "p3.jsonl")
+    assert check_logs([d / "p2.jsonl", other / "p3.jsonl"]).ok
+    assert not check_logs([d / "p2.jsonl", other / "p3.jsonl"], run_dir=d).ok
+
+
+def test_atomicity_only_judges_the_receivers_whose_logs_are_given(tmp_path):
+    logs = full()
+    logs["p3"] = [e("p3", "p1", 10, 0), e("p3", "p2", 30, 0)]
+    d = run_dir(tmp_path, logs, SENT)
+    assert check_logs([d / "p2.jsonl"]).ok
+
+
+def test_atomicity_unlisted_scatterings_are_counted(tmp_path):
+    """p2's sent log lost its last line (it was killed): its seq 0 is delivered but unlisted."""
+    r = check_logs([run_dir(tmp_path, full(), {"p1": SENT["p1"], "p2": []})])
+    assert r.ok and r.counts["unlisted"] == 1
+
+
+def test_atomicity_an_auxiliary_log_cut_short_by_a_kill_loses_its_last_line(tmp_path):
+    d = run_dir(tmp_path, full(), SENT)
+    with (d / "sent" / "p2.jsonl").open("a") as f:
+        f.write('{"seq": 1, "dsts": ["p')
+    assert check_logs([d]).ok
+
+
+@pytest.mark.parametrize("sub, text, problem", [
+    ("sent/p1.jsonl", '{"seq": -1, "dsts": []}\n', "sent/p1.jsonl:1: 'seq' is -1"),
+    ("sent/p1.jsonl", '{"seq": 0, "dsts": "p2"}\n', "sent/p1.jsonl:1: 'dsts' is \"p2\", not a list"),
+    ("sent/p1.jsonl", '{"seq": 0, "dsts": []}\nnope\n{"seq": 1, "dsts": []}\n', "sent/p1.jsonl:2: not JSON"),
+    ("sent/p1.jsonl", "\n\n", "sent/p1.jsonl:1: blank line"),
+    ("sent/p1.jsonl", "[1]\n", "sent/p1.jsonl:1: a JSON list, not an object"),
+    ("send-fail/p1.jsonl", '{"dst": "p2", "seq": 0}\n', "send-fail/p1.jsonl:1: a send-fail entry needs"),
+    ("proc-fail/p1.jsonl", '{"proc": 3, "t_f": 1}\n', "proc-fail/p1.jsonl:1: 'proc' is 3"),
+    ("proc-fail/p1.jsonl", '{"proc": "10.0.0.1:40101", "registered": "1"}\n', "'registered' is \"1\""),
+    ("proc-fail/p1.jsonl", '{"proc": "10.0.0.1:40101", "t_f": 1.5}\n', "'t_f' must be an integer"),
+    ("proc-fail/p1.jsonl", '{"proc": "10.0.0.1:40101"}\n', "neither 't_f'"),
+    ("proc-fail/p1.jsonl", '{"proc": "10.0.0.1:40101", "stopped": "x"}\n', "'stopped' is \"x\""),
+    ("run.json", "[]", "run.json: a JSON list, not an object"),
+    ("run.json", "{", "run.json: not JSON"),
+    ("run.json", '{"killed": "p3"}', "'killed' is \"p3\", not a list"),
+])
+def test_atomicity_bad_auxiliary_logs_name_file_and_line(tmp_path, sub, text, problem):
+    d = run_dir(tmp_path, full(), SENT)
+    (d / sub).write_text(text)
+    with pytest.raises(CheckError) as info:
+        check_logs([d])
+    assert problem in str(info.value).replace(str(tmp_path) + "/", "")

@@ -479,7 +479,10 @@ def test_relays_to_failed_unknown_and_from_strangers_are_dropped():
     ctl = world(A, B, C)
     declare(ctl, C, 500, fid=1)
     before = ctl.view()
-    assert send_relay(ctl, A, C, prepare()) == []
+    # a PREPARE to a failed process: dropped, and its sender told of the failure (it may have
+    # joined after it, so it never heard: it would resend for ever), as a replay: no answer wanted
+    (told,) = send_relay(ctl, A, C, prepare())
+    assert told.dst == A and notice_of(told.data) == Notice(C, 1, 500, 1, True)
     assert send_relay(ctl, A, C, ack()) == []
     assert send_relay(ctl, A, STRANGER, prepare()) == []
     assert send_relay(ctl, STRANGER, B, prepare()) == []
@@ -490,6 +493,7 @@ def test_relays_to_failed_unknown_and_from_strangers_are_dropped():
     assert ctl.actions.take_all() == [] and ctl.view() == before
     c = ctl.counters()
     assert (c["to_failed"], c["unknown_destination"], c["unregistered"], c["malformed"]) == (2, 1, 2, 3)
+    assert c["notices_to_strays"] == 1
 
 
 # ---------------------------------------------------------------------------------- bad input

@@ -508,7 +508,7 @@ def test_the_shipped_topologies_are_fine_for_1pipe():
 
     optopo.validate(default_topology())  # sw1 = sw2 are peers of one tier: both ends up
     shipped = load_topology_spec("onepipe")
-    assert optopo.validate(shipped)["spine1"] == {"p-tor1": "down", "p-tor2": "down"}
+    assert optopo.validate(shipped)["spine1"] == {"p-tor1": "down", "p-tor2": "down", "p-ctl": "down"}
 
 
 def test_a_switch_that_reaches_no_host_is_refused():

@@ -42,7 +42,9 @@ def test_onepipe_is_two_tors_under_one_spine_with_four_hosts():
     assert [n.name for n in t.switches] == ["tor1", "tor2", "spine1"]
     tor_of = {h.name: t.links_of(h.name)[0].peer(h.name).node for h in t.hosts}
     assert tor_of == {"h1": "tor1", "h2": "tor1", "h3": "tor2", "h4": "tor2"}
-    assert {lk.name for lk in t.links_of("spine1")} == {"tor1-spine1", "tor2-spine1"}
+    assert {lk.name for lk in t.links_of("spine1")} == {"tor1-spine1", "tor2-spine1", "ctl-spine1"}
+    (ctl,) = [n for n in t.nodes if n.kind.value == "onepipe-controller"]  # reliable 1Pipe's controller
+    assert (ctl.name, str(ctl.ip)) == ("ctl", "10.0.0.100/24")
     assert len({h.ip.network for h in t.hosts}) == 1 and str(t.hosts[0].ip.network) == "10.0.0.0/24"
     assert {(lk.rate_bps, lk.delay_ns, lk.mtu, lk.buffer_bytes) for lk in t.links} == {(100_000_000, 10_000, 1500,
                                                                                         200_000)}
@@ -70,13 +72,14 @@ def test_onepipe_forwarding_is_a_tree_so_routing_is_a_dag():
 def test_onepipe_switch_configs_send_remote_hosts_through_the_spine():
     t = load_topology_spec("onepipe")
     built = topo_netns.plan(t, "op")
-    mac = {h.name: built.mac(h.name, t.links_of(h.name)[0].name) for h in t.hosts}
+    mac = {h.name: built.mac(h.name, t.links_of(h.name)[0].name) for h in [*t.hosts, t.node("ctl")]}
     tor1 = runtime.switch_config(t, built, "tor1")["switch"]
     assert {p["name"]: p["role"] for p in tor1["ports"]} == {"p-h1": "edge", "p-h2": "edge", "p-spine1": "fabric"}
-    assert tor1["static_fdb"] == {mac["h1"]: "p-h1", mac["h2"]: "p-h2", mac["h3"]: "p-spine1", mac["h4"]: "p-spine1"}
+    assert tor1["static_fdb"] == {mac["h1"]: "p-h1", mac["h2"]: "p-h2", mac["h3"]: "p-spine1", mac["h4"]: "p-spine1",
+                                  mac["ctl"]: "p-spine1"}
     spine = runtime.switch_config(t, built, "spine1")["switch"]
     assert spine["static_fdb"] == {mac["h1"]: "p-tor1", mac["h2"]: "p-tor1", mac["h3"]: "p-tor2",
-                                   mac["h4"]: "p-tor2"}
+                                   mac["h4"]: "p-tor2", mac["ctl"]: "p-ctl"}
 
 
 def test_onepipe_hosts_have_skewed_clocks():
@@ -254,8 +257,8 @@ def onepipe_up(tmp_path, monkeypatch, capsys):
 def test_up_onepipe_by_name_pings_across_the_spine(onepipe_up):
     state = onepipe_up
     assert state["topology"] == "onepipe"
-    assert sorted(state["namespaces"]) == ["h1", "h2", "h3", "h4", "spine1", "tor1", "tor2"]
-    assert sorted(d["node"] for d in state["daemons"]) == ["spine1", "tor1", "tor2"]
+    assert sorted(state["namespaces"]) == ["ctl", "h1", "h2", "h3", "h4", "spine1", "tor1", "tor2"]
+    assert sorted(d["node"] for d in state["daemons"]) == ["ctl", "spine1", "tor1", "tor2"]
     r = subprocess.run(["ip", "netns", "exec", state["namespaces"]["h1"], "ping", "-c3", "-i0.2", "-W2", "10.0.0.4"],
                        capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr

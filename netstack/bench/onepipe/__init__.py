@@ -42,9 +42,8 @@ from typing import Any
 from ..output import Progress, loadavg, write_results
 from ..proc import sigterm_unwinds
 from . import live as live_mod
-from . import report
+from . import report, spec
 from . import sim as sim_mod
-from . import spec
 
 SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10")
 LIVE_SECTIONS = ("fig8", "fig9b")
@@ -67,7 +66,8 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
     s = sim_mod
     return {
         "sim": (f"paper scale, time scale 1: a fabric of 4 ToRs x 8 hosts under one spine (+ the sequencer's host), "
-                f"100 Gbit/s, 250 ns a link; T_beacon {spec.T_BEACON_NS / 1e3:g} us; {spec.SIZE} B messages to {spec.FANOUT} "
+                f"100 Gbit/s, 250 ns a link; T_beacon {spec.T_BEACON_NS / 1e3:g} us; {spec.SIZE} B messages to "
+                f"{spec.FANOUT} "
                 f"random processes; fig8 offers {s.FIG8_RATE * spec.FANOUT / 1e6:g} M msg/s per process (the paper "
                 "reaches 5 M: not simulable for 512 processes in pure Python), fig9a/fig9b "
                 f"{s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_PROCS} processes); "

@@ -1,0 +1,180 @@
+"""Reliable 1Pipe on the shipped ``onepipe`` topology (two ToRs under a spine, four hosts, the
+controller ``ctl`` on the spine): real processes (one OS process each) on real sockets, the
+switch daemons' commit aggregation, the controller daemon and its store; failures made with
+``kill -9``, a host cut off, and the controller leader killed (docs/onepipe-reliable.md).
+
+Each test brings its own testbed up (a fresh controller store), and judges the run's logs with
+``netstack onepipe check`` (order and atomicity, design topic §12 items 2 and 8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headers.onepipe import ts_from_ns, ts_le
+from netstack import runtime
+from netstack.io.control import request
+from netstack.onepipe.check import check_logs
+from netstack.onepipe.etcd import etcd_available
+from netstack.onepipe.runner import kill, read_procs_file, run
+from netstack.topo.model import load_topology_spec
+
+from .conftest import running, sh
+
+pytestmark = pytest.mark.netns
+
+
+@pytest.fixture
+def fabric(tmp_path_factory):
+    yield from running(load_topology_spec("onepipe"), tmp_path_factory, "r")
+
+
+@pytest.fixture
+def etcd_fabric(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("namespace tests need root")
+    if not etcd_available():
+        pytest.fail("etcd-server is not installed: scripts/install.sh installs it")
+    prefix = "re" + uuid.uuid4().hex[:6]
+    os.environ.setdefault("NETSTACK_RUN_DIR", str(tmp_path_factory.mktemp("run")))
+    state = runtime.up(load_topology_spec("onepipe"), prefix, apply_impairments=False, options={"store": "etcd"})
+    try:
+        yield state
+    finally:
+        runtime.down(prefix)
+
+
+def _start(prefix: str, out: Path, **kw: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """``netstack onepipe run --reliable`` in a thread; its summary (or error) in the dict."""
+    got: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            got["summary"] = run(prefix, out=out, reliable=True, **kw)
+        except Exception as exc:
+            got["error"] = exc
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t, got
+
+
+def _wait_scattering(prefix: str, t: threading.Thread, after_s: float) -> None:
+    """Until the run's processes are up (its pid file), then ``after_s`` more."""
+    deadline = time.monotonic() + 60
+    while read_procs_file(prefix) is None:
+        assert t.is_alive() and time.monotonic() < deadline, "the run never started its processes"
+        time.sleep(0.1)
+    time.sleep(after_s)
+
+
+def _finish(t: threading.Thread, got: dict[str, Any]) -> dict[str, Any]:
+    t.join(timeout=120)
+    assert not t.is_alive(), "the run did not finish"
+    if "error" in got:
+        raise got["error"]
+    return got["summary"]
+
+
+def _deliveries(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for p in sorted(out.glob("*.jsonl")) for line in p.read_text().splitlines()]
+
+
+def _controller(prefix: str) -> dict[str, Any]:
+    """The leader controller's status."""
+    state = runtime.load_state(prefix)
+    for d in state["daemons"]:
+        if d["kind"] == "onepipe-controller":
+            try:
+                st = request(d["control"], "status", timeout=2.0)
+            except OSError:
+                continue
+            if st.get("role") == "leader":
+                return {**st, "daemon": d}
+    raise AssertionError("no controller leads")
+
+
+def _failure(prefix: str, addr: str, timeout: float = 20.0) -> dict[str, Any]:
+    """The controller's failure record of ``addr`` once released (every callback in)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            view = _controller(prefix)["view"]
+            done = [f for f in view["failures"] if f["proc"] == addr and f["released"]]
+            if done:
+                return done[-1]
+        except AssertionError:
+            pass  # (between two leaders)
+        assert time.monotonic() < deadline, f"no released failure of {addr}"
+        time.sleep(0.2)
+
+
+def _assert_check(out: Path) -> None:
+    verdict = check_logs([out])
+    assert verdict.ok, verdict.summary()
+
+
+def test_kill_9_of_a_sender_mid_stream_delivers_up_to_t_f_everywhere_and_nothing_after(fabric, tmp_path):
+    """Design topic §12 item 7, "sender fails", live: ``netstack onepipe kill`` (SIGKILL) of p1
+    while it scatters; every message of p1 at or below its T_f is delivered at all its receivers
+    (atomicity, checked on the logs), none above T_f anywhere, and the others go on."""
+    prefix = fabric["prefix"]
+    out = tmp_path / "run"
+    t, got = _start(prefix, out, procs=4, seconds=4.0, rate=40, fanout=2, drain=3.0)
+    _wait_scattering(prefix, t, 2.5)
+    killed = kill(prefix, "p1")
+    summary = _finish(t, got)
+    assert summary["killed"] == ["p1"] and killed["name"] == "p1"
+    _assert_check(out)
+    f = _failure(prefix, summary["addresses"]["p1"])
+    assert f["t_f"] > 0
+    from_p1 = [d for d in _deliveries(out) if d["src"] == "p1"]
+    assert from_p1, "p1 had messages committed before it died"
+    assert all(ts_le(ts_from_ns(d["ts"]), f["t_f"]) for d in from_p1), "a message above T_f was delivered"
+    others = [d for d in _deliveries(out) if d["src"] != "p1"]
+    assert max(d["at"] for d in others) > max(d["at"] for d in from_p1), "delivery went on after the failure"
+
+
+def test_a_receiver_host_cut_off_before_its_acks_is_recalled_from_the_others(fabric, tmp_path):
+    """Design topic §12 item 7, "receiver fails before ACK": h4 loses its link while the others
+    scatter to its process; the controller declares it failed, the senders recall what it never
+    ACKed from its co-receivers, and every scattering reaches all its correct receivers or none."""
+    prefix = fabric["prefix"]
+    out = tmp_path / "run"
+    t, got = _start(prefix, out, procs=4, seconds=4.0, rate=40, fanout=3, drain=3.0)
+    _wait_scattering(prefix, t, 2.0)
+    sh(fabric, "h4", "ip", "link", "set", "eth0", "down")
+    summary = _finish(t, got)
+    _failure(prefix, summary["addresses"]["p4"])
+    recalls = sum(p["counters"].get("recalls_sent", 0) for n, p in summary["processes"].items() if n != "p4")
+    assert recalls > 0, "nothing was recalled"
+    _assert_check(out)  # p4 is failed: atomicity is judged among p1-p3
+
+
+def test_the_leader_controller_killed_during_a_recovery_hands_over_and_the_recovery_completes(etcd_fabric,
+                                                                                           tmp_path):
+    """The etcd store with two controller replicas: p1 is killed, and while its failure is being
+    handled the leader controller is SIGKILLed too; the other replica takes the lead (etcd lease),
+    restores the failure records from etcd and completes the recovery."""
+    prefix = etcd_fabric["prefix"]
+    out = tmp_path / "run"
+    leader = _controller(prefix)["daemon"]
+    t, got = _start(prefix, out, procs=4, seconds=5.0, rate=30, fanout=2, drain=6.0)
+    _wait_scattering(prefix, t, 2.0)
+    kill(prefix, "p1")
+    time.sleep(0.4)  # the switches report p1 after 300 ms of silence: its failure is under way
+    os.killpg(leader["pid"], signal.SIGKILL)
+    summary = _finish(t, got)
+    now = _controller(prefix)
+    assert now["daemon"]["name"] != leader["name"], "the other replica leads"
+    f = _failure(prefix, summary["addresses"]["p1"])
+    assert f["t_f"] > 0
+    _assert_check(out)
