@@ -125,7 +125,10 @@ class SwitchClient:
         is not there (the connection is then dropped and made again next time)."""
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._exchange(cmd, args), SWITCH_TIMEOUT_S)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
+                # that lands as the reply does, and the poller then never stops (a hang at close)
+                async with asyncio.timeout(SWITCH_TIMEOUT_S):
+                    return await self._exchange(cmd, args)
             except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError):
                 await self.close()
                 raise
