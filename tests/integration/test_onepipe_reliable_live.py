@@ -88,31 +88,32 @@ def _deliveries(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for p in sorted(out.glob("*.jsonl")) for line in p.read_text().splitlines()]
 
 
-def _controller(prefix: str) -> dict[str, Any]:
-    """The leader controller's status."""
+def _controller(prefix: str, timeout: float = 15.0) -> dict[str, Any]:
+    """The leader controller's status, once one leads (an election takes a lease's time)."""
     state = runtime.load_state(prefix)
-    for d in state["daemons"]:
-        if d["kind"] == "onepipe-controller":
-            try:
-                st = request(d["control"], "status", timeout=2.0)
-            except OSError:
-                continue
-            if st.get("role") == "leader":
-                return {**st, "daemon": d}
-    raise AssertionError("no controller leads")
+    deadline = time.monotonic() + timeout
+    while True:
+        for d in state["daemons"]:
+            if d["kind"] == "onepipe-controller":
+                try:
+                    st = request(d["control"], "status", timeout=2.0)
+                except (OSError, ValueError):
+                    continue
+                if st.get("role") == "leader":
+                    return {**st, "daemon": d}
+        if time.monotonic() > deadline:
+            raise AssertionError("no controller leads")
+        time.sleep(0.2)
 
 
 def _failure(prefix: str, addr: str, timeout: float = 20.0) -> dict[str, Any]:
     """The controller's failure record of ``addr`` once released (every callback in)."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            view = _controller(prefix)["view"]
-            done = [f for f in view["failures"] if f["proc"] == addr and f["released"]]
-            if done:
-                return done[-1]
-        except AssertionError:
-            pass  # (between two leaders)
+        view = _controller(prefix, timeout)["view"]
+        done = [f for f in view["failures"] if f["proc"] == addr and f["released"]]
+        if done:
+            return done[-1]
         assert time.monotonic() < deadline, f"no released failure of {addr}"
         time.sleep(0.2)
 
