@@ -15,7 +15,7 @@ UDP socket, a store and the switch daemons' control sockets.
   task feeds them to the engine and carries the engine's actions out in their order, awaiting
   each store write before what follows it (a failure notice never leaves before its record is
   durable). Store errors are logged and retried; a datagram never kills the daemon.
-- **Switches.** Every T_beacon each switch's ``onepipe_reports`` is polled (a persistent
+- **Switches.** Every ``POLL_BEACONS`` T_beacon each switch's ``onepipe_reports`` is polled (a persistent
   connection per switch, asyncio, so the loop never blocks); each report is fed to the engine.
   ``Fence``/``Release``/``Admit`` go to every switch (a fabric link's release only to the
   switches that reported it: a port name means something only at its own switch).
@@ -72,6 +72,11 @@ LOST_LEASE = 3
 SWITCH_TIMEOUT_S = 2.0
 #: store retries back off up to this
 MAX_BACKOFF_S = 2.0
+#: switches are polled for reports every this many beacon intervals (30 ms live): a tenth of the
+#: live failure timeout (100 T_beacon), and a poll per beacon interval per switch cost the switch
+#: daemons and the controller a third of a core on this 2-core testbed, enough to slow every
+#: 1Pipe process in a run
+POLL_BEACONS = 10
 #: a switch whose poll failed (1Pipe off there, or the daemon is gone) is polled this often until it
 #: answers: a report is still taken within this of 1Pipe's enable (before it, there is none)
 IDLE_POLL_S = 0.1
@@ -110,7 +115,7 @@ class ShellCounters:
 # =========================================================================== switches
 
 class SwitchClient:
-    """One switch daemon's control socket, kept open: polled every T_beacon, connecting each
+    """One switch daemon's control socket, kept open: polled every POLL_BEACONS T_beacon, connecting each
     time would cost more than the request. One request at a time (a lock): replies are lines in
     request order."""
 
@@ -449,7 +454,7 @@ class ControllerShell:
             await self._every_switch("onepipe_release", input=show(inp), ban=inp in self.registered)
 
     async def _poll(self, name: str) -> None:
-        period = self.cfg.params.t_beacon_ns / 1e9
+        period = self.cfg.params.t_beacon_ns * POLL_BEACONS / 1e9
         while True:
             try:
                 page = await self.switches[name].request("onepipe_reports", since=self.since[name])
