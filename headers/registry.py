@@ -25,6 +25,7 @@ class UdpPort(IntEnum):
     DTA_NACK = 40044  # NACKs back to the reporter
     ONEPIPE = 40100  # ours
     TCSACK = 40200  # ours
+    TCD = 40300  # ours: TCD data packets (the CNPs go back from it to the sender's port)
 
 
 class IpProto(IntEnum):

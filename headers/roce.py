@@ -50,7 +50,8 @@ _PSEUDO_LRH_CRC = zlib.crc32(b"\xff" * 8)
 class Opcode(IntEnum):
     """BTH opcodes of the Reliable Connection transport (IBTA vol. 1 ch. 9; the high three bits
     are the transport, 000 = RC). Listed: the ones DTA and our responder use, plus the RC
-    SEND/WRITE fragments and READ responses so a capture reads sensibly."""
+    SEND/WRITE fragments and READ responses so a capture reads sensibly; and the CNP (0x81),
+    the one non-RC opcode, which TCD's end hosts send (no extended headers follow its BTH)."""
 
     SEND_FIRST = 0x00
     SEND_MIDDLE = 0x01
@@ -69,6 +70,10 @@ class Opcode(IntEnum):
     ATOMIC_ACKNOWLEDGE = 0x12
     COMPARE_SWAP = 0x13
     FETCH_ADD = 0x14
+    #: not RC: the Congestion Notification Packet (IBTA RoCEv2 annex A17; transport 100, the
+    #: "CNP" transport): BTH, 16 reserved bytes, ICRC. DCQCN's NP sends it ("Congestion Control
+    #: for Large-Scale RDMA Deployments", §3.2); :class:`headers.tcd.TcdCnp` is TCD's use of it
+    CNP = 0x81
 
 
 class AethKind(IntEnum):

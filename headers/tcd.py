@@ -20,21 +20,63 @@ A Not-ECT packet is never marked, mirroring RFC 3168 §5 (a router must not set 
 Not-ECT packet: the end points would not understand it). The plain-ECN baseline
 (:func:`ecn_mark_tos`) is the RFC 3168 rule that DCQCN's queue-threshold marking applies.
 
-There is no header record here (HEADERS is empty): the "header" is the IP ECN field, decoded
-by :mod:`headers.inet`. This module holds the marking rules and an in-place rewrite of an
-IPv4 frame with an incremental checksum update (RFC 1624), which is what a switch port does
-per packet.
+The marks themselves need no header record: they are the IP ECN field, decoded by
+:mod:`headers.inet`. This module holds the marking rules and an in-place rewrite of an IPv4
+frame with an incremental checksum update (RFC 1624), which is what a switch port does per
+packet; and the two messages of TCD's end hosts (DCQCN + TCD, netstack/tcd/dcqcn.py and
+netstack/tcd/np.py), :class:`TcdData` and :class:`TcdCnp`, the records in ``HEADERS``.
+
+Data packet: UDP to port 40300 (``UdpPort.TCD``), sent with IP ECN = ECT(0) (TOS 0x02 with
+DSCP 0) so that switches can mark it; a 16-byte header, then zero padding up to the sender's
+packet size (the receiver ignores the padding's content)::
+
+     0                   1                   2                   3
+     0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+    +---------------+---------------+-------------------------------+
+    |  version = 1  |  flags (FIN)  |             flow              |  0
+    +---------------+---------------+-------------------------------+
+    |                     seq (per flow, from 0)                    |  4
+    +---------------------------------------------------------------+
+    |                  send_ts_ns (sender's clock, ns)              |  8
+    |                                                               |
+    +---------------------------------------------------------------+
+    :                        padding ...                            : 16
+
+``flags`` bit 0 is FIN (the last packet of the flow); the other bits are reserved, sent as 0
+and refused on decode. ``send_ts_ns`` is the sender's CLOCK_MONOTONIC (live hosts share one
+kernel clock) or the simulator's clock.
+
+CNP: the RoCEv2 Congestion Notification Packet (IBTA RoCEv2 annex A17) as the UDP payload,
+32 bytes: a BTH with opcode 0x81 (CNP), P_Key 0xFFFF, BECN = 1, DestQP = the data flow's
+``flow``, PSN 0; 16 reserved bytes; the 4-byte ICRC. The annex leaves the 16 bytes reserved;
+TCD's use of them is our choice::
+
+    reserved byte 0      kind: 0 = CNP-CE (congestion: the plain CNP a DCQCN NP sends),
+                               1 = CNP-UE (only undetermined marks in the interval: TCD)
+    reserved bytes 1-2   marked: marked packets of the flow in the interval (u16, big endian,
+                         saturating at 65535)
+    reserved bytes 3-15  zero (ignored on decode)
+
+Over kernel UDP sockets the kernel picks the IP identification and the UDP checksum, which the
+ICRC covers, so a sender cannot compute it: the ICRC is sent as zero and the reaction point
+does not check it. The CNP goes (our choice) to the data flow's source IP and source UDP port,
+from port 40300, not to 4791: several paced senders on one host each get their own CNPs on
+their own socket.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, IntFlag
+from typing import ClassVar
 
 from .errors import HeaderError, check_bits, need
+from .roce import BTH, Opcode
 
 _U16 = struct.Struct("!H")
+_DATA = struct.Struct("!BBHIQ")  # version, flags, flow, seq, send_ts_ns
+_CNP_TAIL = struct.Struct("!BH13xI")  # kind, marked, 13 reserved bytes, ICRC
 
 ECN_MASK = 0b11
 
@@ -202,4 +244,127 @@ def _mark_ipv4(buf: bytearray | memoryview, l3_offset: int, row: tuple[int, ...]
     return True
 
 
-HEADERS: tuple[type, ...] = ()
+# --- the end hosts' messages (DCQCN + TCD) ------------------------------------------------------
+
+#: the TCD data header's version byte
+TCD_VERSION = 1
+
+
+class TcdDataFlag(IntFlag):
+    FIN = 0x01  # the last packet of the flow: the receiver's flow completion time ends with it
+
+
+class CnpKind(IntEnum):
+    """What a CNP reports (our use of the CNP's first reserved byte)."""
+
+    CE = 0  # congestion marks: the plain CNP a DCQCN NP sends
+    UE = 1  # only undetermined marks (TCD): the reaction point holds its rate
+
+
+@dataclass(frozen=True, slots=True)
+class TcdData:
+    """The header of a TCD data packet (16 bytes); zero padding follows to the packet size."""
+
+    flow: int
+    seq: int
+    send_ts_ns: int
+    flags: int = 0
+
+    SIZE: ClassVar[int] = 16
+    VERSION: ClassVar[int] = TCD_VERSION
+
+    def __post_init__(self) -> None:
+        check_bits("TcdData", "flow", self.flow, 16)
+        check_bits("TcdData", "seq", self.seq, 32)
+        check_bits("TcdData", "send_ts_ns", self.send_ts_ns, 64)
+        check_bits("TcdData", "flags", self.flags, 8)
+        if self.flags & 0xFE:
+            raise HeaderError("TcdData", f"flags={self.flags:#04x} sets reserved bits (only FIN, 0x01, is defined)")
+
+    @property
+    def fin(self) -> bool:
+        return bool(self.flags & TcdDataFlag.FIN)
+
+    def size(self) -> int:
+        return 16
+
+    def to_bytes(self, size: int = 16) -> bytes:
+        """The header, zero-padded to ``size`` bytes (a whole datagram of that size)."""
+        if size < 16:
+            raise HeaderError("TcdData", f"a datagram of {size} bytes cannot hold the 16-byte header")
+        head = _DATA.pack(TCD_VERSION, self.flags, self.flow, self.seq, self.send_ts_ns)
+        return head if size == 16 else head + bytes(size - 16)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("TcdData", buf, offset, 16)
+        _DATA.pack_into(buf, offset, TCD_VERSION, self.flags, self.flow, self.seq, self.send_ts_ns)
+        return 16
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> TcdData:
+        """Decode the header at ``offset``; whatever follows it (the padding) is not read."""
+        need("TcdData", data, offset, 16)
+        version, flags, flow, seq, ts = _DATA.unpack_from(data, offset)
+        if version != TCD_VERSION:
+            raise HeaderError("TcdData", f"version={version} is not {TCD_VERSION}", offset)
+        if flags & 0xFE:
+            raise HeaderError("TcdData", f"flags={flags:#04x} sets reserved bits", offset + 1)
+        return cls(flow, seq, ts, flags)
+
+
+@dataclass(frozen=True, slots=True)
+class TcdCnp:
+    """A RoCEv2 CNP (32 bytes: BTH, 16 reserved bytes, ICRC) for data flow ``flow`` (its DestQP),
+    with TCD's ``kind`` and ``marked`` count in the reserved bytes; the ICRC is sent as zero and
+    not checked (module docstring)."""
+
+    flow: int
+    kind: int = CnpKind.CE
+    marked: int = 0
+
+    SIZE: ClassVar[int] = 32
+
+    def __post_init__(self) -> None:
+        check_bits("TcdCnp", "flow", self.flow, 16)
+        check_bits("TcdCnp", "marked", self.marked, 16)
+        if type(self.kind) is not CnpKind:
+            if isinstance(self.kind, bool) or not isinstance(self.kind, int) or self.kind not in (0, 1):
+                raise HeaderError("TcdCnp", f"kind={self.kind!r} is neither CE (0) nor UE (1)")
+            object.__setattr__(self, "kind", CnpKind(self.kind))
+
+    def size(self) -> int:
+        return 32
+
+    def to_bytes(self) -> bytes:
+        buf = bytearray(32)
+        self.pack_into(buf)
+        return bytes(buf)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("TcdCnp", buf, offset, 32)
+        BTH(opcode=Opcode.CNP, becn=1, dqpn=self.flow).pack_into(buf, offset)
+        _CNP_TAIL.pack_into(buf, offset + 12, self.kind, self.marked, 0)
+        return 32
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> TcdCnp:
+        """Decode a CNP that fills ``data`` from ``offset`` to its end (a CNP is one datagram:
+        shorter or longer is an error). Only the opcode, DestQP and TCD's bytes are checked; the
+        other BTH fields, the reserved bytes 3-15 and the ICRC are ignored."""
+        need("TcdCnp", data, offset, 32)
+        if len(data) - offset != 32:
+            raise HeaderError("TcdCnp", f"a CNP is 32 bytes, got {len(data) - offset}", offset)
+        opcode = data[offset]
+        if opcode != Opcode.CNP:
+            raise HeaderError("TcdCnp", f"BTH opcode {opcode:#04x} is not CNP (0x81)", offset)
+        if data[offset + 5]:
+            raise HeaderError("TcdCnp", f"DestQP {int.from_bytes(data[offset + 5:offset + 8], 'big')} "
+                              "is beyond a 16-bit flow", offset + 5)
+        (flow,) = _U16.unpack_from(data, offset + 6)
+        kind, marked, _icrc = _CNP_TAIL.unpack_from(data, offset + 12)
+        if kind > CnpKind.UE:
+            raise HeaderError("TcdCnp", f"kind={kind} is neither CE (0) nor UE (1)", offset + 12)
+        return cls(flow, CnpKind(kind), marked)
+
+
+HEADERS = (TcdData, TcdCnp)

@@ -14,7 +14,7 @@ from . import __version__
 from .errors import CommandError
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMAND_MODULES = ("demo", "testbed", "lg", "corruptd", "dta", "onepipe", "tcsack", "sim", "bench", "dissect")
+COMMAND_MODULES = ("demo", "testbed", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench", "dissect")
 
 DESCRIPTION = """\
 netstack runs five datacenter-networking research systems as real software on one Linux

@@ -58,6 +58,10 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    # reliable 1Pipe's controller (design topic §8): its replicas run on this node
                    node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},
                    scenarios="netstack.onepipe.scenarios"),
+    ProtocolPlugin("tcd", "Congestion Detection in Lossless Networks (TCD)",
+                   control="netstack.tcd.control",
+                   features={"tcd": "netstack.tcd.topology"},
+                   scenarios="netstack.tcd.scenarios"),
     ProtocolPlugin("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",
                    control="netstack.tcsack.control",
                    scenarios="netstack.tcsack.scenarios"),

@@ -1,24 +1,57 @@
-"""TCD marking on Scapy packets; the rules and the fast in-place rewrite are in :mod:`headers.tcd`.
+"""TCD on Scapy packets: marking helpers, and the end hosts' two messages (codec in :mod:`headers.tcd`).
 
-TCD needs no new layer: its marks live in the ECN bits of Scapy's ``IP.tos`` (and
-``IPv6.tc``). These helpers apply exactly the rules of the fast path to a Scapy packet, for
-crafting test traffic and for checking captures; they return a marked *copy* and leave the
-original alone. When the mark changes, the copy's IPv4 checksum is cleared so Scapy
-recomputes it from scratch when the packet is built; that full recomputation is what the
-fast path's incremental update (RFC 1624) is tested against.
+The marks need no layer: they live in the ECN bits of Scapy's ``IP.tos`` (and ``IPv6.tc``).
+:func:`tcd_mark`, :func:`ecn_mark` and :func:`tcd_state` apply exactly the rules of the fast
+path to a Scapy packet, for crafting test traffic and for checking captures; they return a
+marked *copy* and leave the original alone. When the mark changes, the copy's IPv4 checksum
+is cleared so Scapy recomputes it from scratch when the packet is built; that full
+recomputation is what the fast path's incremental update (RFC 1624) is tested against.
+
+The layers: ``TCD`` is what UDP dissects to when either port is 40300 (data goes *to* 40300,
+CNPs come back *from* it to the sender's port); it looks at the first byte and becomes
+:class:`TcdData` (1, the version) or :class:`TcdCnp` (0x81, the CNP opcode), else Raw.
+``UDP()/TcdData()`` builds with dport 40300 and ``UDP()/TcdCnp()`` with sport 40300. A CNP
+sent elsewhere (or cut out of a capture) decodes with ``TcdCnp(raw)``. Field names and values
+equal the records' fields (``TcdCnp.flow`` is the BTH DestQP); the layers add the fixed ones
+(``version``; the CNP's BTH fields, ``reserved`` and ``icrc``). A data packet's padding is Raw.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
-from scapy.layers.inet import IP
+import scapy.layers.inet  # noqa: F401  (binds IP to Ether and UDP to IP so Ether(raw) reaches us)
+from scapy.config import conf
+from scapy.fields import (
+    BitField,
+    ByteEnumField,
+    ByteField,
+    FlagsField,
+    IntField,
+    LongField,
+    ShortField,
+    StrFixedLenField,
+    XIntField,
+    XShortField,
+)
+from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
-from scapy.packet import Packet
+from scapy.packet import Packet, bind_bottom_up, bind_top_down
 
 from headers.errors import HeaderError
-from headers.tcd import DEFAULT_CODEPOINTS, PortState, TcdCodepoints, ecn_mark_tos, mark_tos, state_from_tos
+from headers.registry import UdpPort
+from headers.roce import Opcode
+from headers.tcd import (
+    DEFAULT_CODEPOINTS,
+    TCD_VERSION,
+    CnpKind,
+    PortState,
+    TcdCodepoints,
+    ecn_mark_tos,
+    mark_tos,
+    state_from_tos,
+)
 
 
 def _ip_layer(pkt: Packet) -> IP | IPv6:
@@ -58,3 +91,74 @@ def tcd_state(pkt: Packet, codepoints: TcdCodepoints = DEFAULT_CODEPOINTS) -> Po
     """The most severe port state ``pkt`` reports, or None for a Not-ECT packet."""
     ip = _ip_layer(pkt)
     return state_from_tos(ip.tos if isinstance(ip, IP) else ip.tc, codepoints)
+
+
+# --- the end hosts' messages ---------------------------------------------------------------------
+
+
+class TCD(Packet):
+    """Dispatcher: never instantiated itself; becomes TcdData or TcdCnp from the first byte."""
+
+    name = "TCD"
+    fields_desc = [ByteField("first", 0)]
+
+    @classmethod
+    def dispatch_hook(cls, _pkt: bytes | None = None, *args: Any, **kargs: Any) -> type[Packet]:
+        if not _pkt:
+            return TcdData
+        if _pkt[0] == TCD_VERSION:
+            return TcdData
+        if _pkt[0] == Opcode.CNP:
+            return TcdCnp
+        return conf.raw_layer
+
+
+class TcdData(Packet):
+    """A TCD data header (fields as :class:`headers.tcd.TcdData`); the padding follows as Raw."""
+
+    name = "TCD data"
+    fields_desc = [
+        ByteField("version", TCD_VERSION),
+        FlagsField("flags", 0, 8, ["FIN", "R1", "R2", "R3", "R4", "R5", "R6", "R7"]),
+        ShortField("flow", 0),
+        IntField("seq", 0),
+        LongField("send_ts_ns", 0),
+    ]
+
+    def mysummary(self) -> str:
+        return self.sprintf("TCD data flow=%flow% seq=%seq% %flags%")
+
+
+class TcdCnp(Packet):
+    """A RoCEv2 CNP with TCD's reserved bytes (fields as :class:`headers.tcd.TcdCnp`): the BTH
+    (``flow`` is its DestQP), ``kind``, ``marked``, 13 reserved bytes and the ICRC (sent as 0)."""
+
+    name = "TCD CNP"
+    fields_desc = [
+        ByteEnumField("opcode", int(Opcode.CNP), {int(Opcode.CNP): "CNP"}),
+        BitField("solicited", 0, 1),
+        BitField("migreq", 0, 1),
+        BitField("padcount", 0, 2),
+        BitField("version", 0, 4),
+        XShortField("pkey", 0xFFFF),
+        BitField("fecn", 0, 1),
+        BitField("becn", 1, 1),
+        BitField("resv6", 0, 6),
+        BitField("flow", 0, 24),
+        BitField("ackreq", 0, 1),
+        BitField("resv7", 0, 7),
+        BitField("psn", 0, 24),
+        ByteEnumField("kind", int(CnpKind.CE), {k.value: k.name for k in CnpKind}),
+        ShortField("marked", 0),
+        StrFixedLenField("reserved", b"\x00" * 13, 13),
+        XIntField("icrc", 0),
+    ]
+
+    def mysummary(self) -> str:
+        return self.sprintf("TCD CNP-%kind% flow=%flow% marked=%marked%")
+
+
+for _port in ("sport", "dport"):
+    bind_bottom_up(UDP, TCD, **{_port: int(UdpPort.TCD)})
+bind_top_down(UDP, TcdData, dport=int(UdpPort.TCD))
+bind_top_down(UDP, TcdCnp, sport=int(UdpPort.TCD))

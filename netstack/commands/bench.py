@@ -21,6 +21,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "onepipe": ("netstack.bench.onepipe", "1Pipe Figs. 8, 9a, 9b, 10; reliable vs best effort; the controller store"),
     "sim": ("netstack.bench.sim", "the virtual-time runtime: events/s and cost per frame per scenario vs the bare "
                                   "event loop; LinkGuardian Fig. 8 at the paper's 25/100 Gbit/s"),
+    "tcd": ("netstack.bench.tcd", "TCD §3.1 marks and port states at 40 Gbit/s (virtual time); FCT slowdown, "
+                                  "DCQCN vs DCQCN + TCD; --live: §3.1 on the testbed"),
 }
 
 
@@ -52,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="parallel processes for the virtual-time runs (default: one per CPU)")
     p.add_argument("--frames", type=_positive_int, default=None, metavar="N",
                    help="frames per point, for frame-count benchmarks (sim: fig8-paper; default: the benchmark's)")
+    p.add_argument("--quick", action="store_true",
+                   help="the smallest sizes that still run every section (smoke tests; tcd)")
+    p.add_argument("--live", action="store_true",
+                   help="also run the live-testbed section, off by default (tcd; needs root)")
     p.set_defaults(func=run)
 
 

@@ -1,4 +1,5 @@
-"""The T/C-SACK and go-back-N engines (``netstack.tcsack``), unchanged, as simulated host apps.
+"""The T/C-SACK and go-back-N engines (``netstack.tcsack``) and TCD's end hosts (``netstack.tcd``),
+unchanged, as simulated host apps.
 
 The engines are sans-IO: the live shell (``netstack.tcsack.live``) owns a UDP socket and the
 clock; here :class:`EngineSender` and :class:`EngineReceiver` own a simulated host's UDP port
@@ -15,14 +16,16 @@ first data packet's, drops anyone else's, and the ACKs go to that peer only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from headers.errors import HeaderError
-from headers.registry import UdpPort
+from headers.registry import EtherType, UdpPort
 
-from ..engine import Transmit
+from ..engine import SendTo, Transmit
+from ..io.pfcgate import PauseGate
+from ..tcd.np import TcdReceiver
 from ..tcsack import ENGINES
-from ..tcsack.common import ReceiverBase, SenderBase
+from ..tcsack.common import ReceiverBase
 from ..tcsack.params import TcsParams
 from .hosts import Host
 from .packets import UDP_HEADERS, ip_payload_end
@@ -31,13 +34,31 @@ from .packets import UDP_HEADERS, ip_payload_end
 PORT = int(UdpPort.TCSACK)
 
 
-class EngineSender:
-    """A sender engine on ``host``, sending to ``dst``'s UDP ``dport`` from an ephemeral port."""
+class SenderEngine(Protocol):
+    """What :class:`EngineSender` needs of a paced sender engine (T/C-SACK's and go-back-N's
+    ``SenderBase``, TCD's ``RateSender``): the live shell's contract (``netstack.io.paced``)."""
 
-    def __init__(self, host: Host, dst: str, engine: SenderBase, dport: int = PORT) -> None:
+    @property
+    def done(self) -> bool: ...
+
+    def poll(self, now_ns: int) -> list[bytes]: ...
+
+    def receive(self, datagram: bytes, now_ns: int) -> None: ...
+
+    def next_deadline(self) -> int | None: ...
+
+
+class EngineSender:
+    """A sender engine on ``host``, sending to ``dst``'s UDP ``dport`` from an ephemeral port, with
+    IP TOS ``tos`` (a TCD sender's ECT(0), 0x02, so that switches can mark its packets)."""
+
+    def __init__(self, host: Host, dst: str, engine: SenderEngine, dport: int = PORT, tos: int = 0,
+                 honour_pfc: bool = False) -> None:
         self.host = host
         self.engine = engine
-        self.flow = host.flow(dst)
+        #: with ``honour_pfc`` the sender is a RoCE NIC: it holds while its host is paused (PFC class 0)
+        self.gate = pause_gate(host, self) if honour_pfc else None
+        self.flow = host.flow(dst, tos=tos)
         self.sport = host.ephemeral_port()
         self.dport = dport
         self.malformed = 0
@@ -55,14 +76,20 @@ class EngineSender:
             self._timer = None
         eng, host = self.engine, self.host
         now = host.loop.now
+        gate = self.gate
+        if gate is not None and gate.paused(now):
+            self._arm(gate.until)  # held: the gate wakes us early on a resume (pause_gate)
+            return
         for d in eng.poll(now):
             host.send(self.flow.udp(self.sport, self.dport, d))
         self._arm()
 
-    def _arm(self) -> None:
+    def _arm(self, at: int | None = None) -> None:
         if self.engine.done:
             return
         d = self.engine.next_deadline()
+        if at is not None:
+            d = at if d is None else max(d, at)
         if d is None:
             return
         now = self.host.loop.now
@@ -82,6 +109,29 @@ class EngineSender:
             self.malformed += 1
             return
         self._poll()  # an ACK may have made retransmissions due
+
+
+def pause_gate(host: Host, sender: EngineSender) -> PauseGate:
+    """The PFC gate of ``host``'s NIC (one per host, created with its first sender; class 0 at the
+    host link's rate): MAC control frames reaching the host update it, and a resume wakes every
+    sender on the host at once (netstack.io.pfcgate)."""
+    entry = host.services.get("pfc-gate")
+    if entry is None:
+        pacer = getattr(host.nic, "nic", None)
+        gate = PauseGate(int(getattr(pacer, "rate", 0)) or 1_000_000_000)  # an unpaced link: quanta at 1G
+        senders: list[EngineSender] = []
+
+        def on_pfc(frame: bytes) -> None:
+            now = host.loop.now
+            if gate.on_frame(frame, now) and not gate.paused(now):
+                for s in senders:
+                    s._timer = None
+                    s._poll()
+
+        host.bind_ether(int(EtherType.MAC_CONTROL), on_pfc)
+        entry = host.services["pfc-gate"] = (gate, senders)
+    entry[1].append(sender)
+    return entry[0]
 
 
 class EngineReceiver:
@@ -135,6 +185,56 @@ class EngineReceiver:
             self.host.loop.call_at(d, self._tick, d)
 
 
+class TcdReceiverApp:
+    """TCD's receiver and NP (``netstack.tcd.np.TcdReceiver``) on ``host``'s UDP ``port``: each data
+    packet goes to the engine with its source (ip bytes, port) and its IP ECN bits; the CNPs (its
+    ``SendTo`` actions) go from ``port`` to the flow's source address and port, with IP TOS
+    ``cnp_tos``, as the live receiver sends them."""
+
+    def __init__(self, host: Host, receiver: TcdReceiver, port: int = int(UdpPort.TCD), cnp_tos: int = 0) -> None:
+        self.host = host
+        self.engine = receiver
+        self.port = port
+        self.cnp_tos = cnp_tos
+        self.malformed = 0
+        self._timer: int | None = None
+        host.bind_udp(port, self.on_frame)
+        host.add(self)
+
+    def on_frame(self, frame: bytes) -> None:
+        src = (frame[26:30], frame[34] << 8 | frame[35])
+        try:
+            self.engine.receive(frame[UDP_HEADERS:ip_payload_end(frame)], self.host.loop.now, src, frame[15] & 3)
+        except HeaderError:
+            self.malformed += 1
+            return
+        self._flush()
+
+    def _tick(self, token: int) -> None:
+        if token != self._timer:
+            return
+        self._timer = None
+        self.engine.on_timer(self.host.loop.now)
+        self._flush()
+
+    def _flush(self) -> None:
+        eng, host = self.engine, self.host
+        if eng.actions:
+            for act in eng.actions.take_all():
+                if isinstance(act, SendTo):  # CNPs: the NP's only action
+                    ip, sport = act.dst
+                    host.send(host.flow(ip, tos=self.cnp_tos).udp(self.port, sport, act.data))
+        d = eng.next_deadline()
+        if d is not None and (self._timer is None or d < self._timer):
+            d = max(d, host.loop.now)
+            self._timer = d
+            host.loop.call_at(d, self._tick, d)
+
+    def result(self) -> dict[str, Any]:
+        return {"flows": {str(k): v for k, v in self.engine.flows().items()}, **self.engine.counters(),
+                "malformed": self.malformed}
+
+
 def transfer(net: Any, kind: str, params: TcsParams, data: bytes, *, src: str = "h1", dst: str = "h2",
              start_seq: int = 0, max_ns: int = 60_000_000_000, port: int = PORT) -> dict[str, Any]:
     """Move ``data`` from ``src`` to ``dst`` with ``kind`` (``tcsack`` or ``gbn``) over ``net``.
@@ -171,4 +271,4 @@ def transfer(net: Any, kind: str, params: TcsParams, data: bytes, *, src: str = 
     }
 
 
-__all__ = ["PORT", "EngineReceiver", "EngineSender", "transfer"]
+__all__ = ["PORT", "EngineReceiver", "EngineSender", "SenderEngine", "TcdReceiverApp", "transfer"]

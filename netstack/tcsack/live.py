@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import json
 import random
-import select
 import socket
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any
 from headers.errors import HeaderError
 from headers.registry import UdpPort
 from netstack.engine import Transmit
+from netstack.io.paced import drain, open_udp_sender, run_sender, wait_readable
 from netstack.topo.model import parse_rate, parse_size
 from netstack.traffic import accept_one, resolve_neighbour
 
@@ -48,24 +48,6 @@ def _params(args: argparse.Namespace) -> TcsParams:
                      rto_ns=int(args.rto_ms * 1_000_000) if args.rto_ms else None)
 
 
-def _drain(sock: socket.socket) -> list[tuple[bytes, Any]]:
-    out = []
-    while True:
-        try:
-            out.append(sock.recvfrom(65536))
-        except (BlockingIOError, InterruptedError):
-            return out
-
-
-def _wait(sock: socket.socket, deadline_ns: int | None, cap_s: float) -> None:
-    """Sleep until ``deadline_ns`` (monotonic), a datagram, or ``cap_s`` at most."""
-    timeout = cap_s
-    if deadline_ns is not None:
-        timeout = min(cap_s, max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9))
-    if timeout > 0:
-        select.select([sock], [], [], timeout)
-
-
 def data_for(n: int, seed: int) -> bytes:
     """The transfer's bytes: pseudo-random (seeded), so a corrupted or misplaced packet shows."""
     return random.Random(seed).randbytes(n)
@@ -74,46 +56,27 @@ def data_for(n: int, seed: int) -> bytes:
 # --------------------------------------------------------------------------- datagram protocols
 def send_datagrams(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
     s_cls, _ = ENGINES[args.proto]
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
-    sock.connect((args.dst, args.port))
+    sock = open_udp_sender(args.dst, args.port)
     # the first packets must not queue behind ARP: the kernel would send them out of order
     # (netstack.traffic.resolve_neighbour), and go-back-N would pay a go-back for it
     resolved = resolve_neighbour(sock, args.dst, args.port, 1.0)
-    sock.setblocking(False)
     t0 = time.monotonic_ns()
     eng: SenderBase = s_cls(_params(args), data, flow_id=args.flow, start_seq=args.start_seq, now_ns=t0)
-    limit = t0 + int(args.max_seconds * 1e9)
-    send_errors = malformed = 0
-    next_progress = t0 + 1_000_000_000
-    while not eng.done:
-        now = time.monotonic_ns()
-        if now > limit:
-            break
-        for d in eng.poll(now):
-            try:
-                sock.send(d)
-            except OSError:
-                send_errors += 1  # a full socket buffer: the packet is lost, as on a wire
-        for d, _ in _drain(sock):
-            try:
-                eng.receive(d, time.monotonic_ns())
-            except HeaderError:
-                malformed += 1
-        if args.progress and now >= next_progress:
-            c = eng.counters()
-            print(f"[{args.proto}] {c['cum_acked']}/{c['packets']} packets acknowledged, "
-                  f"{c['retx_sent']} resent", file=sys.stderr, flush=True)
-            next_progress += 1_000_000_000
-        if not eng.done:
-            _wait(sock, eng.next_deadline(), 0.05)
-    end = eng.done_ns if eng.done_ns is not None else time.monotonic_ns()
+
+    def progress() -> None:
+        c = eng.counters()
+        print(f"[{args.proto}] {c['cum_acked']}/{c['packets']} packets acknowledged, "
+              f"{c['retx_sent']} resent", file=sys.stderr, flush=True)
+
+    with sock:
+        run = run_sender(sock, eng, max_seconds=args.max_seconds, progress=progress if args.progress else None)
+    end = eng.done_ns if eng.done_ns is not None else run["ended_ns"]
     secs = (end - t0) / 1e9
     return {"tool": "tcsack-send", "proto": args.proto, "done": eng.done, "bytes": len(data),
             "seconds": secs, "goodput_bps": len(data) * 8 / secs if eng.done and secs > 0 else 0.0,
-            "sha256": hashlib.sha256(data).hexdigest(), "send_errors": send_errors, "malformed": malformed,
-            "neighbour_resolved": resolved, "params": _params(args).to_dict(), "counters": eng.counters(),
-            "checks": eng.check_counters()}
+            "sha256": hashlib.sha256(data).hexdigest(), "send_errors": run["send_errors"],
+            "malformed": run["malformed"], "neighbour_resolved": resolved, "params": _params(args).to_dict(),
+            "counters": eng.counters(), "checks": eng.check_counters()}
 
 
 def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,7 +98,7 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
             break
         if complete_at is not None and now - last_rx > args.linger * 1e9:
             break  # done, and the sender has stopped probing: it saw the final ACK
-        for d, addr in _drain(sock):
+        for d, addr in drain(sock):
             if not d:
                 continue  # the sender's neighbour probe (empty)
             now = time.monotonic_ns()
@@ -159,7 +122,7 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
                     sock.sendto(act.data, peer)
         if complete_at is None and eng.complete:
             complete_at = time.monotonic_ns()
-        _wait(sock, eng.next_deadline(), 0.05)
+        wait_readable(sock, eng.next_deadline(), 0.05)
     secs = ((complete_at or last_rx) - first) / 1e9 if first is not None else 0.0
     return {"tool": "tcsack-recv", "proto": args.proto, "complete": eng.complete,
             "bytes": eng.c.bytes_delivered, "sha256": h.hexdigest(), "seconds": secs, "malformed": malformed,

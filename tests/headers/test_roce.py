@@ -514,7 +514,7 @@ def test_opcode_table() -> None:
     from scapy.contrib.roce import _bth_opcodes
 
     for op in Opcode:
-        assert _bth_opcodes[op] == f"RC_{op.name}"
+        assert _bth_opcodes[op] == (f"RC_{op.name}" if op is not Opcode.CNP else "CNP")
     assert ext_headers_for(Opcode.SEND_ONLY) == () and ext_headers_for(0x2A) == ()
 
 

@@ -35,8 +35,9 @@ tos_st = st.integers(0, 255)
 MAC1, MAC2 = "02:00:00:00:00:01", "02:00:00:00:00:02"
 
 
-def test_no_header_records():
-    assert not HEADERS
+def test_the_header_records_are_the_end_hosts_messages():
+    # the marks are the IP ECN field (no record); the records are TCD's data packet and CNP
+    assert [cls.__name__ for cls in HEADERS] == ["TcdData", "TcdCnp"]
 
 
 def test_default_codepoints_table():

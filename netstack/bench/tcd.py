@@ -1,0 +1,418 @@
+"""``netstack bench tcd``: TCD's §3.1 scenarios and its FCT comparison, in virtual time.
+
+"Congestion Detection in Lossless Networks" (TCD, SIGCOMM 2021). Sections (``--only NAME``):
+
+``scenarios`` (virtual time, the paper's 40 Gbit/s and 4 us links, time scale 1)
+    §3.1's *single* and *multiple congestion points* scenarios (the ``tcd`` scenario,
+    ``netstack.tcd.scenarios``) with the ECN baseline (CE above K = 200 KB) and with TCD, one run
+    each: per flow (F0, F1, F2) its packets, CE and undetermined (UE) marks; per port (P0-P3)
+    the time in each TCD state. PNGs like the paper's figures: the TCD ports' state over time
+    (``bench-tcd-states.png``) and the marks per flow, ECN vs TCD (``bench-tcd-marks.png``).
+
+``fct`` (virtual time, 40 Gbit/s)
+    The ``tcd-fct`` scenario (``netstack.tcd.fct``): Poisson flows from the websearch CDF (sizes
+    x ``size_scale``) at a load of the receivers' links on the §3.1 chain, with and without the
+    §3.1 bursts on top, under DCQCN (marker ``ecn``) and DCQCN + TCD (marker ``tcd``) on the same
+    seeds (the same flows). Median and p99 slowdown of every flow of every seed, pooled, and
+    the ratio DCQCN / DCQCN + TCD (the paper's abstract: 3.3x at the median, 2.0x at p99, from
+    its own, much larger, simulations; > 1 means TCD is better). ``bench-tcd-fct.png``: the
+    slowdown CDFs.
+
+``live`` (off unless ``--live``; root: namespaces, switch daemons)
+    The two §3.1 scenarios on the live testbed at the shipped 40 Mbit/s scale (times x1000:
+    ``tcd-single`` / ``tcd-multi``, marker switched as ``netstack tcd run --marker`` does), both
+    markers, the same table as ``scenarios``. About 10 s of traffic and set-up per run.
+
+``--quick`` (the smoke test): the scenarios as above, the FCT section with 40 flows, one seed and
+no bursts. Output: ``<results>/bench-tcd-<UTC>.json`` (+ ``-latest``, every run in the
+``netstack.run/1`` schema under ``runs``), the tables printed and written to
+``bench-tcd-latest.md``, the PNGs beside them; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..sim.scenario import RunSpec, resolve_topology
+from ..sim.sweep import sweep
+from ..tcd.fct import SIZE_BUCKETS, size_bucket
+from ..tcd.scenarios import (
+    KINDS,
+    LIVE_RATE_BPS,
+    MARKERS,
+    PAPER_DELAY_NS,
+    PAPER_RATE_BPS,
+    PORTS,
+    STATES,
+    Workload,
+    marker_of,
+    topology_doc,
+)
+from ..traffic import percentiles
+from .output import Progress, format_table, loadavg, write_results
+from .plot import pyplot, save
+from .proc import sigterm_unwinds
+
+SECTIONS = ("scenarios", "fct", "live")
+FLOWS = ("F0", "F1", "F2")
+#: TCD's abstract: DCQCN + TCD's FCT slowdown over DCQCN's, median and p99
+PAPER_RATIO = {"median": 3.3, "p99": 2.0}
+SCENARIO_SEED = 1
+TITLES = {"single": "single congestion point", "multi": "multiple congestion points"}
+#: the FCT section: (name, tcd-fct parameters) x seeds x markers
+FCT_BASE = {"load": 0.6, "workload": "websearch", "size_scale": 0.1, "payload": 1400}
+FCT_VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (("websearch", {"bursts": False}),
+                                                        ("websearch + 3.1 bursts", {"bursts": True}))
+FCT_FLOWS = 400
+FCT_SEEDS = (1, 2, 3, 4)
+QUICK_FCT_FLOWS = 40
+QUICK_FCT_SEEDS = (1,)
+
+
+# ----------------------------------------------------------------------------- §3.1
+def scenario_specs(runtime: str = "sim") -> list[RunSpec]:
+    specs = []
+    for kind in KINDS:
+        for marker in MARKERS:
+            topo: str | dict[str, Any]
+            if runtime == "sim":
+                topo = topology_doc(kind, marker, rate_bps=PAPER_RATE_BPS)
+            else:
+                topo = _live_topology(kind, marker)
+            specs.append(RunSpec("tcd", topo, SCENARIO_SEED, None, {"kind": kind, "timeline": True}, runtime=runtime))
+    return specs
+
+
+def _live_topology(kind: str, marker: str) -> str | dict[str, Any]:
+    """The shipped file when it carries ``marker``, else the same document with it switched."""
+    name = f"tcd-{kind}"
+    if marker_of(resolve_topology(name)) == marker:
+        return name
+    return topology_doc(kind, marker, rate_bps=LIVE_RATE_BPS)
+
+
+def scenario_rows(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(per flow rows, per port rows) of the §3.1 runs."""
+    flows, ports = [], []
+    for doc in docs:
+        res = doc["result"]
+        base = {"runtime": doc["runtime"], "scenario": res["scenario"], "marker": res["marker"],
+                "time_scale": doc["time_scale"]}
+        for name in FLOWS:
+            f = res["flows"].get(name) or {}
+            flows.append(base | {"flow": name, "packets": f.get("packets", 0), "ce": f.get("ce", 0),
+                                 "undetermined": f.get("undetermined", 0), "rate_cuts": f.get("rate_cuts", 0)})
+        for name in PORTS:
+            p = res["ports"].get(name)
+            if p is None:
+                continue
+            tis = p.get("time_in_state_ns")
+            row = base | {"port": name, "marked_ce": p.get("marked_ce", 0), "marked_ue": p.get("marked_ue", 0),
+                          "pauses": p.get("pauses")}
+            for s in STATES:
+                row[f"{s}_ms"] = tis[s] / 1e6 / doc["time_scale"] if tis else None
+            ports.append(row)
+    return flows, ports
+
+
+def flow_table(rows: list[dict[str, Any]]) -> str:
+    return format_table(["runtime", "scenario", "marker", "flow", "packets", "CE", "undetermined", "CE %", "UE %"],
+                        [[r["runtime"], r["scenario"], r["marker"], r["flow"], r["packets"], r["ce"],
+                          r["undetermined"], _pct(r["ce"], r["packets"]), _pct(r["undetermined"], r["packets"])]
+                         for r in rows])
+
+
+def port_table(rows: list[dict[str, Any]]) -> str:
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    return format_table(["runtime", "scenario", "marker", "port", "non-congestion ms", "undetermined ms",
+                         "congestion ms", "marked CE", "marked UE"],
+                        [[r["runtime"], r["scenario"], r["marker"], r["port"], ms(r["non_congestion_ms"]),
+                          ms(r["undetermined_ms"]), ms(r["congestion_ms"]), r["marked_ce"], r["marked_ue"]]
+                         for r in rows])
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.1f}" if b else "-"
+
+
+def plot_states(docs: list[dict[str, Any]], path: Path) -> bool:
+    """Each TCD port's state over time (paper time, ms), one column per scenario."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    runs = [d for d in docs if d["result"]["marker"] == "tcd"]
+    if not runs:
+        return False
+    fig, axes = plt.subplots(len(PORTS), len(runs), figsize=(5.5 * len(runs), 1.4 * len(PORTS) + 1),
+                             squeeze=False, sharex="col")
+    for col, doc in enumerate(runs):
+        res = doc["result"]
+        scale = doc["time_scale"]
+        end_ms = Workload(res["scenario"]).end_ns / 1e6 + 0.5
+        for row, name in enumerate(PORTS):
+            ax = axes[row][col]
+            tl = (res["ports"].get(name) or {}).get("timeline") or []
+            if tl:
+                xs = [t / scale / 1e6 for t, _ in tl] + [end_ms]
+                ys = [s for _, s in tl] + [tl[-1][1]]
+                ax.step(xs, ys, where="post", color="tab:blue")
+            ax.set_yticks([0, 1, 2], ["non-cong.", "undet.", "cong."])
+            ax.set_ylim(-0.3, 2.3)
+            ax.set_xlim(0, end_ms)
+            ax.grid(alpha=0.3)
+            ax.set_ylabel(name)
+            if row == 0:
+                ax.set_title(f"{TITLES[res['scenario']]}, TCD ({doc['runtime']})")
+        axes[-1][col].set_xlabel("time (ms, paper scale)")
+    save(plt, fig, path, dpi=110)
+    return True
+
+
+def plot_marks(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Marked packets per flow: ECN's CE vs TCD's CE and UE, one panel per scenario."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    kinds = [k for k in KINDS if any(r["scenario"] == k for r in rows)]
+    if not kinds:
+        return False
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False)
+    width = 0.27
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        sel = {(r["marker"], r["flow"]): r for r in rows if r["scenario"] == kind}
+        xs = range(len(FLOWS))
+        series = (("ecn", "ce", "ECN: CE", "tab:red"), ("tcd", "ce", "TCD: CE", "tab:orange"),
+                  ("tcd", "undetermined", "TCD: UE", "tab:blue"))
+        for i, (marker, key, label, color) in enumerate(series):
+            ax.bar([x + (i - 1) * width for x in xs], [(sel.get((marker, f)) or {}).get(key, 0) for f in FLOWS],
+                   width, label=label, color=color)
+        ax.set_xticks(list(xs), FLOWS)
+        ax.set_ylabel("marked packets")
+        ax.set_title(TITLES[kind])
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend()
+    save(plt, fig, path, dpi=110)
+    return True
+
+
+# ---------------------------------------------------------------------------------- FCT
+def fct_specs(flows: int, seeds: tuple[int, ...], variants: tuple[tuple[str, dict[str, Any]], ...]) \
+        -> tuple[list[RunSpec], list[tuple[str, str, int]]]:
+    specs, meta = [], []
+    for name, extra in variants:
+        for seed in seeds:
+            for marker in MARKERS:
+                topo = topology_doc("single", marker, rate_bps=PAPER_RATE_BPS)
+                specs.append(RunSpec("tcd-fct", topo, seed, None, {**FCT_BASE, **extra, "flows": flows}))
+                meta.append((name, marker, seed))
+    return specs, meta
+
+
+def fct_rows(docs: list[dict[str, Any]], meta: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    """Per variant and marker: every seed's flows pooled; then the ratio DCQCN / DCQCN + TCD."""
+    pooled: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    per_seed: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for doc, (name, marker, _) in zip(docs, meta, strict=True):
+        res = doc["result"]
+        pooled.setdefault((name, marker), []).extend(res["flows"])
+        per_seed.setdefault((name, marker), []).append({"seed": doc["seed"], **res["slowdown"],
+                                                         "completed": res["flows_completed"],
+                                                         "total": res["flows_total"], "marks": res["marks"]})
+    rows = []
+    for (name, marker), flows in pooled.items():
+        done = [f["slowdown"] for f in flows if f["slowdown"] is not None]
+        pc = percentiles(done, (50, 99)) if done else {}
+        by_size = {}
+        for bucket, _ in SIZE_BUCKETS:
+            sel = [f["slowdown"] for f in flows if f["slowdown"] is not None and size_bucket(f["size"]) == bucket]
+            if sel:
+                q = percentiles(sel, (50, 99))
+                by_size[bucket] = {"flows": len(sel), "median": q["p50"], "p99": q["p99"]}
+        marks = {k: sum(s["marks"][k] for s in per_seed[(name, marker)]) for k in per_seed[(name, marker)][0]["marks"]}
+        rows.append({"variant": name, "marker": marker, "cc": "dcqcn+tcd" if marker == "tcd" else "dcqcn",
+                     "completed": len(done), "total": len(flows), "median": pc.get("p50"), "p99": pc.get("p99"),
+                     "mean": pc.get("mean"), "by_size": by_size, "marks": marks, "per_seed": per_seed[(name, marker)]})
+    for r in rows:
+        if r["marker"] != "tcd":
+            continue
+        base = next((b for b in rows if b["variant"] == r["variant"] and b["marker"] == "ecn"), None)
+        for q in ("median", "p99"):
+            ok = base is not None and base[q] and r[q]
+            r[f"ratio_{q}"] = base[q] / r[q] if ok else None  # type: ignore[index]
+        r["ratio_per_seed"] = [
+            {"seed": t["seed"], "median": b["median"] / t["median"], "p99": b["p99"] / t["p99"]}
+            for b, t in zip(base["per_seed"] if base else [], r["per_seed"], strict=False)
+            if b.get("median") and t.get("median")]
+    return rows
+
+
+def fct_table(rows: list[dict[str, Any]]) -> str:
+    def num(v: float | None, fmt: str = ".2f") -> str:
+        return "-" if v is None else format(v, fmt)
+
+    out = []
+    for r in rows:
+        out.append([r["variant"], r["cc"], f"{r['completed']}/{r['total']}", num(r["median"]), num(r["p99"]),
+                     num(r.get("ratio_median"), ".2f") + ("x" if r.get("ratio_median") else ""),
+                     num(r.get("ratio_p99"), ".2f") + ("x" if r.get("ratio_p99") else ""),
+                     r["marks"]["ce"], r["marks"]["ue"], r["marks"]["rate_cuts"], r["marks"]["holds"]])
+    out.append(["paper (abstract)", "dcqcn+tcd", "-", "-", "-", f"{PAPER_RATIO['median']}x", f"{PAPER_RATIO['p99']}x",
+                "-", "-", "-", "-"])
+    return format_table(["workload", "cc", "flows done", "median slowdown", "p99 slowdown",
+                         "DCQCN/TCD median", "DCQCN/TCD p99", "CE", "UE", "rate cuts", "UE holds"], out)
+
+
+def plot_fct(docs: list[dict[str, Any]], meta: list[tuple[str, str, int]], path: Path) -> bool:
+    """The slowdown CDF of every variant, DCQCN vs DCQCN + TCD."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    variants = list(dict.fromkeys(name for name, _, _ in meta))
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.5 * len(variants), 4), squeeze=False)
+    for ax, name in zip(axes[0], variants, strict=True):
+        for marker, style, label in (("ecn", "-", "DCQCN"), ("tcd", "--", "DCQCN + TCD")):
+            vals = sorted(f["slowdown"] for d, (n, m, _) in zip(docs, meta, strict=True) if n == name and m == marker
+                          for f in d["result"]["flows"] if f["slowdown"] is not None)
+            if vals:
+                ax.plot(vals, [(i + 1) / len(vals) for i in range(len(vals))], style, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("FCT slowdown")
+        ax.set_ylabel("CDF of flows")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    save(plt, fig, path, dpi=110)
+    return True
+
+
+# ---------------------------------------------------------------------------------- main
+def _run(specs: list[RunSpec], what: str, workers: int | None, say: Progress) -> list[dict[str, Any]]:
+    def progress(done: int, total: int, r: dict[str, Any]) -> None:
+        if "error" in r:
+            say(f"{what} [{done}/{total}]: {r['params']}: FAILED {r['error']}")
+            return
+        res = r["result"]
+        label = res.get("scenario") or f"seed {r['seed']}"
+        extra = ""
+        if "slowdown" in res:
+            s = res["slowdown"]
+            extra = (f": {res['flows_completed']}/{res['flows_total']} flows, median slowdown "
+                     f"{s.get('median', 0):.2f}, p99 {s.get('p99', 0):.2f}")
+        say(f"{what} [{done}/{total}]: {label} {res['marker']}{extra} ({r['engine']['wall_s']:.1f} s)")
+
+    docs = sweep(specs, workers=workers, progress=progress)
+    for doc in docs:
+        if "error" in doc:
+            raise RuntimeError(f"{what} run failed: {doc['error']}")
+    return docs
+
+
+def section_scenarios(workers: int | None, results_dir: Path, say: Progress, out: dict[str, Any]) -> list[str]:
+    """§3.1 in virtual time: rows into ``out``; the Markdown lines."""
+    say("scenarios: §3.1 single and multi, ECN and TCD, at 40 Gbit/s / 4 us in virtual time")
+    docs = _run(scenario_specs("sim"), "scenarios", workers, say)
+    out["runs"] += docs
+    fr, pr = scenario_rows(docs)
+    out["scenarios"] = {"flows": fr, "ports": pr, "seed": SCENARIO_SEED}
+    png = results_dir / "bench-tcd-states.png"
+    if plot_states(docs, png):
+        out["plots"]["states"] = str(png)
+    png = results_dir / "bench-tcd-marks.png"
+    if plot_marks(fr, png):
+        out["plots"]["marks"] = str(png)
+    return ["## §3.1 scenarios, 40 Gbit/s, 4 us links (virtual time): marks per flow", "", flow_table(fr), "",
+            "## §3.1: time per state per port (paper ms; ECN ports have no TCD state)", "", port_table(pr), ""]
+
+
+def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progress, out: dict[str, Any]) -> list[str]:
+    """The FCT comparison: rows into ``out``; the Markdown lines."""
+    flows = QUICK_FCT_FLOWS if quick else FCT_FLOWS
+    seeds = QUICK_FCT_SEEDS if quick else FCT_SEEDS
+    variants = FCT_VARIANTS[:1] if quick else FCT_VARIANTS
+    specs, meta = fct_specs(flows, seeds, variants)
+    say(f"fct: {len(specs)} runs of tcd-fct ({flows} flows x {len(seeds)} seed(s) x {len(variants)} workload(s) "
+        f"x 2 markers; load {FCT_BASE['load']}, {FCT_BASE['workload']} sizes x {FCT_BASE['size_scale']})")
+    docs = _run(specs, "fct", workers, say)
+    out["runs"] += docs
+    rows = fct_rows(docs, meta)
+    out["fct"] = {"rows": rows, "flows": flows, "seeds": list(seeds), "params": FCT_BASE,
+                  "variants": [{"name": n, **e} for n, e in variants], "paper_ratio": PAPER_RATIO,
+                  "topology": "the tcd-single chain at 40 Gbit/s / 4 us (time scale 1)"}
+    png = results_dir / "bench-tcd-fct.png"
+    if plot_fct(docs, meta, png):
+        out["plots"]["fct"] = str(png)
+    return [f"## FCT slowdown, DCQCN vs DCQCN + TCD ({flows} flows x seeds {','.join(map(str, seeds))}, "
+            f"load {FCT_BASE['load']} of the receivers' links, {FCT_BASE['workload']} sizes x "
+            f"{FCT_BASE['size_scale']}, 40 Gbit/s, time scale 1)", "", fct_table(rows), ""]
+
+
+def section_live(say: Progress, out: dict[str, Any]) -> list[str]:
+    """§3.1 on the live testbed (root), one run at a time: rows into ``out``; the Markdown lines."""
+    say("live: §3.1 single and multi, ECN and TCD, on the testbed at 40 Mbit/s (time scale 1000)")
+    docs = _run(scenario_specs("live"), "live", 1, say)
+    out["runs"] += docs
+    fr, pr = scenario_rows(docs)
+    out["live"] = {"flows": fr, "ports": pr}
+    return ["## §3.1 live (40 Mbit/s, x1000): marks per flow", "", flow_table(fr), "",
+            "## §3.1 live: time per state per port (paper ms)", "", port_table(pr), ""]
+
+
+def _sections(args: argparse.Namespace) -> list[str]:
+    only = getattr(args, "only", None)
+    runtime_arg = getattr(args, "runtime", None)
+    live = bool(getattr(args, "live", False)) or runtime_arg == "live"
+    wanted = [s for s in SECTIONS if (s != "live" or live) and (runtime_arg != "live" or s == "live")]
+    return [s for s in wanted if not only or any(o in s for o in only)]
+
+
+def main(args: argparse.Namespace) -> int:
+    sections = _sections(args)
+    if not sections:
+        print(f"no section matches --only/--runtime (sections: {', '.join(SECTIONS)}; live needs --live)",
+              file=sys.stderr)
+        return 2
+    if "live" in sections and os.geteuid() != 0:
+        print("netstack bench tcd: --live needs root (namespaces, veths, switch daemons)", file=sys.stderr)
+        return 2
+    quick = bool(getattr(args, "quick", False))
+    workers = getattr(args, "workers", None)
+    results_dir = Path(getattr(args, "results_dir", "results"))
+    say = Progress()
+    say(f"netstack bench tcd{' --quick' if quick else ''}: sections {', '.join(sections)}; scale: "
+        f"{PAPER_RATE_BPS / 1e9:g} Gbit/s links, {PAPER_DELAY_NS / 1e3:g} us each (time scale 1, virtual time)")
+    out: dict[str, Any] = {"sections": sections, "quick": quick, "loadavg_before": loadavg(),
+                           "scale": {"rate_bps": PAPER_RATE_BPS, "delay_ns": PAPER_DELAY_NS, "time_scale": 1.0},
+                           "runs": [], "plots": {}}
+    errors: dict[str, str] = {}
+    md = ["# netstack bench tcd", "", "\"Congestion Detection in Lossless Networks\" (TCD, SIGCOMM 2021).", ""]
+    started = time.monotonic()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with sigterm_unwinds():
+        if "scenarios" in sections:
+            md += section_scenarios(workers, results_dir, say, out)
+        if "fct" in sections:
+            md += section_fct(quick, workers, results_dir, say, out)
+        if "live" in sections:
+            try:
+                md += section_live(say, out)
+            except Exception as exc:  # recorded; the virtual-time sections stand
+                errors["live"] = f"{type(exc).__name__}: {exc}"
+                say(f"live: FAILED ({errors['live']})")
+    md += [f"![{k}]({Path(v).name})" for k, v in out["plots"].items()]
+    out.update(errors=errors, wall_s=time.monotonic() - started, loadavg_after=loadavg())
+    path = write_results(results_dir, "bench-tcd", out)
+    text = "\n".join(md) + "\n"
+    (results_dir / "bench-tcd-latest.md").write_text(text)
+    print(text)
+    print(f"results: {path}")
+    if errors:
+        print(f"errors: {errors}", file=sys.stderr)
+        return 1
+    return 0

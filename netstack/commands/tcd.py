@@ -1,0 +1,321 @@
+"""``netstack tcd``: TCD (or the classic ECN baseline) on a running switch port, and its state.
+
+The group is built by :func:`register`; each action is a builder ``(actions) -> None`` in
+:data:`SUBCOMMANDS`, so more actions (``run``, ``send``, ``recv``: the host side) are added by
+appending a builder there (see :func:`add_run_parser`), without touching the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CommandError
+
+DEFAULT_PREFIX = "ns"
+
+EPILOG = """\
+examples:
+  netstack tcd enable sw2 p-sw3                     TCD on sw2's port toward sw3 (derived settings)
+  netstack tcd enable sw2 p-sw3 --t-on-max 50ms --k 40KB
+  netstack tcd enable sw2 p-sw3 --marker ecn --ecn-k 200KB   the classic baseline (TCD §3.1)
+  netstack tcd status                                  every marked port: state, time in each state, marks
+  netstack tcd disable sw2 p-sw3
+
+TCD ("Congestion Detection in Lossless Networks") labels each switch egress port congestion,
+non-congestion or undetermined (PFC switches it ON and OFF) and writes the label into the IP ECN
+field of ECN-capable packets: undetermined raises ECT(0) to ECT(1) ("UE"), congestion sets CE;
+a mark is never lowered. Settings not given are derived from the port's rate and delay and the
+PFC thresholds that pause it."""
+
+
+def _delay(text: str) -> int:
+    from ..topo.model import parse_delay
+
+    try:
+        value = parse_delay(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+    return value
+
+
+def _size(text: str) -> int:
+    from ..topo.model import parse_size
+
+    try:
+        return parse_size(int(text) if text.isdigit() else text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _classes(text: str) -> list[int]:
+    try:
+        return [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of classes such as 0 or 0,3") from None
+
+
+def _add_prefix(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prefix", default=DEFAULT_PREFIX, help="the running testbed's prefix (default %(default)s)")
+
+
+def add_enable_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    e = actions.add_parser("enable", help="put a TCD (or ECN) marker on a switch port's egress",
+                           description="Install a marker on NODE's PORT. Settings not given are derived: "
+                                       "T_on^max = (XOFF-XON)·8/(C-r_min) + 2·(delay + one MTU time), K = the "
+                                       "one-hop BDP + (XOFF-XON), W = T_on^max; XOFF/XON are the peer's (from the "
+                                       "topology), else the port's own.")
+    e.add_argument("node", help="switch node, e.g. sw2")
+    e.add_argument("port", help="its port (interface name), e.g. p-sw3")
+    e.add_argument("--marker", choices=["tcd", "ecn"], default="tcd",
+                   help="tcd: the ternary detector; ecn: CE above a queue threshold, the baseline (default tcd)")
+    e.add_argument("--t-on-max", type=_delay, metavar="TIME", help="T_on^max, e.g. 50ms (default: derived)")
+    e.add_argument("--k", type=_size, metavar="SIZE", help="queue threshold K, e.g. 40KB (default: derived)")
+    e.add_argument("--window", type=_delay, metavar="TIME", help="queue-trend window W (default: T_on^max)")
+    e.add_argument("--r-min", type=float, metavar="FRACTION",
+                   help="slowest drain still counted as throttled, a fraction of the rate (default 0.9)")
+    e.add_argument("--xoff", type=_size, metavar="SIZE", help="the XOFF that pauses this port (default: topology)")
+    e.add_argument("--xon", type=_size, metavar="SIZE", help="the XON that resumes it (default: topology)")
+    e.add_argument("--classes", type=_classes, metavar="LIST", help="lossless classes to detect on, e.g. 0,3 "
+                                                                   "(default: every class)")
+    e.add_argument("--ecn-mode", choices=["threshold", "red"], help="ECN baseline: one threshold, or DCQCN's RED")
+    e.add_argument("--ecn-k", type=_size, metavar="SIZE", help="ECN threshold (default: the derived K)")
+    e.add_argument("--ecn-kmin", type=_size, metavar="SIZE", help="RED Kmin (default 5KB)")
+    e.add_argument("--ecn-kmax", type=_size, metavar="SIZE", help="RED Kmax (default 200KB)")
+    e.add_argument("--ecn-pmax", type=float, metavar="P", help="RED Pmax (default 0.01)")
+    _add_prefix(e)
+    e.set_defaults(func=cmd_enable)
+
+
+def add_disable_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = actions.add_parser("disable", help="remove a port's marker")
+    d.add_argument("node")
+    d.add_argument("port")
+    _add_prefix(d)
+    d.set_defaults(func=cmd_disable)
+
+
+def add_status_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = actions.add_parser("status", help="every marked port: state, time in each state, UE/CE marks")
+    s.add_argument("--json", action="store_true", help="every switch's tcd_status as JSON")
+    s.add_argument("--timeline", action="store_true", help="with --json: each class's state changes")
+    _add_prefix(s)
+    s.set_defaults(func=cmd_status)
+
+
+def add_run_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = actions.add_parser(
+        "run", help="run TCD §3.1's single or multiple congestion point scenario, ECN or TCD marking",
+        description="Bring the scenario's topology up (tcd-single or tcd-multi: 4 switches, 20 hosts), start the "
+                    "receivers, the long flows F0-F2 and the 15 burst senders A0-A14 as real processes on real "
+                    "sockets, read every port's TCD state, tear it down, and report per flow the packets received "
+                    "and CE- and undetermined-marked, and per port P0-P3 the time in each state. --runtime sim "
+                    "runs the same topology and workload in virtual time instead (seconds, no root needed).",
+        epilog="the JSON (--json) is {\"flows\": {\"F0\": {\"ce\": n, \"undetermined\": n, \"packets\": n, ...}, "
+               "...}, \"ports\": {\"P0\": {\"state\", \"time_in_state_ns\": {...}, \"marked_ce\", "
+               "\"marked_ue\", ...}, ...}, ...} (docs/tcd.md \"Running the scenarios\")")
+    r.add_argument("scenario", choices=["single", "multi"],
+                   help="single: P3 is the only congestion point (F0, F2 at 5 Gbit/s scaled); multi: P2 too "
+                        "(F0, F2 at 25 Gbit/s scaled)")
+    r.add_argument("--marker", choices=["ecn", "tcd"], default="tcd",
+                   help="the switches' marking: tcd (the ternary detector) or ecn (CE above 200KB, the baseline); "
+                        "default tcd")
+    r.add_argument("--runtime", choices=["live", "sim"], default="live",
+                   help="live: namespaces and real processes (root; default); sim: netstack/sim in virtual time")
+    r.add_argument("--topology", default=None, metavar="FILE",
+                   help="another topology file shaped like the shipped tcd-single/tcd-multi (default: those)")
+    r.add_argument("--f1", choices=["fixed", "dcqcn"], default="fixed",
+                   help="F1's rate: fixed below 15 Gbit/s scaled, as the paper observes it, or DCQCN's (default fixed)")
+    r.add_argument("--timeline", action="store_true", help="add each port's state changes to the JSON")
+    r.add_argument("--prefix", default=None, help="namespace prefix for the live run (default: a fresh one)")
+    r.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    r.set_defaults(func=cmd_run)
+
+
+def add_send_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ..tcd.live import add_send_arguments
+
+    p = actions.add_parser("send", help="a paced flow (DCQCN, DCQCN+TCD or fixed rate) on this host's real socket",
+                           description="One TCD data flow over UDP 40300 with ECT(0), paced by DCQCN (+TCD) or at "
+                                       "a fixed rate, holding while PFC pauses the host. Run it in a host's "
+                                       "namespace (netstack exec). Last stdout line: one JSON report.")
+    add_send_arguments(p)
+    p.set_defaults(func=cmd_send)
+
+
+def add_recv_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ..tcd.live import add_recv_arguments
+
+    p = actions.add_parser("recv", help="receive TCD flows, count ECN/TCD marks, send CNPs (the DCQCN NP)",
+                           description="Receive TCD data flows on UDP 40300, read each packet's ECN bits, and send "
+                                       "CNPs as a DCQCN notification point does (CNP-UE too, with --tcd). Last "
+                                       "stdout line: one JSON report per flow.")
+    add_recv_arguments(p)
+    p.set_defaults(func=cmd_recv)
+
+
+#: the actions of ``netstack tcd``, in the order ``--help`` lists them
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    add_enable_parser, add_disable_parser, add_status_parser, add_run_parser, add_send_parser, add_recv_parser,
+]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("tcd", help="TCD congestion detection: enable, disable, status, run a scenario, send, recv",
+                       description="Ternary congestion detection (TCD) at switch egress ports under PFC, or "
+                                   "the classic ECN threshold as a baseline.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = p.add_subparsers(dest="tcd_cmd", metavar="ACTION", required=True)
+    for build in SUBCOMMANDS:
+        build(actions)
+
+
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    from ..io.control import ControlError
+    from ..runtime import RuntimeErrorNS
+    from ..tcd.control import TcdControlError
+
+    try:
+        return fn(*args, **kwargs)
+    except (RuntimeErrorNS, TcdControlError, ControlError, OSError) as exc:
+        raise CommandError(str(exc)) from None
+
+
+def cmd_enable(args: argparse.Namespace) -> int:
+    from ..tcd.control import enable
+
+    overrides = {"t_on_max_ns": args.t_on_max, "k_bytes": args.k, "window_ns": args.window,
+                 "r_min_fraction": args.r_min, "xoff_bytes": args.xoff, "xon_bytes": args.xon,
+                 "classes": args.classes, "ecn_mode": args.ecn_mode, "ecn_k_bytes": args.ecn_k,
+                 "ecn_kmin_bytes": args.ecn_kmin, "ecn_kmax_bytes": args.ecn_kmax, "ecn_pmax": args.ecn_pmax}
+    out = _call(enable, args.prefix, args.node, args.port, args.marker,
+                {k: v for k, v in overrides.items() if v is not None})
+    print(f"{args.marker.upper()} marking on {args.node}/{out['port']}: {_describe(out)}")
+    return 0
+
+
+def _describe(out: dict[str, Any]) -> str:
+    p = out.get("params") or {}
+    if out.get("marker") == "ecn":
+        if p.get("mode") == "red":
+            return f"RED Kmin {p['kmin_bytes']} B, Kmax {p['kmax_bytes']} B, Pmax {p['pmax']:g}"
+        return f"CE above {p.get('k_bytes')} B"
+    src = (p.get("derived") or {}).get("inputs", {})
+    return (f"T_on^max {p.get('t_on_max_ns', 0) / 1e6:g} ms, K {p.get('k_bytes')} B, "
+            f"W {p.get('window_ns', 0) / 1e6:g} ms (XOFF/XON {src.get('xoff_bytes')}/{src.get('xon_bytes')} B)")
+
+
+def cmd_disable(args: argparse.Namespace) -> int:
+    from ..tcd.control import disable
+
+    out = _call(disable, args.prefix, args.node, args.port)
+    if out.get("marker") is None:
+        print(f"{args.node}/{args.port} had no marker")
+    else:
+        print(f"{str(out['marker']).upper()} marking removed from {args.node}/{args.port}")
+    return 0
+
+
+COLUMNS = ["node", "port", "marker", "state", "t_noncon_ms", "t_undet_ms", "t_cong_ms", "marked_ue", "marked_ce",
+           "ecn_would_mark"]
+
+
+def status_rows(out: dict[str, Any]) -> list[list[Any]]:
+    """The status table's rows from :func:`netstack.tcd.control.status`'s answer."""
+    rows: list[list[Any]] = []
+    for node, st in sorted(out.items()):
+        if "error" in st:
+            rows.append([node, "-", "error", st["error"], "", "", "", "", "", ""])
+            continue
+        for port, p in sorted((st.get("ports") or {}).items()):
+            s = p.get("summary") or {}
+            c = s.get("counters") or {}
+            ce = c.get("marked_ce", c.get("marked", ""))
+            rows.append([node, port, s.get("marker", ""), s.get("state") or "-", c.get("t_noncon_ms", ""),
+                         c.get("t_undet_ms", ""), c.get("t_cong_ms", ""), c.get("marked_ue", ""), ce,
+                         c.get("ecn_would_mark", "")])
+    return rows
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ..bench.common import format_table
+    from ..tcd.control import status
+
+    out = _call(status, args.prefix, timeline=args.timeline)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    rows = status_rows(out)
+    if not rows:
+        print("no TCD or ECN marker on any switch port ('netstack tcd enable NODE PORT')")
+        return 0
+    print(format_table(COLUMNS, rows))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..sim.scenario import RunSpec, ScenarioError, run
+    from ..tcd.scenarios import load_doc
+    from ..topo.model import TopologyError
+
+    spec = args.topology or f"tcd-{args.scenario}"
+    try:
+        topology = load_doc(spec, args.marker)
+        res = run(RunSpec("tcd", topology=topology,  # type: ignore[arg-type]  # a Topology: resolve_topology takes it
+                          params={"kind": args.scenario, "timeline": args.timeline, "f1": args.f1},
+                          runtime=args.runtime, prefix=args.prefix),
+                  progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    except (ScenarioError, TopologyError, OSError) as exc:
+        raise CommandError(str(exc)) from None
+    result = res["result"]
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print_result(result)
+    return 0
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """The two tables of ``netstack tcd run``: marks per flow, state times per port."""
+    from ..bench.common import format_table
+
+    print(f"TCD §3.1 {result['scenario']} congestion point scenario, marker {result['marker']}, "
+          f"scale {result['scale']:g}x (times x{result['scale']:g}, rates /{result['scale']:g})")
+    rows = [[name, f["src"], f["dst"], f["kind"], f["sent"], f["packets"], f["ce"], f["undetermined"]]
+            for name, f in result["flows"].items()]
+    print(format_table(["flow", "src", "dst", "kind", "sent", "received", "CE", "undetermined"], rows))
+    prow = []
+    for name, p in result["ports"].items():
+        t = p.get("time_in_state_ns") or {}
+        prow.append([name, f"{p['node']}/{p['port']}", p.get("state") or "-",
+                     *(f"{t[s] / 1e6:.0f}" if s in t else "-" for s in ("non_congestion", "undetermined",
+                                                                         "congestion")),
+                     p.get("pauses", ""), p["marked_ue"], p["marked_ce"]])
+    print(format_table(["port", "where", "state at end", "non-cong ms", "undet ms", "cong ms", "pauses",
+                        "UE marks", "CE marks"], prow))
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    return _host_tool("send", args)
+
+
+def cmd_recv(args: argparse.Namespace) -> int:
+    return _host_tool("recv", args)
+
+
+def _host_tool(which: str, args: argparse.Namespace) -> int:
+    from ..tcd.dcqcn import DcqcnParamError
+    from ..tcd.live import run_recv, run_send
+
+    try:
+        out = run_send(args) if which == "send" else run_recv(args)
+    except (DcqcnParamError, OSError) as exc:
+        raise CommandError(f"tcd {which}: {exc}") from None
+    print(json.dumps(out))
+    return 0

@@ -1,0 +1,262 @@
+"""Dequeue-time marking policies for ``Switch.set_marking_policy``: TCD and the ECN baseline.
+
+:class:`TcdMarker` runs a :class:`~.detector.Detector` per lossless class of the port and
+writes the port's state into each ECN-capable IPv4 packet it sends, by the max-severity rule
+(``headers.tcd``: undetermined raises ECT to UE, congestion raises anything ECN-capable to CE,
+nothing is lowered, Not-ECT is never touched). Beside it, it counts what a classic ECN
+threshold at the same K would have marked (``ecn_would_mark``), so both detectors are compared
+on one run. :class:`EcnMarker` is that classic detector for real: CE at dequeue above a
+threshold (the paper's CEE switches, TCD §3.1) or by DCQCN's RED-style probability.
+
+The data path is hot: no Scapy, no per-packet allocation but the rewritten frame, the ECN
+rewrite decided from precomputed tables. Like the switch's enqueue-time ECN, only untagged
+IPv4 (EtherType 0x0800, header at offset 14) is marked; anything else passes untouched and is
+counted. A marker never raises on frame content: a policy that raised would kill the daemon.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from headers.errors import HeaderError
+from headers.tcd import PortState, ecn_mark_ipv4_frame_inplace, mark_ipv4_frame_inplace, mark_tos
+
+from .detector import Detector
+from .params import STATE_NAMES, EcnParams, TcdParamError, TcdParams
+
+_MIN_IPV4_FRAME = 14 + 20
+NUM_CLASSES = 8
+_NONCON = PortState.NON_CONGESTION
+_UNDET = PortState.UNDETERMINED
+
+
+@dataclass(slots=True)
+class TcdClassCounters:
+    """Per class: packets by the state they left in, and what the marker did to them."""
+
+    seen_noncon: int = 0
+    seen_undet: int = 0
+    seen_cong: int = 0
+    #: ECN-capable packets rewritten to UE / to CE
+    marked_ue: int = 0
+    marked_ce: int = 0
+    #: ECN-capable packets the classic ECN threshold (queue after dequeue > K) would have marked CE
+    ecn_would_mark: int = 0
+    not_ect: int = 0
+    non_ip: int = 0
+    malformed: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class TcdMarker:
+    """TCD at one egress port: ``switch.set_marking_policy(port, TcdMarker(params))``.
+
+    ``classes``: the lossless classes to detect on (others pass untouched); None: every class,
+    each with its own detector created at its first event.
+    """
+
+    kind = "tcd"
+
+    def __init__(self, params: TcdParams, classes: tuple[int, ...] | None = None, now_ns: int = 0) -> None:
+        if not isinstance(params, TcdParams):
+            raise TcdParamError("params", f"must be a TcdParams, got {type(params).__name__}")
+        if classes is not None:
+            classes = tuple(classes)
+            if not classes or any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < NUM_CLASSES
+                                  for c in classes) or len(set(classes)) != len(classes):
+                raise TcdParamError("classes", f"must be distinct classes 0-{NUM_CLASSES - 1}, got {classes!r}")
+        self.params = params
+        self.classes = classes
+        self.created = int(now_ns)
+        self.detectors: dict[int, Detector] = {}
+        self.counters: dict[int, TcdClassCounters] = {}
+        self._per_class: dict[int, tuple[Detector, TcdClassCounters]] = {}
+        self.unmonitored = 0
+        self._k = params.k_bytes
+        cp = params.codepoints
+        # _rows[state][ecn] -> the ECN after marking (the max-severity rule of headers.tcd)
+        self._rows = tuple(tuple(mark_tos(e, s, cp) & 3 for e in range(4)) for s in PortState)
+        self._ce = cp.ce
+        for c in classes or ():
+            self._add(c, self.created)
+
+    def _add(self, cls: int, now_ns: int) -> tuple[Detector, TcdClassCounters]:
+        det = Detector(self.params, max(now_ns, self.created))
+        self.detectors[cls] = det
+        self.counters[cls] = c = TcdClassCounters()
+        self._per_class[cls] = (det, c)
+        return det, c
+
+    def _lazy(self, cls: int, now_ns: int) -> tuple[Detector, TcdClassCounters] | None:
+        """A class's detector on its first event (every class when ``classes`` is None)."""
+        if self.classes is None and type(cls) is int and 0 <= cls < NUM_CLASSES:
+            return self._add(cls, now_ns)
+        return None
+
+    # ------------------------------------------------------------ MarkingPolicy
+    def on_pause(self, cls: int, paused: bool, now_ns: int) -> None:
+        entry = self._per_class.get(cls) or self._lazy(cls, now_ns)
+        if entry is not None:
+            entry[0].on_pause(bool(paused), now_ns)
+
+    def on_dequeue(self, frame: bytes, cls: int, qlen_bytes: int, now_ns: int) -> bytes:
+        entry = self._per_class.get(cls) or self._lazy(cls, now_ns)
+        if entry is None:
+            self.unmonitored += 1
+            return frame
+        det, c = entry
+        state = det.on_dequeue(qlen_bytes, now_ns)
+        if state is _NONCON:
+            c.seen_noncon += 1
+        elif state is _UNDET:
+            c.seen_undet += 1
+        else:
+            c.seen_cong += 1
+        # untagged IPv4 only, as the switch's own ECN at enqueue (no slicing: no allocation)
+        if len(frame) < _MIN_IPV4_FRAME or frame[12] != 8 or frame[13] or frame[14] >> 4 != 4:
+            c.non_ip += 1
+            return frame
+        ecn = frame[15] & 3
+        if not ecn:
+            c.not_ect += 1
+            return frame
+        if qlen_bytes > self._k:
+            c.ecn_would_mark += 1
+        new = self._rows[state][ecn]
+        if new == ecn:
+            return frame  # non-congestion, or already marked at least as severely
+        buf = bytearray(frame)
+        try:
+            mark_ipv4_frame_inplace(buf, 14, state, self.params.codepoints)
+        except HeaderError:
+            c.malformed += 1
+            return frame
+        if new == self._ce:
+            c.marked_ce += 1
+        else:
+            c.marked_ue += 1
+        return bytes(buf)
+
+    # ------------------------------------------------------------------ queries
+    def state(self, cls: int) -> PortState | None:
+        det = self.detectors.get(cls)
+        return None if det is None else det.state
+
+    def status(self, now_ns: int | None = None) -> dict[str, Any]:
+        """JSON-able: the parameters and, per class, the state, time in each state, transitions
+        and counters."""
+        out: dict[str, Any] = {}
+        for cls, det in sorted(self.detectors.items()):
+            st = det.status(now_ns)
+            st["counters"] = self.counters[cls].to_dict()
+            out[str(cls)] = st
+        return {"marker": self.kind, "params": self.params.to_dict(), "unmonitored": self.unmonitored,
+                "classes": out}
+
+    def timeline(self, cls: int) -> list[tuple[int, int]]:
+        """``(t_ns, state)`` at creation and at each state change of class ``cls`` (the latest
+        :data:`~.detector.TIMELINE_CAP`); empty for a class without a detector."""
+        det = self.detectors.get(cls)
+        return [] if det is None else list(det.timeline)
+
+
+@dataclass(slots=True)
+class EcnCounters:
+    seen: int = 0
+    marked: int = 0
+    already_ce: int = 0
+    not_ect: int = 0
+    non_ip: int = 0
+    malformed: int = 0
+    pauses: int = 0
+    resumes: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class EcnMarker:
+    """The classic ECN detector at one egress port's dequeue (``EcnParams``: threshold or RED).
+    It knows nothing of PFC: ``on_pause`` only counts."""
+
+    kind = "ecn"
+
+    def __init__(self, params: EcnParams) -> None:
+        if not isinstance(params, EcnParams):
+            raise TcdParamError("params", f"must be an EcnParams, got {type(params).__name__}")
+        self.params = params
+        self.counters = EcnCounters()
+        self._red = params.mode == "red"
+        self._k = params.k_bytes
+        self._kmin = params.kmin_bytes
+        self._kmax = params.kmax_bytes
+        self._slope = params.pmax / (params.kmax_bytes - params.kmin_bytes)
+        self._rng = random.Random(params.seed)
+
+    def on_pause(self, cls: int, paused: bool, now_ns: int) -> None:
+        if paused:
+            self.counters.pauses += 1
+        else:
+            self.counters.resumes += 1
+
+    def _should_mark(self, qlen: int) -> bool:
+        if not self._red:
+            return qlen > self._k
+        if qlen <= self._kmin:
+            return False
+        if qlen > self._kmax:
+            return True
+        return self._rng.random() < (qlen - self._kmin) * self._slope
+
+    def on_dequeue(self, frame: bytes, cls: int, qlen_bytes: int, now_ns: int) -> bytes:
+        c = self.counters
+        c.seen += 1
+        if len(frame) < _MIN_IPV4_FRAME or frame[12] != 8 or frame[13] or frame[14] >> 4 != 4:
+            c.non_ip += 1
+            return frame
+        ecn = frame[15] & 3
+        if not ecn:
+            c.not_ect += 1
+            return frame
+        if not self._should_mark(qlen_bytes):
+            return frame
+        if ecn == 3:
+            c.already_ce += 1
+            return frame
+        buf = bytearray(frame)
+        try:
+            ecn_mark_ipv4_frame_inplace(buf, 14)
+        except HeaderError:
+            c.malformed += 1
+            return frame
+        c.marked += 1
+        return bytes(buf)
+
+    def status(self, now_ns: int | None = None) -> dict[str, Any]:
+        return {"marker": self.kind, "params": self.params.to_dict(), "counters": self.counters.to_dict()}
+
+
+def state_name(state: PortState | int) -> str:
+    return STATE_NAMES[int(state)]
+
+
+def marker_from_options(options: dict[str, Any], now_ns: int = 0) -> TcdMarker | EcnMarker:
+    """The marker :func:`~.params.marker_options` describes (a topology feature's checked
+    options, a control request's), created at ``now_ns``."""
+    if not isinstance(options, dict):
+        raise TcdParamError("tcd", f"options must be a table, got {type(options).__name__}")
+    kind = options.get("marker", "tcd")
+    if kind == "ecn":
+        return EcnMarker(EcnParams.from_dict(options.get("ecn") or {}))
+    if kind != "tcd":
+        raise TcdParamError("marker", f"{kind!r} is not a marker (one of tcd, ecn)")
+    classes = options.get("classes")
+    return TcdMarker(TcdParams.from_dict(options.get("params") or {}),
+                     None if classes is None else tuple(classes), now_ns)
+
+
+__all__ = ["EcnCounters", "EcnMarker", "TcdClassCounters", "TcdMarker", "marker_from_options", "state_name"]
