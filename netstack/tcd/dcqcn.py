@@ -63,9 +63,12 @@ if TYPE_CHECKING:
 #: the rate the DCQCN paper's parameters are given for
 PAPER_LINE_RATE_BPS: Final = 40_000_000_000
 MODES: Final = ("dcqcn", "dcqcn+tcd", "fixed")
-#: a late poll releases at most this many packets' or this long's worth of credit
+#: a late poll releases at most this many packets' or ``DcqcnParams.burst_ns``' worth of credit
 BURST_PACKETS: Final = 64
-BURST_NS: Final = 2_000_000
+#: ``burst_ns`` at the paper's scale: 2 us, the live testbed's 2 ms at its x1000 (its timers have
+#: ~1 ms granularity). A time, so it scales like one: a sender held by PFC gets the same credit, in
+#: packets, on a resume at every scale (the TCD multi scenario is scale-invariant only so)
+BURST_NS: Final = 2_000
 #: rate-log samples kept (halved, every other sample dropped, when full)
 RATE_LOG_MAX: Final = 4096
 _HOUR_NS = 3_600_000_000_000
@@ -104,13 +107,14 @@ class DcqcnParams:
     r_hai_bps: int = 200_000_000
     clamp_target: bool = True
     cnp_interval_ns: int = 50_000  # N: the NP sends at most one CNP per flow per N
+    burst_ns: int = BURST_NS  # a late poll (or a PFC resume) releases at most this long's credit
 
     def __post_init__(self) -> None:
         _check_int("line_rate_bps", self.line_rate_bps, 1_000, _MAX_RATE)
         _check_int("r_min_bps", self.r_min_bps, 1, self.line_rate_bps)
         _check_real("g", self.g, 0.0, 1.0, open_low=True)
         _check_real("alpha0", self.alpha0, 0.0, 1.0)
-        for name in ("alpha_timer_ns", "rate_timer_ns", "cnp_interval_ns"):
+        for name in ("alpha_timer_ns", "rate_timer_ns", "cnp_interval_ns", "burst_ns"):
             _check_int(name, getattr(self, name), 1, _HOUR_NS)
         _check_int("byte_counter_bytes", self.byte_counter_bytes, 1, 1 << 50)
         _check_int("f_stages", self.f_stages, 1, 10_000)
@@ -122,7 +126,7 @@ class DcqcnParams:
     @classmethod
     def scaled(cls, line_rate_bps: int, time_scale: float = 1, **overrides: Any) -> DcqcnParams:
         """The paper's parameters at ``line_rate_bps``: its rates (R_AI, R_HAI, Rmin) in
-        proportion to the line rate over its 40 Gbit/s, its timers (K, T, N) times
+        proportion to the line rate over its 40 Gbit/s, its timers (K, T, N, burst_ns) times
         ``time_scale``, the byte counter as it is; then ``overrides`` (field names)."""
         _check_int("line_rate_bps", line_rate_bps, 1_000, _MAX_RATE)
         _check_real("time_scale", time_scale, 0.0, 1e9, open_low=True)
@@ -136,6 +140,7 @@ class DcqcnParams:
             "alpha_timer_ns": max(1, round(paper.alpha_timer_ns * time_scale)),
             "rate_timer_ns": max(1, round(paper.rate_timer_ns * time_scale)),
             "cnp_interval_ns": max(1, round(paper.cnp_interval_ns * time_scale)),
+            "burst_ns": max(1, round(paper.burst_ns * time_scale)),
         }
         known = {f.name for f in fields(cls)}
         for name in overrides:
@@ -270,11 +275,11 @@ class RateSender:
 
     def poll(self, now_ns: int) -> list[bytes]:
         """The datagrams due by ``now_ns`` at the current rate (send them now, in order): at most
-        :data:`BURST_PACKETS`, and no credit older than :data:`BURST_NS` or that many packets."""
+        :data:`BURST_PACKETS`, and no credit older than ``params.burst_ns`` or that many packets."""
         out: list[bytes] = []
         if self._done or self._next > now_ns:
             return out
-        floor = now_ns - min(BURST_NS, BURST_PACKETS * self._gap(self.payload))
+        floor = now_ns - min(self.params.burst_ns, BURST_PACKETS * self._gap(self.payload))
         if self._end is not None:
             floor = min(floor, self._end - 1)  # a late poll still ends the flow with its FIN
         nxt = max(self._next, floor)

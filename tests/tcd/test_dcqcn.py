@@ -20,7 +20,7 @@ GBIT = 1_000_000_000
 #: 1 Gbit/s, 1 ms timers, a byte counter that never fires, F = 5
 P = DcqcnParams(line_rate_bps=GBIT, r_min_bps=1_000_000, g=1 / 16, alpha0=0.5, alpha_timer_ns=MS, rate_timer_ns=MS,
                 byte_counter_bytes=10**12, f_stages=5, r_ai_bps=10_000_000, r_hai_bps=50_000_000,
-                cnp_interval_ns=MS)
+                cnp_interval_ns=MS, burst_ns=2 * MS)
 CE = TcdCnp(1, CnpKind.CE).to_bytes()
 UE = TcdCnp(1, CnpKind.UE).to_bytes()
 FAR = 10**15  # a start so late that nothing is sent: only CNPs and timers move the state
