@@ -41,7 +41,10 @@ it (:meth:`BarrierAggregator.release`: it leaves the
 minima as a timed-out input leaves them with ``hold=False``, and re-joins under the freeze when
 heard again: a recovered process is a new process, §8). :meth:`BarrierAggregator.fence` holds an
 input at once. Holding never lowers a minimum (the input stays at its ``R``) and releasing only
-raises one, so output barriers still never decrease.
+raises one, so output barriers still never decrease. The output *to* a held process (its
+``peer_input``) keeps the barrier it had when the hold began until the process is admitted
+again: a process declared failed while still alive (a stall longer than the timeout, a cut) is
+fail-stop, it must not deliver what its senders recall because of its failure.
 
 **Time.** Deadlines come from two lazy heaps (an output's beacon, an input's timeout): an entry
 is never later than the event it stands for, and a stale one is re-filed when it comes up, so
@@ -320,7 +323,7 @@ class BarrierAggregator:
         out = self._outputs[output_id]
         m = self._min(self._down if out.up else self._all)
         last = out.last
-        if m is None or (last is not None and m < last):
+        if self._fenced(out) or m is None or (last is not None and m < last):
             return last
         return m
 
@@ -414,15 +417,35 @@ class BarrierAggregator:
                 self._prompt(True, inp.down, now_ns)
         return True
 
-    def admit(self, input_id: InputId) -> bool:
+    def admit(self, input_id: InputId, now_ns: int | None = None) -> bool:
         """Lift a ban (:meth:`release`): heard again, the input re-joins under the freeze. An
         input in the minima is left as it is (a hold is ended by :meth:`release` only). False for
-        an undeclared input."""
+        an undeclared input.
+
+        ``now_ns`` (a process registered again, §8 "Recovery"): the input re-joins the minima at
+        once, at the highest barrier any output has given (``R`` never decreases, so not below
+        its own), its timeout running from ``now_ns``: until it is heard, nothing passes that
+        barrier. (Re-joining only when heard, the process could stamp and send before its commit
+        reached the switch, or never reach it, cut off again: receivers would deliver what its
+        failure, with a T_f of its old commit, then discards.)"""
         inp = self._inputs.get(input_id)
         if inp is None:
             return False
         if inp.held and not inp.live:
             inp.held = False
+            if now_ns is not None:
+                lasts = [o.last for o in self._outputs.values() if o.last is not None and (inp.down or not o.up)]
+                r = max(lasts, default=inp.r)
+                if r is not None:
+                    inp.r = r if inp.r is None else max(r, inp.r)
+                    inp.heard_at = now_ns
+                    inp.live = inp.ever_live = True
+                    inp.c.joins += 1
+                    self._live += 1
+                    self._push(inp)
+                    self._file_timeout(inp, force=True)
+                    for out in self._peers.get(input_id, ()):
+                        self._file_beacon(out)
         return True
 
     def due_beacons(self, now_ns: int) -> list[tuple[OutputId, int]]:
@@ -503,9 +526,25 @@ class BarrierAggregator:
         return list(self._outputs)
 
     # ------------------------------------------------------------------ internals
+    def _fenced(self, out: _Output) -> bool:
+        """``out`` leads to a process whose input is held (timed out under a controller, fenced,
+        or released with a ban): the barrier it gets stays where it was (see :meth:`_take`)."""
+        if out.peer is None:
+            return False
+        peer = self._inputs.get(out.peer)
+        return peer is not None and peer.held
+
     def _take(self, out: _Output, now_ns: int) -> int | None:
-        m = self._min(self._down if out.up else self._all)
         last = out.last
+        if self._fenced(out):
+            # fail-stop (the paper's §5, restricted failure atomicity; design topic §8): a process
+            # held here has been, or is being, declared failed, maybe falsely (a stall, a cut).
+            # Alive, it must deliver nothing its senders may recall because of its failure: they
+            # recall only after the hold, and a recalled message only stops holding back their
+            # commit once recalled, so no barrier given before the hold passes one. Later ones
+            # may: the output keeps its last barrier until the process re-registers (admit())
+            return last
+        m = self._min(self._down if out.up else self._all)
         if m is not None and last is not None and m < last:
             if out.frozen_since is None:  # a joining input is below the last barrier: hold it (§4)
                 out.frozen_since = now_ns

@@ -77,8 +77,10 @@ A receiver ``q`` of a scattering is judged unless:
 - ``q`` was **killed**, or **failed**: a process-fail entry names an incarnation of ``q`` at or
   above the last one ``q`` registered (or names none, or ``q`` registered none), other than the
   one ``q`` stopped as (when a process ends, its input times out and the controller declares it
-  failed: that is its end, not a crash). A failure of an earlier incarnation followed by a later
-  registration is a **recovery**: ``q`` is judged, as a recovered process delivers what it had
+  failed: that is its end, not a crash; a process declared failed while alive that never heard
+  of it ends as that incarnation too, and is judged: fenced by its ToR, it delivers nothing the
+  others did not, and its log ends before what it missed). A failure of an earlier incarnation
+  followed by a later registration is a **recovery**: ``q`` is judged, as a recovered process delivers what it had
   acknowledged (design topic §8); a failure of an incarnation that ran before this run on
   ``q``'s address is ignored the same way;
 - the sender reported ``q``'s message with ts 0 (it never left: ``q`` was known failed then);

@@ -119,7 +119,7 @@ def _controller_handlers(shell: Any) -> dict[str, Any]:
     def onepipe_admit(req: dict[str, Any]) -> bool:
         name = _input(req)
         try:
-            was = feature.admit(shell.switch, name)
+            was = feature.admit(shell.switch, name, time.monotonic_ns())
         except ConfigError as exc:
             raise ControlError(f"cannot admit: {exc}") from None
         shell.log.info("1Pipe: admitted %s%s", name, "" if was else " (not known here)")

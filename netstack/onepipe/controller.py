@@ -42,6 +42,10 @@ Registration (§8; wire: docs/onepipe-reliable.md "Wire"):
 - A ``RECOVER`` request after the release gets a batch first: a ``REPLAY`` notice for every
   failure recorded after the revision it has seen (its own included) and its undeliverable
   recalls (a RELAY of RECALL from their sender), then the reply with their counts.
+- Any other admission (a new or restarted process) gets, before its reply, a ``REPLAY`` notice
+  for every process whose current incarnation is failed (ours): such a process may be alive and
+  not know it yet (a stall, a lost notice), and its messages above T_f must not be taken by a
+  newcomer that never heard of its failure.
 
 Failures (§8 steps 1-7):
 
@@ -52,8 +56,10 @@ Failures (§8 steps 1-7):
   written (records are write-once), so no notice leaves before ``recorded``.
 - ``recorded``: a FAILURE_NOTICE to every other live process, resent every ``retry_ns`` until it
   answers CALLBACK_DONE, and once to P itself (alive but cut off, it learns it was declared
-  failed). A process that has not answered ``answer_timeout_ns`` after the first notice is
-  declared failed (``Fence``); when nobody is left to wait for, ``Release(P)``.
+  failed); again (at most every ``retry_ns``) whenever P, failed, sends a RELAY, CALLBACK_DONE or
+  FAILURE_REPORT: it never heard, and must recover. A process that has not answered
+  ``answer_timeout_ns`` after the first notice is declared failed (``Fence``); when nobody is left
+  to wait for, ``Release(P)``.
 - A process that was declared failed in any way stops being waited for at once: its own input is
   frozen in the commit minimum, so barriers cannot pass it before its own release.
 
@@ -195,12 +201,14 @@ class ControllerCounters:
     relay_timeouts: int = 0  # destinations declared failed for not answering a relayed request
     to_failed: int = 0  # relayed PREPAREs and answers for a process that is down: dropped
     notices_to_strays: int = 0  # ... its failure notice (replayed) to a sender that did not know
+    notices_to_newcomers: int = 0  # REPLAY notices of failed processes to a process joining afresh
     recalls_recorded: int = 0  # RecordRecall emitted
     duplicate_recalls: int = 0  # a recall already recorded: answered again, not recorded again
     recall_acks_sent: int = 0  # RECALL_ACKs on behalf of a process that is down
     unknown_destination: int = 0
     # bad input
     unregistered: int = 0  # CALLBACK_DONE, RELAY or FAILURE_REPORT from no live process
+    notices_to_failed: int = 0  # ... from a failed incarnation that never heard: its own notice again
     malformed: int = 0  # undecodable datagrams and payloads
     foreign: int = 0  # opcodes the controller does not take, sources that are not addresses
 
@@ -219,6 +227,7 @@ class _Proc:
     reported: bool = False  # a report about it came in: the window runs
     window_end: int | None = None
     fence_at: int | None = None  # Fence again at this time while nobody has reported
+    told_at: int | None = None  # when a datagram from it, failed, last got its own notice again
 
 
 @dataclass(slots=True, eq=False)
@@ -394,14 +403,29 @@ class Controller:
         revision it has seen, then its undeliverable recalls, as their senders' RELAYs."""
         notices = [f.notice(replay=True) for f in sorted(self._failures.values(), key=lambda f: f.fid)
                    if f.fid > seen]
+        # the recalls of every incarnation of it that failed since: one that never heard it was
+        # admitted (its reply lost while it was stopped) recovers from an earlier one than ours
+        incs = sorted({f.inc for f in self._failures.values() if f.addr == p.addr and f.fid > seen} | {p.inc})
         recalls = [relay(sender, recall(_RECALL, r))
-                   for (sender, _, _), r in self._recalls.get((p.addr, p.inc), {}).items()]
+                   for inc in incs for (sender, _, _), r in self._recalls.get((p.addr, inc), {}).items()]
         self.c.replays_sent += len(notices)
         self.c.recalls_replayed += len(recalls)
         return notices + recalls, len(notices), len(recalls)
 
+    def _still_failed(self, newcomer: Addr) -> list[bytes]:
+        """REPLAY notices of the failures of every current incarnation that is failed, for a
+        process that joins afresh: it never heard of them, and a failed process may be alive,
+        not knowing yet, and scatter to it above its T_f (§8 step 4: nobody takes those)."""
+        out = []
+        for f in sorted(self._failures.values(), key=lambda f: f.fid):
+            p = self._procs.get(f.addr)
+            if f.addr != newcomer and p is not None and p.inc == f.inc and p.state in (FAILED, RELEASED):
+                out.append(f.notice(replay=True))
+        self.c.notices_to_newcomers += len(out)
+        return out
+
     def _admit(self, addr: Addr, inc: int, nonce: int, batch: tuple[list[bytes], int, int] | None = None) -> None:
-        datagrams, n_notices, n_recalls = batch or ([], 0, 0)
+        datagrams, n_notices, n_recalls = batch or (self._still_failed(addr), 0, 0)
         self.actions.emit(RegisterProcess(addr, inc))
         # a failed incarnation's input is released with a ban (a zombie's stuck commit must not
         # come back); the new one may take its place in the commit minimum
@@ -444,6 +468,7 @@ class Controller:
             return
         if self._live(src) is None:
             self.c.unregistered += 1  # only processes we know may accuse one (switches: report())
+            self._tell_failed(src)
             return
         if about not in self._procs:
             # a process has no input of anyone else's to release (a switch's report does that)
@@ -518,6 +543,7 @@ class Controller:
         p = self._live(src)
         if p is None:
             self.c.unregistered += 1
+            self._tell_failed(src)
             return
         f = self._failures.get(fid)
         if f is None:
@@ -572,6 +598,7 @@ class Controller:
         s = self._live(src)
         if s is None:
             self.c.unregistered += 1
+            self._tell_failed(src)
             return
         try:
             dst, inner, body = parse_relay(payload)
@@ -628,6 +655,22 @@ class Controller:
             if d is not None:
                 self.c.relay_timeouts += 1
                 self._suspect(d, "no answer to a relayed request", fence=True)  # drops its other entries
+
+    def _tell_failed(self, src: Addr) -> None:
+        """``src`` speaks as a live process, but its incarnation was declared failed: it never heard
+        (its own notice goes once and may be lost, e.g. to a full socket buffer while it was
+        stopped). Alive, it is fenced (the switches hold what it is given, §8 step 7) and must
+        recover as a new incarnation: tell it (ours), at most once per ``retry_ns``."""
+        p = self._procs.get(src)
+        if p is None or p.state not in (FAILED, RELEASED) or (p.told_at is not None
+                                                             and self._now - p.told_at < self.params.retry_ns):
+            return
+        f = next((f for f in self._failures.values() if f.addr == p.addr and f.inc == p.inc), None)
+        if f is None:
+            return
+        p.told_at = self._now
+        self.c.notices_to_failed += 1
+        self.actions.emit(SendTo(src, f.notice(replay=False)))
 
     # ------------------------------------------------------------------ helpers
 

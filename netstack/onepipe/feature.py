@@ -580,9 +580,9 @@ class _SwitchState:
         ids = self.resolve(text)
         return any([self.commit.release(i, now, ban=ban) for i in ids])
 
-    def admit(self, text: str) -> bool:
+    def admit(self, text: str, now: int | None = None) -> bool:
         ids = self.resolve(text)
-        return any([self.commit.admit(i) for i in ids])
+        return any([self.commit.admit(i, now) for i in ids])
 
     def reports_since(self, since: int) -> list[Report]:
         first = self.report_seq - len(self.reports)  # seqs in the deque are consecutive
@@ -741,10 +741,11 @@ def release(switch: Switch, input: str, now_ns: int | None = None, *, ban: bool 
     return state.release(input, switch.now if now_ns is None else max(now_ns, switch.now), ban=bool(ban))
 
 
-def admit(switch: Switch, input: str) -> bool:
+def admit(switch: Switch, input: str, now_ns: int | None = None) -> bool:
     """Let a banned ``input`` re-join the commit minimum (the controller registered it again,
-    §8 "Recovery"). False when this switch does not know it."""
-    return _state(switch).admit(input)
+    §8 "Recovery"), at once, at the highest commit barrier the switch gave
+    (``BarrierAggregator.admit``). False when this switch does not know it."""
+    return _state(switch).admit(input, switch.now if now_ns is None else max(now_ns, switch.now))
 
 
 def features(switch: Switch) -> dict[str, OnePipeFeature]:

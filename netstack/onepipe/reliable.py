@@ -23,11 +23,18 @@ two phases change:
   above T_f and close P's connections; drop what still waits for P's ACK and recall the rest of
   its scatterings (RECALL, answered by RECALL_ACK; such a message stops blocking the commit once
   every RECALL_ACK is in); ``SendFail`` for them; then ``ProcFail(P, T_f)`` and CALLBACK_DONE.
-- **Registration and recovery**: the endpoint registers with the controller and sends nothing
-  before it is registered. Told it was itself declared failed, it fetches the notices and the
-  undeliverable recalls it missed, applies them, fails everything it sent above its own T_f,
-  keeps the messages it ACKed (they are delivered when the commit barrier passes them, as at the
-  other receivers) and re-joins as a new incarnation with fresh connections.
+- **Registration and recovery**: the endpoint registers with the controller and sends and takes
+  nothing before it is registered. Told it was itself declared failed (maybe falsely: stopped
+  past the failure timeout), it is fail-stop (the paper's §5): it stops sending and delivering,
+  fetches the notices and the undeliverable recalls it missed, applies them, fails everything it
+  sent above its own T_f, keeps the messages it ACKed (they are delivered when the commit barrier
+  passes them, as at the other receivers) and re-joins as a new incarnation with fresh
+  connections, stamping one input timeout ahead of its clock (its commit input re-joins the
+  switches under the freeze, design topic §4). (Before it learns, its ToR holds the commit barrier
+  it gives it: barrier.py.) A PREPARE below the commit barrier already delivered is not ACKed:
+  its sender is reported to the controller.
+- **Recalls** name a message by first PSN and ts: a connection opened after a recovery restarts
+  at the same PSN base as the retired one, whose messages may still wait for the commit barrier.
 
 Every input is in host time; outputs are :mod:`netstack.engine` actions: ``SendTo``,
 ``Deliver``, ``SendFail``, ``ProcFail``. Bad input never raises: it is counted.
@@ -165,8 +172,10 @@ class _RRxConn:
         self.part_ts = 0
         self.buffered = 0  # packets held here (complete messages not delivered, and ``part``)
         self.msgs: dict[int, _RxMsg] = {}  # complete, undelivered, by first PSN
-        self.recalled: dict[int, None] = {}  # first PSNs recalled before their message completed
-        self.gone: set[int] = set()  # first PSNs of messages dropped by a recall (duplicates tell)
+        #: first PSN -> wire ts (0: any) of messages recalled before they completed here
+        self.recalled: dict[int, int] = {}
+        #: first PSN -> wire ts of messages dropped by a recall (duplicates tell)
+        self.gone: dict[int, int] = {}
         self.closed = False  # its process failed: nothing more is taken from it
         self.nak_at = -1  # the cum last NAKed (one NAK per gap)
         self.via_ctl = False  # its last packet came relayed: answer through the controller
@@ -185,7 +194,7 @@ class _Failure:
     proc: Addr
     t_f: int | None  # absolute; None: no commit known, everything undelivered is discarded
     fid: int
-    recalls: set[tuple[Addr, int]]  # (dst, first psn) of recalls this failure started
+    recalls: set[tuple[Addr, int, int]]  # (dst, first psn, wire ts) of recalls this failure started
     done: bool = False
 
 
@@ -202,6 +211,7 @@ class ReliableEndpoint(Endpoint):
         self.controller = controller
         self.nonce = nonce & _PSN_MASK
         self.incarnation: int | None = None  # None: not registered (or recovering)
+        self._last_inc = 0  # the last incarnation we registered as (a reply for it or an older one is stale)
         self.revision = 0  # the controller's failure revision this process has seen
         self._reg_at = now_ns  # next REGISTER (re)send
         self._recovering: dict[str, Any] | None = None
@@ -215,7 +225,9 @@ class ReliableEndpoint(Endpoint):
         self._unsettled: deque[_RMsg] = deque()  # sent messages in stamp order, until settled
         self._acked: deque[_RMsg] = deque()  # ACKed ones whose ts the commit barrier has not passed
         self._scat_by_seq: dict[int, _RScat] = {}
-        self._recalls: dict[tuple[Addr, int], _Recall] = {}
+        #: (dst, first PSN, wire ts): a connection re-opened after its receiver recovered restarts
+        #: at the same PSN base, so a PSN alone may name a message of the old connection or the new
+        self._recalls: dict[tuple[Addr, int, int], _Recall] = {}
         self._failures: dict[int, _Failure] = {}
         self._failed_procs: dict[Addr, int] = {}  # process -> fid of its failure (until it re-joins)
         self._rrx: dict[Addr, _RRxConn] = {}
@@ -226,6 +238,9 @@ class ReliableEndpoint(Endpoint):
         self._cid = 0  # connection tie-break numbers
         #: the PSN base of each process's failed incarnation: its strays start no connection
         self._stray_base: dict[Addr, int] = {}
+        #: recalls for a connection from that process not open yet: first PSN -> wire ts
+        self._early_recalls: dict[Addr, dict[int, int]] = {}
+        self._late_reported: dict[Addr, int] = {}  # senders reported for a late PREPARE: when
         self._rheap: list[tuple[int, int, int, int, _RxMsg]] = []
         self._rack_due: dict[_RRxConn, None] = {}
         self._rnak_due: dict[_RRxConn, None] = {}
@@ -295,7 +310,7 @@ class ReliableEndpoint(Endpoint):
             t = self.params.t_beacon_ns
             self._send_beacon()  # always: the commit barrier rides on it (packets to processes do not set it)
             self._next_tick = (now // t + 1) * t
-        if self.incarnation is None and now >= self._reg_at:
+        if self.incarnation is None and now >= self._reg_at and (self._recovering is None or self._barrier is not None):
             self._send_register(recover=self._recovering is not None)
         self._check_rto()
         self._check_recalls()
@@ -304,7 +319,8 @@ class ReliableEndpoint(Endpoint):
 
     def next_deadline(self) -> int | None:
         due = self._next_tick
-        for t in (self._wake_at, self._rto_next, self._commit_due, None if self.registered else self._reg_at):
+        reg = None if self.registered or (self._recovering is not None and self._barrier is None) else self._reg_at
+        for t in (self._wake_at, self._rto_next, self._commit_due, reg):
             if t is not None and t < due:
                 due = t
         return due
@@ -584,11 +600,19 @@ class ReliableEndpoint(Endpoint):
         new = self._rrx[src] = _RRxConn(src, key, self._cid)
         self._cid += 1
         new.cum = psn_wire
+        early = self._early_recalls.pop(src, None)
+        if early:
+            base = psn_wire >> PSN_BASE_SHIFT
+            new.recalled.update((psn_unwrap(psn, new.cum), ts) for psn, ts in early.items()
+                                if psn >> PSN_BASE_SHIFT == base)
         return new
 
     def _on_prepare(self, hdr: OnePipeHeader, payload: memoryview, src: Addr, ce: bool, relayed: bool) -> None:
-        if self._recovering is not None:
-            self.c.from_failed += 1  # (we are out of the system until we re-join)
+        if self.incarnation is None:
+            # not (yet, or any more) registered: we are out of the system until we (re-)join. A
+            # restarted process first hears what was sent to the incarnation before it, which
+            # failed: its senders recall that through the controller, and never to us
+            self.c.from_failed += 1
             return
         conn = self._rconn(src, hdr.psn)
         if conn is None:
@@ -613,6 +637,10 @@ class ReliableEndpoint(Endpoint):
             self.c.rx_buffer_full += 1  # not ACKed: the sender resends it later
             return
         ts = ts_unwrap(hdr.msg_ts, self._now)
+        if self._cbarrier is not None and ts <= self._delivered_commit() and (hdr.flags & SOM or conn.part) \
+                and (psn if hdr.flags & SOM else psn - len(conn.part)) not in conn.recalled:
+            self._late(src)
+            return
         if hdr.flags & SOM:
             conn.part = []
             conn.part_ts = ts
@@ -633,19 +661,31 @@ class ReliableEndpoint(Endpoint):
             data = b"".join(conn.part)
             conn.part = []
             if first in conn.recalled:
-                del conn.recalled[first]
-                conn.gone.add(first)
-                conn.buffered -= n
-                self.c.messages_recalled += 1
-                return
-            if self._cbarrier is not None and ts <= self._delivered_commit():
-                self.c.late_dropped += 1  # below what was delivered: cannot happen with a correct sender
-                conn.buffered -= n
-                return
+                want = conn.recalled.pop(first)
+                if want == 0 or want == hdr.msg_ts:
+                    conn.gone[first] = hdr.msg_ts
+                    conn.buffered -= n
+                    self.c.messages_recalled += 1
+                    return
             m = _RxMsg(ts, src, first, n, data, conn)
             conn.msgs[first] = m
             self._tie += 1
             heapq.heappush(self._rheap, (ts, conn.key, conn.cid, self._tie, m))
+
+    def _late(self, src: Addr) -> None:
+        """A PREPARE at or below the commit barrier we delivered (``late_dropped``). Its sender's
+        commit was not in that barrier: it re-joined (design topic §4) and its commit input is
+        joining under the freeze at a switch that gave out a barrier above the clock it stamps by
+        (a ToR whose only process it is: its uplink fell silent and was released at the spine).
+        ACKed, the message would be delivered by its other receivers and not here; so it is not
+        ACKed, and its sender is reported to the controller (ours; at most once per ``rto_ns``):
+        declared failed, with a T_f below the message (its commit never passed it), it is
+        discarded everywhere, and the sender recovers as a new incarnation."""
+        self.c.late_dropped += 1
+        at = self._late_reported.get(src)
+        if at is None or self._now - at >= self.params.rto_ns:
+            self._late_reported[src] = self._now
+            self.actions.emit(SendTo(self.controller, ctlwire.failure_report(src, 0)))
 
     def _delivered_commit(self) -> int:
         d = self._delivered
@@ -655,7 +695,10 @@ class ReliableEndpoint(Endpoint):
         """Design topic §7.3: complete messages at or below the commit barrier and below our
         clock, in (ts, sender) order."""
         cb = self._cbarrier
-        if cb is None:
+        if cb is None or self._recovering is not None:
+            # declared failed (§8; the paper's §5: fail-stop): nothing is delivered until the
+            # recovery batch is applied, or a message recalled because of our failure, which the
+            # batch drops, would be delivered here and nowhere else
             return
         limit = min(cb, self._now - 1)
         heap = self._rheap
@@ -703,44 +746,65 @@ class ReliableEndpoint(Endpoint):
         """A co-receiver's side: drop the message (or remember to drop it) and answer."""
         if self._recovering is not None:
             if relayed:
-                self._recovery_recall(src, r.psn)  # part of the recovery batch
+                self._recovery_recall(src, r)  # part of the recovery batch
             return
         self.c.recalls_received += 1
-        conn = self._rconn(src, r.psn)
         ack = ctlwire.recall(_OP.RECALL_ACK, r, ts_from_ns(self._advertise(src)),
                              self._wire_commit() if self.incarnation is not None else 0)
-        if conn is None:
-            # nothing of that message here and no connection it could still come on: done
-            self.c.duplicate_recalls += 1
-            self.actions.emit(SendTo(self.controller, ctlwire.relay(src, ack)) if relayed else SendTo(src, ack))
-            return
-        psn = psn_unwrap(r.psn, conn.cum)
-        m = conn.msgs.get(psn)
-        if m is not None:
-            m.dropped = True
-            del conn.msgs[psn]
-            conn.buffered -= m.npkts
-            conn.gone.add(psn)
-            self.c.messages_recalled += 1
-        elif psn in conn.gone:
-            self.c.duplicate_recalls += 1
-        elif psn >= conn.cum or (conn.part and psn == conn.cum - len(conn.part)):
-            if psn in conn.recalled:
-                self.c.duplicate_recalls += 1
+        found = self._drop_recalled(src, r.psn, r.ts)
+        conn = None if found else self._rconn(src, r.psn)
+        if found:
+            pass  # dropped here (or earlier: a duplicate)
+        elif conn is None:
+            stray = self._stray_base.get(src)
+            if r.psn >> PSN_BASE_SHIFT != (-1 if stray is None else stray >> PSN_BASE_SHIFT):
+                # a connection not open yet (its first packets lost or late): the message may still
+                # come on it. Taken when it opens (ours); a failed incarnation's never opens
+                early = self._early_recalls.setdefault(src, {})
+                if len(early) < self.params.rwnd_packets:
+                    early[r.psn] = r.ts
             else:
-                conn.recalled[psn] = None
+                self.c.duplicate_recalls += 1  # nothing of it here, and nothing of it can come
         else:
-            self.c.recall_too_late += 1  # delivered already: only a broken sender recalls so late
+            psn = psn_unwrap(r.psn, conn.cum)
+            if psn >= conn.cum or (conn.part and psn == conn.cum - len(conn.part)):
+                if conn.recalled.get(psn) == r.ts:
+                    self.c.duplicate_recalls += 1
+                else:
+                    conn.recalled[psn] = r.ts
+            else:
+                self.c.recall_too_late += 1  # delivered already: only a broken sender recalls so late
         if relayed or src == self.controller:
             self.actions.emit(SendTo(self.controller, ctlwire.relay(src, ack)))
         else:
             self.actions.emit(SendTo(src, ack))
 
+    def _drop_recalled(self, src: Addr, psn_wire: int, ts_wire: int) -> bool:
+        """Drop the complete message from ``src`` a RECALL names, on the connection from it or on
+        one retired by a failure (its own or ours): the message at that first PSN with that ts
+        (0: any). A connection opened after a recovery restarts at the same PSN base, so the PSN
+        alone may name a message of either. True when found, or found dropped already."""
+        cur = self._rrx.get(src)
+        for conn in ([cur] if cur is not None else []) + self._old.get(src, []):
+            psn = psn_unwrap(psn_wire, conn.cum)
+            m = conn.msgs.get(psn)
+            if m is not None and (ts_wire == 0 or ts_from_ns(m.ts) == ts_wire):
+                m.dropped = True
+                del conn.msgs[psn]
+                conn.buffered -= m.npkts
+                conn.gone[psn] = ts_from_ns(m.ts)
+                self.c.messages_recalled += 1
+                return True
+            if psn in conn.gone and (ts_wire == 0 or conn.gone[psn] == ts_wire):
+                self.c.duplicate_recalls += 1
+                return True
+        return False
+
     def _start_recall(self, msg: _RMsg, fid: int, via_ctl: bool = False) -> None:
         """Recall ``msg`` at its receiver; through the controller when the receiver failed (it
         records the recall for the receiver's recovery and answers for it, §8 "controller
         forwarding"). The message blocks our commit until the RECALL_ACK."""
-        key = (msg.dst, msg.psn & _PSN_MASK)
+        key = (msg.dst, msg.psn & _PSN_MASK, ts_from_ns(msg.ts))
         if key in self._recalls:
             self._failures[fid].recalls.add(key)
             return
@@ -761,7 +825,7 @@ class ReliableEndpoint(Endpoint):
 
     def _on_recall_ack(self, r: Recall, src: Addr) -> None:
         self.c.recall_acks_received += 1
-        key = (src, r.psn)
+        key = (src, r.psn, r.ts)
         rec = self._recalls.pop(key, None)
         if rec is None:
             self.c.stale_acks += 1
@@ -775,7 +839,7 @@ class ReliableEndpoint(Endpoint):
 
     def _check_recalls(self) -> None:
         rto = self.params.rto_ns
-        for (dst, _psn), rec in self._recalls.items():
+        for (dst, _psn, _ts), rec in self._recalls.items():
             if self._now - rec.sent_at >= rto:
                 rec.sent_at = self._now
                 rec.resends += 1
@@ -810,8 +874,8 @@ class ReliableEndpoint(Endpoint):
             self.c.announcements += 1
             self._reopen(reply.addr)
             return
-        if self.incarnation is not None or reply.nonce != self.nonce:
-            return  # a repeat
+        if self.incarnation is not None or reply.nonce != self.nonce or reply.incarnation <= self._last_inc:
+            return  # a repeat (or, recovering, the reply that admitted the incarnation that failed)
         rec = self._recovering
         if rec is not None and (len(rec["notices"]) < reply.notices or len(rec["recalls"]) < reply.recalls):
             self._send_register(recover=True)  # part of the batch was lost: ask again
@@ -822,7 +886,14 @@ class ReliableEndpoint(Endpoint):
             # our input is back in its minima; stamped blind, a message held up on the way (the
             # cut that made us fail) could reach receivers whose commit barrier passed it
             self._barrier = None
-        self.incarnation = reply.incarnation
+        if rec is not None or reply.incarnation > 1:
+            # ... and nothing below the commit barriers given out while we were out (ours). Our
+            # commit input re-joins every switch under the freeze (§4), whose outputs hold barriers
+            # up to the other processes' clocks, ahead of ours by the skew: stamped below them, a
+            # message would be delivered by receivers it reached in time and arrive late at others
+            # (milliseconds of skew live). One input timeout ahead of our clock is above them
+            self._adv = max(self._adv or self._now, self._now + self.params.input_timeout_ns)
+        self.incarnation = self._last_inc = reply.incarnation
         self.revision = max(self.revision, reply.revision)
         self._joined_rev = self.revision
         self.c.registrations += 1
@@ -868,10 +939,12 @@ class ReliableEndpoint(Endpoint):
             if old.done and not n.replay:
                 self.actions.emit(SendTo(self.controller, ctlwire.callback_done(n.fid)))
             return
-        if n.fid <= self._joined_rev and not self._involves(n.addr):
-            # before we joined, and nothing of ours involves it
-            if not n.replay:
-                self.actions.emit(SendTo(self.controller, ctlwire.callback_done(n.fid)))
+        if n.fid <= self._joined_rev and not n.replay and not self._involves(n.addr):
+            # before we joined, and nothing of ours involves it. (A REPLAY is taken: the controller
+            # tells a newcomer of every process still failed, which may be alive, not knowing yet,
+            # and scatter to us above its T_f; and a sender of ours, of a destination that failed
+            # before it joined)
+            self.actions.emit(SendTo(self.controller, ctlwire.callback_done(n.fid)))
             return
         self.c.notices += 1
         self.revision = max(self.revision, n.fid)
@@ -966,18 +1039,31 @@ class ReliableEndpoint(Endpoint):
 
     # ------------------------------------------------------------------ recovery (§8 "Recovery")
     def _on_own_failure(self, n: ctlwire.Notice, t_f: int | None) -> None:
-        if self._recovering is not None:
+        rec = self._recovering
+        if rec is not None:
             if n.replay:
-                self._recovering["notices"][n.fid] = (n.addr, t_f, n.incarnation)
-                self._recovering["own"] = t_f
+                rec["notices"][n.fid] = (n.addr, t_f, n.incarnation)
+                if n.incarnation == rec["inc"]:
+                    rec["own"] = t_f
             return
         if self.incarnation is None:
             return  # not registered yet: nothing to recover
+        if n.incarnation != self.incarnation:
+            # the failure of an incarnation we already recovered from (a REPLAY of our last batch,
+            # resent because a RECOVER request was repeated): this incarnation is not failed.
+            # Taken, it would start a recovery that the controller, seeing us live, answers with
+            # the same batch again, and so on
+            self.c.stale_notices += 1
+            return
         self.c.recoveries += 1
         self.incarnation = None
-        self._recovering = {"notices": {}, "recalls": [], "own": t_f}
+        self._recovering = {"notices": {}, "recalls": [], "own": t_f, "inc": n.incarnation}
         self._stop_sending(t_f)
-        self._send_register(recover=True)
+        # ask to re-join once a barrier from the ToR shows our data path works (ours): admitted,
+        # our commit input is back in the switches' minima at once, and cut off it would time out
+        # and fail the new incarnation too, again and again
+        self._barrier = None
+        self._reg_at = self._now
 
     def _stop_sending(self, own: int | None) -> None:
         """Declared failed: every receiver discards what we sent above our T_f (§8 step 4), so it
@@ -1003,7 +1089,12 @@ class ReliableEndpoint(Endpoint):
             if addr == self.me or fid in self._failures:
                 continue
             f = self._failures[fid] = _Failure(addr, t_f, fid, set(), done=True)
+            # failed until the controller announces it again (it does, after the reply, for every
+            # process that re-joined meanwhile): a message to it now fails at once. Sent, it would
+            # go unanswered, then to the controller, which drops it: our commit would stick
+            self._failed_procs[addr] = fid
             self._discard(addr, t_f, inc)
+            self._recall_for(addr, fid)  # (nothing in flight any more: scatterings queued meanwhile lose it)
             self._proc_fail(f)
         # our own messages to ourselves above T_f are discarded here as everywhere (§8 step 4)
         self._discard(self.me, own, None)
@@ -1013,21 +1104,13 @@ class ReliableEndpoint(Endpoint):
             self._retire(conn)
         self._commit_sent = None
 
-    def _recovery_recall(self, sender: Addr, psn_wire: int) -> None:
+    def _recovery_recall(self, sender: Addr, r: Recall) -> None:
         rec = self._recovering
         assert rec is not None
-        rec["recalls"].append((sender, psn_wire))
-        conn = self._rrx.get(sender)
-        if conn is None:
-            return
-        psn = psn_unwrap(psn_wire, conn.cum)
-        m = conn.msgs.pop(psn, None)
-        if m is not None:
-            m.dropped = True
-            conn.buffered -= m.npkts
-            self.c.messages_recalled += 1
-        else:
-            conn.recalled[psn] = None  # (a partial message is dropped when we retire the connection)
+        rec["recalls"].append((sender, r.psn))
+        # (a partial message, or one that never arrived, is dropped when we retire the connection;
+        # the controller's book after a fail-over has no ts: 0 matches any)
+        self._drop_recalled(sender, r.psn, r.ts)
 
 
 __all__ = ["COMMIT_DIVISOR", "ReliableCounters", "ReliableEndpoint"]

@@ -160,6 +160,31 @@ def test_a_receiver_host_cut_off_before_its_acks_is_recalled_from_the_others(fab
     _assert_check(out)  # p4 is failed: atomicity is judged among p1-p3
 
 
+def test_a_process_stopped_past_the_failure_timeout_is_fenced_then_recovers(fabric, tmp_path):
+    """A live process stalls longer than the failure timeout (SIGSTOP for 0.7 s; 300 ms live): it
+    is declared failed while alive. What its senders recalled meanwhile waits in its socket, and
+    it must not deliver it (the paper's §5, restricted failure atomicity; its ToR holds the commit
+    barrier it gives it); once it learns it failed it recovers as a new incarnation, and every
+    scattering reaches all its correct and recovered receivers or none."""
+    prefix = fabric["prefix"]
+    out = tmp_path / "run"
+    t, got = _start(prefix, out, procs=4, seconds=3.0, rate=40, fanout=3, drain=2.5)
+    _wait_scattering(prefix, t, 2.3)  # (they scatter from about 1.7 s after the pid file)
+    pid = read_procs_file(prefix)["processes"]["p3"]["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.7)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    summary = _finish(t, got)
+    _failure(prefix, summary["addresses"]["p3"])
+    p3 = summary["processes"]["p3"]
+    assert p3["counters"]["recoveries"] >= 1 and p3["incarnations"][-1] > 1, "p3 recovered"
+    recalls = sum(p["counters"].get("recalls_sent", 0) for n, p in summary["processes"].items() if n != "p3")
+    assert recalls > 0, "nothing was recalled"
+    _assert_check(out)  # p3 recovered: judged with the others
+
+
 def test_the_leader_controller_killed_during_a_recovery_hands_over_and_the_recovery_completes(etcd_fabric,
                                                                                            tmp_path):
     """The etcd store with two controller replicas: p1 is killed, and while its failure is being

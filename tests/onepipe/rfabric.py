@@ -49,7 +49,7 @@ from netstack.engine import (
 )
 from netstack.onepipe.barrier import DOWN, UP, BarrierAggregator
 from netstack.onepipe.controller import Controller, ControllerParams
-from netstack.onepipe.endpoint import UPLINK
+from netstack.onepipe.endpoint import SOM, UPLINK
 from netstack.onepipe.params import OnePipeParams
 from netstack.onepipe.reliable import ReliableEndpoint
 
@@ -109,6 +109,10 @@ class RFabric:
         self.cut_data: set[int] = set()  # process <-> ToR links down
         self.cut_ctl: set[int] = set()  # process <-> controller links down
         self.cut_paths: set[frozenset[int]] = set()  # data between two processes dropped at their ToR(s)
+        #: stalled processes (SIGSTOP): what arrives for them waits in their socket, their timers and
+        #: the test's sends wait, and all of it runs, in order, when they go on (:meth:`thaw`)
+        self.frozen: dict[int, list[tuple[Callable[..., None], tuple[Any, ...]]]] = {}
+        self.overflow: set[int] = set()  # ... whose socket buffer is full: what the controller sends is lost
         self.last_arrival: dict[tuple[Any, Any], int] = {}
         self.deliveries: list[Delivery] = []
         self.failures: list[tuple[int, int, int, int]] = []  # (sender, ts, dst, seq)
@@ -183,6 +187,9 @@ class RFabric:
             self._ctl_flush()
         elif isinstance(to, str):
             self._switch_rx(to, frm, src, dst, data)
+        elif to in self.frozen:
+            if frm != "ctl" or to not in self.overflow:
+                self.frozen[to].append((self._arrive, (frm, to, src, dst, data)))
         elif to not in self.dead:
             self.eps[to].receive(data, src, self.now)
             self._flush(to)
@@ -198,7 +205,30 @@ class RFabric:
         """Process ``i`` crashes: it sends, receives and times nothing any more."""
         self.dead.add(i)
 
+    def freeze(self, i: int, overflow: bool = False) -> None:
+        """Process ``i`` stalls (SIGSTOP, a long GC pause, a descheduled VM): it is alive but
+        runs nothing; what is sent to it queues up (:meth:`thaw` runs it all). ``overflow``: its
+        socket buffer fills up, and what the controller sends it meanwhile is lost (its own
+        failure notice, say; the data path's losses are the test's ``lose``)."""
+        self.frozen.setdefault(i, [])
+        if overflow:
+            self.overflow.add(i)
+
+    def thaw(self, i: int) -> None:
+        """Process ``i`` goes on (SIGCONT): its clock has moved on; it first takes what queued
+        up for it, in order, then its timer fires."""
+        self.overflow.discard(i)
+        for fn, args in self.frozen.pop(i, []):
+            fn(*args)
+        if i not in self.dead:
+            self._timers[i] = None
+            self.eps[i].on_timer(self.now)
+            self._flush(i)
+
     def send(self, a: int, dsts: list[int]) -> int | None:
+        if a in self.frozen:
+            self.frozen[a].append((self.send, (a, dsts)))
+            return None
         if a in self.dead:
             return None
         seq = self.next_seq.get(a, 0)
@@ -206,7 +236,6 @@ class RFabric:
         if got is not None:
             self.next_seq[a] = seq + 1
             self.sent[(a, seq)] = (0, list(dsts))
-            self.sent_inc[(a, seq)] = self.eps[a].incarnation
         self._flush(a)
         return got
 
@@ -214,6 +243,12 @@ class RFabric:
         ep = self.eps[i]
         for act in ep.actions.take_all():
             if isinstance(act, SendTo):
+                if (act.dst != CTL and len(act.data) >= 24 + MSG.size and act.data[22] == OnePipeOpcode.PREPARE
+                        and act.data[23] & SOM):
+                    # stamped now (a scattering handed over may wait in the send buffer, even
+                    # across a recovery): its incarnation is the one that stamps it
+                    src, seq, _dst = MSG.unpack_from(act.data, 24)
+                    self.sent_inc.setdefault((src, seq), ep.incarnation)
                 if act.dst == CTL:
                     self.link(i, "ctl", P(i), CTL, act.data)
                 else:
@@ -255,8 +290,8 @@ class RFabric:
             self.at(max(d, self.now), self._fire, node, d)
 
     def _fire(self, node: Any, d: int) -> None:
-        if self._timers.get(node) != d or node in self.dead:
-            return
+        if self._timers.get(node) != d or node in self.dead or node in self.frozen:
+            return  # (a frozen process's timer fires when it thaws)
         self._timers[node] = None
         if node == "ctl":
             self.ctl.on_timer(self.now)
@@ -301,10 +336,14 @@ class RFabric:
 
     def _switch_timer(self, sw: str) -> None:
         be, cm = self.be[sw], self.cm[sw]
+        # as netstack/onepipe/feature.py under a controller: an input with a commit is reported by
+        # its commit side, whose timeout holds it at its last commit (a link keeps carrying a held
+        # process's commit: it is not silent); one never heard there is reported by its BE side
         for inp in be.on_timer(self.now):
-            last = cm.fence(inp)
-            self.ctl.report(inp, last, self.now)
-        cm.on_timer(self.now)
+            if cm.r(inp) is None:
+                self.ctl.report(inp, None, self.now)
+        for inp in cm.on_timer(self.now):
+            self.ctl.report(inp, cm.r(inp), self.now)
         self._ctl_flush()
         due = {o for o, _ in be.due_beacons(self.now)} | {o for o, _ in cm.due_beacons(self.now)}
         for out in due:
@@ -373,7 +412,7 @@ class RFabric:
 
     def _admit(self, proc: Any) -> None:
         for cm in self.cm.values():
-            cm.admit(proc)
+            cm.admit(proc, self.now)
 
     # ------------------------------------------------------------------ checks
     def t_f(self, i: int) -> int | None:
@@ -391,10 +430,21 @@ class RFabric:
         §12 item 2), one ts per scattering (4); nothing from a failed incarnation above its T_f is
         delivered anywhere (§8); after a failure is recorded, nothing above its T_f is delivered
         before its release (9: barriers do not pass the failed input until every callback ran).
-        Item 6 is asserted after every step (``_check_commit``). No PREPARE ever arrives below a
-        commit barrier its receiver already delivered (``late_dropped``: the join rules prevent it)."""
+        Item 6 is asserted after every step (``_check_commit``). A PREPARE that arrives below a
+        commit barrier its receiver already delivered (``late_dropped``) gets its sender declared
+        failed.
+        A message its sender reported failed after it left is delivered nowhere."""
         for i, ep in self.eps.items():
-            assert ep.c.late_dropped == 0, f"process {i} got a PREPARE below what it delivered"
+            # a PREPARE below what its receiver delivered (a re-joined sender stamped under the
+            # freeze) is not taken: its sender is reported, declared failed, and it is discarded
+            assert ep.c.late_dropped == 0 or any(r.reason.startswith("reported by process") for r in self.records), \
+                f"process {i} got a PREPARE below what it delivered, and nobody was declared failed"
+        # a message its sender failed after it left (recalled, or above the sender's own T_f) is
+        # delivered nowhere: not by a correct receiver, and not by one declared failed while it
+        # was alive (fail-stop, the paper's §5), before or after it recovered
+        failed = {(src, seq, dst) for src, ts, dst, seq in self.failures if ts != 0}
+        for d in self.deliveries:
+            assert (d.src, d.seq, d.receiver) not in failed, f"{d}: its sender reported it failed"
         assert_total_order(self.per_receiver())
         for rec, at in zip(self.records, self.recorded_at, strict=True):
             for d in self.deliveries:
@@ -407,11 +457,15 @@ class RFabric:
                     raise AssertionError(f"{d} above T_f={rec.t_f} of {rec.proc} before its release")
 
     def atomic(self, correct: set[int]) -> None:
-        """Design topic §12 item 8: every scattering reaches all of its correct receivers or none."""
+        """Design topic §12 item 8: every scattering reaches all of its correct receivers or none.
+        A message its sender failed at once (``SendFail`` with ts 0: it knew the receiver failed,
+        so it never left) leaves that receiver out, as ``netstack onepipe check`` does: a receiver
+        that recovered is a new process, and was no receiver of it."""
         got: dict[tuple[int, int], set[int]] = {}
         for d in self.deliveries:
             got.setdefault((d.src, d.seq), set()).add(d.receiver)
+        never = {(src, seq, dst) for src, ts, dst, seq in self.failures if ts == 0}
         for key, (_ts, dsts) in self.sent.items():
-            want = {d for d in dsts if d in correct}
-            have = got.get(key, set()) & correct
+            want = {d for d in dsts if d in correct and (*key, d) not in never}
+            have = got.get(key, set()) & want
             assert have in (set(), want), f"scattering {key}: delivered at {sorted(have)} of {sorted(want)}"

@@ -751,6 +751,51 @@ def test_the_commit_header_helper():
     assert OnePipeHeader.from_bytes(hdr.to_bytes()) == hdr
 
 
+def test_the_barrier_to_a_held_process_stays_where_it_was_until_it_is_admitted():
+    """Fail-stop (the paper's §5; docs/onepipe-reliable.md "Switch"): a process held (timed out
+    under a controller, or fenced) may be alive, declared failed falsely (a stall). Its senders
+    recall what it did not ACK only after the hold, and such a message stops holding back their
+    commit once recalled: the barrier it gets must not rise from the hold on, in beacons or in the
+    packets forwarded to it, until its new incarnation is admitted."""
+    a = BarrierAggregator(P, hold=True)
+    for i in ("h1", "p"):
+        a.add_input(i, down=True)
+    a.add_output("p", DOWN, 0, peer_input="p")
+    a.add_output("down", DOWN, 0)
+    a.heard("h1", 300, 0)
+    a.heard("p", 100, 0)
+    assert a.barrier_for("p", 1) == 100
+    a.heard("h1", 400, TIMEOUT)
+    a.on_timer(TIMEOUT + 1)  # p fell silent: held at 100
+    assert a.held("p") and a.barrier_for("p", TIMEOUT + 1) == 100
+    assert a.release("p", TIMEOUT + 2, ban=True)
+    assert a.barrier_for("down", TIMEOUT + 2) == 400  # everyone else moves on ...
+    assert a.barrier_for("p", TIMEOUT + 2) == 100 and a.peek("p") == 100  # ... not the failed process
+    assert not a.heard("p", 500, TIMEOUT + 3) and a.barrier_for("p", TIMEOUT + 3) == 100
+    assert a.admit("p") and a.heard("p", 500, TIMEOUT + 4)  # its new incarnation registered
+    assert a.barrier_for("p", TIMEOUT + 4) == 400
+
+
+def test_a_process_admitted_with_a_time_is_back_in_the_minimum_at_once():
+    """``admit(now_ns)`` (the controller registered the process again): it re-joins the minimum at
+    once, at the highest barrier given out, so nothing passes that until its commit is heard; heard
+    never, it times out and is held there (its new incarnation's T_f)."""
+    a = BarrierAggregator(P, hold=True)
+    for i in ("h1", "p"):
+        a.add_input(i, down=True)
+    a.add_output("down", DOWN, 0)
+    a.heard("h1", 300, 0)
+    a.heard("p", 100, 0)
+    a.fence("p")
+    assert a.release("p", 1, ban=True) and a.barrier_for("down", 1) == 300
+    a.heard("h1", 900, 2)
+    assert a.admit("p", 2) and a.is_live("p") and a.r("p") == 300
+    assert a.barrier_for("down", 3) == 300  # held at what it had given until p is heard
+    assert a.heard("p", 1000, 4) and a.barrier_for("down", 4) == 900
+    a.heard("h1", 2000, TIMEOUT + 3)
+    assert a.on_timer(TIMEOUT + 5) == ["p"] and a.held("p") and a.r("p") == 1000
+
+
 def test_a_ban_keeps_a_released_input_out_until_it_is_admitted():
     """The controller releases a failed process with a ban (docs/onepipe-reliable.md "Switch"):
     still alive and never told, its stuck commit must not come back into the minimum; its

@@ -205,6 +205,25 @@ def test_a_restart_is_a_failure_then_a_new_incarnation_once_released():
     assert state(ctl, A) == (2, LIVE)
 
 
+def test_a_process_joining_afresh_is_told_of_every_process_still_failed():
+    """A failed process may be alive and not know it yet (a stall, a lost notice), and scatter to
+    a newcomer, which never heard of its failure, above its T_f: the newcomer gets the failure of
+    every current incarnation that is failed (REPLAY notices, before its reply). A process that
+    re-joined since is not failed any more, and the newcomer's own old failure is not news."""
+    ctl = world(A, B, C)
+    declare(ctl, A, 500, fid=1)
+    declare(ctl, B, 600, now=T0 + 10, fid=2)
+    callback(ctl, C, 1)
+    callback(ctl, C, 2)
+    register(ctl, B, nonce=5, seen=2, recover=True)  # B recovers as incarnation 2
+    acts = register(ctl, D, nonce=3)
+    assert [(s.dst, op_of(s.data)) for s in sends(acts)][:2] == [(D, OnePipeOpcode.FAILURE_NOTICE),
+                                                                 (D, OnePipeOpcode.REGISTER)]
+    assert notices(acts) == [(D, Notice(A, 1, 500, 1, True))]
+    assert ctl.counters()["notices_to_newcomers"] == 1
+    assert register(ctl, D, nonce=3) == [SendTo(D, sends(acts)[0].data), SendTo(D, sends(acts)[1].data)]
+
+
 def test_fence_is_repeated_until_a_switch_reports():
     ctl = world(A, B)
     register(ctl, A, nonce=2)
@@ -396,7 +415,8 @@ def test_callbacks_from_strangers_unknown_fids_and_duplicates_are_refused():
     declare(ctl, A, 500, fid=1)
     before = ctl.view()
     assert callback(ctl, STRANGER, 1) == []
-    assert callback(ctl, A, 1) == []  # the failed process itself is not live
+    # the failed process itself is not live: it is told again that it failed (it never heard)
+    assert notices(callback(ctl, A, 1)) == [(A, Notice(A, 1, 500, 1, False))]
     assert callback(ctl, B, 77) == []
     assert ctl.view() == before
     callback(ctl, B, 1)
@@ -486,14 +506,18 @@ def test_relays_to_failed_unknown_and_from_strangers_are_dropped():
     assert send_relay(ctl, A, C, ack()) == []
     assert send_relay(ctl, A, STRANGER, prepare()) == []
     assert send_relay(ctl, STRANGER, B, prepare()) == []
-    assert send_relay(ctl, C, B, prepare()) == []  # a failed process is no longer a source
+    # a failed process is no longer a source; alive, it never heard it failed: told again, at most
+    # once per retry_ns (then it recovers as a new incarnation)
+    assert notices(send_relay(ctl, C, B, prepare())) == [(C, Notice(C, 1, 500, 1, False))]
+    assert send_relay(ctl, C, B, prepare(), now=T0 + P.retry_ns - 1) == []
+    assert notices(send_relay(ctl, C, B, prepare(), now=T0 + P.retry_ns)) == [(C, Notice(C, 1, 500, 1, False))]
     ctl.receive(relay(B, b"\x00" * 10), A, T0)  # inner packet truncated
     ctl.receive(relay(B, recall(RECALL, Recall(1, 2, 1, 0))[:-1]), A, T0)  # RECALL body short
     ctl.receive(relay(B, relay(A, prepare())), A, T0)  # a relay inside a relay
     assert ctl.actions.take_all() == [] and ctl.view() == before
     c = ctl.counters()
-    assert (c["to_failed"], c["unknown_destination"], c["unregistered"], c["malformed"]) == (2, 1, 2, 3)
-    assert c["notices_to_strays"] == 1
+    assert (c["to_failed"], c["unknown_destination"], c["unregistered"], c["malformed"]) == (2, 1, 4, 3)
+    assert (c["notices_to_strays"], c["notices_to_failed"]) == (1, 2)
 
 
 # ---------------------------------------------------------------------------------- bad input
@@ -612,7 +636,11 @@ def test_arbitrary_datagrams_never_raise_and_strangers_change_only_counters(inpu
         before = ctl.view()
         ctl.receive(data, src, now)
         if src not in live and not (len(data) >= 24 and data[22] == OnePipeOpcode.REGISTER):
-            assert ctl.view() == before and ctl.actions.take_all() == []
+            # a stranger changes nothing; a failed process (A) may only be told it failed
+            told = ctl.actions.take_all()
+            assert ctl.view() == before
+            assert all(src == A and n == Notice(A, 1, 500, 1, False) for _, n in notices(told))
+            assert len(notices(told)) == len(told)
         ctl.actions.take_all()
         ctl.on_timer(now)
         ctl.actions.take_all()
