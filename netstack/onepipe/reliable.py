@@ -46,7 +46,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from headers.errors import HeaderError
 from headers.onepipe import (
@@ -685,7 +685,7 @@ class ReliableEndpoint(Endpoint):
         at = self._late_reported.get(src)
         if at is None or self._now - at >= self.params.rto_ns:
             self._late_reported[src] = self._now
-            self.actions.emit(SendTo(self.controller, ctlwire.failure_report(src, 0)))
+            self.actions.emit(SendTo(self.controller, ctlwire.failure_report(cast("tuple[str, int]", src), 0)))
 
     def _delivered_commit(self) -> int:
         d = self._delivered
