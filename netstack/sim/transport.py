@@ -134,7 +134,33 @@ def pause_gate(host: Host, sender: EngineSender) -> PauseGate:
     return entry[0]
 
 
-class EngineReceiver:
+class _EngineTimer:
+    """The receiver apps' timer: wake the engine at its next deadline (one pending wake-up, the
+    earliest; a superseded one is ignored), then flush what it emitted."""
+
+    host: Host
+    engine: Any
+    _timer: int | None
+
+    def _flush(self) -> None:
+        raise NotImplementedError
+
+    def _tick(self, token: int) -> None:
+        if token != self._timer:
+            return
+        self._timer = None
+        self.engine.on_timer(self.host.loop.now)
+        self._flush()
+
+    def _arm_timer(self) -> None:
+        d = self.engine.next_deadline()
+        if d is not None and (self._timer is None or d < self._timer):
+            d = max(d, self.host.loop.now)
+            self._timer = d
+            self.host.loop.call_at(d, self._tick, d)
+
+
+class EngineReceiver(_EngineTimer):
     """A receiver engine on ``host``'s UDP ``port``; ACKs go back to the engine's peer, the source
     of the first data packet of its flow (``ReceiverBase.peer``)."""
 
@@ -159,12 +185,6 @@ class EngineReceiver:
         self.delivered.extend(out)
         self._flush()
 
-    def _tick(self, token: int) -> None:
-        if token != self._timer:
-            return
-        self._timer = None
-        self.engine.on_timer(self.host.loop.now)
-        self._flush()
 
     def _flush(self) -> None:
         eng = self.engine
@@ -178,14 +198,10 @@ class EngineReceiver:
                 for act in acts:
                     if isinstance(act, Transmit):  # ACKs: the receivers' only action
                         self.host.send(flow.udp(self.port, sport, act.data))
-        d = eng.next_deadline()
-        if d is not None and (self._timer is None or d < self._timer):
-            d = max(d, self.host.loop.now)
-            self._timer = d
-            self.host.loop.call_at(d, self._tick, d)
+        self._arm_timer()
 
 
-class TcdReceiverApp:
+class TcdReceiverApp(_EngineTimer):
     """TCD's receiver and NP (``netstack.tcd.np.TcdReceiver``) on ``host``'s UDP ``port``: each data
     packet goes to the engine with its source (ip bytes, port) and its IP ECN bits; the CNPs (its
     ``SendTo`` actions) go from ``port`` to the flow's source address and port, with IP TOS
@@ -210,12 +226,6 @@ class TcdReceiverApp:
             return
         self._flush()
 
-    def _tick(self, token: int) -> None:
-        if token != self._timer:
-            return
-        self._timer = None
-        self.engine.on_timer(self.host.loop.now)
-        self._flush()
 
     def _flush(self) -> None:
         eng, host = self.engine, self.host
@@ -224,11 +234,7 @@ class TcdReceiverApp:
                 if isinstance(act, SendTo):  # CNPs: the NP's only action
                     ip, sport = act.dst
                     host.send(host.flow(ip, tos=self.cnp_tos).udp(self.port, sport, act.data))
-        d = eng.next_deadline()
-        if d is not None and (self._timer is None or d < self._timer):
-            d = max(d, host.loop.now)
-            self._timer = d
-            host.loop.call_at(d, self._tick, d)
+        self._arm_timer()
 
     def result(self) -> dict[str, Any]:
         return {"flows": {str(k): v for k, v in self.engine.flows().items()}, **self.engine.counters(),
