@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__
 from .errors import CommandError
 
+#: the environment variable ``--runtime`` sets (netstack.runtime.RUNTIME_ENV; not imported from
+#: there so that ``--help`` stays light)
+RUNTIME_ENV = "NETSTACK_RUNTIME"
+
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMAND_MODULES = ("demo", "testbed", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench", "dissect")
+COMMAND_MODULES = ("demo", "testbed", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench", "dissect",
+                   "compose", "node")
 
 DESCRIPTION = """\
 netstack runs five datacenter-networking research systems as real software on one Linux
@@ -39,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"netstack {__version__}")
+    parser.add_argument("--runtime", choices=["auto", "netns", "compose"], default=None,
+                        help="which deployments commands look at: netns ('netstack up'), compose (containers of "
+                             "docker-compose or Swarm, found by their labels), auto (default: a namespace run "
+                             "of the prefix, else containers); also NETSTACK_RUNTIME")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name in COMMAND_MODULES:
         importlib.import_module(f"netstack.commands.{name}").register(sub)
@@ -51,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    before = os.environ.get(RUNTIME_ENV)
+    if args.runtime:
+        os.environ[RUNTIME_ENV] = args.runtime  # read by netstack.runtime.load_state
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -59,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as exc:
         print(f"netstack {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    finally:  # main() called in-process (tests, scripts) leaves the environment as it was
+        if args.runtime:
+            if before is None:
+                os.environ.pop(RUNTIME_ENV, None)
+            else:
+                os.environ[RUNTIME_ENV] = before
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ class ExperimentError(RuntimeError):
 
 
 def tool_argv(state: dict[str, Any], node: str, *args: str) -> list[str]:
-    return ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
+    return runtime.node_exec_argv(state, node, [sys.executable, "-m", "netstack.traffic", *args])
 
 
 def start_tool(state: dict[str, Any], node: str, *args: str) -> subprocess.Popen:

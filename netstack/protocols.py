@@ -13,7 +13,9 @@ under ``netstack/`` with the same parts (docs/architecture.md, "Adding a protoco
 - **node kinds** of its own (``node_kinds``: a topology node kind -> the module whose
   ``node_daemon(topology, built, node, run_dir, prefix, options)`` says which daemons such a node
   runs, and whose ``NODE_OPTIONS`` names the ``netstack up`` options it takes; the contract is
-  ``netstack.runtime``'s docstring);
+  ``netstack.runtime``'s docstring; ``SHARES_RUN_DIR = True`` when its daemons use other nodes'
+  control sockets, so that containers of one deployment share their run directory,
+  ``netstack.container.compose``);
 - **scenarios** for ``netstack sim`` and the benchmarks (``scenarios``: a module with ``SCENARIOS``).
 
 Everything here is a module *name*: nothing is imported until it is used, so reading this

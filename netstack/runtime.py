@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -342,40 +342,96 @@ def topology_of(state: dict[str, Any]) -> Topology:
     return load_topology_spec(name if name in shipped_topologies() else None)
 
 
+#: Which deployments the CLI looks at (``netstack --runtime``): ``netns`` (``netstack up``),
+#: ``compose`` (containers: docker-compose or Swarm, docs/containers.md), or ``auto``: a
+#: namespace run of that prefix, else a container deployment of it.
+RUNTIMES = ("auto", "netns", "compose")
+RUNTIME_ENV = "NETSTACK_RUNTIME"
+
+
+def runtime_mode() -> str:
+    mode = os.environ.get(RUNTIME_ENV, "auto") or "auto"
+    if mode not in RUNTIMES:
+        raise RuntimeErrorNS(f"{RUNTIME_ENV}={mode!r}: use one of {', '.join(RUNTIMES)}")
+    return mode
+
+
 def load_state(prefix: str) -> dict[str, Any]:
-    path = run_dir(prefix) / "state.json"
+    """The run state of the topology under ``prefix``: the one ``netstack up`` wrote, or the one
+    assembled from a container deployment's labels (``netstack.container.discover``)."""
+    mode = runtime_mode()
+    if mode != "compose":
+        path = run_dir(prefix) / "state.json"
+        with contextlib.suppress(FileNotFoundError):
+            return dict(json.loads(path.read_text()))
+    if mode != "netns":
+        from .container.discover import compose_state
+
+        found = compose_state(prefix)
+        if found is not None:
+            return found
+    raise RuntimeErrorNS(f"no topology is running under prefix {prefix!r}{_running_hint(mode)}")
+
+
+def _running_hint(mode: str) -> str:
+    running = netns.list_running() if mode != "compose" else []
+    if mode != "netns":
+        from .container.discover import running_prefixes
+
+        running += [f"{p} (containers)" for p in running_prefixes()]
+    return f" (running: {', '.join(running)})" if running else " (nothing is running: 'netstack up')"
+
+
+def node_exec_argv(state: dict[str, Any], node: str, argv: list[str]) -> list[str]:
+    """argv that runs ``argv`` (a program of this machine) in ``node``'s network namespace,
+    whichever runtime the state is of."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        running = netns.list_running()
-        hint = f" (running: {', '.join(running)})" if running else " (nothing is running: 'netstack up')"
-        raise RuntimeErrorNS(f"no topology is running under prefix {prefix!r}{hint}") from None
+        ns = state["namespaces"][node]
+    except KeyError:
+        raise RuntimeErrorNS(f"no node {node!r}; nodes: {', '.join(state['namespaces'])}") from None
+    return netns.netns_exec_argv(ns, argv)
+
+
+def host_path(state: dict[str, Any], node: str, path: str) -> str:
+    """Where a path of ``node``'s file system is seen from this machine (in a container: under
+    its ``/proc/<pid>/root``)."""
+    root = (state.get("roots") or {}).get(node)
+    return f"{root}{path}" if root else path
 
 
 def daemons_of(state: dict[str, Any]) -> list[Daemon]:
     return [Daemon(**d) for d in state.get("daemons", [])]
 
 
-def _stop(daemons: list[Daemon]) -> None:
-    for d in daemons:
+def stop_groups(pids: list[int], alive: Callable[[int], bool], timeout: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM to each daemon's process group (they start in sessions of their own), SIGKILL to
+    those still ``alive`` after ``timeout``. Shared by ``down`` and a container's node runner."""
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(d.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for d in daemons:
-        while d.alive() and time.monotonic() < deadline:
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        if d.alive():
+        if alive(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(d.pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)
+
+
+def _stop(daemons: list[Daemon]) -> None:
+    by_pid = {d.pid: d for d in daemons}
+    stop_groups(list(by_pid), lambda pid: by_pid[pid].alive())
+    for d in daemons:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(d.pid, os.WNOHANG)
 
 
 def down(prefix: str) -> list[str]:
-    """Stop the daemons and remove everything of ``prefix``. Idempotent."""
+    """Stop the daemons and remove everything of ``prefix``. Idempotent. (Namespace runs only:
+    a container deployment is stopped with docker-compose down / docker stack rm.)"""
     rdir = run_dir(prefix)
-    with contextlib.suppress(RuntimeErrorNS, json.JSONDecodeError):
-        _stop(daemons_of(load_state(prefix)))
+    with contextlib.suppress(OSError, ValueError):
+        _stop(daemons_of(json.loads((rdir / "state.json").read_text())))
     removed = netns.teardown(prefix)  # also kills anything else still inside the namespaces
     shutil.rmtree(rdir, ignore_errors=True)
     return removed

@@ -313,7 +313,7 @@ def _peer(peer: dict[str, Any] | None) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..topo.netns import ns_exec_argv
+    from ..runtime import node_exec_argv
 
     dta = _dta()
     switch = _switch(args)
@@ -365,7 +365,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             argv += ["--items", args.items]
         if not args.items and not args.random:
             raise CommandError("give the sketch's content: --items KEY[:COUNT],... and/or --random N")
-    proc = subprocess.run(ns_exec_argv(args.prefix, args.src, argv), capture_output=True, text=True, check=False)
+    proc = subprocess.run(node_exec_argv(state, args.src, argv), capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise CommandError(f"the reporter in {args.src} failed (exit {proc.returncode}): "

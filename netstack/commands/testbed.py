@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("exec", help="run a command inside a node (like Mininet's 'h1 ping h2')",
-                       description="Run CMD inside NODE's namespace, e.g. 'netstack exec h1 -- ping -c3 10.0.0.2'.")
+                       description="Run CMD inside NODE's namespace, e.g. 'netstack exec h1 -- ping -c3 10.0.0.2'. "
+                                   "In a container deployment CMD runs in the node's container (docker exec).")
     p.add_argument("node", help="node name (h1, sw1, ...)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
@@ -171,9 +172,25 @@ def cmd_down(args: argparse.Namespace) -> int:
     from ..runtime import down, down_all
 
     _need_root()
+    if not args.all:
+        _refuse_containers(args.prefix)
     removed = down_all() if args.all else down(args.prefix)
     print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
     return 0
+
+
+def _refuse_containers(prefix: str) -> None:
+    """``down`` of a prefix that runs in containers, not namespaces: say how to stop it."""
+    from ..runtime import run_dir
+    from ..topo.netns import list_running
+
+    if prefix in list_running() or (run_dir(prefix) / "state.json").exists():
+        return
+    from ..container.discover import running_prefixes
+
+    if prefix in running_prefixes():
+        raise CommandError(f"prefix {prefix!r} runs in containers: stop it with 'docker-compose down' (or "
+                           "'docker stack rm STACK' for a swarm stack) where it was started")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -267,6 +284,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
     ns = state["namespaces"].get(args.node)
     if ns is None:
         raise CommandError(f"no node {args.node!r}; nodes: {', '.join(state['namespaces'])}")
+    container = (state.get("containers") or {}).get(args.node)
+    if container:  # a container deployment: the command runs in the container, with its files
+        tty = ["-t"] if sys.stdin.isatty() and sys.stdout.isatty() else []
+        os.execvp("docker", ["docker", "exec", "-i", *tty, container, *argv])
     os.execvp("ip", ["ip", "netns", "exec", ns, *argv])
     return 0  # not reached
 

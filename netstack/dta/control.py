@@ -331,14 +331,16 @@ def connect_info(prefix: str, collector_node: str = "c1") -> dict[str, Any]:
 
 def memory_dir(prefix: str, collector_node: str = "c1") -> str:
     """Where the collector's regions live (asked from the daemon, else its config file)."""
-    from ..runtime import run_dir
+    from ..runtime import host_path, run_dir
 
     state = run_state(prefix)
     check_collector(state, collector_node)
     with contextlib.suppress(DTAError):
-        return _control(prefix, collector_node, "status")["memory_dir"]
+        # the daemon's own path; in a container, seen from here under its root
+        return host_path(state, collector_node, _control(prefix, collector_node, "status")["memory_dir"])
     try:
-        return json.loads((run_dir(prefix) / f"{collector_node}.json").read_text())["collector"]["memory_dir"]
+        cfg = run_dir(prefix) / f"{collector_node}.json"
+        return host_path(state, collector_node, json.loads(cfg.read_text())["collector"]["memory_dir"])
     except (OSError, ValueError, KeyError):
         raise DTAError(f"cannot find the memory of collector {collector_node}: its daemon does not answer") from None
 

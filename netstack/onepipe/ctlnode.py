@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 #: the ``netstack up`` options this node kind takes (``netstack.runtime.check_options``)
 NODE_OPTIONS = ("store", "controller_replicas")
+#: the controller drives every switch through its control socket (controller_config): in
+#: containers the nodes share one run directory (netstack.container.compose.shares_run_dir)
+SHARES_RUN_DIR = True
 STORES = ("sqlite", "etcd")
 #: the election every replica campaigns in, and its lease: a crashed leader's successor takes
 #: over within about this long (ours; etcd rounds a lease up to whole seconds)

@@ -29,6 +29,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..topo.nsenter import netns_exec_argv
+
 INSTALL_HINT = "install it: bash scripts/install.sh"
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 3.0
@@ -164,8 +166,7 @@ def _healthy(cluster: EtcdCluster, members: list[EtcdMember]) -> set[str]:
     """The names of ``members`` that answer ``/health`` now (from inside the cluster's namespace)."""
     if cluster.netns is None:
         return {m.name for m in members if m.healthy()}
-    argv = ["ip", "netns", "exec", cluster.netns, sys.executable, "-c", _HEALTH_PROBE,
-            *(m.client_url for m in members)]
+    argv = netns_exec_argv(cluster.netns, [sys.executable, "-c", _HEALTH_PROBE, *(m.client_url for m in members)])
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=5.0, check=False).stdout
         up = set(json.loads(out or "[]"))
@@ -220,7 +221,7 @@ def start_cluster(parent: Path, members: int = 3, *, timeout_s: float = START_TI
                 # ip netns exec execs the command: the pid is etcd's own, as without a namespace;
                 # its own session: a Ctrl-C at the terminal is the caller's to handle, and stop() ends it
                 argv = _argv(binary, m, initial, token, heartbeat_ms, election_ms)
-                m.proc = subprocess.Popen(argv if netns is None else ["ip", "netns", "exec", netns, *argv],
+                m.proc = subprocess.Popen(argv if netns is None else netns_exec_argv(netns, argv),
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         _wait_healthy(cluster, timeout_s)
     except BaseException:

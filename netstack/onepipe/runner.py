@@ -25,6 +25,7 @@ The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/``, ``DIR/sent/``, ``DIR/proc
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -140,6 +141,8 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
             results, killed = _collect(running, timeout=seconds + drain + 60)
         finally:
             procs_file(prefix).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # made for a container deployment: empty now
+                procs_file(prefix).parent.rmdir()
     finally:
         for end in impaired:
             clear_impairment(prefix, end["netns"], end["ifname"])
@@ -191,16 +194,18 @@ def _spawn(prefix: str, state: dict[str, Any], placed: dict[str, list[str]], add
            clocks: dict[str, tuple[int, float]], common: list[str], reliable: bool,
            out: Path) -> dict[str, subprocess.Popen[str]]:
     """One ``python -m netstack.onepipe.live`` per process in its host's namespace; the pid file."""
+    from ..runtime import node_exec_argv
+
     running: dict[str, subprocess.Popen[str]] = {}
     hosts = {p: h for h, ps in placed.items() for p in ps}
     try:
         for name, host in hosts.items():
             offset, drift = clocks.get(host, (0, 0.0))
             bcast = str(ipaddress.ip_interface(state["hosts"][host]).network.broadcast_address)
-            # ``ip netns exec`` execs the command: the pid is the process's own
-            argv = ["ip", "netns", "exec", state["namespaces"][host], sys.executable, "-m", "netstack.onepipe.live",
-                    "--procs", name, *common, "--clock-offset-ns", str(offset), "--clock-drift-ppm", str(drift),
-                    "--broadcast", bcast]
+            # ``ip netns exec`` (and ``nsenter``) exec the command: the pid is the process's own
+            argv = node_exec_argv(state, host, [
+                sys.executable, "-m", "netstack.onepipe.live", "--procs", name, *common,
+                "--clock-offset-ns", str(offset), "--clock-drift-ppm", str(drift), "--broadcast", bcast])
             running[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _write_procs_file(prefix, {"out": str(out), "runner": os.getpid(), "reliable": reliable, "started": time.time(),
                                    "processes": {n: {"pid": running[n].pid, "host": hosts[n],
@@ -330,6 +335,7 @@ def procs_file(prefix: str) -> Path:
 
 def _write_procs_file(prefix: str, info: dict[str, Any]) -> None:
     path = procs_file(prefix)
+    path.parent.mkdir(parents=True, exist_ok=True)  # a container deployment has no run directory here
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info, indent=2))
     tmp.replace(path)  # whole or not at all: kill may read it any time

@@ -381,7 +381,9 @@ def run_live(ctx: Context) -> dict[str, Any]:
 
 
 def _tool(state: dict[str, Any], node: str, *args: str) -> list[str]:
-    return ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.tcd", *args]
+    from ..runtime import node_exec_argv
+
+    return node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcd", *args])
 
 
 def _live(state: dict[str, Any], prefix: str, ctx: Context, kind: str, marker: str, topo: Topology) -> dict[str, Any]:

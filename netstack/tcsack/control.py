@@ -24,7 +24,9 @@ def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, r
     """One transfer with ``python -m netstack.tcsack`` in the hosts' namespaces: (sender JSON, receiver JSON).
     ``extra`` options go to both ends (T, N, payload), ``seed`` (of the data) to the sender."""
     def argv(node: str, *args: str) -> list[str]:
-        return ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.tcsack", *args]
+        from ..runtime import node_exec_argv
+
+        return node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcsack", *args])
 
     dst_ip = state["hosts"][dst].split("/")[0]
     recv = subprocess.Popen(argv(dst, "recv", "--proto", proto, "--wait", "20", *extra),

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import Backend, netns_name
-from .nsenter import iproute
+from .nsenter import iproute, netns_exec_argv, netns_path
 
 #: The nft backend's probability denominator (``numgen random mod NFT_MODULUS``).
 NFT_MODULUS = 1_000_000
@@ -231,7 +231,11 @@ def _resolve_ns(prefix: str, iface_ns: str | None) -> str | None:
 
 
 def _ns_argv(ns: str | None, argv: list[str]) -> list[str]:
-    return argv if ns is None else ["ip", "netns", "exec", ns, *argv]
+    return argv if ns is None else netns_exec_argv(ns, argv)
+
+
+def _ns_exists(ns: str) -> bool:
+    return os.path.exists(netns_path(ns))
 
 
 def need_program(binary: str, package: str) -> None:
@@ -243,8 +247,8 @@ def need_program(binary: str, package: str) -> None:
 def _run(ns: str | None, argv: list[str], stdin: str | None = None,
          check: bool = True) -> subprocess.CompletedProcess[str]:
     if ns is not None:
-        need_program("ip", "iproute2")
-        if not os.path.exists(f"/run/netns/{ns}"):
+        need_program("nsenter" if ns.startswith("/") else "ip", "util-linux" if ns.startswith("/") else "iproute2")
+        if not _ns_exists(ns):
             raise ImpairmentError(f"network namespace {ns!r} does not exist")
     full = _ns_argv(ns, argv)
     proc = subprocess.run(full, input=stdin, capture_output=True, text=True, timeout=30, check=False)
@@ -420,7 +424,7 @@ def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: flo
 def _check_iface_exists(ns: str | None, iface: str) -> None:
     # Recent kernels accept a netdev hook on a device that does not exist (yet) and the
     # chain then silently does nothing: refuse a misspelt interface here instead.
-    if ns is not None and not os.path.exists(f"/run/netns/{ns}"):
+    if ns is not None and not _ns_exists(ns):
         raise ImpairmentError(f"network namespace {ns!r} does not exist")
     with iproute(ns) as ipr:
         if not ipr.link_lookup(ifname=iface):

@@ -24,13 +24,14 @@ import re
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import impair
 from .model import Backend, NodeKind, Topology, netns_name, validate_prefix
 
 # NETNS_DIR and in_netns are part of this module's API (re-exported: callers import them from
 # here); _ipr is this module's own short name for iproute, used throughout it and by its tests.
-from .nsenter import NETNS_DIR, in_netns
+from .nsenter import NETNS_DIR, in_netns, netns_exec_argv
 from .nsenter import iproute as _ipr
 
 MARKER = "netstack"
@@ -111,7 +112,9 @@ def list_running() -> list[str]:
 
 def ns_exec_argv(prefix: str, node: str, argv: list[str]) -> list[str]:
     """argv that runs ``argv`` inside ``node`` of the topology running under ``prefix``."""
-    return ["ip", "netns", "exec", netns_name(prefix, node), *argv]
+    return netns_exec_argv(netns_name(prefix, node), argv)
+
+
 
 
 # --------------------------------------------------------------------------- plan
@@ -196,12 +199,19 @@ def _disable_ipv6() -> None:
         _write_sysctl(f"{base}/{conf}/disable_ipv6", "1")
 
 
-def offload_state(ns: str, ifname: str) -> dict[str, bool]:
-    """The offload features of an interface: ``{feature name: enabled}`` (changeable ones only)."""
+def _ethtool(ns: str | None) -> Any:
+    """A pyroute2 ``Ethtool`` in namespace ``ns`` (None: the caller's own)."""
     from pyroute2.ethtool import Ethtool
 
+    if ns is None:
+        return Ethtool()
     with in_netns(ns):
-        et = Ethtool()
+        return Ethtool()
+
+
+def offload_state(ns: str | None, ifname: str) -> dict[str, bool]:
+    """The offload features of an interface: ``{feature name: enabled}`` (changeable ones only)."""
+    et = _ethtool(ns)
     try:
         feats = et.get_features(ifname).features
         return {name: bool(f.enable) for name, f in feats.items() if f.available}
@@ -209,12 +219,10 @@ def offload_state(ns: str, ifname: str) -> dict[str, bool]:
         et.close()
 
 
-def disable_offloads(ns: str, ifname: str) -> dict[str, bool]:
-    """Turn checksum offload, TSO, GSO, GRO (and VLAN TX insertion) off; verify by reading back."""
-    from pyroute2.ethtool import Ethtool
-
-    with in_netns(ns):
-        et = Ethtool()
+def disable_offloads(ns: str | None, ifname: str) -> dict[str, bool]:
+    """Turn checksum offload, TSO, GSO, GRO (and VLAN TX insertion) off; verify by reading back.
+    ``ns`` None: the caller's own namespace (a container's node runner)."""
+    et = _ethtool(ns)
     try:
         feats = et.get_features(ifname)
         changed = False
@@ -229,7 +237,8 @@ def disable_offloads(ns: str, ifname: str) -> dict[str, bool]:
         et.close()
     still_on = sorted(n for n in after if after[n] and (n in REQUIRED_OFF or OFFLOAD_PATTERN.search(n)))
     if still_on:
-        raise BuildError(f"offloads still on for {ifname} in {ns} after disabling them: {', '.join(still_on)}")
+        raise BuildError(f"offloads still on for {ifname} in {ns or 'this namespace'} after disabling them: "
+                         f"{', '.join(still_on)}")
     return after
 
 

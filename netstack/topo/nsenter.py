@@ -33,6 +33,27 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
+#: Set by a container's node runner (netstack.container.node): the namespace name the node
+#: would have under ``netstack up``, which is the process's own namespace there.
+SELF_NETNS_ENV = "NETSTACK_SELF_NETNS"
+
+
+def netns_path(ns: str) -> str:
+    """The file of namespace ``ns``: a name under /run/netns, or a path as it is (a container's
+    ``/proc/<pid>/ns/net``, netstack.container.discover)."""
+    return ns if ns.startswith("/") else os.path.join(NETNS_DIR, ns)
+
+
+def netns_exec_argv(ns: str, argv: list[str]) -> list[str]:
+    """argv that runs ``argv`` in namespace ``ns``: ``ip netns exec`` for a named namespace,
+    ``nsenter --net=`` for a path; as is in the namespace the process already is in."""
+    if ns == os.environ.get(SELF_NETNS_ENV):
+        return list(argv)
+    if ns.startswith("/"):
+        return ["nsenter", f"--net={ns}", "--", *argv]
+    return ["ip", "netns", "exec", ns, *argv]
+
+
 @contextlib.contextmanager
 def in_netns(name: str) -> Iterator[None]:
     """Run the body with the *calling thread* in network namespace ``name``.
@@ -40,7 +61,7 @@ def in_netns(name: str) -> Iterator[None]:
     Sockets created inside stay in that namespace after the block; other threads are not
     affected. Use it to open sockets or netlink handles in a node from a root-namespace process.
     """
-    target = os.open(os.path.join(NETNS_DIR, name), os.O_RDONLY)
+    target = os.open(netns_path(name), os.O_RDONLY)
     back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
         _setns(target)
