@@ -67,6 +67,19 @@ def test_linkguardian_masks_one_percent_corruption(compose):
     check_lg_masks_corruption(compose["prefix"])
 
 
+def test_dta_reports_land_in_the_collectors_memory(compose):
+    """netstack dta against containers: the translator in sw2's container, a report from h1 (the
+    machine's reporter tool in h1's namespace), the value read from c1's shared memory."""
+    prefix = compose["prefix"]
+    wait_ready(prefix)
+    r = cli("dta", "enable", "--prefix", prefix)
+    assert r.returncode == 0, r.stderr
+    r = cli("dta", "report", "keywrite", "4242", "31337", "--prefix", prefix)
+    assert r.returncode == 0, r.stderr
+    r = cli("dta", "query", "keywrite", "4242", "--prefix", prefix)
+    assert r.returncode == 0 and "key 4242: 31337" in r.stdout, r.stdout + r.stderr
+
+
 def test_the_cli_refuses_what_it_cannot_do_to_containers(compose, capsys):
     prefix = compose["prefix"]
     assert main(["--runtime", "compose", "down", "--prefix", prefix]) == 2
