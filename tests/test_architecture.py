@@ -22,7 +22,7 @@ ENGINES = (
     "netstack/onepipe/endpoint.py", "netstack/onepipe/barrier.py", "netstack/onepipe/params.py",
     "netstack/onepipe/clock.py", "netstack/onepipe/reliable.py", "netstack/onepipe/controller.py",
     "netstack/onepipe/ctlwire.py", "netstack/tcd/detector.py", "netstack/tcd/params.py", "netstack/tcd/marker.py",
-    "netstack/tcd/dcqcn.py", "netstack/tcd/np.py",
+    "netstack/tcd/dcqcn.py", "netstack/tcd/np.py", "netstack/auth/frame.py",
 )
 SANS_IO_FORBIDDEN = ("socket", "asyncio", "time", "subprocess", "select", "uvloop", "netstack.switch",
                      "netstack.io", "netstack.runtime")

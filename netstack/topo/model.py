@@ -255,6 +255,19 @@ class Topology:
     #: the link rate of the paper setting this topology models (``[topology] paper_rate``), from
     #: which results derive their time scale (docs/architecture.md "Time and scale"); None: not said
     paper_rate_bps: int | None = None
+    #: ``[topology] keys``: the key file (``netstack keys generate``) the protocols' authenticated
+    #: frames derive their keys from, as written (relative: to the topology file's directory);
+    #: None: no authentication
+    keys: str | None = None
+
+    def keys_path(self) -> Path | None:
+        """:attr:`keys` resolved: a relative path is taken from the topology file's directory."""
+        if self.keys is None:
+            return None
+        path = Path(self.keys).expanduser()
+        if not path.is_absolute() and Path(self.source).is_file():
+            path = Path(self.source).resolve().parent / path
+        return path
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -484,7 +497,7 @@ class _Errors:
 
 
 _TOP_KEYS = {"topology", "defaults", "nodes", "links"}
-_TOPOLOGY_KEYS = {"name", "prefix", "paper_rate"}
+_TOPOLOGY_KEYS = {"name", "prefix", "paper_rate", "keys"}
 _DEFAULT_KEYS = {"rate", "delay", "mtu", "buffer"}
 _NODE_KEYS = {"name", "kind", "ip", "mac", "clock_offset", "clock_drift_ppm"}
 _LINK_KEYS = {
@@ -586,7 +599,7 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     _unknown(errors, "", data, _TOP_KEYS)
     # Every section reports into the same list, in this order, so that one TopologyError
     # names every problem of the file and always in the same order.
-    name, prefix, paper_rate = _parse_topology_section(errors, data)
+    name, prefix, paper_rate, keys = _parse_topology_section(errors, data)
     defaults = _parse_defaults(errors, data)
     nodes = _parse_nodes(errors, data)
     links = _parse_links(errors, data, nodes, defaults)
@@ -596,13 +609,15 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     if errors:
         raise TopologyError(errors.items, source)
     ordered_nodes = tuple(nodes.nodes[n] for n in nodes.paths if n in nodes.nodes)
-    return Topology(name, prefix, ordered_nodes, tuple(links.links), source, paper_rate)
+    return Topology(name, prefix, ordered_nodes, tuple(links.links), source, paper_rate, keys)
 
 
-def _parse_topology_section(errors: _Errors, data: Mapping[str, Any]) -> tuple[str, str, int | None]:
-    """``[topology]``: name, namespace prefix and paper rate (the defaults where absent or invalid)."""
+def _parse_topology_section(errors: _Errors, data: Mapping[str, Any]) -> tuple[str, str, int | None, str | None]:
+    """``[topology]``: name, namespace prefix, paper rate and key file (the defaults where
+    absent or invalid)."""
     name, prefix = "topology", DEFAULT_PREFIX
     paper_rate: int | None = None
+    keys: str | None = None
     top = _table(errors, "topology", data.get("topology", {}))
     if top is not None:
         _unknown(errors, "topology", top, _TOPOLOGY_KEYS)
@@ -618,7 +633,13 @@ def _parse_topology_section(errors: _Errors, data: Mapping[str, Any]) -> tuple[s
                 prefix = validate_prefix(top["prefix"])
             except TopologyError as exc:
                 errors.add("topology.prefix", exc.errors[0][1])
-    return name, prefix, paper_rate
+        if "keys" in top:
+            value = top["keys"]
+            if isinstance(value, str) and value.strip() and "\0" not in value and len(value) <= 4096:
+                keys = value
+            else:
+                errors.add("topology.keys", f"{_show(value)} is not a path to a key file")
+    return name, prefix, paper_rate, keys
 
 
 def _parse_defaults(errors: _Errors, data: Mapping[str, Any]) -> _LinkDefaults:
