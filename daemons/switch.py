@@ -26,6 +26,8 @@ from typing import Any
 
 from daemons.common import daemon_parser, run_daemon
 from netstack import protocols
+from netstack.auth import keys
+from netstack.auth.context import AuthContext
 from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
 from netstack.switch import Switch, plugins
@@ -41,6 +43,8 @@ RX_BATCH = 256
 #: never sleep less than this, and release every frame that became due meanwhile.
 MIN_SLEEP_S = 0.001
 STATS_INTERVAL_S = 1.0
+#: how often the key file is checked for a rotation (and expired keys dropped)
+KEY_POLL_S = 1.0
 
 
 class SwitchShell:
@@ -132,6 +136,7 @@ class SwitchShell:
             "set_impairment": self.ctl_set_impairment,
             "clear_counters": self.ctl_clear,
             "fdb": lambda req: self.switch.fdb_entries(),
+            "auth_status": lambda req: self.switch.auth.status() if self.switch.auth is not None else None,
         }
         return {**builtin, **self._plugin_handlers(set(builtin))}
 
@@ -174,6 +179,7 @@ class SwitchShell:
             "internal_errors": self.internal_errors,
             "ports": ports,
             "switch_counters": self.switch.switch_counters(),
+            "auth": self.switch.auth.status() if self.switch.auth is not None else None,
             # what each protocol running in this switch reports (``switch_status(shell)`` of its
             # control plug-in; a protocol that is off reports nothing)
             "protocols": {name: st for name, report in self._status_hooks.items()
@@ -213,9 +219,10 @@ class SwitchShell:
         return "cleared"
 
 
-def load_config(path: Path) -> tuple[SwitchConfig, dict[str, str], dict[str, Any]]:
+def load_config(path: Path) -> tuple[SwitchConfig, dict[str, str], dict[str, Any], dict[str, Any]]:
     """The daemon's JSON config: ``{"switch": SwitchConfig dict, "ifnames": {port: ifname},
-    "features": {port: {feature: options}}}`` (``runtime.switch_config`` writes it)."""
+    "features": {port: {feature: options}}, "auth": {"keys": key file, "links": {port: link}}}``
+    (``runtime.switch_config`` writes it; ``auth`` only when the topology names a key file)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -228,12 +235,66 @@ def load_config(path: Path) -> tuple[SwitchConfig, dict[str, str], dict[str, Any
     features = data.get("features") or {}
     if not isinstance(features, dict):
         raise SystemExit(f"switch daemon: bad config {path}: features must be a mapping port -> features")
-    return cfg, ifnames, features
+    auth = data.get("auth") or {}
+    if not isinstance(auth, dict) or ("keys" in auth and not isinstance(auth["keys"], str)):
+        raise SystemExit(f"switch daemon: bad config {path}: auth must be {{\"keys\": path, \"links\": {{...}}}}")
+    return cfg, ifnames, features, auth
+
+
+def start_auth(switch: Switch, auth: dict[str, Any]) -> KeyWatch | None:
+    """Load the key file the config names into ``switch.auth`` (before any feature attaches)."""
+    if not auth.get("keys"):
+        return None
+    try:
+        ring = keys.load(auth["keys"])
+    except keys.KeyFileError as exc:
+        raise SystemExit(f"switch daemon: {exc}") from None
+    links = auth.get("links") or {}
+    switch.auth = AuthContext.start(ring, time.time(), {str(k): str(v) for k, v in links.items()})
+    log.info("authenticated frames: keys from %s (key %d current)", ring.source, ring.current)
+    return KeyWatch(switch.auth, auth["keys"])
+
+
+class KeyWatch:
+    """Follows the key file: a rotation (new file) reaches every sealer and opener, and an old
+    key stops being accepted when its overlap ends (netstack keys rotate)."""
+
+    def __init__(self, ctx: AuthContext, path: str) -> None:
+        self.ctx = ctx
+        self.path = path
+        self._stamp = self._stat()
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def poll(self) -> None:
+        stamp = self._stat()
+        if stamp is not None and stamp != self._stamp:
+            try:
+                ring = keys.load(self.path)
+            except keys.KeyFileError as exc:
+                log.warning("key file changed but cannot be read (keeping the old keys): %s", exc)
+            else:
+                self._stamp = stamp
+                self.ctx.reload(ring, time.time())
+                log.info("key file reloaded: key %d current, valid %s", ring.current, ring.valid_ids(time.time()))
+                return
+        self.ctx.refresh(time.time())
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(KEY_POLL_S)
+            self.poll()
 
 
 async def amain(args: argparse.Namespace) -> int:
-    cfg, ifnames, features = load_config(args.config)
+    cfg, ifnames, features, auth = load_config(args.config)
     switch = Switch(cfg)
+    watch = start_auth(switch, auth)
     try:
         attached = plugins.attach(switch, features, time.monotonic_ns())
     except (ConfigError, ValueError, TypeError) as exc:
@@ -260,12 +321,15 @@ async def amain(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     stats = asyncio.create_task(shell.poll_kernel_stats())
+    key_task = asyncio.create_task(watch.run()) if watch is not None else None
     log.info("switch %s up: ports %s", cfg.name, ", ".join(f"{n}={ifnames.get(n, n)}" for n in ports))
     try:
         await stop.wait()
     finally:
         log.info("switch %s shutting down", cfg.name)
         stats.cancel()
+        if key_task is not None:
+            key_task.cancel()
         for port in ports.values():
             loop.remove_reader(port.fd)
             port.close()

@@ -127,6 +127,10 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
     features = {ifname: feats for (n, ifname), feats in port_features(topology).items() if n == node}
     out: dict[str, Any] = {"switch": {"name": node, "ports": ports, "static_fdb": static,
                                       "switch_only_ethertypes": list(protocols.switch_only_ethertypes())}}
+    keys = topology.keys_path()
+    if keys is not None:
+        # the daemon loads the file itself: no key material in a config file or on a command line
+        out["auth"] = {"keys": str(keys), "links": {p.ifname: p.link for p in built.ports_of(node)}}
     if features:
         out["features"] = features  # attached by the daemon at start (netstack.switch.plugins)
     return out
@@ -218,6 +222,7 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
     options = dict(options or {})
     say = progress or (lambda msg: None)
     check_options(topology, options)
+    check_keys(topology)
     if prefix in netns.list_running():
         raise RuntimeErrorNS(f"a topology is already running under prefix {prefix!r}: "
                              f"'netstack down --prefix {prefix}' first, or choose another --prefix")
@@ -270,6 +275,19 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
     }
     (rdir / "state.json").write_text(json.dumps(state, indent=2))
     return state
+
+
+def check_keys(topology: Topology) -> None:
+    """RuntimeErrorNS before anything is built if the topology's key file cannot be used."""
+    path = topology.keys_path()
+    if path is None:
+        return
+    from .auth.keys import KeyFileError, load
+
+    try:
+        load(path)
+    except KeyFileError as exc:
+        raise RuntimeErrorNS(f"topology {topology.name!r}: {exc} ('netstack keys generate {path}' makes one)") from None
 
 
 def node_options() -> dict[str, list[str]]:

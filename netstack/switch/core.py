@@ -84,6 +84,10 @@ class Switch:
         #: frames of the last receive_batch fully processed (see receive_batch)
         self.batch_done = 0
         self._departure_hook: DepartureHook | None = None
+        #: the keys of authenticated frames (netstack.auth.context.AuthContext), set by the
+        #: daemon when the topology names a key file; None: protocols send and accept
+        #: frames without the trailer
+        self.auth: Any = None
 
     @property
     def departure_hook(self) -> DepartureHook | None:
