@@ -30,6 +30,15 @@ the receiver before the sender and disable the sender first.
 
 Frames on the protected link also carry the software FCS; the switch adds and checks it,
 so the features only ever see frames without it.
+
+Authenticated control (docs/security.md "Keys and authenticated frames"): when the switch has
+keys (``switch.auth``, the topology's key file) and the port is an end of a topology link, the
+receiver seals every frame that carries leading-ACK or loss-notification tags (piggybacked,
+explicit couriers, notifications) with the link's key: an AES-CMAC trailer over the Ethernet
+addresses and the control tags, appended at the end of the frame (before the software FCS).
+The sender opens it before its engine sees the tags, and drops and counts per reason what
+fails. Only the control direction is sealed: it is what frees Tx-buffer copies and triggers
+retransmissions (LinkGuardian §3.1, §3.4); data tags stay as the paper has them.
 """
 
 from __future__ import annotations
@@ -37,9 +46,12 @@ from __future__ import annotations
 import weakref
 from typing import Any, TypeVar
 
+from headers.auth import TRAILER_LEN
 from headers.errors import HeaderError
 from headers.linkguardian import DATA_DUMMY, DATA_ERA, DATA_RETX, ETHERTYPE, LGType, find_tag
 
+from ..auth.frame import REASONS, AuthFailure, Opener, Sealer
+from ..auth.keys import PURPOSE_LG_LINK
 from ..engine import Backpressure, Transmit
 from ..errors import ConfigError
 from ..switch import Switch
@@ -51,6 +63,9 @@ from .sender import LG_CONTROL_MAC, LGSender
 
 _LG_HI = ETHERTYPE >> 8
 _LG_LO = ETHERTYPE & 0xFF
+
+#: the tag sizes of the two control tags (type byte onward, without next_type)
+_CONTROL_TAG: dict[int, int] = {int(LGType.LEADING_ACK): 3, int(LGType.LOSS_NOTIFICATION): 6}
 
 SENDER = "sender"
 #: retransmitted seq_nos remembered by a passive (disabled) receiver, oldest forgotten first
@@ -64,6 +79,20 @@ def forward_as_received(switch: Switch, port: str, frame: bytes, now_ns: int | N
     """Forward ``frame`` as if it had just been received on ``port`` and passed ``after``'s
     ingress hook (frames released from the reordering buffer later than their arrival)."""
     return switch.forward(port, frame, now_ns, after_feature=after)
+
+
+def control_span(frame: bytes) -> int:
+    """How far the control tags at the front of ``frame`` reach (the bytes a seal covers:
+    addresses, EtherType, every leading-ACK / loss-notification tag with its next_type);
+    0 when the frame does not start with one."""
+    o = 12
+    n = len(frame)
+    while n >= o + 3 and frame[o] == _LG_HI and frame[o + 1] == _LG_LO:
+        size = _CONTROL_TAG.get(frame[o + 2] >> 6)
+        if size is None or n < o + 2 + size + 2:
+            break
+        o += 2 + size  # the tag; its next_type is the next EtherType
+    return o + 2 if o > 12 else 0
 
 
 class _LGFeature(FeatureBase):
@@ -103,6 +132,22 @@ class _LGFeature(FeatureBase):
     def set_params(self, params: LGParams) -> None:
         raise NotImplementedError
 
+    def _keyed_link(self) -> str | None:
+        """The link whose key seals this port's LinkGuardian control, or None without keys.
+        Both directions protected on one link cannot be authenticated (a reverse frame's
+        data tag would sit in front of the sealed control tags): refused."""
+        auth = self.switch.auth
+        if auth is None:
+            return None
+        link = auth.link_of(self.port)
+        if link is None:
+            return None
+        other = SENDER if self.role == RECEIVER else RECEIVER
+        if (self.port, other) in _registry(self.switch):
+            raise ConfigError("linkguardian", f"port {self.port}: authenticated LinkGuardian protects one direction "
+                                              "of a link; both directions are enabled here (docs/security.md)")
+        return str(link)
+
     def status(self) -> dict[str, Any]:
         return {"role": self.role, "port": self.port, "enabled": self.enabled, "attached": self.attached,
                 "params": self.params.to_dict(), "counters": self.counters()}
@@ -122,6 +167,8 @@ class LGSenderFeature(_LGFeature):
         #: bit c set: class c is stamped (0 while disabled)
         self._mask = 0
         self._repoll_at: int | None = None
+        #: opens the receiver's sealed control frames when the link has keys (module docstring)
+        self.opener: Opener | None = None
 
     # ------------------------------------------------------------- feature interface
     def on_egress(self, frame: bytes, cls: int, now_ns: int) -> bytes:
@@ -144,6 +191,15 @@ class LGSenderFeature(_LGFeature):
     def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
         if frame[12] != _LG_HI or frame[13] != _LG_LO:
             return frame
+        if self.opener is not None:
+            span = control_span(frame)
+            if span:
+                try:
+                    self.opener.open(frame[:span] + frame[-TRAILER_LEN:] if len(frame) >= span + TRAILER_LEN
+                                     else frame[:span])
+                except AuthFailure:
+                    return None  # refused: counted by the opener, per reason
+                frame = frame[:-TRAILER_LEN]
         fwd, retx = self.engine.receive(frame, now_ns)
         if retx and self.enabled:
             sw, port, cls = self.switch, self.port, self.params.retx_class
@@ -160,6 +216,8 @@ class LGSenderFeature(_LGFeature):
     # --------------------------------------------------------------------- control
     def enable(self, now_ns: int | None = None) -> None:
         self.attach()
+        link = self._keyed_link()
+        self.opener = self.switch.auth.opener(PURPOSE_LG_LINK, link, self.port) if link else None
         self.enabled = True
         self._mask = sum(1 << c for c in self.params.data_classes)
 
@@ -176,6 +234,10 @@ class LGSenderFeature(_LGFeature):
 
     def counters(self) -> dict[str, Any]:
         out = self.engine.counters()
+        out["auth"] = self.opener is not None
+        opened = self.opener.counters if self.opener is not None else dict.fromkeys(("ok", *REASONS), 0)
+        out["auth_ok"] = opened["ok"]
+        out["auth_refused"] = {r: opened[r] for r in REASONS}
         state = self.switch.counters().get(self.port, {})
         per_class = state.get("pauses_rx_class", [])
         paused = state.get("paused", [])
@@ -196,6 +258,8 @@ class LGReceiverFeature(_LGFeature):
         super().__init__(switch, port, params)
         self.engine = LGReceiver(self._engine_params(), src_mac=self.mac, dst_mac=LG_CONTROL_MAC)
         self.notifications_dropped = 0
+        #: seals the control frames toward the sender when the link has keys (see the module docstring)
+        self.sealer: Sealer | None = None
         self.released_later = 0
         self.passive_stripped = 0
         self.passive_duplicates = 0
@@ -237,13 +301,25 @@ class LGReceiverFeature(_LGFeature):
 
     def on_egress(self, frame: bytes, cls: int, now_ns: int) -> bytes:
         if self.enabled:
-            return self.engine.piggyback(frame)
+            frame = self.engine.piggyback(frame)
+            if self.sealer is not None:
+                return self._seal(frame)
         return frame
 
     def idle_frame(self, now_ns: int) -> bytes | None:
         if not self.enabled:
             return None
-        return self.engine.courier()
+        frame = self.engine.courier()
+        if frame is not None and self.sealer is not None:
+            return self._seal(frame)
+        return frame
+
+    def _seal(self, frame: bytes) -> bytes:
+        span = control_span(frame)
+        if not span:
+            return frame  # nothing of ours in it: reverse traffic goes out as it is
+        assert self.sealer is not None
+        return frame + self.sealer.seal(frame[:span])[span:]
 
     def next_deadline(self) -> int | None:
         return self.engine.next_deadline() if self.enabled else None
@@ -258,6 +334,8 @@ class LGReceiverFeature(_LGFeature):
     def enable(self, now_ns: int | None = None) -> None:
         self.attach()
         self.engine.set_params(self._engine_params(), now_ns)  # the port's rate may have changed
+        link = self._keyed_link()
+        self.sealer = self.switch.auth.sealer(PURPOSE_LG_LINK, link, self.port) if link else None
         self.enabled = True
         self._passive_seen.clear()
 
@@ -285,6 +363,8 @@ class LGReceiverFeature(_LGFeature):
 
     def counters(self) -> dict[str, Any]:
         out = self.engine.counters()
+        out["auth"] = self.sealer is not None
+        out["auth_sealed"] = self.sealer.sealed if self.sealer is not None else 0
         out["notifications_dropped"] = self.notifications_dropped
         out["released_later"] = self.released_later
         out["passive_stripped"] = self.passive_stripped

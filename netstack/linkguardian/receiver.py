@@ -88,6 +88,18 @@ RESYNC_DISTANCE = SEQ_SPACE // 4
 #: a full reordering buffer: 200 KB of 64-byte frames is ~3,100 frames). Anything else this
 #: far behind means the sender started again from a lower counter.
 RESYNC_BEHIND = 4096
+#: An *original* (neither a retransmission nor a copy: a first transmission or a dummy) this far
+#: behind ``expected`` can only come from a sender that started again at a lower counter (a
+#: restarted switch): first transmissions leave in counter order over a FIFO link (§3.5), so
+#: anything but a duplicate on the wire arrives at or above ``expected``. Resync at once
+#: rather than dropping up to RESYNC_BEHIND of its frames as duplicates.
+RESTART_BEHIND = 64
+#: A receiver that has seen nothing yet assumes the sender starts at counter 0 with it, so that
+#: losing the very first frames is a hole like any other. A first counter beyond this says the
+#: sender was already running (this receiver restarted): start from that frame instead of
+#: reporting everything before it lost, which would make the sender retransmit frames that
+#: were delivered before the restart (duplicates).
+FRESH_SLACK = 256
 #: hole_size is an 8-bit field: a longer gap is reported in several notifications.
 MAX_HOLE_PER_NOTIFICATION = 255
 
@@ -154,6 +166,8 @@ class LGReceiver(ReceiverCounters):
         #: very first frames is a hole like any other); after a disable it is not, and the
         #: first tagged frame sets the counters again
         self.synced = True
+        #: nothing received yet (FRESH_SLACK)
+        self.fresh = True
         self.expected = start
         self.ack_no = start
         #: the leading ACK: the in-order point (absolute), and how many more times to send it
@@ -220,11 +234,17 @@ class LGReceiver(ReceiverCounters):
         if self._ring:
             self._catch_up(now_ns, out)  # passes (and timeouts) due before this frame arrived
         s = unwrap(first >> 4 & 1, seq, self.expected)
+        if self.fresh:
+            self.fresh = False
+            if self.synced and s - self.expected > FRESH_SLACK:
+                self.resyncs += 1
+                self.synced = False  # a sender already under way (this receiver restarted)
         if not self.synced:
             self._sync(s)
         else:
             d = s - self.expected
-            if d > self._resync_ahead or (d < -RESYNC_BEHIND and s not in self._holes):
+            if (d > self._resync_ahead or (d < -RESYNC_BEHIND and s not in self._holes)
+                    or (d < -RESTART_BEHIND and not first & DATA_RETX and s not in self._holes)):
                 self.resyncs += 1
                 self._release(out, forget_holes=True)
                 self._sync(s)
@@ -621,5 +641,6 @@ class LGReceiver(ReceiverCounters):
 if TYPE_CHECKING:  # mypy checks that the engine keeps the contract of netstack.engine
     _engine: type[Engine] = LGReceiver
 
-__all__ = ["COUNTER_KEYS", "MAX_HOLE_PER_NOTIFICATION", "RESYNC_BEHIND", "RESYNC_DISTANCE", "LGReceiver",
+__all__ = ["COUNTER_KEYS", "FRESH_SLACK", "MAX_HOLE_PER_NOTIFICATION", "RESTART_BEHIND", "RESYNC_BEHIND",
+           "RESYNC_DISTANCE", "LGReceiver",
            "ReceiverCounters"]

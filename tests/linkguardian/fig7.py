@@ -30,6 +30,7 @@ LG_ETHERTYPE = 0xABCD
 
 class Fig7:
     """``lg`` is the LinkGuardian settings (None: the paper's 100G ones scaled to ``rate_bps``);
+    ``auth`` a KeyRing: the link's control frames are sealed (docs/security.md);
     ``unprotected`` builds no features; ``protect=False`` attaches them disabled. A frame sw1 puts on
     the protected link for which ``forward_filter(frame, t)`` is False is lost (after the seeded
     corruption): a scripted loss."""
@@ -37,7 +38,7 @@ class Fig7:
     def __init__(self, *, rate_bps: int = GBPS, delay_ns: int = 1_000, corrupt: float = 0.0, seed: int = 1,
                  lg: LGParams | None = None, unprotected: bool = False, protect: bool = True,
                  reverse_corrupt: bool = False, buffer_bytes: int = 4 << 20,
-                 forward_filter: Callable[[bytes, int], bool] | None = None) -> None:
+                 forward_filter: Callable[[bytes, int], bool] | None = None, auth: Any = None) -> None:
         doc = stress_topology(rate_bps=rate_bps, delay_ns=delay_ns, corrupt=corrupt, mode=None,
                               buffer_bytes=buffer_bytes)
         if corrupt and reverse_corrupt:
@@ -50,6 +51,11 @@ class Fig7:
             lg = LGParams().scaled(100e9 / rate_bps)
         self.params = None if unprotected else lg
         self.sender = self.receiver = None
+        if auth is not None:  # a KeyRing: both switches seal/open the link's control (the daemon's job live)
+            from netstack.auth.context import AuthContext
+
+            self.sw1.auth = AuthContext.start(auth, 1.7e9, {"p-sw2": "sw1-sw2"})
+            self.sw2.auth = AuthContext.start(auth, 1.7e9, {"p-sw1": "sw1-sw2"})
         if self.params is not None:
             self.receiver = enable_receiver(self.sw2, "p-sw1", self.params, 0)
             self.sender = enable_sender(self.sw1, "p-sw2", self.params, 0)

@@ -1,0 +1,154 @@
+"""LinkGuardian's control frames authenticated with the link's key (docs/security.md "Keys and
+authenticated frames"): with keys, the receiver seals every leading ACK, courier and loss
+notification; the sender refuses, drops and counts per reason what is forged, replayed,
+unauthenticated or sealed under another key, and LinkGuardian works as before."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+import pytest
+
+from headers.auth import TRAILER_LEN
+from headers.fcs import append_fcs
+from netstack.auth import PURPOSE_LG_LINK, Sealer
+from netstack.auth.keys import load, parse, rotate
+from netstack.linkguardian import LGParams, enable_receiver, enable_sender
+from netstack.linkguardian.feature import control_span
+from netstack.switch import ConfigError
+
+from . import GBPS, US
+from .fig7 import Fig7
+from .test_attacks import courier, notification
+from .test_feature import in_order
+
+NOW = 1.7e9
+
+
+def key_doc(seed: bytes = b"k" * 32) -> bytes:
+    return json.dumps({"format": "netstack-keys", "version": 1, "keys": [
+        {"id": 1, "secret": base64.b64encode(seed).decode(), "created": NOW, "not_after": None}]}).encode()
+
+
+def ring(seed: bytes = b"k" * 32):
+    return parse(key_doc(seed), "<test>")
+
+
+def bench(**kw) -> Fig7:
+    return Fig7(rate_bps=GBPS, delay_ns=2 * US, seed=3, lg=LGParams(copies=2, ack_no_timeout_ns=300 * US),
+                auth=ring(), **kw)
+
+
+def sender_counters(f: Fig7) -> dict:
+    return f.sender.counters()
+
+
+def inject(f: Fig7, frame: bytes) -> None:
+    """A frame arriving at sw1's protected port from the link (what an on-path party can do)."""
+    f.sw1.receive("p-sw2", append_fcs(frame), f.net.now)
+
+
+def test_with_keys_the_stream_is_protected_as_before_and_every_control_frame_is_sealed():
+    f = bench(corrupt=0.05)
+    f.backlog(3000, size=800)
+    f.run()
+    rep = f.report()
+    assert in_order(f.delivered()) and rep["duplicates"] == 0 and rep["leaked_lg_frames"] == 0
+    assert rep["fcs_errors"] > 50 and rep["retransmissions"] > 0
+    assert rep["effective_loss"] <= rep["actual_loss"] / 20
+    sealed = f.receiver.counters()["auth_sealed"]
+    got = sender_counters(f)
+    assert got["auth"] and sealed > 0
+    assert got["auth_ok"] > 0 and sum(got["auth_refused"].values()) <= sealed - got["auth_ok"]
+    # what the link lost of the sealed frames is all that is missing: nothing genuine was refused
+    assert got["auth_refused"]["forged"] == 0 and got["auth_refused"]["replayed"] == 0
+
+
+@pytest.mark.parametrize("kind", ["courier", "notification"])
+def test_forged_unauthenticated_and_wrong_key_control_is_refused_and_counted(kind):
+    f = bench()
+    f.backlog(200, size=400)
+    f.run()
+    src = b"\x02\x00\x00\x00\x00\x99"  # the sender does not check where control comes from: the MAC does
+    before = sender_counters(f)
+    leading = f.sender.engine.leading_ack
+    frames = {
+        "courier": courier(src, leading_ack=(leading + 50) & 0xFFFF),
+        "notification": notification(src, leading_ack=leading & 0xFFFF, hole=5, first=(leading + 1) & 0xFFFF),
+    }
+    bare = frames[kind]
+    inject(f, bare)  # no trailer at all
+    inject(f, bare + os.urandom(TRAILER_LEN))  # a made-up trailer
+    other = Sealer(ring(b"x" * 32).derive(PURPOSE_LG_LINK, "sw1-sw2", NOW), era=5)
+    span = control_span(bare)
+    inject(f, bare + other.seal(bare[:span])[span:])  # sealed under another key (same key id)
+    f.run()
+    after = sender_counters(f)
+    refused = {r: after["auth_refused"][r] - before["auth_refused"][r] for r in after["auth_refused"]}
+    # a bare frame's padding reads as a trailer of key 0 (unknown); the other key's is forged
+    assert sum(refused.values()) == 3 and refused["forged"] >= 1
+    assert refused["replayed"] == refused["stale_era"] == 0
+    assert after["auth_ok"] == before["auth_ok"]
+    assert f.sender.engine.leading_ack == leading  # nothing moved the sender
+    assert f.sender.engine.counters()["retransmissions"] == before["retransmissions"]
+
+
+def test_a_replayed_genuine_control_frame_is_refused():
+    f = bench()
+    captured: list[bytes] = []
+    link = f.net.channel("sw1-sw2", "sw2")  # sw2 -> sw1: the control direction
+    deliver = link.fate
+
+    def keep(i, frame):
+        if frame[12:14] == b"\xab\xcd" and len(captured) < 5:
+            captured.append(bytes(frame))
+        return deliver(i, frame) if deliver is not None else (False, False, 0)
+
+    link.fate = keep
+    f.backlog(300, size=400)
+    f.run()
+    assert captured, "no control frame crossed the link"
+    before = sender_counters(f)
+    for frame in captured:  # as they were on the wire (with the switch's FCS)
+        f.sw1.receive("p-sw2", frame, f.net.now)
+    f.run()
+    after = sender_counters(f)
+    assert after["auth_refused"]["replayed"] - before["auth_refused"]["replayed"] == len(captured)
+    assert after["auth_ok"] == before["auth_ok"]
+
+
+def test_both_directions_on_one_link_cannot_be_authenticated():
+    f = bench()
+    with pytest.raises(ConfigError, match="one direction"):
+        enable_sender(f.sw2, "p-sw1", f.params, f.net.now)
+    with pytest.raises(ConfigError, match="one direction"):
+        enable_receiver(f.sw1, "p-sw2", f.params, f.net.now)
+
+
+def test_without_keys_nothing_is_sealed():
+    f = Fig7(rate_bps=GBPS, delay_ns=2 * US, seed=3, corrupt=0.02, lg=LGParams(copies=2))
+    f.backlog(500, size=400)
+    f.run()
+    assert not f.sender.counters()["auth"] and f.receiver.counters()["auth_sealed"] == 0
+    assert in_order(f.delivered())
+
+
+def test_key_rotation_mid_stream_keeps_the_link_protected(tmp_path):
+    path = tmp_path / "k.json"
+    path.write_bytes(key_doc())
+    os.chmod(path, 0o600)
+    f = bench(corrupt=0.03)
+    f.backlog(1500, size=600)
+    f.run(f.net.now + 2_000_000)
+    rotate(path, overlap_s=60, now=NOW + 10)
+    new = load(path)
+    f.sw2.auth.reload(new, NOW + 10)  # the receiver seals with the new key first...
+    f.run(f.net.now + 2_000_000)
+    f.sw1.auth.reload(new, NOW + 11)  # ...the sender follows within the overlap
+    f.run()
+    got = sender_counters(f)
+    assert in_order(f.delivered()) and f.report()["duplicates"] == 0
+    assert got["auth_refused"]["unknown_key"] > 0 or f.receiver.sealer.key_id == 2
+    assert got["auth_ok"] > 0
