@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from ..errors import CommandError
 
@@ -113,16 +114,26 @@ def cmd_status(args: argparse.Namespace) -> int:
                 c = st.get("counters", {})
                 row = [f"{node}/{port}", "on" if st.get("enabled") else "off", st.get("params", {}).get("mode", "")]
                 if role == "sender":
-                    srows.append(row + [c.get(k, "") for k in SENDER_COLS])
+                    srows.append(row + [c.get(k, "") for k in SENDER_COLS] + [_auth_cell(c, role)])
                 else:
-                    rrows.append(row + [c.get(k, "") for k in RECEIVER_COLS])
+                    rrows.append(row + [c.get(k, "") for k in RECEIVER_COLS] + [_auth_cell(c, role)])
     if not srows and not rrows:
         print("LinkGuardian is not enabled on any link ('netstack lg enable LINK')")
         return 0
     if srows:
         print("senders:")
-        print(format_table(["port", "state", "mode", *SENDER_COLS], srows))
+        print(format_table(["port", "state", "mode", *SENDER_COLS, "auth"], srows))
     if rrows:
         print("receivers:")
-        print(format_table(["port", "state", "mode", *RECEIVER_COLS], rrows))
+        print(format_table(["port", "state", "mode", *RECEIVER_COLS, "auth"], rrows))
     return 0
+
+
+def _auth_cell(c: dict[str, Any], role: str) -> str:
+    """Authenticated control (docs/security.md): off, or what was sealed / accepted and refused."""
+    if not c.get("auth"):
+        return "off"
+    if role == "receiver":
+        return f"sealed {c.get('auth_sealed', 0)}"
+    refused = {k: v for k, v in (c.get("auth_refused") or {}).items() if v}
+    return f"ok {c.get('auth_ok', 0)}" + "".join(f", {k} {v}" for k, v in sorted(refused.items()))
