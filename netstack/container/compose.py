@@ -31,6 +31,10 @@ CAPABILITIES = ["NET_ADMIN", "NET_RAW"]
 #: the run directory inside the containers, and the volume that shares it between them when a
 #: node kind needs the other nodes' control sockets (a protocol module's SHARES_RUN_DIR)
 RUN_DIR = "/run/netstack"
+#: the topology's key file ([topology] keys) inside the containers: a docker secret, and the
+#: variable that tells the node runner where it is
+KEYS_SECRET = "netstack-keys"
+KEYS_ENV = "NETSTACK_KEYS"
 RUN_VOLUME = "netstack-run"
 
 
@@ -77,6 +81,12 @@ def generate(topology: Topology, spec: str | None, text: str | None, options: Co
         env["NETSTACK_TOPOLOGY_TOML"] = text.replace("$", "$$")  # compose interpolates $VAR
     env["NETSTACK_PREFIX"] = prefix
     env["NETSTACK_UNDERLAY"] = options.underlay
+    keys = topology.keys_path()
+    if keys is not None:
+        if not keys.is_file():
+            raise PlanError(f"topology {topology.name!r} names the key file {keys}, which does not exist "
+                            f"('netstack keys generate {keys}')")
+        env[KEYS_ENV] = f"/run/secrets/{KEYS_SECRET}"
 
     shared_run = shares_run_dir(topology)
     services: dict[str, Any] = {}
@@ -97,6 +107,10 @@ def generate(topology: Topology, spec: str | None, text: str | None, options: Co
         }
         if shared_run:
             svc["volumes"] = [f"{RUN_VOLUME}:{RUN_DIR}"]
+        if keys is not None:
+            # a secret: a bind mount of the file under compose (its mode, 0600, kept), distributed
+            # by the swarm itself under Swarm; read-only for root alone either way
+            svc["secrets"] = [{"source": KEYS_SECRET, "target": KEYS_SECRET, "mode": 0o400}]
         if options.swarm:
             deploy: dict[str, Any] = {
                 # names resolve to the task's own address (the tunnel's far end), not a virtual IP
@@ -125,6 +139,8 @@ def generate(topology: Topology, spec: str | None, text: str | None, options: Co
     doc: dict[str, Any] = {"version": COMPOSE_VERSION, "services": services, "networks": networks}
     if shared_run:
         doc["volumes"] = {RUN_VOLUME: {"labels": {LABEL_PREFIX: prefix}}}
+    if keys is not None:
+        doc["secrets"] = {KEYS_SECRET: {"file": str(keys.resolve())}}
     return _header(topology, spec, options, prefix) + yamlout.dump(doc)
 
 

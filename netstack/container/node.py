@@ -24,6 +24,7 @@ its control socket and every port is up.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import os
@@ -353,6 +354,8 @@ def run(node: str) -> int:
     try:
         rdir = run_dir(prefix_env or "ns")
         topology = topology_from_env(rdir)
+        if os.environ.get("NETSTACK_KEYS"):  # the key file as the compose file hands it over (a secret)
+            topology = dataclasses.replace(topology, keys=os.environ["NETSTACK_KEYS"])
         prefix = prefix_env or topology.prefix
         rdir = run_dir(prefix)
         rdir.mkdir(parents=True, exist_ok=True)

@@ -84,6 +84,22 @@ def test_a_topology_file_is_embedded_and_reads_back_the_same(tmp_path, capsys):
                for n in doc["networks"].values())
 
 
+def test_a_key_file_becomes_a_secret_and_a_missing_one_is_an_error(tmp_path, capsys):
+    from netstack.auth.keys import generate as make_keys
+
+    text = (ROOT / "netstack/topo/default.toml").read_text().replace('prefix = "ns"', 'prefix = "ns"\nkeys = "k"')
+    (tmp_path / "lab.toml").write_text(text)
+    assert main(["compose", "generate", str(tmp_path / "lab.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    make_keys(tmp_path / "k")
+    assert main(["compose", "generate", str(tmp_path / "lab.toml")]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert doc["secrets"] == {"netstack-keys": {"file": str((tmp_path / "k").resolve())}}
+    for svc in doc["services"].values():
+        assert svc["secrets"] == [{"source": "netstack-keys", "target": "netstack-keys", "mode": 0o400}]
+        assert svc["environment"]["NETSTACK_KEYS"] == "/run/secrets/netstack-keys"
+
+
 def test_the_onepipe_topology_shares_the_run_directory():
     doc = yaml.safe_load(generate(load_topology_spec("onepipe"), "onepipe", None, ComposeOptions()))
     assert "netstack-run" in doc["volumes"]
