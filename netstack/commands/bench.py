@@ -21,6 +21,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "onepipe": ("netstack.bench.onepipe", "1Pipe Figs. 8, 9a, 9b, 10; reliable vs best effort; the controller store"),
     "sim": ("netstack.bench.sim", "the virtual-time runtime: events/s and cost per frame per scenario vs the bare "
                                   "event loop; LinkGuardian Fig. 8 at the paper's 25/100 Gbit/s"),
+    "auth": ("netstack.bench.auth", "authenticated frames: seal/open per frame vs a copy and a fresh CMAC; "
+                                    "LinkGuardian's effective link speed with keys off vs on (live)"),
     "tcd": ("netstack.bench.tcd", "TCD §3.1 marks and port states at 40 Gbit/s (virtual time); FCT slowdown, "
                                   "DCQCN vs DCQCN + TCD; --live: §3.1 on the testbed"),
 }

@@ -1,0 +1,194 @@
+"""``netstack bench auth``: what authenticated frames cost (docs/security.md "Keys and
+authenticated frames").
+
+Two parts, in one run:
+
+``mac``
+    Per-frame cost of sealing and opening (AES-CMAC trailer, replay window) at 64 and 1500
+    bytes, against a baseline measured in the same run: copying the frame (what any handling
+    costs) and a fresh CMAC object per frame (the obvious way, which the Sealer/Opener avoid).
+``linkguardian`` (root: namespaces, the switch daemons, nft corruption)
+    LinkGuardian's effective link speed with authentication off and on: the default topology
+    brought up twice under fresh prefixes, once without and once with a key file; nft corrupts
+    ``--corrupt`` (default 1e-2) of sw1 -> sw2, LinkGuardian (blocking, N = 2) protects the link,
+    and kernel TCP runs h1 -> h2 for ``--duration`` seconds (default 10). Reported: goodput,
+    goodput over the link rate (the effective link speed), the switch daemons' CPU (user+system
+    seconds per second of the run), and the control frames sealed and accepted. Off and on are
+    alternated ``--rounds`` times (default 2) and medians reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import format_table
+from .output import Progress, loadavg, write_results
+
+CORRUPT = 1e-2
+DURATION_S = 10.0
+ROUNDS = 2
+COPIES = 2
+SIZES = (64, 1500)
+
+
+def mac_rows(min_time: float) -> list[dict[str, Any]]:
+    """Per-frame µs: seal, open, and the baselines (frame copy; a fresh CMAC object per frame)."""
+    from cryptography.hazmat.primitives.ciphers import algorithms
+    from cryptography.hazmat.primitives.cmac import CMAC
+
+    from ..auth import Opener, Sealer
+    from ..auth.keys import DerivedKeys
+
+    keys = DerivedKeys({1: bytes(range(16))}, 1)
+    rows = []
+    for size in SIZES:
+        data = bytes(size - 17)
+        sealer = Sealer(keys, era=1)
+        frames = [sealer.seal(data) for _ in range(200_000)]
+        opener = Opener(keys, window=64)
+
+        def fresh(d: bytes = data) -> None:
+            c = CMAC(algorithms.AES(keys.keys[1]))
+            c.update(d)
+            c.finalize()
+
+        it = iter(frames)
+        cases = {
+            "copy": lambda d=data: bytes(bytearray(d)),
+            "fresh CMAC": fresh,
+            "seal": lambda d=data, s=sealer: s.seal(d),
+            "open": lambda o=opener, i=it: o.open(next(i)),
+        }
+        out = {"size": size}
+        for name, fn in cases.items():
+            out[name] = _per_call_us(fn, min_time)
+        rows.append(out)
+    return rows
+
+
+def _per_call_us(fn: Any, min_time: float) -> float:
+    n, t0 = 0, time.perf_counter()
+    while True:
+        for _ in range(1000):
+            fn()
+        n += 1000
+        dt = time.perf_counter() - t0
+        if dt >= min_time:
+            return dt / n * 1e6
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def lg_run(prefix: str, keys_file: Path | None, corrupt: float, seconds: float, say: Progress) -> dict[str, Any]:
+    """One live run: up (with or without keys), corruption, LinkGuardian, kernel TCP h1 -> h2."""
+    from .. import runtime
+    from ..linkguardian.control import enable_link
+    from ..topo import impair
+    from ..topo.model import default_topology_text, loads_topology
+
+    text = default_topology_text()
+    source = "<bench auth>"
+    if keys_file is not None:
+        text = text.replace('prefix = "ns"', f'prefix = "ns"\nkeys = "{keys_file}"')
+    topo = loads_topology(text, source)
+    state = runtime.up(topo, prefix, apply_impairments=False)
+    try:
+        impair.apply_impairment(prefix, state["namespaces"]["sw1"], "p-sw2", corrupt=corrupt, backend="nft")
+        enable_link(prefix, "sw1-sw2", copies=COPIES)
+        pids = {d["node"]: d["pid"] for d in state["daemons"] if d["kind"] == "switch"}
+        sink = subprocess.Popen(runtime.node_exec_argv(state, "h2", [sys.executable, "-m", "netstack.traffic",
+                                                                   "tcp-sink"]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            cpu0 = {n: _cpu_s(p) for n, p in pids.items()}
+            t0 = time.monotonic()
+            r = subprocess.run(runtime.node_exec_argv(state, "h1", [
+                sys.executable, "-m", "netstack.traffic", "tcp-send", "--dst", "10.0.0.2",
+                "--seconds", str(seconds)]), capture_output=True, text=True, timeout=seconds + 60, check=False)
+            wall = time.monotonic() - t0
+            cpu = {n: (_cpu_s(p) - cpu0[n]) / wall for n, p in pids.items()}
+        finally:
+            sink.kill()
+            sink.wait()
+        if r.returncode != 0:
+            raise RuntimeError(f"tcp-send failed: {r.stderr[-500:]}")
+        import json
+
+        sent = json.loads(r.stdout.strip().splitlines()[-1])
+        snd = runtime.control(prefix, "sw1", "lg_status")["p-sw2"]["sender"]["counters"]
+        rcv = runtime.control(prefix, "sw2", "lg_status")["p-sw1"]["receiver"]["counters"]
+        rate = topo.link("sw1-sw2").rate_bps
+        return {"auth": keys_file is not None, "mbps": sent["mbps"], "effective_link_speed": sent["mbps"] * 1e6 / rate,
+                "cpu": cpu, "auth_sealed": rcv.get("auth_sealed", 0), "auth_ok": snd.get("auth_ok", 0),
+                "auth_refused": sum((snd.get("auth_refused") or {}).values()),
+                "retransmissions": snd.get("retransmissions"), "holes": rcv.get("holes_detected"),
+                "timeouts": rcv.get("timeouts")}
+    finally:
+        runtime.down(prefix)
+
+
+def main(args: argparse.Namespace) -> int:
+    say = Progress()
+    only = getattr(args, "only", None) or []
+    parts = [p for p in ("mac", "linkguardian") if not only or any(o in p for o in only)]
+    if "linkguardian" in parts and os.geteuid() != 0:
+        print("netstack bench auth: the linkguardian part needs root (namespaces, nft); "
+              "run as root or use --only mac", file=sys.stderr)
+        return 2
+    seconds = float(getattr(args, "duration", None) or DURATION_S)
+    rounds = int(getattr(args, "rounds", None) or ROUNDS)
+    payload: dict[str, Any] = {"parts": parts, "loadavg_before": loadavg()}
+    if "mac" in parts:
+        say("mac: per-frame seal/open vs a frame copy and a fresh CMAC per frame ...")
+        payload["mac"] = mac_rows(float(getattr(args, "min_time", 0.25)))
+        print("per frame, µs (same run):")
+        print(format_table(["bytes", "copy (baseline)", "fresh CMAC", "seal", "open"],
+                           [[r["size"], f"{r['copy']:.2f}", f"{r['fresh CMAC']:.2f}", f"{r['seal']:.2f}",
+                             f"{r['open']:.2f}"] for r in payload["mac"]]))
+    if "linkguardian" in parts:
+        runs: list[dict[str, Any]] = []
+        with tempfile.TemporaryDirectory(prefix="netstack-bench-auth-") as d:
+            from ..auth.keys import generate
+
+            keyfile = Path(d) / "bench.keys"
+            generate(keyfile)
+            for i in range(rounds):
+                for keyed in (False, True):
+                    prefix = f"ba{secrets.token_hex(3)}"
+                    say(f"linkguardian: round {i + 1}/{rounds}, auth {'on' if keyed else 'off'}: {CORRUPT:g} "
+                        f"corruption, LG N={COPIES}, kernel TCP for {seconds:g} s ...")
+                    runs.append(lg_run(prefix, keyfile if keyed else None, CORRUPT, seconds, say))
+        payload["linkguardian_runs"] = runs
+        rows = []
+        summary = {}
+        for keyed in (False, True):
+            mine = [r for r in runs if r["auth"] == keyed]
+            med = {k: statistics.median(r[k] for r in mine) for k in ("mbps", "effective_link_speed")}
+            cpu = {n: statistics.median(r["cpu"][n] for r in mine) for n in ("sw1", "sw2")}
+            summary["on" if keyed else "off"] = {**med, "cpu": cpu}
+            rows.append(["on" if keyed else "off (baseline)", f"{med['mbps']:.1f}",
+                         f"{med['effective_link_speed']:.3f}", f"{cpu['sw1']:.2f}", f"{cpu['sw2']:.2f}",
+                         sum(r["auth_sealed"] for r in mine),
+                         sum(r["auth_ok"] for r in mine), sum(r["auth_refused"] for r in mine)])
+        payload["linkguardian"] = summary
+        print(f"\nLinkGuardian, {CORRUPT:g} corruption on sw1 -> sw2, kernel TCP h1 -> h2, medians of {rounds} "
+              "alternating runs:")
+        print(format_table(["auth", "TCP Mbit/s", "effective link speed", "sw1 CPU s/s", "sw2 CPU s/s",
+                            "control sealed", "accepted", "refused"], rows))
+    payload["loadavg_after"] = loadavg()
+    path = write_results(Path(getattr(args, "results_dir", "results")), "bench-auth", payload)
+    print(f"wrote {path}")
+    return 0
