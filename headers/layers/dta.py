@@ -6,6 +6,9 @@
 ``DTANack`` is bound to UDP destination port 40044; its Sketch-Merge extension is present
 when ``sketch`` is 1 and its fields are ``None`` otherwise, exactly as in the record.
 
+An authenticated report (the optional trailer, docs/wire-formats.md) is built by appending
+:class:`~headers.layers.auth.NetstackAuth` and dissected with :func:`sealed_report`.
+
 Field names and values equal the codec records' fields one to one. The word lists
 (Key-Write ``data``, Sketch-Merge ``counters``) hold :class:`Words`, a list that equals
 the record's tuple, so ``layer.data == record.data``. Key-Write's ``data`` takes the rest of the layer, which
@@ -31,9 +34,12 @@ from scapy.fields import (
     ShortField,
 )
 from scapy.layers.inet import UDP
+from scapy.layers.l2 import Ether
 from scapy.packet import Packet, bind_layers
 
 from headers import dta
+from headers.auth import TRAILER_LEN
+from headers.layers.auth import NetstackAuth
 from headers.registry import UdpPort
 
 _OPCODES = {op.value: op.name.lower() for op in dta.Opcode}
@@ -174,6 +180,29 @@ bind_layers(DTA, DTAAppend, opcode=int(dta.Opcode.APPEND))
 bind_layers(DTA, DTAKeyIncrement, opcode=int(dta.Opcode.KEY_INCREMENT))
 bind_layers(DTA, DTAPostcarder, opcode=int(dta.Opcode.POSTCARDER))
 bind_layers(DTA, DTASketchMerge, opcode=int(dta.Opcode.SKETCH_MERGE))
+
+
+def sealed_report(frame: bytes | Packet) -> Packet:
+    """An authenticated report frame (docs/wire-formats.md, DTA: the optional trailer) dissected
+    as ``Ether/IP/UDP/DTA/<primitive>/NetstackAuth``.
+
+    No header announces the trailer, so plain dissection reads it as part of the report (a
+    Key-Write's ``data`` runs to the end of the UDP payload): this splits the UDP payload's last
+    17 bytes off as :class:`~headers.layers.auth.NetstackAuth`. ``frame`` is the raw frame or a
+    packet with a UDP layer (not modified). ValueError if the UDP payload is shorter than a
+    trailer. Building needs no helper: ``.../DTA()/DTAAppend(...)/NetstackAuth(...)``.
+    """
+    pkt = Ether(frame) if isinstance(frame, bytes | bytearray) else frame.copy()
+    if UDP not in pkt:
+        raise ValueError("not a UDP frame")
+    udp = pkt[UDP]
+    payload = bytes(udp.payload)
+    if len(payload) < TRAILER_LEN:
+        raise ValueError(f"a {len(payload)}-byte UDP payload cannot end in a {TRAILER_LEN}-byte trailer")
+    udp.remove_payload()
+    udp.add_payload(DTA(payload[:-TRAILER_LEN]) / NetstackAuth(payload[-TRAILER_LEN:]))
+    return pkt
+
 
 #: Scapy layer of each codec record class (for generic codec-versus-Scapy tests).
 LAYERS: dict[type, type[Packet]] = {

@@ -239,6 +239,10 @@ def cmd_enable(args: argparse.Namespace) -> int:
           f"{cfg['max_redundancy'] or 'per store'}, NAK window {window} + {cfg.get('nak_window_slack', 0)} PSNs")
     if out.get("bound"):
         print(f"  collector QPs bound to the translator: {', '.join(out['bound'])}")
+    if out.get("auth"):
+        reporters = out["auth"]["reporters"]
+        print(f"  reports authenticated (keys {out['auth']['keys']}): {len(reporters)} reporters "
+              f"({', '.join(reporters[:8])}{', ...' if len(reporters) > 8 else ''}); others are refused")
     return 0
 
 
@@ -257,9 +261,9 @@ def cmd_disable(args: argparse.Namespace) -> int:
     return 0
 
 
-TRANSLATOR_COLS = ["reports", "keywrite", "append", "keyincrement", "sketch", "roce_frames", "writes", "fetch_adds",
-                   "append_batches", "append_flushes", "sketch_writes", "acks", "resyncs", "grace_dropped",
-                   "seq_nacks", "sketch_nacks", "malformed", "internal_errors"]
+TRANSLATOR_COLS = ["reports", "auth_ok", "keywrite", "append", "keyincrement", "sketch", "roce_frames", "writes",
+                   "fetch_adds", "append_batches", "append_flushes", "sketch_writes", "acks", "resyncs",
+                   "grace_dropped", "seq_nacks", "sketch_nacks", "malformed", "internal_errors"]
 QP_COLS = ["requests", "writes", "fetch_adds", "acks", "atomic_acks", "naks_psn", "naks_access", "naks_invalid",
            "out_of_sequence_dropped", "duplicates"]
 RESPONDER_COLS = ["frames", "not_roce", "malformed", "not_for_us", "icrc_errors", "bad_header", "unknown_qp",
@@ -286,6 +290,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         rows = [[k, c.get(k, 0)] for k in TRANSLATOR_COLS if c.get(k) or k in ("reports", "roce_frames")]
         drops = {k: v for k, v in c.items() if isinstance(v, int) and v and k not in TRANSLATOR_COLS}
         rows += [[k, v] for k, v in drops.items()]
+        if "auth_refused" in c:
+            rows += [[f"auth_refused {reason}", n] for reason, n in c["auth_refused"].items() if n]
         rows.append(["enqueue_drops (collector port full)", tr["enqueue_drops"]])
         print(format_table(["translator counter", "value"], rows))
         lists = {k: v for k, v in c.get("lists", {}).items() if v["head"] or v["buffered"]}
@@ -331,6 +337,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CommandError(f"the translator on {switch} serves {tr['collector_ip']}, not {args.collector} ({dst}): "
                            f"netstack dta enable --collector {args.collector}")
     argv = [sys.executable, "-m", "netstack.dta.live", "report", args.kind, "--dst", dst, "--rate", str(args.rate)]
+    argv += _auth_argv(state, args.src, tr)
     if args.kind == "keywrite":
         argv += ["--key", str(args.key), "--value", str(args.value), "--redundancy", str(args.redundancy),
                  "--count", str(args.count)]
@@ -377,11 +384,37 @@ def cmd_report(args: argparse.Namespace) -> int:
     rate = f"{res['sent'] / res['seconds']:.0f}/s" if res.get("seconds") else "-"
     print(f"{args.src} -> {args.collector} ({dst}:40040) via {switch}: {res['sent']} {args.kind} reports "
           f"in {res['seconds']:.3f} s ({rate})")
+    if res.get("auth"):
+        a = res["auth"]
+        print(f"  sealed as reporter {a['reporter']} (key {a['key_id']}, era {a['era']}): {a.get('sealed', 0)} reports")
     if args.kind == "sketch":
         print(f"  sketch {args.sketch_id}, reporter {args.reporter_id}, epoch {res['epoch']}: "
               f"{res['columns_sent']} columns sent, {res['nacks']} NACKs, {res['rewinds']} rewinds; "
               f"{res['total']} items")
     return 0
+
+
+def _auth_argv(state: dict[str, Any], src: str, tr: dict[str, Any]) -> list[str]:
+    """The reporter tool's sealing options when the translator authenticates reports: the
+    topology's key file (a path: the key itself never goes on a command line), the reporter's
+    address and an era newer than anything the translator accepted from it (so that a run
+    within a second of the last one is not refused as its replay)."""
+    import ipaddress
+    import time
+
+    from ..dta.reportauth import next_era
+    from ..runtime import topology_of
+
+    auth = tr.get("counters", {}).get("auth")
+    if auth is None:
+        return []
+    path = topology_of(state).keys_path()
+    if path is None:
+        raise CommandError("the translator authenticates reports but the topology names no key file "
+                           "([topology] keys); it was edited since 'netstack up'?")
+    ip = str(ipaddress.ip_interface(state["hosts"][src]).ip)
+    highest = auth.get("per_reporter", {}).get(ip, {}).get("highest")
+    return ["--key-file", str(path), "--reporter-ip", ip, "--era", str(next_era(time.time(), highest))]
 
 
 # --------------------------------------------------------------------------- query

@@ -12,6 +12,8 @@ sans-IO engines that keep the :mod:`netstack.engine` contract.
 - :mod:`.query` — the collector CPU's side: Key-Write lookups, Append reads, count-min
   counters, sketch point queries.
 - :mod:`.keywrite` — slot / checksum / sketch-index math shared by writer and readers.
+- :mod:`.reportauth` — authenticated reports (with a key file): one replay-windowed opener per
+  reporter at the translator, refusals counted per reason.
 
 Typical wiring (one process, e.g. a test)::
 
@@ -35,6 +37,7 @@ from .feature import TranslatorFeature
 from .keywrite import KeyWriteLayout, expected_success, key_checksum, sketch_index, slot_index
 from .memory import CollectorMemory, MemoryAccessError, MemoryRegion, default_directory, open_region
 from .query import CollectorQuery, QueryError, open_collector
+from .reportauth import ReportAuth
 from .reporter import CountMinSketch, Reporter, SketchReporter
 from .translator import DTATranslator, TranslatorConfig
 
@@ -49,6 +52,7 @@ __all__ = [
     "MemoryRegion",
     "QueryError",
     "QueuePair",
+    "ReportAuth",
     "Reporter",
     "RoceResponder",
     "SketchReporter",

@@ -12,7 +12,9 @@ registry, ``netstack.protocols``): three control commands,
   batches, the public behaviour); ``max_redundancy``; ``ack_every``; ``track_seqnum``;
   ``sketch_nack_holdoff_ms``; ``udp_sport``; ``nak_window_ms`` (``null``: no time bound)
   and ``nak_window_slack`` (which ACK/NAKs are believed, docs/security.md#dta); ``cls``
-  (egress class of the RoCEv2 frames). The translator's MAC is the collector-facing port's
+  (egress class of the RoCEv2 frames); ``reporters`` (IPv4 addresses: required when the switch
+  has keys, i.e. the topology names a key file; the translator then authenticates every report,
+  docs/dta.md "Authenticated reports"). The translator's MAC is the collector-facing port's
   MAC unless ``mac`` says otherwise; its IP (the source of the RoCEv2 requests and
   destination of the collector's ACK/NAKs) need not be routable.
 - ``dta_disable``: detach it (buffered Append entries that were never written are lost,
@@ -72,6 +74,9 @@ class TranslatorControl:
         self.shell = shell
         self.feature: Any = None
         self.settings: dict[str, Any] = {}
+        #: reporter address -> its opener, kept across enables so that a new translator keeps
+        #: every reporter's replay window (authenticated reports only)
+        self.openers: dict[str, Any] = {}
 
     def handlers(self) -> dict[str, Any]:
         return {"dta_enable": self.enable, "dta_disable": self.disable, "dta_status": self.status}
@@ -114,7 +119,8 @@ class TranslatorControl:
             ip = req.get("ip") or default_translator_ip(info["ip"])
             ip_bytes(ip)
             config = TranslatorConfig(info, mac, ip, **kwargs)
-            translator = DTATranslator(config, time.monotonic_ns())
+            auth, auth_settings = self._report_auth(req)
+            translator = DTATranslator(config, time.monotonic_ns(), auth=auth)
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlError(f"cannot enable the DTA translator on {port}: {exc}") from None
         replaced = self.feature is not None
@@ -128,7 +134,7 @@ class TranslatorControl:
                              "grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "ack_every",
                              "track_seqnum", "sketch_nack_holdoff_ns", "udp_sport", "nak_window_ns",
                              "nak_window_slack")},
-                         "regions": [r.get("name") for r in info.get("regions", [])]}
+                         "regions": [r.get("name") for r in info.get("regions", [])], "auth": auth_settings}
         self.shell.flush()
         import logging
 
@@ -136,6 +142,24 @@ class TranslatorControl:
                                                   "replaced" if replaced else "enabled", port,
                                                   translator.collector, info["ip"])
         return {**self.settings, "replaced": replaced}
+
+    def _report_auth(self, req: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        """The translator's :class:`~netstack.dta.reportauth.ReportAuth` when this switch has keys
+        (``switch.auth``: the topology names a key file), from ``req["reporters"]`` (the
+        reporters' IPv4 addresses; ValueError if missing), and what ``settings`` says of it."""
+        from ..io.control import ControlError
+        from .reportauth import ReportAuth, report_openers
+
+        ctx = getattr(self.shell.switch, "auth", None)
+        if ctx is None:
+            return None, None
+        reporters = req.get("reporters")
+        if not isinstance(reporters, list) or not all(isinstance(r, str) for r in reporters):
+            raise ControlError("this switch authenticates DTA reports (its topology names a key file): "
+                               "'reporters' must list the reporters' IPv4 addresses")
+        openers = report_openers(ctx, reporters, keep=self.openers)
+        self.openers = openers
+        return ReportAuth(openers), {"keys": ctx.ring.source, "reporters": sorted(openers)}
 
     def disable(self, req: dict[str, Any]) -> dict[str, Any]:
         if self.feature is None:
@@ -279,6 +303,7 @@ def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_no
     port = collector_port(state, switch_node, collector_node)
     info = _control(prefix, collector_node, "connect_info")
     options.setdefault("ip", translator_ip(state, collector_node))
+    options.setdefault("reporters", reporter_ips(state, collector_node))
     options.setdefault("mac", port_mac(state, switch_node, port))
     # the peer first: a request the collector would refuse would open a PSN gap (a resync)
     bound = _control(prefix, collector_node, "bind", ip=options["ip"], mac=options["mac"],
@@ -286,6 +311,13 @@ def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_no
     result = _control(prefix, switch_node, "dta_enable", port=port, connect_info=info, **options)
     return {"switch": switch_node, "collector_node": collector_node, "memory_dir": info.get("memory_dir"),
             "bound": bound.get("bound", []), **result}
+
+
+def reporter_ips(state: dict[str, Any], collector: str) -> list[str]:
+    """Who may report to ``collector``: the addresses of the topology's other nodes (its hosts).
+    A switch that authenticates reports (the topology names a key file) makes one opener each
+    and refuses reports from any other source (``unknown_reporter``)."""
+    return sorted(str(ipaddress.ip_interface(v).ip) for n, v in state.get("hosts", {}).items() if n != collector)
 
 
 def port_mac(state: dict[str, Any], switch: str, port: str) -> str:

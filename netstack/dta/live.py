@@ -11,6 +11,10 @@ cycling through ``--count`` distinct reports. Sketch-Merge streams one column pe
 listens on UDP 40044 for the translator's NACKs, rewinding to the column a NACK asks for
 (:class:`~netstack.dta.reporter.SketchReporter`). The last line of stdout is one JSON object.
 
+``--key-file FILE`` (``netstack dta report`` passes the topology's key file) seals every report
+with the authentication trailer, under the key derived for this reporter's source address, era
+``--era`` (default: the start time); a report sent again (``--duration`` cycles) is sealed anew.
+
 The switch side (the translator in a switch daemon) and the orchestration are in
 :mod:`netstack.dta.control`.
 """
@@ -25,10 +29,14 @@ import random
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from headers.registry import UdpPort
 
+from ..auth import keys
+from ..auth.frame import Sealer, era_now
+from .reportauth import reporter_name
 from .reporter import CountMinSketch, Reporter, SketchReporter
 
 _MS = 1_000_000
@@ -113,10 +121,18 @@ def _payloads(args: argparse.Namespace, reporter: Reporter) -> list[bytes]:
 
 
 def _send_paced(sock: socket.socket, dst: tuple[str, int], payloads: list[bytes], rate: float,
-                duration: float | None) -> dict[str, Any]:
+                duration: float | None, seal: Callable[[bytes], bytes] | None = None) -> dict[str, Any]:
     """Send ``payloads`` in order at ``rate``/s (0: as fast as possible); with ``duration``,
-    cycle through them for that many seconds instead of sending each once."""
-    sendto = sock.sendto
+    cycle through them for that many seconds instead of sending each once. ``seal`` (authenticated
+    reports) is applied as each one is sent, so a report sent again in the next cycle is a new
+    report, not a replay the translator would refuse."""
+    raw_sendto = sock.sendto
+
+    def sealed_sendto(data: bytes, addr: tuple[str, int]) -> int:
+        assert seal is not None
+        return raw_sendto(seal(data), addr)
+
+    sendto = raw_sendto if seal is None else sealed_sendto
     n = len(payloads)
     total = None if duration else n
     sent = retries = 0
@@ -153,7 +169,8 @@ def _send_paced(sock: socket.socket, dst: tuple[str, int], payloads: list[bytes]
             "send_retries": retries, "started_monotonic": started, "ended_monotonic": time.monotonic()}
 
 
-def _report_sketch(args: argparse.Namespace, sock: socket.socket, dst: tuple[str, int]) -> dict[str, Any]:
+def _report_sketch(args: argparse.Namespace, sock: socket.socket, dst: tuple[str, int],
+                   sealer: Sealer | None = None) -> dict[str, Any]:
     cms = build_sketch(args)
     nack_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -162,7 +179,7 @@ def _report_sketch(args: argparse.Namespace, sock: socket.socket, dst: tuple[str
         raise SystemExit(f"dta report sketch: cannot listen for NACKs on UDP {UdpPort.DTA_NACK} ({exc}); "
                          "is another sketch reporter running in this namespace?") from None
     nack_sock.setblocking(False)
-    reporter = Reporter()
+    reporter = Reporter(sealer=sealer)
     sr = SketchReporter(reporter, args.reporter_id, args.sketch_id, args.rows, args.columns,
                         probe_interval_ns=int(args.probe_ms * _MS), probes=args.probes)
     sr.epoch = args.epoch - 1  # start_epoch() moves on to the next one
@@ -212,26 +229,58 @@ def _report_sketch(args: argparse.Namespace, sock: socket.socket, dst: tuple[str
             "total": sum(cms.matrix[0])}
 
 
+def source_ip(dst: str) -> str:
+    """The IPv4 address this namespace sends to ``dst`` from (the route's source; no packet sent)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((dst, UdpPort.DTA))
+        return str(s.getsockname()[0])
+    except OSError as exc:
+        raise SystemExit(f"dta report: no route to {dst} ({exc})") from None
+    finally:
+        s.close()
+
+
+def _sealer(args: argparse.Namespace) -> tuple[Sealer | None, dict[str, Any] | None]:
+    """With ``--key-file``: the sealer of this reporter (key derived for its source address,
+    era ``--era`` or now) and what the JSON summary says about it (never a key)."""
+    if not args.key_file:
+        return None, None
+    try:
+        ring = keys.load(args.key_file)
+    except keys.KeyFileError as exc:
+        raise SystemExit(f"dta report: {exc}") from None
+    name = reporter_name(args.reporter_ip or source_ip(args.dst))
+    now = time.time()
+    era = args.era if args.era is not None else era_now(now)
+    sealer = Sealer(ring.derive(keys.PURPOSE_DTA_REPORTER, name, now), era)
+    return sealer, {"reporter": name, "key_id": sealer.key_id, "era": era}
+
+
 def _report_main(args: argparse.Namespace) -> int:
     if args.cpu is not None:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, {args.cpu})
     dst = (args.dst, UdpPort.DTA)
+    sealer, auth = _sealer(args)
     resolved = _wait_neighbour(args.dst)
     sock = _socket(args.sport)
     result: dict[str, Any] = {"tool": "dta-report", "kind": args.kind, "dst": args.dst,
-                              "sport": sock.getsockname()[1], "neighbour_resolved": resolved}
+                              "sport": sock.getsockname()[1], "neighbour_resolved": resolved, "auth": auth}
     try:
         if args.kind == "sketch":
-            result.update(_report_sketch(args, sock, dst))
+            result.update(_report_sketch(args, sock, dst, sealer))
         else:
             payloads = _payloads(args, Reporter())
             if not args.quiet:
                 what = f"for {args.duration:g} s" if args.duration else str(len(payloads))
                 print(f"sending {what} {args.kind} reports to {args.dst}:{UdpPort.DTA}", file=sys.stderr, flush=True)
-            result.update(_send_paced(sock, dst, payloads, args.rate, args.duration))
+            result.update(_send_paced(sock, dst, payloads, args.rate, args.duration,
+                                      sealer.seal if sealer is not None else None))
     finally:
         sock.close()
+    if sealer is not None and auth is not None:
+        auth["sealed"] = sealer.sealed
     print(json.dumps(result), flush=True)
     return 0
 
@@ -265,6 +314,14 @@ def report_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Arg
     p.add_argument("--probes", type=int, default=3)
     p.add_argument("--linger-ms", type=float, default=30.0, help="wait for late NACKs after the last column")
     p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--key-file", default=None, metavar="FILE",
+                   help="seal every report with the authentication trailer, under this reporter's key derived "
+                        "from the key file (the topology's [topology] keys; docs/dta.md, Authenticated reports)")
+    p.add_argument("--era", type=int, default=None,
+                   help="with --key-file: the era to seal with (default: now, in unix seconds)")
+    p.add_argument("--reporter-ip", default=None,
+                   help="with --key-file: the address the key is derived for (default: this host's source "
+                        "address towards --dst)")
     return p
 
 
@@ -278,6 +335,15 @@ def check_report_args(args: argparse.Namespace) -> str | None:
         return "--duration must be > 0"
     if args.kind in ("keywrite", "increment") and not 1 <= args.redundancy <= 255:
         return "--redundancy must be 1..255"
+    if args.era is not None and not 0 <= args.era <= 0xFFFFFFFF:
+        return "--era must be 0..2^32-1"
+    if args.reporter_ip is not None:
+        try:
+            reporter_name(args.reporter_ip)
+        except ValueError:
+            return f"--reporter-ip {args.reporter_ip!r} is not an IPv4 address"
+    if (args.era is not None or args.reporter_ip is not None) and not args.key_file:
+        return "--era and --reporter-ip only go with --key-file"
     if args.kind == "sketch":
         if not (1 <= args.rows <= 255 and args.columns >= 1):
             return "--rows must be 1..255 and --columns >= 1"

@@ -16,6 +16,10 @@ later column to reveal the gap. Column numbers run on across epochs (column ``g`
 column ``g % C`` of epoch ``g // C``, see :mod:`netstack.dta.translator`). Sans-IO: it
 returns payloads and deadlines, the caller sends and sleeps.
 
+With a :class:`~netstack.auth.frame.Sealer` (``Reporter(..., sealer=...)``) every payload a
+:class:`Reporter` returns, resends included, ends in the authentication trailer
+(:mod:`.reportauth`); the module-level ``*_payload`` functions never seal.
+
 Both keep the :mod:`netstack.engine` contract: what they send is their return values, so
 their ``actions`` queues stay empty; ``counters()`` reports their progress.
 
@@ -46,6 +50,7 @@ from headers.errors import HeaderError
 from headers.inet import build_udp_frame
 from headers.registry import UdpPort
 
+from ..auth.frame import Sealer
 from ..engine import ActionQueue, Engine
 from .keywrite import sketch_index
 
@@ -91,10 +96,13 @@ class Reporter:
 
     def __init__(self, src_mac: bytes = b"\x02\0\0\0\0\x01", dst_mac: bytes = b"\x02\0\0\0\0\x02",
                  src_ip: bytes = b"\x0a\0\0\x01", dst_ip: bytes = b"\x0a\0\0\x02", *,
-                 sport: int = UdpPort.DTA_SOURCE, retransmittable: bool = False) -> None:
+                 sport: int = UdpPort.DTA_SOURCE, retransmittable: bool = False,
+                 sealer: Sealer | None = None) -> None:
         self.src_mac, self.dst_mac, self.src_ip, self.dst_ip = src_mac, dst_mac, src_ip, dst_ip
         self.sport = sport
         self.retransmittable = retransmittable
+        #: seals every payload returned (authenticated reports, :mod:`.reportauth`); None: plain
+        self.sealer = sealer
         self.seqnum = 0  # the next report's number
         self.sent = 0
         self.resent = 0
@@ -102,6 +110,12 @@ class Reporter:
         self._history: OrderedDict[int, bytes] = OrderedDict()
 
     # ------------------------------------------------------------------ payloads
+    def seal(self, payload: bytes) -> bytes:
+        """``payload`` with its trailer (a fresh sequence number each call), or as it is
+        without a sealer. A caller that resends a report seals it again: the translator refuses
+        the same sealed bytes twice (``replayed``)."""
+        return payload if self.sealer is None else self.sealer.seal(payload)
+
     def _next(self, prim: Primitive) -> bytes:
         seq = self.seqnum
         self.seqnum = (seq + 1) & 0xFF
@@ -110,10 +124,10 @@ class Reporter:
         if self.retransmittable:
             hist = self._history
             hist.pop(seq, None)
-            hist[seq] = payload
+            hist[seq] = payload  # unsealed: a resend gets a new trailer
             if len(hist) > HISTORY:
                 hist.popitem(last=False)
-        return payload
+        return self.seal(payload)
 
     def key_write(self, key: int, data: int | Sequence[int], redundancy: int = 2) -> bytes:
         words = (data,) if isinstance(data, int) else tuple(data)
@@ -132,7 +146,7 @@ class Reporter:
         seq = self.seqnum
         self.seqnum = (seq + 1) & 0xFF
         self.sent += 1
-        return _payload(prim, seq)
+        return self.seal(_payload(prim, seq))
 
     def frame(self, payload: bytes) -> bytes:
         """Ethernet/IPv4/UDP(dport 40040) around a report payload."""
@@ -150,7 +164,7 @@ class Reporter:
         out = []
         for seq, payload in self._history.items():
             if 0 < (seq - parsed.seqnum) & 0xFF < 128:
-                out.append(payload)
+                out.append(self.seal(payload))
         self.resent += len(out)
         return out
 
@@ -159,7 +173,11 @@ class Reporter:
         return None
 
     def counters(self) -> dict[str, Any]:
-        return {"sent": self.sent, "resent": self.resent, "seqnum": self.seqnum, "kept": len(self._history)}
+        out: dict[str, Any] = {"sent": self.sent, "resent": self.resent, "seqnum": self.seqnum,
+                               "kept": len(self._history)}
+        if self.sealer is not None:
+            out["sealed"] = self.sealer.sealed
+        return out
 
 
 def _as_nack(nack: DTANack | bytes | bytearray | memoryview) -> DTANack | None:

@@ -126,6 +126,17 @@ requests (docs/security.md#dta).
 Anything rejected is counted and changes nothing: no PSN moves, no grace period starts.
 A positive ACK never moves the PSN either; it only advances ``una``.
 
+Authenticated reports (docs/dta.md "Authenticated reports"). With ``auth`` (a
+:class:`~netstack.dta.reportauth.ReportAuth`: one replay-windowed opener per reporter source
+address, fixed at construction) every report must end in the optional trailer of
+:mod:`headers.auth` under its reporter's key. The trailer is checked after the Ethernet, IPv4
+and UDP headers parse and before the report is decoded; a report refused (``unknown_reporter``,
+``truncated``, ``unknown_key``, ``forged``, ``stale_era``, ``replayed``) is counted in
+``auth_refused`` and dropped, so it reaches no state at all (no NACK, no sequence tracking, no
+grace-period count). Every report counts once: ``reports`` = ``auth_ok`` + ``auth_refused`` +
+the reports whose headers did not parse (``malformed``; an authentic report that does not
+decode counts in ``auth_ok`` and ``malformed``). NACKs and the RoCEv2 side are unchanged.
+
 Switch integration: :class:`TranslatorFeature` (see its docstring for where it hooks).
 """
 
@@ -147,10 +158,11 @@ from headers.dta import (
     Primitive,
     SketchMerge,
     build_nack_frame,
+    decode_report,
     parse_report_frame,
 )
 from headers.errors import HeaderError
-from headers.inet import UdpFrame, ip_bytes, mac_bytes
+from headers.inet import UdpFrame, ip_bytes, mac_bytes, parse_udp_frame
 from headers.registry import UdpPort
 from headers.roce import (
     BTH,
@@ -169,6 +181,7 @@ from headers.roce import (
 from ..engine import ActionQueue, Engine, Transmit
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, slot_index
 from .memory import APPEND_BATCHES
+from .reportauth import ReportAuth
 
 PSN_MASK = 0xFFFFFF
 PSN_HALF = 1 << 23
@@ -366,8 +379,10 @@ class DTATranslator:
     :meth:`on_report` puts NACKs in :attr:`actions` (as :class:`~netstack.engine.Transmit`,
     toward the reporter whose report it answers); the other calls never add actions."""
 
-    def __init__(self, config: TranslatorConfig, now_ns: int = 0) -> None:
+    def __init__(self, config: TranslatorConfig, now_ns: int = 0, *, auth: ReportAuth | None = None) -> None:
         self.config = config
+        #: the reporters' openers when reports are authenticated (:mod:`.reportauth`), else None
+        self.auth = auth
         self.actions = ActionQueue()
         info = _parse_connect_info(config.connect_info)
         self.collector = str(info.get("collector", "collector"))
@@ -458,15 +473,22 @@ class DTATranslator:
     # ------------------------------------------------------------------ reports
     def on_report(self, frame: bytes | bytearray | memoryview, now_ns: int) -> list[bytes]:
         """Translate one DTA report frame; return the RoCEv2 frames for the collector. A NACK
-        for the reporter goes to :attr:`actions` (after every frame returned here)."""
+        for the reporter goes to :attr:`actions` (after every frame returned here). With
+        :attr:`auth`, a report whose trailer does not open is counted and dropped here."""
         out: list[bytes] = []
         self._clock(now_ns)
         self.c.reports += 1
         try:
-            udp, base, prim = parse_report_frame(frame)
+            parsed = parse_report_frame(frame) if self.auth is None else self._open_report(frame, self.auth)
         except HeaderError:
             self.c.malformed += 1
             return out
+        except Exception:  # a bug must not kill the data path; tests assert this stays 0
+            self.c.internal_errors += 1
+            return out
+        if parsed is None:
+            return out
+        udp, base, prim = parsed
         try:
             self._report(udp, base, prim, out)
         except HeaderError:
@@ -474,6 +496,22 @@ class DTATranslator:
         except Exception:  # a bug must not kill the data path (docs/testbed.md); tests assert this stays 0
             self.c.internal_errors += 1
         return out
+
+    @staticmethod
+    def _open_report(frame: bytes | bytearray | memoryview,
+                     auth: ReportAuth) -> tuple[UdpFrame, DTABase, Primitive] | None:
+        """Eth/IPv4/UDP(40040), then the trailer (None: refused, counted by ``auth``), then the
+        report it protected (HeaderError: malformed, as without authentication)."""
+        udp = parse_udp_frame(frame)
+        if udp.udp.dport != UdpPort.DTA:
+            raise HeaderError("DTA", f"UDP destination port {udp.udp.dport} is not {int(UdpPort.DTA)}",
+                              udp.payload_offset - 6)
+        start = udp.payload_offset
+        report = auth.open(udp.ip.src, bytes(frame[start:start + udp.payload_length]))
+        if report is None:
+            return None
+        base, prim = decode_report(report, 0, len(report))
+        return udp, base, prim
 
     def _report(self, udp: UdpFrame, base: DTABase, prim: Primitive, out: list[bytes]) -> None:
         c = self.c
@@ -904,6 +942,11 @@ class DTATranslator:
     def counters(self) -> dict[str, Any]:
         """JSON-able counters and state: per QP (PSN, frames, resyncs), lists (head, buffered)."""
         out: dict[str, Any] = asdict(self.c)
+        if self.auth is not None:
+            st = self.auth.status()
+            out["auth_ok"] = st.pop("ok")
+            out["auth_refused"] = st.pop("refused")
+            out["auth"] = st
         out["in_grace"] = self._grace
         out["grace_reports_left"] = self._grace_left
         out["qps"] = {q.name: {"qpn": q.qpn, "psn": q.psn, "frames": q.frames, "resyncs": q.resyncs}
