@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -63,10 +64,19 @@ class SwitchShell:
         self.started_ns = time.monotonic_ns()
         #: protocol name -> its control plug-in's ``switch_status(shell)`` (filled by handlers())
         self._status_hooks: dict[str, Any] = {}
+        #: per port: the link errors already answered with a rearm (poll_kernel_stats)
+        self._rearmed: dict[str, int] = {}
 
     # --- data path -----------------------------------------------------------------
     def on_readable(self, name: str) -> None:
-        frames = self.ports[name].recv_batch(RX_BATCH)
+        port = self.ports[name]
+        frames = port.recv_batch(RX_BATCH)
+        if not frames:
+            # readable with nothing to read: a pending error (the link went down); clear it, or
+            # the fd stays readable for ever and the loop may stop watching it
+            if port.take_error():
+                log.warning("port %s: link error (interface down?)", name)
+            return
         now = time.monotonic_ns()
         try:
             self.switch.receive_batch(name, frames, now)
@@ -115,9 +125,22 @@ class SwitchShell:
         self._timer = None
         self.flush()
 
+    def rearm(self, name: str) -> None:
+        """Watch ``name``'s socket again: after a pending error (a link that went down and came
+        back) the event loop may have stopped calling on_readable for it."""
+        fd = self.ports[name].fd
+        self.loop.remove_reader(fd)
+        self.loop.add_reader(fd, self.on_readable, name)
+
     async def poll_kernel_stats(self) -> None:
         while True:
             for name, port in self.ports.items():
+                with contextlib.suppress(OSError):
+                    port.take_error()
+                if port.link_errors > self._rearmed.get(name, 0):  # seen here or in on_readable
+                    self._rearmed[name] = port.link_errors
+                    self.rearm(name)
+                    self.flush()
                 before = port.kernel_drops
                 try:
                     port.read_kernel_stats()
@@ -170,6 +193,7 @@ class SwitchShell:
             ports[name]["send_errors"] = port.send_errors
             ports[name]["tx_dropped"] = port.tx_dropped
             ports[name]["ifname"] = port.ifname
+            ports[name]["link_errors"] = port.link_errors
             imp = self.switch.config.port(name).impairment
             ports[name]["impairment"] = dataclasses.asdict(imp) if imp is not None else None
         return {

@@ -212,6 +212,120 @@ def _wait_ready(daemon: Daemon, timeout: float = READY_TIMEOUT_S) -> None:
                          f"within {timeout:.0f} s; log {daemon.log}:\n{_tail(daemon.log)}")
 
 
+# ----------------------------------------------- stopping and restarting one daemon (netstack fault)
+#: ``<run dir>/<daemon>.launch.json``: the argv and environment a daemon was started with, saved
+#: when :func:`kill_daemon` stops it, so that :func:`restart_daemon` can start it again later
+LAUNCH_SUFFIX = ".launch.json"
+
+
+def _run_state_file(prefix: str) -> dict[str, Any]:
+    """The namespace run's state.json (a container deployment's daemons are not ours to restart)."""
+    try:
+        return dict(json.loads((run_dir(prefix) / "state.json").read_text()))
+    except FileNotFoundError:
+        raise RuntimeErrorNS(f"no topology is running under prefix {prefix!r} as namespaces "
+                             f"('netstack up'){_running_hint('netns')}") from None
+
+
+def _run_daemon(state: dict[str, Any], name: str) -> Daemon:
+    for d in daemons_of(state):
+        if d.key == name:
+            return d
+    raise RuntimeErrorNS(f"no daemon {name!r}; daemons: {', '.join(d.key for d in daemons_of(state))}")
+
+
+def daemon_launch(prefix: str, name: str) -> tuple[list[str], dict[str, str] | None]:
+    """(argv, environment) that started daemon ``name``: read from /proc while it runs (``ip netns
+    exec`` execs the command, so the recorded pid is the daemon's own), else as saved when
+    :func:`kill_daemon` stopped it, else for a switch what ``up`` gives it (environment None: ours)."""
+    daemon = _run_daemon(_run_state_file(prefix), name)
+    if daemon.alive():
+        with contextlib.suppress(OSError):
+            argv = [a.decode() for a in Path(f"/proc/{daemon.pid}/cmdline").read_bytes().split(b"\0")[:-1]]
+            env = dict(item.decode(errors="surrogateescape").partition("=")[::2]
+                       for item in Path(f"/proc/{daemon.pid}/environ").read_bytes().split(b"\0") if b"=" in item)
+            if argv:
+                return argv, env
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        saved = json.loads((run_dir(prefix) / f"{daemon.key}{LAUNCH_SUFFIX}").read_text())
+        return list(saved["argv"]), dict(saved["env"]) if saved.get("env") is not None else None
+    if daemon.kind == "switch":
+        rdir = run_dir(prefix)
+        return [sys.executable, "-m", "daemons.switch", "--config", str(rdir / f"{daemon.node}.json"),
+                "--control", daemon.control], None
+    raise RuntimeErrorNS(f"{daemon.kind} daemon {daemon.key} is not running and was not stopped by "
+                         f"'netstack fault': how it was started is not known")
+
+
+def kill_daemon(prefix: str, name: str, sig: int = signal.SIGKILL, timeout: float = STOP_TIMEOUT_S) -> Daemon:
+    """Send ``sig`` to daemon ``name``'s process group (it runs in a session of its own) and wait
+    until it is gone; its argv and environment are saved first (:func:`daemon_launch`).
+    RuntimeErrorNS if it is not running, or still runs ``timeout`` s after ``sig``."""
+    daemon = _run_daemon(_run_state_file(prefix), name)
+    if not daemon.alive():
+        raise RuntimeErrorNS(f"{daemon.kind} daemon {daemon.key} (pid {daemon.pid}) is not running")
+    argv, env = daemon_launch(prefix, name)
+    saved = run_dir(prefix) / f"{daemon.key}{LAUNCH_SUFFIX}"
+    saved.write_text(json.dumps({"argv": argv, "env": env}))
+    saved.chmod(0o600)  # its environment
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(daemon.pid, sig)
+    deadline = time.monotonic() + timeout
+    while daemon.alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(daemon.pid, os.WNOHANG)  # our child when up ran in this process
+    if daemon.alive():
+        raise RuntimeErrorNS(f"{daemon.kind} daemon {daemon.key} (pid {daemon.pid}) still runs {timeout:g} s after "
+                             f"signal {signal.Signals(sig).name}")
+    return daemon
+
+
+def restart_daemon(prefix: str, name: str, timeout: float = READY_TIMEOUT_S) -> Daemon:
+    """Start daemon ``name`` again, which must not be running: same argv and environment
+    (:func:`daemon_launch`), so the same config and control socket, in its node's namespace, its
+    log appended to; record the new pid in state.json (``status`` and ``down`` find it) and wait
+    until it answers. Returns the new record; RuntimeErrorNS if it fails to start (log tail)."""
+    old = _run_daemon(_run_state_file(prefix), name)
+    if old.alive():
+        raise RuntimeErrorNS(f"{old.kind} daemon {old.key} is running (pid {old.pid}): stop it first")
+    argv, env = daemon_launch(prefix, name)
+    with open(old.log, "a") as logf:
+        logf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} netstack: restarting {old.key} "
+                   f"(pid {old.pid} is gone) ---\n")
+    with open(old.log, "ab") as logf:
+        proc = subprocess.Popen(netns.ns_exec_argv(prefix, old.node, argv), stdout=logf, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+    new = Daemon(old.node, old.kind, proc.pid, old.control, old.log, old.name)
+    path = run_dir(prefix) / "state.json"
+    state = json.loads(path.read_text())  # read again: the newest, written whole (rename) below
+    for d in state.get("daemons", []):
+        if (d.get("name") or d["node"]) == old.key:
+            d["pid"] = proc.pid
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, path)
+    _wait_ready(new, timeout)
+    restore_protocols(prefix, new.node)
+    return new
+
+
+def restore_protocols(prefix: str, node: str) -> list[str]:
+    """What the protocols turned on at run time on ``node``, turned on again after its daemon
+    restarted: each control plug-in's ``after_restart(prefix, node)`` (LinkGuardian: the
+    complementary role where the peer still runs one). Returns what was restored."""
+    done: list[str] = []
+    for name in protocols.control_modules():
+        try:
+            module = protocols.load(name)
+        except ModuleNotFoundError:
+            continue
+        hook = getattr(module, "after_restart", None)
+        if hook is not None:
+            done += hook(prefix, node)
+    return done
+
+
 def up(topology: Topology | None = None, prefix: str | None = None, *, apply_impairments: bool = True,
        progress: Any = None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Build ``topology`` (default: the shipped default topology) and start its daemons. All or

@@ -63,6 +63,8 @@ class PacketPort:
             self.sock.close()
             raise
         self.fd = self.sock.fileno()
+        #: pending socket errors seen (ENETDOWN: the interface went down; take_error)
+        self.link_errors = 0
         self._buf = bytearray(MAX_FRAME)
         self._view = memoryview(self._buf)
         self._sender = BatchSender(self.fd)
@@ -119,6 +121,16 @@ class PacketPort:
                         self.send_errors += 1
         return sent
 
+    def take_error(self) -> int:
+        """The socket's pending error (and clear it): ENETDOWN once when the interface went down.
+        A pending error keeps the fd readable (POLLERR) with nothing to read, and an event loop
+        may then stop watching it; clearing it is what lets the port work again once the link
+        is back up."""
+        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            self.link_errors += 1
+        return int(err)
+
     def read_kernel_stats(self) -> tuple[int, int]:
         """Accumulate PACKET_STATISTICS (reading resets the kernel's counters) so that CPU
         overload (socket drops) is never mistaken for link loss."""
@@ -141,6 +153,11 @@ PACKET_VERSION = 10
 TPACKET_V2 = 1
 TP_STATUS_KERNEL = 0
 TP_STATUS_USER = 1
+#: tp_status flags: the kernel took an 802.1Q/802.1ad tag off the frame and put it in the slot
+#: header (tp_vlan_tci, tp_vlan_tpid) before any packet socket saw it (skb_vlan_untag)
+TP_STATUS_VLAN_VALID = 1 << 4
+TP_STATUS_VLAN_TPID_VALID = 1 << 6
+_TAG = struct.Struct("!HH")
 SIOCGIFMTU = 0x8921
 _PAGE = mmap.PAGESIZE
 #: Slots in a port's ring: frames the kernel can hold for the daemon between two drains
@@ -205,7 +222,15 @@ class RxRing:
             snaplen = words[w + 2]
             if snaplen == words[w + 1]:
                 start = off + halves[(off >> 1) + 6]
-                out.append(mm[start:start + snaplen])
+                status = words[w]
+                if status & TP_STATUS_VLAN_VALID:
+                    # put the tag back where it was: a switch forwards frames as they came, and
+                    # the software FCS on a switch link covers the tag
+                    h = off >> 1
+                    tpid = halves[h + 13] if status & TP_STATUS_VLAN_TPID_VALID else 0x8100
+                    out.append(mm[start:start + 12] + _TAG.pack(tpid, halves[h + 12]) + mm[start + 12:start + snaplen])
+                else:
+                    out.append(mm[start:start + snaplen])
             else:
                 self.truncated += 1
             words[w] = TP_STATUS_KERNEL  # hand the slot back

@@ -18,12 +18,13 @@ the link's corruption loss from the switches' FCS counters (as corruptd sees it)
 from __future__ import annotations
 
 import time
+from dataclasses import fields
 from typing import Any
 
 from ..errors import ConfigError
 from ..io.control import ControlError
 from .feature import disable, enable_receiver, enable_sender, status
-from .params import link_params
+from .params import LGParams, link_params
 
 
 class LGControlError(RuntimeError):
@@ -134,6 +135,41 @@ def disable_link(prefix: str, link: str) -> list[str]:
     return done
 
 
+def after_restart(prefix: str, node: str) -> list[str]:
+    """A restarted switch daemon (``runtime.restart_daemon``) comes back with LinkGuardian where
+    its peer still runs the other half: the complementary role on its end of each such link,
+    with the peer's settings. Its engines are new (counters from 0): the peer follows the new
+    counters without a duplicate (receiver.py: RESTART_BEHIND, FRESH_SLACK; docs/faults.md).
+    Links protected from the topology file are back already (the daemon attaches them at start).
+    Returns ``["node/port:role", ...]`` enabled."""
+    from ..io.control import ControlError
+    from ..runtime import control, load_state
+
+    state = load_state(prefix)
+    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
+    mine = {p["link"]: p for p in state["ports"] if p["node"] == node}
+    done = []
+    for link, end in mine.items():
+        peer = next((p for p in state["ports"] if p["link"] == link and p["node"] != node), None)
+        if peer is None or peer["node"] not in switches or node not in switches:
+            continue
+        try:
+            there = control(prefix, peer["node"], "lg_status", port=peer["ifname"]).get(peer["ifname"], {})
+            here = control(prefix, node, "lg_status", port=end["ifname"]).get(end["ifname"], {})
+        except (OSError, ControlError):
+            continue
+        for role, st in there.items():
+            want = "receiver" if role == "sender" else "sender"
+            if not st.get("enabled") or (here.get(want) or {}).get("enabled"):
+                continue
+            # the peer's settings, as LGParams fields (its status also shows derived values)
+            known = {f.name for f in fields(LGParams)}
+            params = {k: v for k, v in (st.get("params") or {}).items() if k in known}
+            control(prefix, node, "lg_enable", port=end["ifname"], role=want, params=params)
+            done.append(f"{node}/{end['ifname']}:{want}")
+    return done
+
+
 def status_all(prefix: str) -> dict[str, Any]:
     """``{switch: lg_status}`` for every switch daemon of the run."""
     from ..runtime import control, daemons_of, load_state
@@ -142,5 +178,5 @@ def status_all(prefix: str) -> dict[str, Any]:
     return {d.node: control(prefix, d.node, "lg_status") for d in daemons_of(state) if d.kind == "switch"}
 
 
-__all__ = ["LGControlError", "disable_link", "enable_link", "link_ends", "measured_loss", "status_all",
-           "switch_handlers"]
+__all__ = ["LGControlError", "after_restart", "disable_link", "enable_link", "link_ends", "measured_loss",
+           "status_all", "switch_handlers"]
