@@ -50,6 +50,23 @@ _PFC_OPCODE = b"\x01\x01"
 _PAUSE_OPCODE = b"\x00\x01"  # 802.3x PAUSE (Annex 31B): one quanta value for the whole link
 
 
+
+#: 802.1Q and 802.1ad tag protocol identifiers
+_VLAN_TPIDS = frozenset((0x8100, 0x88A8))
+
+
+def inner_ethertype(frame: bytes) -> int:
+    """The EtherType behind up to two VLAN tags (802.1ad then 802.1Q); a frame too short to hold
+    the tags it announces gives the last tag's TPID."""
+    o = 12
+    etype = frame[12] << 8 | frame[13]
+    for _ in range(2):
+        if etype not in _VLAN_TPIDS or len(frame) < o + 6:
+            break
+        o += 4
+        etype = frame[o] << 8 | frame[o + 1]
+    return etype
+
 class Switch:
     """A software L2 switch. See :mod:`netstack.switch` for the API contract."""
 
@@ -470,9 +487,18 @@ class Switch:
                         continue
                     self._mac_control(p, frame, t)
                     continue
-                if edge and (frame[12] << 8 | frame[13]) in switch_only:
-                    c.edge_drops_switch_only += 1  # only a switch may originate this (docs/security.md)
-                    continue
+                if edge:
+                    etype = frame[12] << 8 | frame[13]
+                    if etype in _VLAN_TPIDS:
+                        # look through (at most two) VLAN tags: a tag must not smuggle past the edge
+                        # what the edge refuses untagged (docs/security.md "Edge filtering")
+                        etype = inner_ethertype(frame)
+                        if etype == 0x8808 and not accepts_pfc:
+                            c.edge_drops_pfc += 1
+                            continue
+                    if etype in switch_only:
+                        c.edge_drops_switch_only += 1  # only a switch may originate this (docs/security.md)
+                        continue
                 if hooks:
                     kept = self._features_ingress(p, hooks, frame, t)
                     if kept is None:
@@ -583,6 +609,9 @@ class Switch:
             try:
                 pfc = parse_pfc_frame(frame)
             except HeaderError:
+                # counted once: as malformed, not also as a MAC-control frame (the counters of
+                # a port add up to its rx_frames; netstack fuzz checks that)
+                c.mac_control_rx -= 1
                 c.malformed += 1
                 return
             updates = [(cls, pfc.quanta[cls]) for cls in range(NUM_CLASSES) if pfc.class_enable >> cls & 1]

@@ -81,6 +81,30 @@ def test_an_edge_port_drops_what_only_switches_send_and_counts_it():
     assert len(tr.departures) == 1 and fab.counters()["p0"]["edge_drops_switch_only"] == 0
 
 
+def test_a_vlan_tag_smuggles_nothing_past_the_edge():
+    """Found by netstack fuzz once the daemons saw VLAN tags (docs/faults.md): behind one or two
+    tags, a switch-only EtherType or PFC is refused at the edge as it is untagged; other tagged
+    traffic is forwarded with its tags, and a fabric port carries anything."""
+    only = make_switch(2, p0={"role": "edge"}, switch_only_ethertypes=(0xABCD,))
+    tr = traced(only)
+    q = b"\x81\x00\x00\x05"
+    qinq = b"\x88\xa8\x00\x01" + q
+    only.receive("p0", mac(2) + mac(1) + q + b"\xab\xcd" + bytes(50), 0)
+    only.receive("p0", mac(2) + mac(1) + qinq + b"\xab\xcd" + bytes(50), 0)
+    only.receive("p0", mac(2) + mac(1) + q + b"\x88\x08\x01\x01" + bytes(50), 0)
+    ordinary = mac(2) + mac(1) + q + b"\x08\x00" + bytes(50)
+    only.receive("p0", ordinary, 0)
+    only.transmit(MS)
+    assert [d.frame for d in tr.departures] == [ordinary]
+    c = only.counters()["p0"]
+    assert c["edge_drops_switch_only"] == 2 and c["edge_drops_pfc"] == 1
+    fab = make_switch(2, p0={"role": "fabric"}, switch_only_ethertypes=(0xABCD,))
+    tr = traced(fab)
+    fab.receive("p0", mac(2) + mac(1) + q + b"\xab\xcd" + bytes(50), 0)
+    fab.transmit(MS)
+    assert len(tr.departures) == 1
+
+
 def test_a_host_may_not_pause_an_edge_port_unless_it_takes_part_in_a_lossless_class():
     sw = make_switch(2, p0={"role": "edge", "rate_bps": GBPS})
     tr = traced(sw)
