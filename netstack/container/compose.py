@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..topo.model import Topology
+from ..topo.model import Node, Topology
 from . import yamlout
-from .plan import DEFAULT_UNDERLAY, PlanError, plan_links
+from .plan import DEFAULT_UNDERLAY, LinkPlan, PlanError, plan_links
 
 DEFAULT_IMAGE = "netstack:latest"
 #: compose file format: 3.8 is read by docker-compose 1.29 and by ``docker stack deploy``
@@ -89,59 +89,61 @@ def generate(topology: Topology, spec: str | None, text: str | None, options: Co
         env[KEYS_ENV] = f"/run/secrets/{KEYS_SECRET}"
 
     shared_run = shares_run_dir(topology)
-    services: dict[str, Any] = {}
-    for node in topology.nodes:
-        nets = {lp.network: {"aliases": [lp.alias(node.name)]} for lp in links if node.name in (lp.a, lp.b)}
-        svc: dict[str, Any] = {
-            "image": f"${{NETSTACK_IMAGE:-{options.image}}}",
-            "command": [node.name],
-            "hostname": node.name,
-            "cap_add": CAPABILITIES,
-            "environment": env,
-            "labels": {LABEL_PREFIX: prefix, LABEL_NODE: node.name, LABEL_KIND: node.kind.value},
-            # the switches read IPv6 chatter as frames to forward: off, as in the namespaces
-            "sysctls": {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1},
-            "networks": nets,
-            "healthcheck": _healthcheck(node.name, options.swarm),
-            "stop_grace_period": "5s",
-        }
-        if shared_run:
-            svc["volumes"] = [f"{RUN_VOLUME}:{RUN_DIR}"]
-        if keys is not None:
-            # a secret: a bind mount of the file under compose (its mode, 0600, kept), distributed
-            # by the swarm itself under Swarm; read-only for root alone either way
-            svc["secrets"] = [{"source": KEYS_SECRET, "target": KEYS_SECRET, "mode": 0o400}]
-        if options.swarm:
-            deploy: dict[str, Any] = {
-                # names resolve to the task's own address (the tunnel's far end), not a virtual IP
-                "endpoint_mode": "dnsrr",
-                "restart_policy": {"condition": "on-failure", "max_attempts": 3},
-            }
-            if node.name in options.placement:
-                deploy["placement"] = {"constraints": [f"node.hostname == {options.placement[node.name]}"]}
-            svc["deploy"] = deploy
-        services[node.name] = svc
-
-    networks: dict[str, Any] = {}
-    for lp in links:
-        net: dict[str, Any] = {
-            "driver": "overlay" if options.swarm else "bridge",
-            # nothing but the two ends of the link: no route out, no NAT
-            "internal": True,
-        }
-        if options.swarm:
-            net["attachable"] = True
-        net["driver_opts"] = {"com.docker.network.driver.mtu": str(lp.underlay_mtu)}
-        net["ipam"] = {"config": [{"subnet": str(lp.subnet)}]}
-        net["labels"] = {LABEL_PREFIX: prefix, LABEL_LINK: lp.link}
-        networks[lp.network] = net
-
+    services = {node.name: _service(node, links, env, prefix, options, shared_run, keys is not None)
+                for node in topology.nodes}
+    networks = {lp.network: _network(lp, prefix, options.swarm) for lp in links}
     doc: dict[str, Any] = {"version": COMPOSE_VERSION, "services": services, "networks": networks}
     if shared_run:
         doc["volumes"] = {RUN_VOLUME: {"labels": {LABEL_PREFIX: prefix}}}
     if keys is not None:
         doc["secrets"] = {KEYS_SECRET: {"file": str(keys.resolve())}}
     return _header(topology, spec, options, prefix) + yamlout.dump(doc)
+
+
+def _service(node: Node, links: list[LinkPlan], env: dict[str, Any], prefix: str, options: ComposeOptions,
+             shared_run: bool, keyed: bool) -> dict[str, Any]:
+    """One node's service: its links' networks (with its DNS alias on each), the node runner."""
+    nets = {lp.network: {"aliases": [lp.alias(node.name)]} for lp in links if node.name in (lp.a, lp.b)}
+    svc: dict[str, Any] = {
+        "image": f"${{NETSTACK_IMAGE:-{options.image}}}",
+        "command": [node.name],
+        "hostname": node.name,
+        "cap_add": CAPABILITIES,
+        "environment": env,
+        "labels": {LABEL_PREFIX: prefix, LABEL_NODE: node.name, LABEL_KIND: node.kind.value},
+        # the switches read IPv6 chatter as frames to forward: off, as in the namespaces
+        "sysctls": {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1},
+        "networks": nets,
+        "healthcheck": _healthcheck(node.name, options.swarm),
+        "stop_grace_period": "5s",
+    }
+    if shared_run:
+        svc["volumes"] = [f"{RUN_VOLUME}:{RUN_DIR}"]
+    if keyed:
+        # a secret: a bind mount of the file under compose (its mode, 0600, kept), distributed
+        # by the swarm itself under Swarm; read-only for root alone either way
+        svc["secrets"] = [{"source": KEYS_SECRET, "target": KEYS_SECRET, "mode": 0o400}]
+    if options.swarm:
+        deploy: dict[str, Any] = {
+            # names resolve to the task's own address (the tunnel's far end), not a virtual IP
+            "endpoint_mode": "dnsrr",
+            "restart_policy": {"condition": "on-failure", "max_attempts": 3},
+        }
+        if node.name in options.placement:
+            deploy["placement"] = {"constraints": [f"node.hostname == {options.placement[node.name]}"]}
+        svc["deploy"] = deploy
+    return svc
+
+
+def _network(lp: LinkPlan, prefix: str, swarm: bool) -> dict[str, Any]:
+    """One link's underlay: nothing but its two ends (no route out, no NAT), room for the tunnel."""
+    net: dict[str, Any] = {"driver": "overlay" if swarm else "bridge", "internal": True}
+    if swarm:
+        net["attachable"] = True
+    net["driver_opts"] = {"com.docker.network.driver.mtu": str(lp.underlay_mtu)}
+    net["ipam"] = {"config": [{"subnet": str(lp.subnet)}]}
+    net["labels"] = {LABEL_PREFIX: prefix, LABEL_LINK: lp.link}
+    return net
 
 
 def _healthcheck(node: str, swarm: bool) -> dict[str, Any]:
