@@ -46,7 +46,7 @@ MAX_FILE_BYTES = 1 << 20
 
 #: LinkGuardian control on one link; name: the link's name
 PURPOSE_LG_LINK = "lg-link"
-#: DTA reports of one reporter; name: the reporter id in decimal
+#: DTA reports of one reporter; name: the reporter's IPv4 address as text ("10.0.0.1")
 PURPOSE_DTA_REPORTER = "dta-reporter"
 #: 1Pipe barriers and beacons within one deployment; name: the deployment prefix
 PURPOSE_ONEPIPE_DOMAIN = "onepipe-domain"

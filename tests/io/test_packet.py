@@ -71,6 +71,37 @@ def test_batch_send_and_receive(veth_pair):
         b.close()
 
 
+def test_ring_reads_a_vlan_tagged_frame_whole_and_a_downed_link_leaves_an_error_to_clear(veth_pair):
+    """The kernel strips an 802.1Q/802.1ad tag before packet sockets see a frame; the ring puts it
+    back (a switch forwards frames as they came, and the software FCS covers the tag). A link
+    that goes down leaves ENETDOWN pending on the socket, which take_error clears and counts."""
+    ns_a, ns_b = veth_pair
+    a = _port_in(ns_a, "va")
+    b = _port_in(ns_b, "vb")
+    try:
+        mac = b"\x02\0\0\0\0\x02\x02\0\0\0\0\x01"
+        tagged = [mac + b"\x81\x00\x00\x05\x88\xb5" + bytes(50),
+                  mac + b"\x88\xa8\x00\x07\x81\x00\x00\x05\x88\xb5" + bytes(46)]
+        assert a.send_batch(tagged) == 2
+        got: list[bytes] = []
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += [f for f in b.recv_batch(64) if f[:12] == mac]
+            time.sleep(0.001)
+        assert got == tagged
+        assert b.take_error() == 0
+        _ip("-n", ns_b, "link", "set", "vb", "down")
+        deadline = time.monotonic() + 5
+        err = 0
+        while not err and time.monotonic() < deadline:
+            err = b.take_error()
+            time.sleep(0.01)
+        assert err and b.link_errors == 1 and b.take_error() == 0  # taken once
+    finally:
+        a.close()
+        b.close()
+
+
 def test_oversize_frame_is_counted_not_raised(veth_pair):
     ns_a, _ = veth_pair
     a = _port_in(ns_a, "va")
