@@ -566,7 +566,23 @@ def down(prefix: str) -> list[str]:
         _stop(daemons_of(json.loads((rdir / "state.json").read_text())))
     removed = netns.teardown(prefix)  # also kills anything else still inside the namespaces
     shutil.rmtree(rdir, ignore_errors=True)
+    cleanup_protocols(prefix)
     return removed
+
+
+def cleanup_protocols(prefix: str) -> None:
+    """What a daemon that died without its clean stop left outside the run directory (a DTA
+    collector killed with SIGKILL keeps its shared-memory regions): each control plug-in's
+    ``after_down(prefix)``."""
+    for name in protocols.control_modules():
+        try:
+            module = protocols.load(name)
+        except ModuleNotFoundError:
+            continue
+        hook = getattr(module, "after_down", None)
+        if hook is not None:
+            with contextlib.suppress(OSError):
+                hook(prefix)
 
 
 def down_all() -> list[str]:

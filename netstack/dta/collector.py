@@ -53,6 +53,17 @@ Behaviour (IBTA vol. 1 ch. 9, RC responder), and where we simplify:
   made equal to it), same UDP source port, destination QP = the peer's QPN (proposed in
   :meth:`connect_info`, confirmed by :meth:`bind`).
 
+**Restart** (docs/dta.md, "Collector restart"). :meth:`RoceResponder.qp_state` exports each
+QP's connection state as data (QPN, peer QPN and address, initial and expected PSN, MSN), and
+``RoceResponder(..., qps=that)`` rebuilds a responder with exactly those QPs instead of drawing
+new ones: the same QPNs and peer binding, expecting the same PSN. Over the same memory (its
+region files re-opened with their rkeys and base addresses) the translator's QPs keep working:
+a request ahead of the restored expected PSN is an ordinary PSN sequence error, NAK'd to the
+bound peer only, and the translator resynchronises (§5.3). Persisting that state is the
+daemon's business (``daemons/collector.py``): this module does no I/O. Not part of the state:
+the counters, the atomic replay cache (a duplicate atomic after a restart is dropped, not
+replayed) and an outstanding NAK (the first out-of-sequence request after a restart is NAK'd).
+
 :class:`BufferedResponder` puts a finite receive buffer and a service time in front of the
 responder: the NIC whose buffer fills with stale frames during a desynchronisation is what
 makes the translator's grace period necessary (§5.3, §8.5, Fig. 11).
@@ -170,7 +181,8 @@ class RoceResponder:
     initial PSNs (seed it for reproducible tests)."""
 
     def __init__(self, memory: CollectorMemory, mac: bytes, ip: bytes, *, nak_policy: str = "once",
-                 rng: random.Random | None = None, udp_port: int = UdpPort.ROCEV2) -> None:
+                 rng: random.Random | None = None, udp_port: int = UdpPort.ROCEV2,
+                 qps: Sequence[Mapping[str, Any]] | None = None) -> None:
         if nak_policy not in ("once", "every"):
             raise ValueError(f"nak_policy={nak_policy!r} must be 'once' or 'every'")
         if len(mac) != 6 or len(ip) != 4:
@@ -185,6 +197,9 @@ class RoceResponder:
         self.counters_ = ResponderCounters()
         self.qps: dict[int, QueuePair] = {}
         self._by_name: dict[str, QueuePair] = {}
+        if qps is not None:
+            self._restore(qps)
+            return
         for name in memory.regions:
             self.add_qp(name)
 
@@ -254,6 +269,34 @@ class RoceResponder:
             qp = self._by_name[name]
             qp.peer_mac, qp.peer_ip, qp.peer_qpn = peer_mac, peer_ip, qpn
         return list(qpns)
+
+    # ------------------------------------------------------------------ restart
+    def qp_state(self) -> list[dict[str, Any]]:
+        """Every QP's connection state, JSON-able, in creation order: ``[{"name", "qpn",
+        "peer_qpn", "initial_psn", "epsn", "msn", "peer": {"mac", "ip"} or None}]``. What a
+        collector that survives a restart saves (with its memory) and gives back as
+        ``RoceResponder(..., qps=...)``."""
+        return [{"name": qp.name, "qpn": qp.qpn, "peer_qpn": qp.peer_qpn, "initial_psn": qp.initial_psn,
+                 "epsn": qp.epsn, "msn": qp.msn,
+                 "peer": None if qp.peer_ip is None or qp.peer_mac is None else {
+                     "mac": mac_str(qp.peer_mac), "ip": ip_str(qp.peer_ip)}}
+                for qp in self._by_name.values()]
+
+    def _restore(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Rebuild the QPs :meth:`qp_state` exported: one per region of the memory, each exactly
+        as saved. ValueError (no QP created) if anything is missing, duplicated or out of range."""
+        if isinstance(entries, str | bytes) or not isinstance(entries, Sequence):
+            raise ValueError("the saved QPs must be a list")
+        restored = [_restored_qp(entry) for entry in entries]
+        names = [qp.name for qp in restored]
+        if sorted(names) != sorted(self.memory.regions) or len(set(names)) != len(names):
+            raise ValueError(f"the saved QPs {names} are not one per region {list(self.memory.regions)}")
+        qpns = [qp.qpn for qp in restored]
+        if len(set(qpns)) != len(qpns):
+            raise ValueError(f"the saved QPs repeat a QPN: {qpns}")
+        for qp in restored:
+            self.qps[qp.qpn] = qp
+            self._by_name[qp.name] = qp
 
     # ------------------------------------------------------------------ data path
     def receive(self, frame: bytes | bytearray | memoryview, now_ns: int = 0) -> list[bytes]:
@@ -427,6 +470,33 @@ class RoceResponder:
                                     "qpn": qp.peer_qpn}}
                       for qp in self.qps.values()}
         return out
+
+
+def _u24(entry: Mapping[str, Any], key: str, low: int = 0) -> int:
+    value = entry.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= PSN_MASK:
+        raise ValueError(f"saved QP {entry.get('name')!r}: {key}={value!r} is not a number in {low}..{PSN_MASK}")
+    return value
+
+
+def _restored_qp(entry: Any) -> QueuePair:
+    """A :class:`QueuePair` from one :meth:`RoceResponder.qp_state` entry (ValueError if malformed)."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+        raise ValueError(f"saved QP {entry!r}: not an object with a name")
+    epsn = _u24(entry, "epsn")
+    qp = QueuePair(entry["name"], _u24(entry, "qpn", 2), _u24(entry, "peer_qpn"), _u24(entry, "initial_psn"),
+                   epsn, _u24(entry, "msn"))
+    peer = entry.get("peer")
+    if peer is not None:
+        try:
+            if not isinstance(peer, Mapping):
+                raise TypeError("not an object")
+            qp.peer_mac, qp.peer_ip = mac_bytes(peer["mac"]), ip_bytes(peer["ip"])
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"saved QP {qp.name!r}: bad peer {peer!r} ({exc})") from None
+        if len(qp.peer_mac) != 6 or len(qp.peer_ip) != 4:
+            raise ValueError(f"saved QP {qp.name!r}: bad peer {peer!r}")
+    return qp
 
 
 class BufferedResponder:

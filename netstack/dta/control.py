@@ -396,6 +396,20 @@ def collector_memory_dir(prefix: str, node: str) -> str:
     return f"/dev/shm/netstack-{prefix}-{node}"
 
 
+def after_down(prefix: str) -> None:
+    """``netstack down``: remove the regions of the run's collectors. A collector stopped
+    cleanly removes its own; one killed (SIGKILL) and never started again cannot
+    (``runtime.cleanup_protocols``)."""
+    import shutil
+    from pathlib import Path
+
+    for path in Path("/dev/shm").glob(f"netstack-{prefix}-*"):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str,
                 options: Mapping[str, Any] | None = None) -> list[str] | None:
     """The daemon a ``collector`` node runs (argv without ``--control``), its config written to

@@ -105,9 +105,12 @@ class MemoryRegion:
     # ------------------------------------------------------------------ construction
     @classmethod
     def create(cls, name: str, size: int, rkey: int, base_va: int, access: Iterable[str],
-               directory: Path | None = None, layout: dict[str, Any] | None = None) -> MemoryRegion:
+               directory: Path | None = None, layout: dict[str, Any] | None = None, *,
+               keep: bool = False) -> MemoryRegion:
         """A zeroed region; backed by ``directory/<name>.mem`` or, with None, anonymous memory
-        (visible to this process only: for tests)."""
+        (visible to this process only: for tests). ``keep``: map the existing file instead, with
+        what it holds (a collector restarting over its memory, docs/dta.md "Collector restart");
+        ValueError if it is missing or not ``size`` bytes plus the trailer."""
         _check_name(name)
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"region {name!r}: size={size!r} must be a positive int")
@@ -120,11 +123,23 @@ class MemoryRegion:
             raise ValueError(f"region {name!r}: unknown access rights {sorted(rights - ACCESS_RIGHTS)}")
         total = size + TRAILER_BYTES
         if directory is None:
+            if keep:
+                raise ValueError(f"region {name!r}: anonymous memory cannot be kept")
             return cls(name, size, rkey, base_va, rights, mmap.mmap(-1, total), layout=layout)
         path = Path(directory) / f"{name}.mem"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        if keep:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            except OSError as exc:
+                raise ValueError(f"region {name!r}: cannot re-open {path}: {exc.strerror}") from None
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.ftruncate(fd, total)  # sparse and zeroed
+            if keep and os.fstat(fd).st_size != total:
+                raise ValueError(f"region {name!r}: {path} is {os.fstat(fd).st_size} bytes, "
+                                 f"not {size} + {TRAILER_BYTES}")
+            if not keep:
+                os.ftruncate(fd, total)  # sparse and zeroed
             mm = mmap.mmap(fd, total, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)
@@ -324,8 +339,10 @@ class CollectorMemory:
 
     # ------------------------------------------------------------------ regions
     def add_region(self, name: str, size: int, access: Iterable[str], layout: dict[str, Any] | None = None, *,
-                   rkey: int | None = None, base_va: int | None = None) -> MemoryRegion:
-        """Register a zeroed region; rkey and base address are drawn at random unless given."""
+                   rkey: int | None = None, base_va: int | None = None, keep: bool = False) -> MemoryRegion:
+        """Register a zeroed region; rkey and base address are drawn at random unless given.
+        ``keep``: register the region file already in the directory, with its contents (the
+        same rkey and base address should be given: a collector restarting over its memory)."""
         if self.readonly:
             raise ValueError("this collector memory was opened read-only")
         if name in self.regions:
@@ -339,7 +356,7 @@ class CollectorMemory:
         if base_va is None:
             base_va = self._next_va
             self._next_va += -(-size // VA_ALIGN) * VA_ALIGN + VA_ALIGN  # a guard gap between regions
-        region = MemoryRegion.create(name, size, rkey, base_va, access, self.directory, layout)
+        region = MemoryRegion.create(name, size, rkey, base_va, access, self.directory, layout, keep=keep)
         self.regions[name] = region
         self._by_rkey[rkey] = region
         self.write_manifest()

@@ -2,7 +2,7 @@
 
 1. a switch daemon killed (-9) and restarted under LinkGuardian: no duplicate, the stream completes;
 2. the DTA collector killed and restarted, or frozen: what is lost is counted, and the translator
-   recovers (a reconnect after a restart; NAKs and the grace period after a stall, DTA §5.3);
+   recovers through NAKs and the grace period (DTA §5.3), after a restart as after a stall;
 3. a link set down and up: the stream stops, the switch counts it, the stream resumes;
 4. a pause storm: refused at a default edge port, released by the PFC watchdog where one is on
    (edge by default, fabric when the topology asks), held for ever where none is;
@@ -333,12 +333,17 @@ def test_a_switch_killed_and_restarted_under_linkguardian_delivers_no_duplicate(
 # =========================================================================== 2. DTA collector
 
 
-def _report(state, first: int, count: int, redundancy: int = 1, rate: float = 2000.0) -> int:
+def _report_argv(state, first: int, count: int, redundancy: int = 1, rate: float = 2000.0) -> list[str]:
     """Key-Write reports from h1: key k := k + 7 for k in first..first+count-1."""
-    argv = ["ip", "netns", "exec", state["namespaces"]["h1"], sys.executable, "-m", "netstack.dta.live", "report",
+    return ["ip", "netns", "exec", state["namespaces"]["h1"], sys.executable, "-m", "netstack.dta.live", "report",
             "keywrite", "--dst", _ip(state, "c1"), "--quiet", "--key", str(first), "--value", str(first + 7),
             "--count", str(count), "--redundancy", str(redundancy), "--rate", str(rate)]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _report(state, first: int, count: int, redundancy: int = 1, rate: float = 2000.0) -> int:
+    """Key-Write reports from h1: key k := k + 7 for k in first..first+count-1."""
+    r = subprocess.run(_report_argv(state, first, count, redundancy, rate), capture_output=True, text=True,
+                       timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     return int(json.loads(r.stdout.strip().splitlines()[-1])["sent"])
 
@@ -368,17 +373,20 @@ def _settled(prefix: str, writes: int) -> None:
     _until(done)
 
 
-def test_a_collector_killed_and_restarted_loses_what_it_held_and_is_reconnected(testbed_f, capsys):
-    """c1 killed with SIGKILL: the reports sent while it is down, and those the old translator
-    sends to the restarted collector (its QPs are new: ``unknown_qp``), are lost and counted,
-    and so is everything the collector held (its memory is new). ``netstack dta enable`` (the
-    RDMA_CM exchange again, DTA §7.2.1) reconnects, and reports land again."""
+def test_a_collector_killed_and_started_again_keeps_its_qps_and_memory_and_counts_what_was_lost(testbed_f, capsys):
+    """c1 killed with SIGKILL and started again later: the reports sent while it is down are lost
+    and counted; it comes back with what its memory held and its QPs as they were (the same QPNs,
+    rkeys and peer, expecting the PSN it had saved: docs/dta.md "Collector restart"). The old
+    translator's next request is then ahead of that PSN: one NAK, a resync and a grace period
+    (DTA §5.3), each request and report of it counted. ``netstack dta enable`` (the RDMA_CM
+    exchange again, §7.2.1) still reconnects, in sequence."""
     state, prefix = testbed_f, testbed_f["prefix"]
     control.enable_translator(prefix, "sw2", "c1", grace_reports=200)
     assert _report(state, 1_000_000, 200) == 200
     _settled(prefix, 200)
     assert _until(lambda: _stored(prefix, 1_000_000, 200) == 200)
     t0, c0, p0 = _dta(prefix)
+    info0 = control.connect_info(prefix)
 
     rc, _out, err = _fault(capsys, "kill", "c1", "--prefix", prefix)
     assert rc == 0, err
@@ -388,31 +396,42 @@ def test_a_collector_killed_and_restarted_loses_what_it_held_and_is_reconnected(
     rc, _out, err = _fault(capsys, "start", "c1", "--prefix", prefix)
     assert rc == 0, err
     c_new = control.collector_status(prefix)
-    assert c_new["pid"] != c0["pid"]
-    assert _stored(prefix, 1_000_000, 200) == 0  # the restarted collector's memory is new
+    assert c_new["pid"] != c0["pid"] and c_new["restart"]["restored"], c_new["restart"]
+    # the same connection: QPNs, rkeys, base addresses, peers; the saved PSN is the one c1 expected
+    key = ("name", "qpn", "peer_qpn", "rkey", "base_va", "size")
+    assert [{k: r[k] for k in key} for r in control.connect_info(prefix)["regions"]] == \
+        [{k: r[k] for k in key} for r in info0["regions"]]
+    assert c_new["responder"]["qps"]["keywrite"]["epsn"] == c0["responder"]["qps"]["keywrite"]["epsn"]
+    assert c_new["responder"]["qps"]["keywrite"]["peer"] == c0["responder"]["qps"]["keywrite"]["peer"]
+    assert _stored(prefix, 1_000_000, 200) == 200  # what c1 held survived the crash
 
-    assert _report(state, 3_000_000, 200) == 200  # the old translator, the new collector
-    _settled(prefix, t1["writes"] + 200)
-    assert _until(lambda: control.collector_status(prefix)["responder"]["unknown_qp"] >= 200)
+    assert _report(state, 3_000_000, 200) == 200  # the old translator, the restarted collector
+    _until(lambda: control.translator_status(prefix)["counters"]["reports"] >= t1["reports"] + 200)
     t2, c2, _p2 = _dta(prefix)
+    kw = c2["responder"]["qps"]["keywrite"]
 
-    # the accounting: every report reached the translator and became a WRITE on p-c1 ...
+    # the accounting: every report sent while c1 was down reached the translator and became a
+    # WRITE on p-c1 ...
     assert t1["keywrite"] - t0["keywrite"] == 200 and t1["writes"] - t0["writes"] == 200
     assert p1["tx_frames"] - p0["tx_frames"] >= 200
-    # ... none of those sent while c1 was down was answered or executed by anyone ...
+    # ... which no collector saw (the restarted one had seen nothing before the next report) ...
     assert c_new["responder"]["frames"] == 0
-    # ... and the 200 sent after the restart met QPs the new collector does not have
-    assert c2["responder"]["unknown_qp"] == t2["writes"] - t1["writes"] == 200
-    assert sum(q["requests"] for q in c2["responder"]["qps"].values()) == 0
+    # ... so the first request to the restarted c1 is ahead of its PSN: one NAK (to the bound
+    # translator), those sent before the NAK came back dropped out of sequence, a resync and a
+    # grace period that drops the rest of the 200; nothing of them executed
+    sent = t2["writes"] - t1["writes"]
+    assert kw["naks_psn"] == 1 and kw["requests"] == sent == 1 + kw["out_of_sequence_dropped"]
+    assert kw["writes"] == 0 and kw["duplicates"] == 0 and c2["responder"]["unknown_qp"] == 0
+    assert t2["resyncs"] - t0["resyncs"] == 1 and t2["grace_periods"] - t0["grace_periods"] == 1
+    assert t2["naks_rejected_window"] == 0
+    assert sent + (t2["grace_dropped"] - t1["grace_dropped"]) == 200
     assert _stored(prefix, 3_000_000, 200) == 0
-    # no NAK can come back from QPs that do not exist: the translator never notices
-    assert t2["resyncs"] == t0["resyncs"] and t2["responses"] == t0["responses"]
 
-    control.enable_translator(prefix, "sw2", "c1", grace_reports=200)  # the reconnect
+    control.enable_translator(prefix, "sw2", "c1", grace_reports=200)  # a reconnect still works
     assert _report(state, 4_000_000, 200) == 200
     assert _until(lambda: _stored(prefix, 4_000_000, 200) == 200)
     kw = control.collector_status(prefix)["responder"]["qps"]["keywrite"]
-    assert kw["writes"] == 200 and kw["naks_psn"] == 0 and kw["duplicates"] == 0
+    assert kw["writes"] == 200 and kw["naks_psn"] == 1 and kw["duplicates"] == 0
 
 
 def test_a_frozen_collector_is_resynchronised_by_a_nak_and_the_grace_period(testbed_f, capsys):
@@ -470,22 +489,56 @@ def test_a_frozen_collector_is_resynchronised_by_a_nak_and_the_grace_period(test
 def test_a_restarted_collector_is_resynchronised_through_naks_without_a_reconnect(testbed_f, capsys):
     """The issue's requirement for a collector restart: the translator resynchronises its QPs
     through NAKs and the grace period (DTA §5.3), with no 'netstack dta enable', and reports
-    sent after the recovery land. Today a restarted collector draws new QPNs, rkeys and PSNs,
-    so the old translator's requests meet ``unknown_qp`` and nothing answers: this needs a
-    collector that keeps its QPs across a restart (docs/faults.md, "Collector restart")."""
+    sent after the recovery land. c1 is killed (SIGKILL) and restarted while reports flow: it
+    comes back with its QPNs, rkeys, peer and memory, expecting the PSN it had saved
+    (docs/dta.md "Collector restart"); the reports sent while it was down put the translator
+    ahead, so the first request the restarted c1 sees is a PSN sequence error. Every WRITE is
+    accounted for. (Restarted with nothing sent meanwhile, c1 is simply in sequence: nothing
+    was lost, nothing needs a resync.)"""
     state, prefix = testbed_f, testbed_f["prefix"]
-    control.enable_translator(prefix, "sw2", "c1", grace_reports=200)
+    grace = 200
+    control.enable_translator(prefix, "sw2", "c1", grace_reports=grace)
     assert _report(state, 1_000_000, 100) == 100
     _settled(prefix, 100)
-    t0 = control.translator_status(prefix)["counters"]
-    rc, _out, err = _fault(capsys, "kill", "c1", "--restart", "--down-ms", "200", "--prefix", prefix)
-    assert rc == 0, err
-    assert _report(state, 2_000_000, 500, rate=500) == 500  # reveals the restart, then the grace period
-    _until(lambda: control.translator_status(prefix)["counters"]["reports"] >= t0["reports"] + 500)
-    t1 = control.translator_status(prefix)["counters"]
-    c1 = control.collector_status(prefix)["responder"]
+    assert _until(lambda: _stored(prefix, 1_000_000, 100) == 100)
+    t0, c0, p0 = _dta(prefix)
+    # reports across the crash (keys whose slots none of c1's first 100 keys share)
+    busy = subprocess.Popen(_report_argv(state, 2_400_000, 1000, rate=500), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert _until(lambda: control.translator_status(prefix)["counters"]["reports"] >= t0["reports"] + 50, 30)
+        rc, _out, err = _fault(capsys, "kill", "c1", "--restart", "--down-ms", "200", "--prefix", prefix)
+        assert rc == 0, err
+        out, err = busy.communicate(timeout=120)
+    finally:
+        if busy.poll() is None:
+            busy.kill()
+            busy.wait()
+    assert busy.returncode == 0, err
+    assert int(json.loads(out.strip().splitlines()[-1])["sent"]) == 1000
+    assert _stored(prefix, 1_000_000, 100) == 100  # what c1 held before the crash is still there
+    assert _report(state, 2_000_000, 500, rate=500) == 500  # the rest of the grace period, if any
+    _until(lambda: control.translator_status(prefix)["counters"]["reports"] >= t0["reports"] + 1500)
+    t1, c1, p1 = _dta(prefix)
+    r1 = c1["responder"]
     assert t1["resyncs"] > t0["resyncs"] and t1["grace_periods"] > t0["grace_periods"], \
-        f"no resync: the restarted collector dropped {c1['unknown_qp']} requests as unknown_qp"
+        f"no resync: the restarted collector dropped {r1['unknown_qp']} requests as unknown_qp"
+    kw = r1["qps"]["keywrite"]
+    assert c1["restart"]["restored"] and r1["unknown_qp"] == 0 and c1["pid"] != c0["pid"]
+    assert kw["naks_psn"] >= 1 and t1["naks_rejected_window"] == 0  # a genuine NAK, believed
+    grace_dropped = t1["grace_dropped"] - t0["grace_dropped"]
+    assert grace_dropped >= grace
+    # the accounting: every report became a WRITE or was dropped in a grace period; every WRITE
+    # was executed (the region's trailer is in c1's memory: it counts across the restart),
+    # refused by the restarted c1, dropped by its kernel or the switch, or sent while no collector
+    # listened (the one loss no counter sees: what remains)
+    sent = t1["writes"] - t0["writes"]
+    assert t1["reports"] - t0["reports"] == sent + grace_dropped
+    executed = c1["regions"]["keywrite"]["writes"] - c0["regions"]["keywrite"]["writes"]
+    refused = kw["naks_psn"] + kw["out_of_sequence_dropped"] + kw["duplicates"]
+    dropped = c1["kernel_drops"] + (p1["queue_drops"] - p0["queue_drops"]) + (p1["send_errors"] - p0["send_errors"])
+    unheard = sent - executed - refused - dropped
+    assert executed > 0 and unheard > 0, (sent, executed, refused, dropped)
     assert _report(state, 3_000_000, 100, rate=500) == 100
     assert _until(lambda: _stored(prefix, 3_000_000, 100) == 100)
 
