@@ -28,6 +28,13 @@ Reports from the interregnum (the old leader dead, its lease not yet lapsed) are
 Time is ``time.monotonic_ns()``, the clock the switch daemons stamp with (also their reports'
 ``at_ns``; the engine times only its own timers with it: the T_f it picks are the processes'
 commit timestamps).
+
+**Keys.** With a key file in the config (the topology's ``[topology] keys``; its path, the daemon
+reads it) every datagram is opened with the controller key before the engine sees it and every
+one sent is sealed (``netstack.onepipe.auth.ControllerAuth``; docs/onepipe-reliable.md
+"Authenticated controller messages"); refused ones are counted (``status``: ``auth``). A leader's
+era is the first whole second after it took the lead, and it serves from then on: so a later
+leader's era is above it, and processes take the new leader's messages at once.
 """
 
 from __future__ import annotations
@@ -48,9 +55,11 @@ from typing import Any, TypeVar
 
 from daemons.common import daemon_parser, run_daemon
 from headers.onepipe import ts_max
+from netstack.auth.frame import era_now
 from netstack.engine import Action, Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release, SendTo
 from netstack.errors import ConfigError
 from netstack.io.control import ControlError, ControlServer
+from netstack.onepipe.auth import ControllerAuth, KeyFile, controller_keys
 from netstack.onepipe.controller import Controller, show
 from netstack.onepipe.ctlnode import ControllerConfig, load_config
 from netstack.onepipe.ctlwire import Addr, parse_proc, proc_id
@@ -84,6 +93,8 @@ IDLE_POLL_S = 0.1
 MIN_SLEEP_S = 0.001
 #: a leader keeps trying to bind ip:port this long (the previous leader's socket may linger)
 BIND_TIMEOUT_S = 10.0
+#: how often the key file is checked for a rotation (as the switch daemons do)
+KEY_POLL_S = 1.0
 
 
 _SWITCH_ERRORS = (ControlError, OSError, TimeoutError, ValueError, asyncio.IncompleteReadError)
@@ -98,6 +109,7 @@ class ShellCounters:
     """What the daemon around the engine counts (``status``: ``shell``)."""
 
     datagrams_in: int = 0
+    datagrams_refused: int = 0  # not authentic (keys): never seen by the engine (``auth`` says why)
     datagrams_out: int = 0
     send_errors: int = 0
     reports_polled: int = 0  # switch reports fed to the engine
@@ -197,6 +209,9 @@ class ControllerShell:
         self._timer: asyncio.TimerHandle | None = None
         self._dropped = dict.fromkeys(self.switches, 0)  # each switch's last "dropped"
         self.lead_ns: int | None = None  # when this replica started to lead
+        #: with keys: the key file (followed for rotations) and the controller key's sealer and openers
+        self.keyfile: KeyFile | None = None
+        self.auth: ControllerAuth | None = None
 
     # ------------------------------------------------------------------ control socket
     def handlers(self) -> dict[str, Any]:
@@ -210,6 +225,7 @@ class ControllerShell:
             "counters": self.engine.counters() if self.engine is not None else {},
             "shell": asdict(self.c), "switches": {n: {"since": self.since[n], "state": self.switch_state[n]}
                                                   for n in self.switches},
+            "auth": self.auth.counters() if self.auth is not None else None,
         }
 
     # ------------------------------------------------------------------ leading
@@ -218,11 +234,14 @@ class ControllerShell:
         await self._campaign()
         self.lead_ns = time.monotonic_ns()
         self.engine = await self._restore()
+        await self._start_auth()
         await self._bind()
         self.role = "leader"
         tasks = [asyncio.create_task(self._consume(), name="consume"),
                  asyncio.create_task(self._watch_lease(), name="lease"),
                  *(asyncio.create_task(self._poll(name), name=f"poll-{name}") for name in self.switches)]
+        if self.keyfile is not None:
+            tasks.append(asyncio.create_task(self._follow_keys(), name="keys"))
         self._wake()  # the restored engine may have notices and releases to drive at once
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -264,6 +283,28 @@ class ControllerShell:
         log.info("restored %d processes, %d failure records, %d undeliverable recalls from the store",
                  len(processes), len(failures), len(recalls))
         return engine
+
+    async def _start_auth(self) -> None:
+        """With a key file: the controller key's sealer, in an era above every earlier leader's (the
+        first whole second after this one took the lead; it waits for it, under a second)."""
+        if not self.cfg.keys:
+            return
+        self.keyfile = KeyFile(self.cfg.keys)  # KeyFileError (a ValueError): this replica cannot lead
+        era = era_now(time.time()) + 1
+        await asyncio.sleep(max(0.0, era - time.time()))
+        if not self.store.is_leader(self.cfg.election):
+            raise LostLease(f"replica {self.replica} lost its lease on {self.cfg.election!r} before it served")
+        keys = controller_keys(self.keyfile.ring, self.cfg.prefix, time.time())
+        self.auth = ControllerAuth((self.cfg.ip, self.cfg.port), keys, era)
+        log.info("controller messages authenticated: keys from %s (key %d current, era %d)", self.cfg.keys,
+                 self.keyfile.ring.current, era)
+
+    async def _follow_keys(self) -> None:
+        assert self.keyfile is not None and self.auth is not None
+        while True:
+            await asyncio.sleep(KEY_POLL_S)
+            ring = self.keyfile.poll()
+            self.auth.update_keys(controller_keys(ring, self.cfg.prefix, time.time()))
 
     async def _bind(self) -> None:
         loop = asyncio.get_running_loop()
@@ -310,7 +351,12 @@ class ControllerShell:
         kind = event[0]
         if kind == "dgram":
             self.c.datagrams_in += 1
-            engine.receive(event[1], (str(event[2][0]), int(event[2][1])), now)
+            src = (str(event[2][0]), int(event[2][1]))
+            data = event[1] if self.auth is None else self.auth.open(src, event[1])
+            if data is None:
+                self.c.datagrams_refused += 1  # forged, replayed, unsealed...: counted per reason in auth
+                return
+            engine.receive(data, src, now)
         elif kind == "report":
             engine.report(event[1], event[2], now, reporter=event[3])
         elif kind == "timer":
@@ -361,6 +407,8 @@ class ControllerShell:
     def _send(self, dst: Addr, data: bytes) -> None:
         if self.transport is None:
             return
+        if self.auth is not None:
+            data = self.auth.seal(dst, data)
         try:
             self.transport.sendto(data, dst)
             self.c.datagrams_out += 1

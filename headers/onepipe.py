@@ -25,6 +25,10 @@ wrap-around is handled "with PAWS". We carry it over UDP port 40100 (docs/wire-f
     +-------------------------------+---------------+---------------+
     |            payload (DATA, PREPARE, ...; none for BEACON)      : 24
 
+With a key file in the topology every datagram also ends with the 17-byte authentication trailer
+of :mod:`headers.auth` (after the payload; no header field says so): :func:`decode_sealed`
+reads such a datagram (docs/wire-formats.md, 1Pipe "Authenticated datagrams").
+
 ``docs/wire-formats.md`` (1Pipe section) has the per-opcode meaning of every field, and docs/papers.md
 ("1Pipe") what netstack takes from the paper. The § numbers in these comments (§1-§12) are the 1Pipe
 design topics listed in docs/papers.md ("1Pipe design topics"), not the paper's section numbers.
@@ -37,6 +41,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import ClassVar, cast
 
+from .auth import TRAILER_LEN, AuthTrailer, decode_trailer
 from .errors import HeaderError, check_bits, need
 
 # 48-bit fields are split into a 16-bit high half and a 32-bit low half so one precompiled
@@ -324,6 +329,28 @@ def decode_packet(
         op = cast(OnePipeOpcode, hdr.opcode)  # __post_init__ made it the enum
         raise HeaderError("1Pipe", f"{op.name} carries {end - offset - 24} payload bytes", offset + 24)
     return hdr, memoryview(data)[offset + 24:end]
+
+
+#: the shortest sealed datagram: a header and the authentication trailer
+SEALED_MIN = 24 + TRAILER_LEN
+
+
+def decode_sealed(
+    data: bytes | bytearray | memoryview, offset: int = 0, end: int | None = None,
+) -> tuple[OnePipeHeader, memoryview, AuthTrailer]:
+    """A sealed 1Pipe datagram (a deployment with keys): ``(header, payload, trailer)``, the
+    trailer being the last 17 bytes before ``end`` and the packet everything before it
+    (:func:`decode_packet`'s rules, so a sealed BEACON is exactly 41 bytes). Only the layout is
+    checked: whether the trailer's MAC is right is ``netstack.onepipe.auth``'s job."""
+    if end is None:
+        end = len(data)
+    elif not 0 <= end <= len(data):
+        raise HeaderError("1Pipe", f"end={end} outside the buffer of {len(data)} bytes", offset)
+    if offset < 0 or end - offset < SEALED_MIN:
+        raise HeaderError("1Pipe", f"truncated: a sealed packet needs {SEALED_MIN} bytes, "
+                                   f"have {max(0, end - offset)}", offset)
+    hdr, payload = decode_packet(data, offset, end - TRAILER_LEN)
+    return hdr, payload, decode_trailer(data, end)
 
 
 def read_barriers(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[int, int]:

@@ -9,6 +9,11 @@ Binding: dissection picks ``OnePipe`` when *either* UDP port is one of 1Pipe's
 as well lets a capture of either direction dissect (ACKs return to the sender's port).
 Building ``UDP()/OnePipe()`` sets both ports to 40100 unless given. A process on another port:
 call :func:`bind_port`.
+
+Sealed datagrams (a deployment with keys) end with the authentication trailer, which no field
+announces: dissection leaves it at the end of the ``Raw`` after ``OnePipe`` (a sealed BEACON's
+``Raw`` is the trailer alone). :func:`split_sealed` takes it apart; build one as
+``UDP()/OnePipe()/Raw(fragment)/NetstackAuth(...)`` (MAC: ``netstack.onepipe.auth``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from scapy.fields import BitField, ByteEnumField, FlagsField, IntField
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_top_down
 
+from headers.auth import TRAILER_LEN
+from headers.layers.auth import NetstackAuth
 from headers.onepipe import PORTS, OnePipeOpcode
 from headers.registry import UdpPort
 
@@ -39,6 +46,16 @@ class OnePipe(Packet):
 
     def mysummary(self) -> str:
         return self.sprintf("1Pipe %opcode% ts=%msg_ts% be=%be_barrier% commit=%commit_barrier% psn=%psn%")
+
+
+def split_sealed(pkt: Packet) -> tuple[bytes, NetstackAuth]:
+    """``(fragment, trailer)`` of a dissected sealed 1Pipe packet: what follows its ``OnePipe``
+    layer, less the last 17 bytes, and those as :class:`NetstackAuth`. ValueError when fewer than
+    17 bytes follow (an unsealed packet)."""
+    rest = bytes(pkt[OnePipe].payload)
+    if len(rest) < TRAILER_LEN:
+        raise ValueError(f"{len(rest)} bytes after the 1Pipe header: no room for a {TRAILER_LEN}-byte trailer")
+    return rest[:-TRAILER_LEN], NetstackAuth(rest[-TRAILER_LEN:])
 
 
 def bind_port(port: int) -> None:

@@ -30,6 +30,15 @@ from its ToR. Its extra callbacks: ``on_proc_fail(proc, t_f)`` (1Pipe's process-
 and ``on_register(incarnation)`` (the process joined, or re-joined after it was declared
 failed, as that incarnation). A ``SendFail`` with ts 0 is a message that never left: its
 destination had failed.
+
+``auth``: a :class:`~netstack.onepipe.auth.HostAuth` when the deployment has keys (docs/onepipe.md
+"Authenticated beacons and barriers"): every datagram is sealed as it leaves and opened as it
+arrives, before the engine sees it; refused ones never reach the engine and are counted
+(``counters()["auth"]``).
+
+The clock never goes back: :meth:`OnePipeEndpoint.now` holds at the highest value it returned
+(design topic §1; a clock stepped back, :meth:`OnePipeEndpoint.set_clock`, stands still until it
+catches up, docs/onepipe.md "Clock jumps").
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from headers.errors import HeaderError
 from headers.onepipe import OnePipeOpcode, decode_packet
 
 from ..engine import Deliver, ProcFail, SendFail, SendTo
+from .auth import HostAuth
 from .clock import HostClock
 from .ctlwire import parse_failure_notice
 from .endpoint import UPLINK, Endpoint
@@ -73,7 +83,7 @@ class OnePipeEndpoint:
                  on_send_fail: Callable[[int, Addr, bytes], None] | None = None,
                  reliable: bool = False, controller: Addr | None = None,
                  on_proc_fail: Callable[[Addr, int], None] | None = None,
-                 on_register: Callable[[int], None] | None = None) -> None:
+                 on_register: Callable[[int], None] | None = None, auth: HostAuth | None = None) -> None:
         if reliable and controller is None:
             raise ValueError("a reliable 1Pipe endpoint needs the controller's address: controller=(ip, port)")
         if not reliable and (controller is not None or on_proc_fail is not None or on_register is not None):
@@ -81,6 +91,8 @@ class OnePipeEndpoint:
         self.bind = bind
         self.params = params or OnePipeParams()
         self.clock = clock or HostClock()
+        self.auth = auth
+        self._last_now = -(1 << 62)  # the highest time now() returned (the clock never goes back)
         #: where beacons go: the subnet's broadcast address (default: the /24 of ``bind``)
         self.broadcast = broadcast or str(ipaddress.ip_network(f"{bind[0]}/24", strict=False).broadcast_address)
         self.on_send_fail = on_send_fail
@@ -112,9 +124,20 @@ class OnePipeEndpoint:
 
     # ------------------------------------------------------------------ lifecycle
     def now(self) -> int:
-        """The host's clock (ns)."""
-        return self.clock.now(time.monotonic_ns())
+        """The host's clock (ns); never below a value it returned before."""
+        t = self.clock.now(time.monotonic_ns())
+        if t < self._last_now:
+            return self._last_now
+        self._last_now = t
+        return t
 
+    def set_clock(self, clock: HostClock) -> None:
+        """Step the host's clock (a clock jump, docs/onepipe.md "Clock jumps"): from now on time is
+        ``clock``'s. Ahead: timestamps and barriers jump with it. Back: :meth:`now` stands still
+        until the new clock passes what it returned."""
+        self.clock = clock
+        if not self._closed and self._sock is not None:
+            self._flush()  # the engine's next deadline is at another true time now
     async def __aenter__(self) -> OnePipeEndpoint:
         await self.start()
         return self
@@ -200,8 +223,11 @@ class OnePipeEndpoint:
         return self._delivered.popleft()
 
     def counters(self) -> dict[str, Any]:
-        return {**self.engine.counters(), "send_errors": self.send_errors, "callback_errors": self.callback_errors,
-                "undelivered_queue": len(self._delivered)}
+        out = {**self.engine.counters(), "send_errors": self.send_errors, "callback_errors": self.callback_errors,
+               "undelivered_queue": len(self._delivered)}
+        if self.auth is not None:
+            out["auth"] = self.auth.counters()
+        return out
 
     @property
     def incarnation(self) -> int | None:
@@ -227,6 +253,11 @@ class OnePipeEndpoint:
                 break
             except OSError:
                 continue  # an ICMP error queued on the socket: nothing to read
+            if self.auth is not None:
+                opened = self.auth.open(src, data)
+                if opened is None:
+                    continue  # refused (forged, replayed, unsealed...): counted, never seen by the engine
+                data = opened
             ce = any(level == socket.IPPROTO_IP and kind == socket.IP_TOS and d and d[0] & 3 == _CE
                      for level, kind, d in anc)
             self.engine.receive(data, src, self.now(), ce)
@@ -244,6 +275,11 @@ class OnePipeEndpoint:
                 break
             except OSError:
                 continue
+            if self.auth is not None:
+                opened = self.auth.open(src, data)
+                if opened is None:
+                    continue
+                data = opened
             ce = any(level == socket.IPPROTO_IP and kind == socket.IP_TOS and d and d[0] & 3 == _CE
                      for level, kind, d in anc)
             if src == ctl:
@@ -318,6 +354,8 @@ class OnePipeEndpoint:
 
     def _sendto(self, data: bytes, dst: Any) -> None:
         assert self._sock is not None
+        if self.auth is not None:
+            data = self.auth.seal(dst, data)
         try:
             self._sock.sendto(data, dst)
         except OSError:

@@ -3,9 +3,12 @@
 Daemon side (:func:`switch_handlers`, loaded by every switch daemon through the protocol
 registry, ``netstack.protocols``):
 
-- ``onepipe_enable``: ``{"directions": {port: "up" | "down"}, "params": {...}, "controller": bool}``
-  attaches the barrier feature to every port of the switch (``OnePipeParams`` fields);
-  ``controller``: reliable 1Pipe's controller will release failed inputs (design topic §8 step 7);
+- ``onepipe_enable``: ``{"directions": {port: "up" | "down"}, "params": {...}, "controller": bool,
+  "domain": prefix, "peers": {fabric port: "switch:port"}}`` attaches the barrier feature to every
+  port of the switch (``OnePipeParams`` fields); ``controller``: reliable 1Pipe's controller will
+  release failed inputs (design topic §8 step 7); ``domain`` and ``peers``: what a switch with keys
+  authenticates its beacons and barriers with (docs/onepipe.md "Authenticated beacons and
+  barriers"; ignored without keys);
 - ``onepipe_disable``: detaches it;
 - ``onepipe_status``: the aggregators' and every port's counters (``null`` when off);
 - ``onepipe_reports``: ``{"since": seq}`` -> ``{"reports": [...], "next": seq, "dropped": n}``, the
@@ -53,13 +56,15 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
         try:
             params = OnePipeParams(**(req.get("params") or {}))
             feature.enable(shell.switch, directions, params, time.monotonic_ns(), beacon_ip=req.get("beacon_ip"),
-                           controller=controller)
+                           controller=controller, domain=req.get("domain"), peers=req.get("peers"))
         except (ConfigError, ValueError, TypeError) as exc:
             raise ControlError(f"cannot enable 1Pipe: {exc}") from None
         shell.flush()
-        shell.log.info("1Pipe enabled (%s)%s", ", ".join(f"{p}:{d}" for p, d in sorted(directions.items())),
-                       " under a controller" if controller else "")
-        return {"params": params.to_dict(), "directions": directions, "controller": controller}
+        authed = feature.authenticated(shell.switch)
+        shell.log.info("1Pipe enabled (%s)%s%s", ", ".join(f"{p}:{d}" for p, d in sorted(directions.items())),
+                       " under a controller" if controller else "", ", frames authenticated" if authed else "")
+        return {"params": params.to_dict(), "directions": directions, "controller": controller,
+                "authenticated": authed}
 
     def onepipe_disable(req: dict[str, Any]) -> bool:
         was = feature.disable(shell.switch)
@@ -155,10 +160,26 @@ def directions(topology: Any) -> dict[str, dict[str, str]]:
     return validate(topology)
 
 
+def peers_of(topology: Any) -> dict[str, dict[str, str]]:
+    """``{switch: {fabric port: "peer switch:its port"}}``: the other end of every switch-to-switch
+    link, which names the direction of the link in authenticated frames (:func:`.auth.fabric_hop`)."""
+    from ..topo.model import NodeKind
+
+    out: dict[str, dict[str, str]] = {}
+    for sw in topology.switches:
+        mine = out.setdefault(sw.name, {})
+        for link, end in topology.ends_of(sw.name):
+            other = link.peer(sw.name)
+            if topology.node(other.node).kind is NodeKind.SWITCH:
+                mine[end.ifname] = f"{other.node}:{other.ifname}"
+    return out
+
+
 def enable_all(prefix: str, params: OnePipeParams | None = None, controller: bool | None = None) -> dict[str, Any]:
     """Turn 1Pipe on in every switch of the run under ``prefix``; ``{switch: its answer}``.
     ``controller``: whether reliable 1Pipe's controller releases timed-out inputs (design topic §8
-    step 7); None: when the topology has an ``onepipe-controller`` node."""
+    step 7); None: when the topology has an ``onepipe-controller`` node. The domain is ``prefix``
+    (a switch with keys authenticates with ``onepipe-domain/<prefix>``)."""
     from ..runtime import control, load_state, topology_of
     from ..topo.model import TopologyError
     from .topology import beacon_ip
@@ -175,8 +196,9 @@ def enable_all(prefix: str, params: OnePipeParams | None = None, controller: boo
         raise OnePipeControlError(f"the topology under prefix {prefix!r} has no switch")
     if controller is None:
         controller = bool(controller_nodes(topology))
+    peers = peers_of(topology)
     return {sw: control(prefix, sw, "onepipe_enable", directions=d, params=params.to_dict(), beacon_ip=source,
-                        controller=controller)
+                        controller=controller, domain=prefix, peers=peers.get(sw, {}))
             for sw, d in dirs.items()}
 
 
@@ -197,4 +219,4 @@ def status_all(prefix: str) -> dict[str, Any]:
 
 
 __all__ = ["CONTROLLER_KIND", "OnePipeControlError", "controller_nodes", "directions", "disable_all", "enable_all",
-           "status_all", "switch_handlers", "switch_status", "switches_of"]
+           "peers_of", "status_all", "switch_handlers", "switch_status", "switches_of"]

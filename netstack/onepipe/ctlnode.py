@@ -78,6 +78,9 @@ class ControllerConfig:
     hosts: dict[str, str] = field(default_factory=dict)  #: ip -> node: the store's "host" of a process
     election: str = ELECTION
     lease_ttl_s: float = LEASE_TTL_S
+    #: the topology's key file ("": none): the daemon reads it and seals and opens every message with
+    #: the controller key (docs/onepipe-reliable.md "Authenticated controller messages")
+    keys: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -124,7 +127,8 @@ def controller_config(topology: Any, node: Any, rdir: Path, prefix: str, store: 
         name=node.name, ip=str(node.ip.ip), port=PORT_BASE, params=params,
         controller=live_timers(params), store=store,
         switches={sw.name: str(rdir / f"{sw.name}.sock") for sw in topology.switches}, prefix=prefix,
-        hosts={str(n.ip.ip): n.name for n in topology.nodes if n.ip is not None})
+        hosts={str(n.ip.ip): n.name for n in topology.nodes if n.ip is not None},
+        keys=str(topology.keys_path() or ""))  # the path: never key material in a config file
 
 
 def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str,
@@ -218,13 +222,16 @@ def parse_config(data: Any) -> ControllerConfig:
     hosts = cfg.get("hosts") or {}
     if not all(isinstance(v, str) for v in [*switches.values(), *hosts.values()]):
         raise ConfigError("onepipe-controller", "switches and hosts must map names to strings")
+    keys = cfg.get("keys") or ""
+    if not isinstance(keys, str):
+        raise ConfigError("onepipe-controller", f"keys must be the path of a key file, not {keys!r}")
     ttl = cfg.get("lease_ttl_s", LEASE_TTL_S)
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= 60:
         raise ConfigError("onepipe-controller", f"lease_ttl_s must be a number of seconds in (0, 60], not {ttl!r}")
     return ControllerConfig(name=_need(cfg, "name", str), ip=ip, port=port, params=params, controller=timers,
                             store=_parse_store(cfg.get("store")), switches=dict(switches),
                             prefix=_need(cfg, "prefix", str), hosts=dict(hosts),
-                            election=cfg.get("election") or ELECTION, lease_ttl_s=float(ttl))
+                            election=cfg.get("election") or ELECTION, lease_ttl_s=float(ttl), keys=keys)
 
 
 def load_config(path: Path) -> ControllerConfig:

@@ -44,6 +44,14 @@ in (commit 0 while the output has none).
 reported one and no commit barrier passes it until the controller calls :func:`release`;
 without a controller it leaves the commit minimum on its own timeout, as best effort does.
 
+**Keys** (docs/onepipe.md "Authenticated beacons and barriers", :mod:`.auth`). When the switch
+has keys (``switch.auth``) and :func:`enable` a domain, every barrier-carrying frame must carry a
+trailer sealed by its sender on this hop: it is opened (with the replay window of its process, or
+of its fabric port) before anything is learned or set, and refused ones are dropped and counted
+per reason (``PortCounters`` aside, each port's ``auth``); what is forwarded, and every beacon, is
+sealed anew by the port it leaves. Other 1Pipe frames (PREPARE, controller traffic) are sealed end
+to end and pass untouched.
+
 The egress port is the switch's own forwarding decision, read from its forwarding table before
 the switch makes it (:func:`egress_index`). The class is the one the switch will give the frame
 (the ingress port's ``class_map``).
@@ -69,6 +77,7 @@ from dataclasses import asdict, dataclass
 from ipaddress import IPv4Address
 from typing import Any, NamedTuple
 
+from headers.auth import TRAILER_LEN
 from headers.inet import build_udp_frame
 from headers.onepipe import (
     BARRIER_OPCODES,
@@ -83,10 +92,23 @@ from headers.onepipe import (
 )
 from headers.registry import BROADCAST_MAC, UdpPort
 
+from ..auth.frame import Opener, Sealer
 from ..errors import ConfigError
 from ..switch import Switch
 from ..switch.feature import FeatureBase
 from ..switch.port import Port
+from .auth import (
+    K_EDGE,
+    K_FABRIC,
+    K_HOST,
+    WINDOW,
+    AuthCounters,
+    check,
+    domain_keys,
+    fabric_hop,
+    frame_context,
+    same_keys,
+)
 from .barrier import DIRECTIONS, DOWN, UP, BarrierAggregator, InputId, OutputId
 from .params import PORT, OnePipeParams, is_onepipe_port
 
@@ -149,11 +171,13 @@ class PortCounters:
 
 
 class _ProcInfo:
-    __slots__ = ("mac", "seen")
+    __slots__ = ("mac", "opener", "seen")
 
     def __init__(self, now: int) -> None:
         self.mac: bytes | None = None
         self.seen = now
+        #: with keys: the replay window of this process's frames (its first genuine one made it)
+        self.opener: Opener | None = None
 
 
 def egress_index(switch: Switch, frame: bytes) -> int | None:
@@ -182,8 +206,11 @@ class _BeaconTemplate:
 
     __slots__ = ("frame",)
 
-    def __init__(self, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, dport: int) -> None:
-        self.frame = build_udp_frame(src_mac, dst_mac, src_ip, dst_ip, PORT, dport, beacon(0, 0).to_bytes(), ttl=1)
+    def __init__(self, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, dport: int,
+                 trailer: bool = False) -> None:
+        # with keys, room for the trailer (zeros: _SwitchAuth.reseal fills it in, checksum and all)
+        body = beacon(0, 0).to_bytes() + (bytes(TRAILER_LEN) if trailer else b"")
+        self.frame = build_udp_frame(src_mac, dst_mac, src_ip, dst_ip, PORT, dport, body, ttl=1)
 
     def make(self, w: int, c: int = 0) -> bytes:
         """The BEACON for wire barriers ``w`` (BE) and ``c`` (commit, 0: none): ``w`` twice, ``c``,
@@ -214,6 +241,8 @@ class OnePipeFeature(FeatureBase):
         #: frames from this port come from below (processes, a lower-tier switch)
         self.down = direction == DOWN
         self.c = PortCounters()
+        #: with keys: frames sealed for this port, and frames from it opened or refused (per reason)
+        self.a = AuthCounters()
 
     def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
         n = len(frame)
@@ -246,13 +275,108 @@ class _Timer(FeatureBase):
         self.state.tick(now_ns)
 
 
+_EDGE = bytes((K_EDGE,))
+_FABRIC = bytes((K_FABRIC,))
+#: each switch's sealers, by (domain, port): they outlive a re-enable, so that the sequence a
+#: neighbour's opener follows goes on (a fresh sealer in the same era would be refused as replays)
+_SEALERS: weakref.WeakKeyDictionary[Switch, dict[tuple[str, str], Sealer]] = weakref.WeakKeyDictionary()
+
+
+class _SwitchAuth:
+    """1Pipe's authenticated frames in one switch (docs/onepipe.md "Authenticated beacons and
+    barriers", :mod:`.auth`): a sealer per port, an opener per fabric port (the processes' are in
+    their ``_ProcInfo``), the ``hop`` of each fabric link's two directions."""
+
+    def __init__(self, switch: Switch, ctx: Any, domain: str, peers: dict[str, str],
+                 features: dict[str, OnePipeFeature]) -> None:
+        self.ctx = ctx
+        self.domain = domain
+        self._ring, self._now = ctx.ring, ctx.now
+        self.keys = domain_keys(ctx.ring, domain, ctx.now)
+        saved = _SEALERS.setdefault(switch, {})
+        self.sealers: dict[str, Sealer] = {}
+        self.fabric: dict[str, Opener] = {}
+        self.hop_out: dict[str, bytes] = {}
+        self.hop_in: dict[str, bytes] = {}
+        for name, f in features.items():
+            s = saved.get((domain, name))
+            if s is None:
+                s = saved[(domain, name)] = Sealer(self.keys, ctx.era)
+            else:
+                s.update_keys(self.keys)
+            self.sealers[name] = s
+            if f.edge:
+                continue
+            peer = peers.get(name)
+            node, sep, port = (peer or "").rpartition(":")
+            if not (isinstance(peer, str) and sep and node and port):
+                raise ConfigError(f"onepipe.peers.{name}", "with keys, every fabric port needs its peer as "
+                                                           f"'switch:port' (the link's other end), got {peer!r}")
+            self.fabric[name] = Opener(self.keys, WINDOW)
+            self.hop_out[name] = fabric_hop(switch.name, name, node, port)
+            self.hop_in[name] = fabric_hop(node, port, switch.name, name)
+
+    def open_edge(self, f: OnePipeFeature, info: _ProcInfo | None, frame: bytes, u: int, end: int) -> Opener | None:
+        """The opener that took this process's frame (a fresh one for its first), None: refused."""
+        o = info.opener if info is not None else None
+        if o is None:
+            o = Opener(self.keys, WINDOW)  # kept (by the caller) only if the frame is genuine
+        return o if check(o, frame_context(K_HOST, frame, u) + frame[u + 8:end], f.a) else None
+
+    def open_fabric(self, f: OnePipeFeature, frame: bytes, u: int, end: int) -> bool:
+        return check(self.fabric[f.name], frame_context(K_FABRIC, frame, u, self.hop_in[f.name]) + frame[u + 8:end],
+                     f.a)
+
+    def reseal(self, e: OnePipeFeature, frame: bytes, u: int) -> bytes:
+        """``frame`` (its UDP header at ``u``, its last 17 UDP bytes a trailer) sealed anew by ``e``'s
+        port: for the process it goes to, or for the neighbour switch; UDP checksum moved
+        (RFC 1624: a byte string's one's complement sum is its value mod 0xFFFF, shifted by a
+        byte when it ends on an even offset)."""
+        end = u + (frame[u + 4] << 8 | frame[u + 5])
+        t = end - TRAILER_LEN
+        # the MAC's input in one join: the context (frame_context's layout) and the datagram
+        head, hop = (_EDGE, b"") if e.edge else (_FABRIC, self.hop_out[e.name])
+        trailer = self.sealers[e.name].seal(b"".join((head, frame[26:34], frame[u:u + 4], hop,
+                                                      frame[u + 8:t])))[-TRAILER_LEN:]
+        e.a.sealed += 1
+        csum = frame[u + 6] << 8 | frame[u + 7]
+        if csum:
+            d = int.from_bytes(frame[t:end], "big") - int.from_bytes(trailer, "big")
+            csum = (csum + (d << 8 if (t - u) % 2 == 0 else d)) % 0xFFFF or 0xFFFF  # (_moved_checksum)
+        return b"".join((frame[:u + 6], csum.to_bytes(2, "big"), frame[u + 8:t], trailer, frame[end:]))
+
+    def refresh(self, procs: dict[ProcKey, _ProcInfo]) -> None:
+        """Follow the daemon's key context (a rotation, an old key's end): cheap when nothing changed."""
+        ctx = self.ctx
+        if ctx.ring is self._ring and ctx.now == self._now:
+            return
+        self._ring, self._now = ctx.ring, ctx.now
+        keys = domain_keys(ctx.ring, self.domain, ctx.now)
+        if same_keys(keys, self.keys):
+            return
+        self.keys = keys
+        for s in self.sealers.values():
+            s.update_keys(keys)
+        for o in self.fabric.values():
+            o.update_keys(keys)
+        for info in procs.values():
+            if info.opener is not None:
+                info.opener.update_keys(keys)
+
+    def status(self) -> dict[str, Any]:
+        return {"domain": self.domain, "window": WINDOW, "key_ids": sorted(self.keys.keys),
+                "current": self.keys.current, "era": self.ctx.era,
+                "next_seq": {name: s.next_seq for name, s in self.sealers.items()}}
+
+
 class _SwitchState:
     """1Pipe in one switch: the two aggregators, the port features, the processes it knows, the
     failure reports."""
 
     def __init__(self, switch: Switch, directions: dict[str, str], params: OnePipeParams, now: int,
                  beacon_ip: bytes | None, max_processes: int, controller: bool = False,
-                 on_report: Callable[[Report], Any] | None = None) -> None:
+                 on_report: Callable[[Report], Any] | None = None, domain: str | None = None,
+                 peers: dict[str, str] | None = None) -> None:
         self.switch = switch
         self.params = params
         self.directions = dict(directions)
@@ -286,6 +410,9 @@ class _SwitchState:
                     a.add_input(port.name, down=f.down)
                     a.add_output(port.name, f.direction, now)
         self.timer = _Timer(self)
+        #: authenticated frames (the switch has keys, ``switch.auth``, and 1Pipe a domain)
+        self.auth = (_SwitchAuth(switch, switch.auth, domain, peers or {}, self.features)
+                     if switch.auth is not None and domain is not None else None)
 
     # ------------------------------------------------------------------ ingress
     def ingress(self, f: OnePipeFeature, frame: bytes, u: int, now: int) -> bytes | None:
@@ -300,24 +427,38 @@ class _SwitchState:
         ip_end = 14 + (frame[16] << 8 | frame[17])
         udp_len = frame[u + 4] << 8 | frame[u + 5]
         op = frame[p + 22]
-        if (ip_end > n or udp_len < 8 + _HDR or u + udp_len > ip_end or op not in _OPCODES
-                or (op in _NO_PAYLOAD and udp_len != 8 + _HDR)):
+        if ip_end > n or udp_len < 8 + _HDR or u + udp_len > ip_end or op not in _OPCODES:
             c.malformed += 1
             return None
         if op not in _BARRIER:
-            c.passed += 1
+            c.passed += 1  # (with keys, sealed end to end: PREPARE by its sender, controller traffic)
             return frame
+        a = self.auth
+        if a is not None and udp_len < 8 + _HDR + TRAILER_LEN:
+            f.a.truncated += 1  # no room for a trailer: an unsealed frame
+            return None
+        if op in _NO_PAYLOAD and udp_len != 8 + _HDR + (0 if a is None else TRAILER_LEN):
+            c.malformed += 1
+            return None
         iid: InputId
         if f.edge:
             proc = (f.name, frame[26:30], frame[u] << 8 | frame[u + 1])
-            info = self.procs.get(proc) or self._proc(proc, now)
+            info = self.procs.get(proc)
+            # authenticated before any state is made for it: forged sources fill no table
+            opener = None if a is None else a.open_edge(f, info, frame, u, u + udp_len)
+            if a is not None and opener is None:
+                return None
+            info = info or self._proc(proc, now)
             iid = proc
             if info is None:
                 c.table_full += 1
                 return None
+            info.opener = opener
             info.mac = frame[6:12]
             info.seen = now
         else:
+            if a is not None and not a.open_fabric(f, frame, u, u + udp_len):
+                return None
             iid = f.name
         at = p + BE_BARRIER_OFFSET
         w = int.from_bytes(frame[at:at + 6], "big")
@@ -394,13 +535,16 @@ class _SwitchState:
         if cw == old_c:  # (best effort: 0 in, 0 out) the commit field stays as it is
             if csum:  # 0: no checksum (RFC 768)
                 csum = _moved_checksum(csum, old, w)
-            return b"".join((frame[:u + 6], csum.to_bytes(2, "big"), frame[u + 8:at], w.to_bytes(6, "big"),
-                             frame[at + 6:]))
-        if csum:
-            csum = _moved_checksum(csum, old + old_c, w + cw)  # both fields at once (sums add up)
-        # be_barrier and commit_barrier are adjacent (offsets 6 and 12): one slice for both
-        return b"".join((frame[:u + 6], csum.to_bytes(2, "big"), frame[u + 8:at], w.to_bytes(6, "big"),
-                         cw.to_bytes(6, "big"), frame[at + 12:]))
+            out = b"".join((frame[:u + 6], csum.to_bytes(2, "big"), frame[u + 8:at], w.to_bytes(6, "big"),
+                            frame[at + 6:]))
+        else:
+            if csum:
+                csum = _moved_checksum(csum, old + old_c, w + cw)  # both fields at once (sums add up)
+            # be_barrier and commit_barrier are adjacent (offsets 6 and 12): one slice for both
+            out = b"".join((frame[:u + 6], csum.to_bytes(2, "big"), frame[u + 8:at], w.to_bytes(6, "big"),
+                            cw.to_bytes(6, "big"), frame[at + 12:]))
+        # with keys: sealed anew for the output it takes (the barriers in it are this switch's now)
+        return out if self.auth is None else self.auth.reseal(e, out, u)
 
     def _proc(self, proc: ProcKey, now: int) -> _ProcInfo | None:
         """The state of ``proc``, made on first sight (its input and output), or None when the
@@ -434,6 +578,8 @@ class _SwitchState:
     # ------------------------------------------------------------------ timer
     def tick(self, now: int) -> None:
         agg, commit = self.agg, self.commit
+        if self.auth is not None:
+            self.auth.refresh(self.procs)
         for iid in agg.on_timer(now):
             # under a controller a process with a commit is reported by the commit side (below),
             # whose timeout holds its last commit: final for the report. (A best-effort process,
@@ -493,14 +639,15 @@ class _SwitchState:
             cached = self.templates.get(oid)
             if cached is None or cached[0] != mac:
                 src_ip = self.beacon_ip if self.beacon_ip is not None else default_beacon_ip(dst_ip)
-                cached = (mac, _BeaconTemplate(e.port.mac, mac, src_ip, dst_ip, dport))
+                cached = (mac, _BeaconTemplate(e.port.mac, mac, src_ip, dst_ip, dport, self.auth is not None))
                 self.templates[oid] = cached
         else:
             e = self.features[str(oid)]
             cached = self.templates.get(oid)
             if cached is None or cached[1].frame[6:12] != e.port.mac:
                 src_ip = self.beacon_ip if self.beacon_ip is not None else b"\0\0\0\0"
-                cached = (None, _BeaconTemplate(e.port.mac, BROADCAST_MAC, src_ip, b"\xff\xff\xff\xff", PORT))
+                cached = (None, _BeaconTemplate(e.port.mac, BROADCAST_MAC, src_ip, b"\xff\xff\xff\xff", PORT,
+                                                self.auth is not None))
                 self.templates[oid] = cached
         cw = 0 if commit is None else commit & _MASK
         if barrier is not None:
@@ -509,6 +656,8 @@ class _SwitchState:
             frame = cached[1].make_commit(cw)
         else:
             return  # a commit minimum of 0 mod 2^48 alone: nothing to say (0 is "none")
+        if self.auth is not None:
+            frame = self.auth.reseal(e, frame, 34)  # (the template's IP header is 20 bytes)
         if self.switch.enqueue(e.name, frame, self.cls.get(oid, 0), now):
             if barrier is not None:
                 e.c.beacons_tx += 1
@@ -524,6 +673,8 @@ class _SwitchState:
         for name, f in self.features.items():
             ports[name] = {"direction": f.direction, "role": "edge" if f.edge else "fabric",
                            "counters": asdict(f.c), "inputs": {}, "outputs": {}}
+            if self.auth is not None:
+                ports[name]["auth"] = f.a.to_dict()
         for iid in agg.input_ids():
             port, key = _label(iid)
             state = agg.input_state(iid, now)
@@ -543,6 +694,7 @@ class _SwitchState:
                 "processes": len(self.procs), "max_processes": self.max_processes,
                 "beacon_ip": None if self.beacon_ip is None else ".".join(map(str, self.beacon_ip)),
                 "controller": self.controller, "reports": self.report_seq, "reports_dropped": self.reports_dropped,
+                "auth": None if self.auth is None else self.auth.status(),
                 "aggregator": agg.counters(), "commit_aggregator": commit.counters(), "ports": ports}
 
     # ------------------------------------------------------------------ controller hooks (§8)
@@ -639,7 +791,8 @@ def _check_directions(switch: Switch, directions: dict[str, str]) -> None:
 def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | dict[str, Any] | None = None,
            now_ns: int | None = None, *, beacon_ip: str | bytes | None = None,
            max_processes: int = MAX_PROCESSES, controller: bool = False,
-           on_report: Callable[[Report], Any] | None = None) -> OnePipeFeature:
+           on_report: Callable[[Report], Any] | None = None, domain: str | None = None,
+           peers: dict[str, str] | None = None) -> OnePipeFeature:
     """Run 1Pipe's barrier aggregation in ``switch``: ``directions`` gives every port's direction
     (``topology.port_directions``). Enabling it again starts afresh (barriers may then go back
     on a link once, which receivers ignore; the reports start again at seq 0). Returns the first
@@ -647,7 +800,14 @@ def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | d
 
     ``controller``: reliable 1Pipe has a controller that releases failed inputs (§8 step 7): a
     timed-out input is held in the commit minimum until :func:`release`. ``on_report``: called
-    with every failure report as it is recorded (see :func:`reports`)."""
+    with every failure report as it is recorded (see :func:`reports`).
+
+    ``domain``, ``peers``: authenticated frames (docs/onepipe.md "Authenticated beacons and
+    barriers"), when the switch has keys (``switch.auth``, from the topology's key file): the
+    deployment's 1Pipe domain (its prefix: the domain key is ``onepipe-domain/<domain>``) and, for
+    every fabric port, the other end of its link as ``"switch:port"``. A switch with keys and no
+    domain is refused (it would take and send unsealed frames where its neighbours expect sealed
+    ones); without keys both are ignored and nothing changes on the wire."""
     if isinstance(params, dict):
         params = OnePipeParams(**params)
     if params is None:
@@ -662,9 +822,14 @@ def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | d
     if on_report is not None and not callable(on_report):
         raise ConfigError("onepipe.on_report", f"must be callable, got {type(on_report).__name__}")
     ip = _ip(beacon_ip)
+    if switch.auth is not None and (not isinstance(domain, str) or not domain):
+        raise ConfigError("onepipe.domain", f"switch {switch.name} has keys: 1Pipe needs its domain (the deployment's "
+                                            f"prefix) to authenticate beacons and barriers, got {domain!r}")
+    if peers is not None and not isinstance(peers, dict):
+        raise ConfigError("onepipe.peers", f"must be a mapping port -> 'switch:port', got {type(peers).__name__}")
     disable(switch)
     now = switch.now if now_ns is None else max(now_ns, switch.now)
-    state = _SwitchState(switch, directions, params, now, ip, max_processes, controller, on_report)
+    state = _SwitchState(switch, directions, params, now, ip, max_processes, controller, on_report, domain, peers)
     for name, f in state.features.items():
         switch.attach_feature(name, f)
     switch.attach_feature(switch.ports[0].name, state.timer)
@@ -685,6 +850,12 @@ def disable(switch: Switch, now_ns: int | None = None) -> bool:
 
 def enabled(switch: Switch) -> bool:
     return switch in _STATE
+
+
+def authenticated(switch: Switch) -> bool:
+    """1Pipe is on in ``switch`` and seals and opens its frames (it has keys and a domain)."""
+    state = _STATE.get(switch)
+    return state is not None and state.auth is not None
 
 
 def aggregator(switch: Switch) -> BarrierAggregator | None:
@@ -763,5 +934,6 @@ def status(switch: Switch, now_ns: int | None = None) -> dict[str, Any] | None:
 
 
 __all__ = ["MAX_PROCESSES", "MAX_REPORTS", "OnePipeFeature", "PortCounters", "Proc", "Report", "admit", "aggregator",
+           "authenticated",
            "commit_aggregator", "default_beacon_ip", "disable", "egress_index", "enable", "enabled", "features",
            "fence", "release", "reports", "reports_page", "status"]

@@ -27,6 +27,13 @@ and prints one JSON summary on its last stdout line. Logs are written in whole l
 killed with SIGKILL loses its last unwritten lines, never leaves half a line); the auxiliary logs
 line by line, the delivery log in batches. A message's payload carries its sender's scattering
 counter (8 bytes) and is padded to ``size`` bytes.
+
+``--keys FILE --domain PREFIX``: the deployment has keys (docs/onepipe.md "Authenticated beacons
+and barriers"): the process reads the key file itself (no key material on a command line), seals
+and opens every datagram (:class:`~netstack.onepipe.auth.HostAuth`) and follows a rotation of the
+file. ``--clock-file FILE``: a clock-jump hook (docs/onepipe.md "Clock jumps"): the file is read at
+most every :data:`CLOCK_POLL_S` and, while it holds ``{"offset_ns": N}``, the host clock is the
+topology's stepped by N ns (absent or unreadable: no step).
 """
 
 from __future__ import annotations
@@ -43,7 +50,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..auth.frame import era_now
 from .api import OnePipeEndpoint
+from .auth import HostAuth, KeyFile
 from .clock import HostClock
 from .params import OnePipeParams
 
@@ -53,6 +62,10 @@ Addr = tuple[str, int]
 FLUSH_S = 0.1
 #: the log directories under OUT, one file per process in each
 AUX_DIRS = ("send-fail", "sent", "proc-fail")
+#: how often the clock-jump file is read (the hook's resolution)
+CLOCK_POLL_S = 0.1
+#: how often the key file is checked for a rotation (as the switch daemons do)
+KEY_POLL_S = 1.0
 
 
 def message_id(src: str, seq: int, dst: str) -> str:
@@ -102,7 +115,8 @@ class Process:
     """One 1Pipe process of the run: its endpoint, its log files and what it counted."""
 
     def __init__(self, name: str, addr: Addr, names: dict[Addr, str], out: Path, params: OnePipeParams,
-                 clock: HostClock, broadcast: str | None = None, controller: Addr | None = None) -> None:
+                 clock: HostClock, broadcast: str | None = None, controller: Addr | None = None,
+                 auth: HostAuth | None = None) -> None:
         self.name = name
         self.addr = addr
         self.names = names
@@ -113,8 +127,10 @@ class Process:
         rel = controller is not None
         self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed, broadcast=broadcast,
                                   reliable=rel, controller=controller, on_proc_fail=self._proc_failed if rel else None,
-                                  on_register=self._registered if rel else None)
+                                  on_register=self._registered if rel else None, auth=auth)
         self.sent = self.delivered = self.failed = self.proc_failed = 0
+        #: the clock jumps applied: ``{"offset_ns": the step, "at": the host clock just after}``
+        self.clock_steps: list[dict[str, int]] = []
         self.incarnations: list[int] = []
         self.last_delivery_ns = 0
 
@@ -185,6 +201,8 @@ class Process:
             log.close()
         out = {"messages_sent": self.sent, "delivered": self.delivered, "send_failed": self.failed,
                "counters": self.ep.counters()}
+        if self.clock_steps:
+            out["clock_steps"] = self.clock_steps
         if self.ep.reliable:
             out.update(proc_failed=self.proc_failed, incarnations=self.incarnations)
         return out
@@ -195,6 +213,45 @@ async def _flush_every(procs: list[Process], period: float) -> None:
         await asyncio.sleep(period)
         for p in procs:
             p.flush()
+
+
+def read_clock_step(path: Path, previous: int) -> int:
+    """The step ``{"offset_ns": N}`` in the clock-jump file: 0 when there is no file, ``previous``
+    when it cannot be read or is not such an object (a writer caught half way: the next poll
+    reads it whole)."""
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError):
+        return previous
+    n = doc.get("offset_ns") if isinstance(doc, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else previous
+
+
+async def _follow(procs: list[Process], base: HostClock, clock_file: Path | None, keys: KeyFile | None,
+                  domain: str) -> None:
+    """The clock-jump hook and the key file: a step read from ``clock_file`` becomes every
+    process's clock (the topology's, ``base``, stepped); a rotated key file reaches every sealer
+    and opener."""
+    step = 0
+    next_keys = time.monotonic() + KEY_POLL_S
+    while True:
+        await asyncio.sleep(CLOCK_POLL_S)
+        if clock_file is not None:
+            n = read_clock_step(clock_file, step)
+            if n != step:
+                step = n
+                clock = HostClock(base.offset_ns + n, base.drift_ppm, base.epoch_ns)
+                for p in procs:
+                    p.ep.set_clock(clock)
+                    p.clock_steps.append({"offset_ns": n, "at": p.ep.now()})
+        if keys is not None and time.monotonic() >= next_keys:
+            next_keys = time.monotonic() + KEY_POLL_S
+            ring = keys.poll()
+            for p in procs:
+                if p.ep.auth is not None:
+                    p.ep.auth.refresh(ring, domain, time.time())
 
 
 async def run_host(args: argparse.Namespace) -> dict[str, Any]:
@@ -211,21 +268,29 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
     params = OnePipeParams(**json.loads(args.params)) if args.params else OnePipeParams()
     clock = HostClock(args.clock_offset_ns, args.clock_drift_ppm, args.clock_epoch_ns)
     controller = _addr(args.controller) if args.reliable else None
+    keys = KeyFile(args.keys) if args.keys else None  # the file's path only: we read it ourselves
+    era = era_now(time.time())
     if args.join_at:
         # every process of the run joins at once, once every interpreter has started: one that
         # joined early would starve while the others start, its input would time out at its ToR
         # and, under a controller, it would be declared failed before the run began
         await asyncio.sleep(max(0.0, args.join_at - time.time()))
-    run: list[Process] = [Process(p, procs[p], names, out, params, clock, args.broadcast or None, controller)
-                          for p in mine]
+    run: list[Process] = [
+        Process(p, procs[p], names, out, params, clock, args.broadcast or None, controller,
+                None if keys is None else HostAuth.from_ring(keys.ring, args.domain, procs[p], era, time.time(),
+                                                             controller))
+        for p in mine]
     tasks: list[asyncio.Task[None]] = []
+    if args.clock_file or keys is not None:
+        tasks.append(asyncio.create_task(_follow(run, clock, Path(args.clock_file) if args.clock_file else None,
+                                                 keys, args.domain)))
     try:
         for p in run:
             await p.ep.start()
         print("ready", file=sys.stderr, flush=True)
         if args.start_at:  # every process starts its scatterings at the same moment
             await asyncio.sleep(max(0.0, args.start_at - time.time()))
-        tasks = [asyncio.create_task(p.receive()) for p in run]
+        tasks += [asyncio.create_task(p.receive()) for p in run]
         tasks.append(asyncio.create_task(_flush_every(run, FLUSH_S)))
         await asyncio.gather(*(p.scatter([a for n, a in procs.items() if n != p.name], args.rate, args.seconds,
                                          args.fanout, args.size, random.Random(f"{args.seed}/{p.name}"))
@@ -270,6 +335,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--broadcast", default="", help="where beacons go (default: the /24 of the address)")
     p.add_argument("--reliable", action="store_true", help="reliable 1Pipe (needs --controller)")
     p.add_argument("--controller", default="", metavar="IP:PORT", help="the 1Pipe controller (--reliable)")
+    p.add_argument("--keys", default="", metavar="FILE",
+                   help="the deployment's key file: seal and open every datagram (needs --domain)")
+    p.add_argument("--domain", default="", help="the deployment's 1Pipe domain (its prefix) for --keys")
+    p.add_argument("--clock-file", default="", metavar="FILE",
+                   help="a clock-jump hook: {\"offset_ns\": N} in FILE steps the host clock by N ns")
     return p
 
 
@@ -277,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.reliable and not args.controller:
         parser().error("--reliable needs --controller IP:PORT")
+    if bool(args.keys) != bool(args.domain):
+        parser().error("--keys and --domain come together")
     try:
         import uvloop
 

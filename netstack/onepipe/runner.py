@@ -21,6 +21,13 @@ enabled under it (failed inputs wait for its release) and the processes register
 The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/``, ``DIR/sent/``, ``DIR/proc-fail/``) are
 :mod:`.live`'s; ``DIR/run.json`` has the run's parameters, every process's counters, and
 ``killed``: the processes that died of SIGKILL (they wrote their logs up to then).
+
+A topology with a key file (``[topology] keys``) authenticates 1Pipe's frames (docs/onepipe.md
+"Authenticated beacons and barriers"): each process is given the key file's *path* and the domain
+(the prefix) and reads the keys itself. Each process also follows its host's clock-jump file,
+:func:`clock_file` (docs/onepipe.md "Clock jumps"): a fault tool writes ``{"offset_ns": N}`` there
+to step that host's clock by N ns during the run; ``DIR/run.json`` lists the steps each process
+applied (``clock_steps``). Stale files are removed when a run starts.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ from .params import PORT, PORT_RANGE, OnePipeParams
 #: in the testbed's run directory while a run lasts: ``{"out", "runner", "reliable", "started",
 #: "processes": {name: {"pid", "host", "addr"}}}``
 PROCS_FILE = "onepipe-procs.json"
+#: a host's clock-jump file in the testbed's run directory (:func:`clock_file`)
+CLOCK_FILE = "onepipe-clock-{host}.json"
 Addr = tuple[str, int]
 
 
@@ -83,6 +92,26 @@ def host_clocks(state: dict[str, Any]) -> dict[str, tuple[int, float]]:
         if clock.offset_ns or clock.drift_ppm:
             out[node.name] = (clock.offset_ns, clock.drift_ppm)
     return out
+
+
+def clock_file(prefix: str, host: str) -> Path:
+    """The clock-jump file of ``host`` in the run under ``prefix``: the processes on that host read
+    ``{"offset_ns": N}`` from it (at most every 100 ms) and step their host clock by N ns from then
+    on (docs/onepipe.md "Clock jumps"). Write it whole (write a temporary file, rename it over)."""
+    from ..runtime import run_dir
+
+    return run_dir(prefix) / CLOCK_FILE.format(host=host)
+
+
+def key_file(state: dict[str, Any]) -> Path | None:
+    """The key file of the topology the run was built from (None: no keys, frames unsealed)."""
+    from ..runtime import topology_of
+    from ..topo.model import TopologyError
+
+    try:
+        return topology_of(state).keys_path()
+    except TopologyError:
+        return None
 
 
 def parse_loss(spec: str, links: dict[str, Any]) -> tuple[str, float]:
@@ -134,6 +163,11 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
                 "--clock-epoch-ns", str(time.monotonic_ns())]
         if controller is not None:
             argv += ["--reliable", "--controller", f"{controller[1][0]}:{controller[1][1]}"]
+        keys = key_file(state)
+        if keys is not None:  # the path, never the keys: each process reads the file itself
+            argv += ["--keys", str(keys), "--domain", prefix]
+        for host in placed:
+            clock_file(prefix, host).unlink(missing_ok=True)  # a step left by an earlier run
         running = _spawn(prefix, state, placed, addrs, clocks, argv, reliable, out)
         say(f"{procs} {'reliable ' if reliable else ''}processes on {len(placed)} hosts scatter for {seconds:g} s "
             f"({rate:g} scatterings/s each, {fanout} destinations)")
@@ -150,6 +184,7 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
         say(f"{name} was killed (SIGKILL): its logs end where it died")
     run_args = dict(procs=procs, seconds=seconds, rate=rate, fanout=fanout, size=size, drain=drain,
                     loss=[f"{k}:{v:g}" for k, v in losses], reliable=reliable,
+                    authenticated=key_file(state) is not None,
                     controller=None if controller is None else f"{controller[1][0]}:{controller[1][1]}")
     return _summary(out, results, killed, placed, addrs, clocks, params, run_args)
 
@@ -205,7 +240,8 @@ def _spawn(prefix: str, state: dict[str, Any], placed: dict[str, list[str]], add
             # ``ip netns exec`` (and ``nsenter``) exec the command: the pid is the process's own
             argv = node_exec_argv(state, host, [
                 sys.executable, "-m", "netstack.onepipe.live", "--procs", name, *common,
-                "--clock-offset-ns", str(offset), "--clock-drift-ppm", str(drift), "--broadcast", bcast])
+                "--clock-offset-ns", str(offset), "--clock-drift-ppm", str(drift), "--broadcast", bcast,
+                "--clock-file", str(clock_file(prefix, host))])
             running[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _write_procs_file(prefix, {"out": str(out), "runner": os.getpid(), "reliable": reliable, "started": time.time(),
                                    "processes": {n: {"pid": running[n].pid, "host": hosts[n],
@@ -402,6 +438,6 @@ def kill(prefix: str, proc: str) -> dict[str, Any]:
     return {"name": name, **p}
 
 
-__all__ = ["CONTROLLER_KIND", "PROCS_FILE", "controller_addr", "controller_status", "controllers", "end_hosts",
-           "find_controller", "host_clocks", "kill", "parse_loss", "place",
+__all__ = ["CLOCK_FILE", "CONTROLLER_KIND", "PROCS_FILE", "clock_file", "controller_addr", "controller_status",
+           "controllers", "end_hosts", "find_controller", "host_clocks", "key_file", "kill", "parse_loss", "place",
            "process_alive", "read_procs_file", "run"]

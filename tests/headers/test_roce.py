@@ -20,6 +20,7 @@ from scapy.packet import Padding, Raw
 import headers.layers.roce as L
 from headers.errors import HeaderError
 from headers.inet import ip_str, mac_str
+from headers.onepipe import PORTS as ONEPIPE_PORTS
 from headers.roce import (
     AETH,
     BTH,
@@ -141,7 +142,10 @@ def roce_packets(draw: st.DrawFn, opcodes: tuple[int, ...] | None = None, max_pa
     ext = [draw(records(cls)) for cls in ext_headers_for(opcode)]
     return {
         "src_mac": draw(macs), "dst_mac": draw(macs), "src_ip": draw(ipv4s), "dst_ip": draw(ipv4s),
-        "sport": draw(u16), "bth": bth, "ext_headers": ext, "payload": draw(st.binary(max_size=max_payload)),
+        # any source port but 1Pipe's: Scapy dissects a datagram from one of those as 1Pipe
+        # (headers/layers/onepipe.py binds both ports, so that ACKs to a process dissect too)
+        "sport": draw(u16.filter(lambda port: port not in ONEPIPE_PORTS)), "bth": bth, "ext_headers": ext,
+        "payload": draw(st.binary(max_size=max_payload)),
         "tos": draw(u8), "ttl": draw(u8), "ident": draw(u16),
     }
 
