@@ -660,8 +660,13 @@ def storm_bed(tmp_path_factory):
     yield from _bed(load_topology(path), tmp_path_factory)
 
 
+#: how long the storms last: far longer than the 300 datagrams take (0.15 s) and than the
+#: watchdogs (50 and 100 ms), so that "sent while the storm was on" means something
+STORM_S = 2.0
+
+
 def _storm_with_traffic(state, link: str, src: str, stream_src: str, stream_dst: str, watched: tuple[str, str]):
-    """A 5 s pause storm from ``src`` over ``link``; once it is under way (the watchdog fired, or
+    """A STORM_S pause storm from ``src`` over ``link``; once it is under way (the watchdog fired, or
     the class is paused), 300 datagrams ``stream_src`` -> ``stream_dst`` through the stormed port
     ``watched`` (switch, port). Returns (storm report, how many of them the port sent while the
     storm was still on, the datagrams that arrived in the end)."""
@@ -670,8 +675,8 @@ def _storm_with_traffic(state, link: str, src: str, stream_src: str, stream_dst:
     result: dict = {}
     started = threading.Event()
     storm = threading.Thread(target=lambda: result.update(faults.pause_storm(
-        prefix, link, src, seconds=5.0, pps=200, started=started.set)))
-    stream = Stream(state, stream_src, stream_dst, 5014, quiet=8.0)  # outlives the storm
+        prefix, link, src, seconds=STORM_S, pps=200, started=started.set)))
+    stream = Stream(state, stream_src, stream_dst, 5014, quiet=STORM_S + 1.5)  # outlives the storm
     try:
         stream.send(10_000, 10)  # before the storm: the hosts' ARP entries, so nothing waits on them
         before = _port(prefix, node, port)
