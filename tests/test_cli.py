@@ -128,7 +128,7 @@ _FRAMES = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(frame=_FRAMES, fcs=st.booleans(), no_scapy=st.booleans())
 def test_dissect_fuzz_arbitrary_frames(frame, fcs, no_scapy):
     """Any bytes: a clean exit (0 ok, 1 malformed frame, 2 one-line error), never a traceback."""
@@ -141,7 +141,7 @@ def test_dissect_fuzz_arbitrary_frames(frame, fcs, no_scapy):
         assert err == ""
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(text=st.text(max_size=60).filter(lambda t: t.strip() != "-"))
 def test_dissect_fuzz_arbitrary_text(text):
     status, _, err = _dissect(["--no-scapy", "--", text])

@@ -359,7 +359,7 @@ class AttackerOnTheLink(RuleBasedStateMachine):
 
 
 TestAttackerOnTheLink = AttackerOnTheLink.TestCase
-TestAttackerOnTheLink.settings = settings(max_examples=300, stateful_step_count=60)
+TestAttackerOnTheLink.settings = settings(max_examples=150, stateful_step_count=60)
 
 
 @settings(max_examples=300)

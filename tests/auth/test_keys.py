@@ -275,13 +275,13 @@ def _check(raw: bytes) -> None:
     assert len(ring.derive(PURPOSE_LG_LINK, "x", 0.0).keys[ring.current]) == 16
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(documents)
 def test_arbitrary_json_raises_only_key_file_error(doc):
     _check(json.dumps(doc).encode())
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_raise_only_key_file_error(raw):
     _check(raw)

@@ -45,7 +45,7 @@ def _order_ok(fab: Fabric) -> None:
     assert_total_order(per)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(n=st.integers(2, 8), tors=st.integers(1, 3), sends=SENDS, clocks=CLOCKS,
        loss=st.sampled_from([0.0, 0.0, 0.02, 0.1]), dup=st.sampled_from([0.0, 0.05]), jitter=st.integers(0, 8_000),
        seed=st.integers(0, 2**32))
