@@ -71,6 +71,17 @@ TARGETS = {
     "dta": "DTA's translator on sw2: reports and anything else from h2 into p-h2, RoCEv2 responses and anything "
            "else from c1 into p-c1, while h1's genuine Key-Writes flow (invariant: afterwards, every genuine "
            "Key-Write is executed by the collector and reads back its value)",
+    "onepipe": "1Pipe on the onepipe topology: beacons, barriers, DATA and anything else from h1 into tor1's p-h1 "
+               "and from spine1 into tor1's p-spine1 (with and without a valid FCS) while four 1Pipe processes "
+               "scatter (invariant: netstack onepipe check passes on their delivery logs: total order, FIFO, "
+               "causality, no duplicates; every message delivered or reported failed; the controller alive)",
+    "tcsack": "T/C-SACK transfers h1 -> h2: data, ACKs and anything else from h1 into sw1's p-h1 toward the receiver "
+              "and from h2 into sw2's p-h2 toward the sender, spoofing the peers' addresses and ports (invariant: "
+              "every transfer completes and the receiver's SHA-256 matches the sender's)",
+    "tcd": "TCD on tcd-single: TCD data, CNPs, PFC and anything else from r0 into sw3's p-r0, whose egress carries "
+           "TCD's marker, during a DCQCN flow s0 -> r0 (invariant: both ends of the flow run to the end; per class, "
+           "the detector's times in its three states add up to the time since it was created, no counter "
+           "negative, no clock regression)",
 }
 DEFAULT_RATE = 5000
 BATCH = 50
@@ -78,6 +89,8 @@ PROGRESS_S = 1.0
 STREAM_PORT = 47001
 CORPUS_PORT = 47999
 SETTLE_MAX_S = 8.0
+#: draws of a frame the checked phase may not send before it is made inert (:attr:`Injector.forbidden`)
+FORBIDDEN_TRIES = 20
 
 
 class FuzzError(RuntimeError):
@@ -156,6 +169,9 @@ class Injector:
     #: frames the campaign sends with a valid FCS only outside the checked stream phase (see
     #: the LinkGuardian target): with a valid FCS they act on protocol state by design
     guarded: Callable[[bytes], bool] | None = None
+    #: frames the campaign never sends in a checked phase, FCS or not (drawn again instead): forgeries
+    #: the protocol does not claim to withstand without keys (see the 1Pipe and T/C-SACK targets)
+    forbidden: Callable[[bytes], bool] | None = None
     weight: int = 1
     sock: socket.socket | None = None
     max_len: int = 1514
@@ -166,6 +182,13 @@ class Injector:
 
     def frame(self, rng: random.Random, d: hs.RandomDraw, guard: bool) -> bytes:
         frame = self.gen(d)[:self.max_len]
+        if guard and self.forbidden is not None:
+            for _ in range(FORBIDDEN_TRIES):
+                if not self.forbidden(frame):
+                    break
+                frame = self.gen(d)[:self.max_len]
+            else:
+                frame = frame[:12] + b"\x88\xb5" + frame[14:]  # (local experimental EtherType: inert)
         if len(frame) < 14:
             frame += bytes(14 - len(frame))  # (the kernel pads a shorter frame so: send what arrives)
         if not self.link.fcs:
@@ -246,6 +269,55 @@ def lg_or_mac_control(frame: bytes) -> bool:
         return False
     etype = frame[12] << 8 | frame[13]
     return etype in (LG_ETHERTYPE, 0x8808) or is_link_local(frame)
+
+
+def udp_source(frame: bytes) -> tuple[bytes, int | None, bool] | None:
+    """``(source IP, UDP source port, fragment)`` of an IPv4/UDP frame as the receiving host's
+    kernel reads it (through up to two VLAN tags, which it takes off); the port is None when the
+    frame is too short to say, and a fragment's (it may reassemble with another). None: not a
+    UDP datagram over IPv4 a kernel would take."""
+    off = 12
+    for _ in range(2):
+        if len(frame) >= off + 6 and (frame[off] << 8 | frame[off + 1]) in VLAN_TYPES:
+            off += 4
+    ip = off + 2
+    if len(frame) < ip + 20 or frame[off:ip] != b"\x08\x00" or frame[ip] >> 4 != 4 or frame[ip + 9] != 17:
+        return None
+    ihl = (frame[ip] & 15) * 4
+    if ihl < 20:
+        return None
+    frag = bool((frame[ip + 6] << 8 | frame[ip + 7]) & 0x3FFF)
+    sport = frame[ip + ihl] << 8 | frame[ip + ihl + 1] if len(frame) >= ip + ihl + 2 and not frag else None
+    return bytes(frame[ip + 12:ip + 16]), sport, frag
+
+
+def udp_payload(frame: bytes) -> bytes | None:
+    """The UDP payload of an IPv4/UDP frame that is no fragment (through VLAN tags), as far as the
+    frame has it; None otherwise."""
+    got = udp_source(frame)
+    if got is None or got[2]:
+        return None
+    off = 12
+    for _ in range(2):
+        if (frame[off] << 8 | frame[off + 1]) in VLAN_TYPES:
+            off += 4
+    return bytes(frame[off + 2 + (frame[off + 2] & 15) * 4 + 8:])
+
+
+def spoofs(addrs: set[tuple[bytes, int]]) -> Callable[[bytes], bool]:
+    """A predicate: the frame is a UDP datagram from one of ``addrs`` (IP, port), or may become
+    one (a fragment from one of their IPs, or too short to tell): a forgery of a protocol
+    endpoint's own traffic, which no protocol here withstands without keys."""
+    ips = {ip for ip, _ in addrs}
+
+    def check(frame: bytes) -> bool:
+        got = udp_source(frame)
+        if got is None or got[0] not in ips:
+            return False
+        src, sport, frag = got
+        return frag or sport is None or (src, sport) in addrs
+
+    return check
 
 
 # ============================================================================ the stream
@@ -469,6 +541,10 @@ def liveness(state: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(_row(dmn.key, "alive", f"pid {dmn.pid} {'alive' if alive else 'GONE'}, ping: {answer}", ok))
         if dmn.kind == "switch" and dmn.control and ok:
             errors = request(dmn.control, "status", timeout=2.0).get("internal_errors")
+            rows.append(_row(dmn.key, "internal_errors", f"{errors}", errors == 0))
+        elif dmn.kind == "onepipe-controller" and dmn.control and ok:
+            shell = request(dmn.control, "status", timeout=2.0).get("shell") or {}
+            errors = shell.get("internal_errors")
             rows.append(_row(dmn.key, "internal_errors", f"{errors}", errors == 0))
     return rows
 
@@ -991,9 +1067,494 @@ def _dta_phases(opts: Options, state: dict[str, Any], res: Result, injectors: li
         during.close()
 
 
+# ============================================================================ 1Pipe
+#: the 1Pipe run during the campaign: one process per host, scattering to 2 of the others
+OP_PROCS = 4
+OP_RATE = 100.0
+OP_FANOUT = 2
+#: the processes join 1 s + 50 ms a process after they are spawned, and scatter half a second
+#: later (netstack/onepipe/runner.py): the injection starts then
+OP_LEAD_S = 1.0 + 0.05 * OP_PROCS + 0.6
+
+
+def run_onepipe(opts: Options) -> Result:
+    from .onepipe.control import disable_all, enable_all, status_all
+
+    with topology(opts, "onepipe") as state:
+        prefix = state["prefix"]
+        res = Result("onepipe", prefix, opts.seed, opts.frames)
+        edge = find_link(state, "tor1", "h1")  # a ToR's host-facing port, sent from h1
+        fabric = find_link(state, "tor1", "spine1")  # the ToR's spine-facing port, sent on spine1's p-tor1
+        links = [edge, fabric]
+        disable_all(prefix)  # (beacons every T_beacon: the counters settle only with 1Pipe off)
+        before, quiet = settled(state, links)
+        injectors: list[Injector] = []
+        out = runtime.run_dir(prefix) / f"fuzz-onepipe-{uuid.uuid4().hex[:6]}"
+        try:
+            enable_all(prefix)
+            corpus = capture([edge], corpus_traffic(state, [("h1", "h3"), ("h2", "h1")], 20))
+            corpus += capture([fabric], corpus_traffic(state, [("h3", "h1"), ("h2", "h4")], 20))
+            res.notes.append(f"corpus: {len(corpus)} frames captured at tor1's p-h1 and p-spine1 (1Pipe beacons "
+                             "of the switches, UDP)")
+            injectors = _op_injectors(state, edge, fabric, corpus)
+            _open(injectors)
+            _op_phase(opts, state, res, injectors, out)
+            op = status_all(prefix).get("tor1") or {}
+            res.notes.append("tor1 1Pipe counters: " + _op_counters(op))
+        finally:
+            disable_all(prefix)
+            for i in injectors:
+                if i.sock is not None:
+                    i.sock.close()
+        after, quiet2 = settled(state, links)
+        res.checks += liveness(state)
+        res.checks += account(injectors, before, after, lambda node, port: False)
+        if not (quiet and quiet2):
+            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+        return res
+
+
+def _op_counters(status: dict[str, Any]) -> str:
+    out = []
+    for port, st in (status.get("ports") or {}).items():
+        if port in ("p-h1", "p-spine1"):
+            c = st.get("counters", {}) if isinstance(st, dict) else {}
+            out.append(f"{port}: " + ", ".join(f"{k} {v}" for k, v in c.items()
+                                                if isinstance(v, int) and v and not isinstance(v, bool)))
+    return "; ".join(out) or "none"
+
+
+def op_addresses(state: dict[str, Any], procs: int = OP_PROCS) -> dict[str, tuple[bytes, int]]:
+    """``{process: (IP, port)}`` of the 1Pipe run's processes, as netstack/onepipe/runner.py places them."""
+    from .onepipe.params import PORT
+    from .onepipe.runner import end_hosts, place
+
+    placed = place(end_hosts(state), procs)
+    return {p: (ip_of(state, h), PORT + 1 + i) for h, ps in placed.items() for i, p in enumerate(ps)}
+
+
+def _op_injectors(state: dict[str, Any], edge: Link, fabric: Link, corpus: list[bytes]) -> list[Injector]:
+    from .onepipe.params import PORT
+
+    addrs = op_addresses(state)
+    forged = spoofs(set(addrs.values()))
+    stranger = socket.inet_aton("10.0.0.77")  # no node's: a process nobody runs
+    sports = [PORT, PORT + 2, PORT + 50, PORT + 99]  # the processes' are PORT + 1 (forbidden below)
+    dports = [PORT, PORT + 1, PORT + 1, PORT + 2]
+    others = [mac_of(state, n) for n in ("h2", "h3", "h4", "ctl")]
+    into_edge = hs.Endpoints(src_macs=[mac_of(state, "h1")], dst_macs=[*others, b"\xff" * 6, edge.mac],
+                             src_ips=[ip_of(state, "h1"), stranger],
+                             dst_ips=[ip_of(state, n) for n in ("h2", "h3", "h4", "ctl")], sports=sports, dports=dports)
+    spine_mac = next(bytes.fromhex(p["mac"].replace(":", "")) for p in state["ports"]
+                     if p["node"] == fabric.far_node and p["ifname"] == fabric.far_ifname)
+    into_fabric = hs.Endpoints(src_macs=[spine_mac, *others[1:]], dst_macs=[mac_of(state, n) for n in ("h1", "h2")]
+                               + [b"\xff" * 6, fabric.mac], src_ips=[ip_of(state, n) for n in ("h3", "h4", "ctl")]
+                               + [stranger], dst_ips=[ip_of(state, n) for n in ("h1", "h2")], sports=sports,
+                               dports=dports)
+    mix = ["onepipe"] * 6 + ["udp", "ethernet", "pfc", "pause", "linkguardian", "tcsack"]
+    return [
+        Injector("h1>tor1", edge, hs.fuzz_gen(hs.frame_gen(mix, into_edge), corpus), forbidden=forged),
+        Injector("spine1>tor1", fabric, hs.fuzz_gen(hs.frame_gen(mix, into_fabric), corpus), forbidden=forged),
+    ]
+
+
+def _op_phase(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector], out: Path) -> None:
+    """The 1Pipe processes scatter while the frames arrive (none of them from a process's own
+    address: 1Pipe without keys does not claim to withstand a forged process, docs/security.md
+    "1Pipe on the edge"); then ``netstack onepipe check`` must pass on what they delivered of
+    each other's, and every message sent must be delivered or reported failed, not both."""
+    import threading
+
+    from .onepipe.runner import run as op_run
+
+    seconds = round(opts.frames / opts.rate * 1.3 + 1.0, 1)
+    box: dict[str, Any] = {}
+
+    def scatter() -> None:
+        try:
+            box["summary"] = op_run(state["prefix"], procs=OP_PROCS, seconds=seconds, out=out, rate=OP_RATE,
+                                    fanout=OP_FANOUT)
+        except Exception as exc:  # (a process that crashed: the check below fails)
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    runner = threading.Thread(target=scatter, name="onepipe-run", daemon=True)
+    runner.start()
+    time.sleep(OP_LEAD_S)
+    sender = Sender(injectors, random.Random(opts.seed), opts.rate, opts.out, opts.target, switch_only())
+    sender.run(opts.frames, None, guard=True, total=opts.frames)
+    sender.progress(opts.frames)
+    _finish(res, injectors, sender)
+    runner.join(timeout=seconds + 120)
+    res.checks += op_checks(box, out, set(op_addresses(state)))
+
+
+def op_checks(box: dict[str, Any], out: Path, names: set[str]) -> list[dict[str, Any]]:
+    """The run finished with every process; ``onepipe check`` on the messages between processes
+    (the others, from the campaign's own addresses, are counted, not judged); every message
+    delivered or reported failed."""
+    from .onepipe.check import CheckError, check_logs
+
+    if "summary" not in box:
+        return [_row("1pipe", "processes", box.get("error", "the run did not finish"), False)]
+    summary = box["summary"]
+    genuine = out / "genuine"
+    genuine.mkdir(exist_ok=True)
+    delivered: list[str] = []
+    foreign = 0
+    for log in sorted(out.glob("*.jsonl")):
+        keep = []
+        for line in log.read_text().splitlines():
+            if json.loads(line).get("src") in names:
+                keep.append(line)
+                delivered.append(json.loads(line)["id"])
+            else:
+                foreign += 1
+        (genuine / log.name).write_text("".join(k + "\n" for k in keep))
+    failed = [json.loads(line)["id"] for f in sorted((out / "send-fail").glob("*.jsonl"))
+              for line in f.read_text().splitlines()]
+    sent = summary["messages_sent"]
+    rows = [_row("1pipe", "processes", f"{len(summary['processes'])}/{len(names)} processes ran to the end, killed "
+                 f"{summary['killed']}", len(summary["processes"]) == len(names) and not summary["killed"])]
+    try:
+        verdict = check_logs(sorted(genuine.glob("*.jsonl")))
+        rows.append(_row("1pipe", "onepipe check", verdict.summary().splitlines()[0], verdict.ok
+                         and verdict.counts["senders"] == len(names) and verdict.counts["receivers"] == len(names)))
+    except CheckError as exc:
+        rows.append(_row("1pipe", "onepipe check", f"unreadable logs: {exc}", False))
+    both = set(delivered) & set(failed)
+    # a message both delivered and reported failed is best effort's documented false alarm: no ACK
+    # covering it came back within the sender's timeout (docs/onepipe.md, the loss table)
+    ok = len(set(delivered) | set(failed)) == sent and len(delivered) == len(set(delivered))
+    rows.append(_row("1pipe", "every message", f"{sent} sent = {len(delivered) - len(both)} delivered + "
+                     f"{len(failed) - len(both)} reported failed + {len(both)} both (delivered, then timed out "
+                     f"unACKed); {foreign} messages from the campaign's addresses delivered (not judged)", ok))
+    return rows
+
+
+# ============================================================================ T/C-SACK
+#: the campaign's T/C-SACK transfers h1 -> h2: flow, rate, and h1's ephemeral ports (the
+#: sender's socket is connected, from a port of h1's ip_local_port_range, set to these)
+TCS_FLOW = 0x5A17
+TCS_RATE_BPS = 20_000_000
+TCS_BYTES = 3_000_000
+TCS_SENDER_PORTS = (41000, 41001)
+
+
+def tcs_forgery(sender: tuple[bytes, int], flow: int) -> Callable[[bytes], bool]:
+    """A predicate: the frame may pass for the sender's own data of ``flow`` at the receiver (from
+    the sender's address, a T/C-SACK data packet of the flow, or a fragment or too short to
+    tell). T/C-SACK carries no key: a receiver takes such a packet's payload as the data
+    (docs/security.md: "The hosts' own traffic (TCP/UDP, T/C-SACK) is not protected")."""
+    from_sender = spoofs({sender})
+
+    def check(frame: bytes) -> bool:
+        if not from_sender(frame):
+            return False
+        payload = udp_payload(frame)
+        return payload is None or len(payload) < 4 or (payload[0] == 1 and payload[2:4] == flow.to_bytes(2, "big"))
+
+    return check
+
+
+#: the engines' counters of what they ignored, reported with the refusals
+TCS_COUNTED = ("foreign", "malformed", "bogus_acks", "duplicates", "resyncs")
+
+
+def _pick(counters: Any, keys: tuple[str, ...]) -> dict[str, int]:
+    return {k: v for k, v in (counters or {}).items() if k in keys and isinstance(v, int)}
+
+
+class Transfers:
+    """T/C-SACK transfers h1 -> h2 back to back (``python -m netstack.tcsack``) in a thread, until stopped."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        import threading
+
+        self.state = state
+        self.done: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="tcsack", daemon=True)
+
+    def _loop(self) -> None:
+        from .tcsack.control import live_transfer
+
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                send, recv = live_transfer(self.state, "tcsack", TCS_BYTES, "--flow", str(TCS_FLOW),
+                                           rate=TCS_RATE_BPS, timeout=60.0, seed=n)
+            except Exception as exc:  # (TransferError, a timeout, no JSON: the check fails; the next one starts)
+                self.errors.append(f"transfer {n}: {type(exc).__name__}: {str(exc)[-300:]}")
+                continue
+            self.done.append({"n": n, "ok": recv.get("sha256") == send.get("sha256") and bool(send.get("done", True)),
+                              "seconds": send.get("seconds"), "sender_checks": send.get("checks", {}),
+                              "receiver_checks": recv.get("checks", {}), "peer": recv.get("peer"),
+                              "sender_counters": _pick(send.get("counters"), TCS_COUNTED),
+                              "receiver_counters": _pick(recv.get("counters"), TCS_COUNTED)})
+
+    def finish(self, timeout: float) -> None:
+        self.stop.set()
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.errors.append(f"the last transfer did not end within {timeout:g} s")
+
+
+@contextlib.contextmanager
+def port_range(ns: str, ports: tuple[int, int]) -> Iterator[None]:
+    """The namespace's ephemeral ports (``ip_local_port_range``) set to ``ports`` for the body."""
+    path = "/proc/sys/net/ipv4/ip_local_port_range"
+    with in_netns(ns):
+        with open(path) as f:
+            old = f.read().split()
+        with open(path, "w") as f:
+            f.write(f"{ports[0]} {ports[1]}")
+    try:
+        yield
+    finally:
+        with in_netns(ns), open(path, "w") as f:
+            f.write(" ".join(old))
+
+
+def run_tcsack(opts: Options) -> Result:
+    with topology(opts, None) as state:
+        res = Result("tcsack", state["prefix"], opts.seed, opts.frames)
+        to_rcv = find_link(state, "sw1", "h1")  # from h1's namespace, toward the receiver on h2
+        to_snd = find_link(state, "sw2", "h2")  # from h2's namespace, toward the sender on h1
+        links = [to_rcv, to_snd]
+        before, quiet = settled(state, links)
+        injectors: list[Injector] = []
+        with port_range(state["namespaces"]["h1"], TCS_SENDER_PORTS):
+            warm = Transfers(state)
+            try:
+                warm.thread.start()
+                time.sleep(1.0)  # the first transfer under way: its data and ACKs are the corpus
+                corpus = [f for link in links for f in capture([link], lambda: time.sleep(0.15))]
+            finally:
+                warm.finish(60)
+            res.notes.append(f"corpus: {len(corpus)} frames captured at sw1's p-h1 and sw2's p-h2 (T/C-SACK data "
+                             "and ACKs of a transfer)")
+            try:
+                injectors = _tcs_injectors(state, to_rcv, to_snd, corpus)
+                _open(injectors)
+                _tcs_phase(opts, state, res, injectors, warm)
+            finally:
+                for i in injectors:
+                    if i.sock is not None:
+                        i.sock.close()
+        after, quiet2 = settled(state, links)
+        res.checks += liveness(state)
+        res.checks += account(injectors, before, after, lambda node, port: node == "sw1")
+        if not (quiet and quiet2):
+            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+        return res
+
+
+def _tcs_injectors(state: dict[str, Any], to_rcv: Link, to_snd: Link, corpus: list[bytes]) -> list[Injector]:
+    from .tcsack.live import PORT
+
+    h1, h2 = ip_of(state, "h1"), ip_of(state, "h2")
+    toward_receiver = hs.Endpoints(src_macs=[mac_of(state, "h1")], dst_macs=[mac_of(state, "h2"), b"\xff" * 6,
+                                                                             to_rcv.mac],
+                                   src_ips=[h1], dst_ips=[h2], sports=[*TCS_SENDER_PORTS, PORT], dports=[PORT])
+    toward_sender = hs.Endpoints(src_macs=[mac_of(state, "h2")], dst_macs=[mac_of(state, "h1"), b"\xff" * 6,
+                                                                           to_snd.mac],
+                                 src_ips=[h2], dst_ips=[h1], sports=[PORT], dports=list(TCS_SENDER_PORTS))
+    forged = [tcs_forgery((h1, p), TCS_FLOW) for p in TCS_SENDER_PORTS]
+    mix = ["tcsack"] * 6 + ["udp", "ethernet", "pfc", "pause", "linkguardian"]
+    return [
+        Injector("h1>sw1 toward the receiver", to_rcv, hs.fuzz_gen(hs.frame_gen(mix, toward_receiver), corpus),
+                 forbidden=lambda f: any(check(f) for check in forged)),
+        Injector("h2>sw2 toward the sender", to_snd, hs.fuzz_gen(hs.frame_gen(mix, toward_sender), corpus)),
+    ]
+
+
+def _tcs_phase(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector],
+               warm: Transfers) -> None:
+    """Transfers run back to back while the frames arrive (toward the receiver none that could
+    pass for the sender's data of the flow: :func:`tcs_forgery`; toward the sender everything,
+    forged ACKs of the flow included, which the sender checks, docs/security.md "T/C-SACK");
+    every transfer must complete with the receiver's SHA-256 equal to the sender's."""
+    transfers = Transfers(state)
+    sender = Sender(injectors, random.Random(opts.seed), opts.rate, opts.out, opts.target, switch_only())
+    transfers.thread.start()
+    time.sleep(0.8)  # (the receiver starts, the sender resolves h2)
+    sender.run(opts.frames, None, guard=True, total=opts.frames)
+    sender.progress(opts.frames)
+    _finish(res, injectors, sender)
+    transfers.finish(90)
+    runs = warm.done + transfers.done
+    errors = warm.errors + transfers.errors
+    bad = [t["n"] for t in transfers.done if not t["ok"]]
+    res.checks.append(_row("h1>h2", "transfers", f"{len(transfers.done) + len(transfers.errors)} transfers of "
+                           f"{TCS_BYTES:,} B during the injection, {len(transfers.done) - len(bad)} complete with "
+                           "matching SHA-256"
+                           + (f"; mismatched: {bad}" if bad else "") + (f"; {'; '.join(errors)}" if errors else ""),
+                           bool(transfers.done) and not bad and not errors and all(t["ok"] for t in warm.done)))
+    h1 = state["hosts"]["h1"].split("/")[0]
+    peers = {f"{t['peer'][0]}:{t['peer'][1]}" if isinstance(t["peer"], list) else str(t["peer"]) for t in runs}
+    res.checks.append(_row("h2", "receiver's peer", f"bound to {', '.join(sorted(peers))} (the spoofed sender "
+                           f"ports: {h1}:{TCS_SENDER_PORTS})", bool(runs) and peers <= {f"{h1}:{p}"
+                                                                                         for p in TCS_SENDER_PORTS}))
+    totals: Counter[str] = Counter()
+    for t in transfers.done:
+        for side in ("sender_checks", "receiver_checks", "sender_counters", "receiver_counters"):
+            who = side.split("_")[0]
+            totals.update({f"{who} {k}": v for k, v in (t[side] or {}).items() if isinstance(v, int)})
+    res.notes.append("refusals: " + (", ".join(f"{k} {v}" for k, v in sorted(totals.items()) if v) or "none"))
+    res.stream = {"transfers": [{k: t[k] for k in ("n", "ok", "seconds")} for t in runs]}
+
+
+# ============================================================================ TCD
+class DcqcnFlow:
+    """One DCQCN flow (``python -m netstack.tcd send|recv``, TCD's mode) between two hosts for
+    ``seconds``; ``finish`` waits for both ends and returns their reports and exit statuses."""
+
+    def __init__(self, state: dict[str, Any], src: str, dst: str, seconds: float) -> None:
+        import subprocess
+
+        def argv(node: str, *args: str) -> list[str]:
+            return runtime.node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcd", *args])
+
+        self.recv = subprocess.Popen(argv(dst, "recv", "--quiet", "--idle", "3", "--wait", "30"),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ready = self.recv.stderr.readline().strip() if self.recv.stderr else ""
+        if ready != "ready":
+            self.recv.kill()
+            raise FuzzError(f"the TCD receiver did not start: {ready}")
+        self.send = subprocess.Popen(argv(src, "send", "--quiet", "--dst", state["hosts"][dst].split("/")[0],
+                                          "--seconds", f"{seconds:g}", "--mode", "tcd", "--max-seconds",
+                                          f"{seconds + 60:g}"),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.timeout = seconds + 90
+
+    def finish(self) -> dict[str, Any]:
+        import subprocess
+
+        out: dict[str, Any] = {}
+        for name, proc in (("sender", self.send), ("receiver", self.recv)):
+            try:
+                so, se = proc.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                so, se = proc.communicate()
+            lines = so.strip().splitlines()
+            try:
+                report = json.loads(lines[-1]) if lines else {}
+            except ValueError:
+                report = {}
+            out[name] = {"rc": proc.returncode, "report": report, "stderr": se.strip()[-300:]}
+        return out
+
+    def kill(self) -> None:
+        for proc in (self.send, self.recv):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def run_tcd(opts: Options) -> Result:
+    from .tcd import control as tcd_control
+
+    with topology(opts, "tcd-single") as state:
+        prefix = state["prefix"]
+        res = Result("tcd", prefix, opts.seed, opts.frames)
+        link = find_link(state, "sw3", "r0")  # the receiver's edge port: its egress carries TCD's marker
+        before, quiet = settled(state, [link])
+        enabled_ns = time.monotonic_ns()
+        tcd_control.enable(prefix, "sw3", link.ifname, "tcd")
+        injectors: list[Injector] = []
+        flow = DcqcnFlow(state, "s0", "r0", round(opts.frames / opts.rate * 1.2 + 2.0, 1))
+        try:
+            time.sleep(1.0)  # (the flow under way: its data and CNPs are the corpus)
+            corpus = capture([link], lambda: time.sleep(0.2))
+            res.notes.append(f"corpus: {len(corpus)} frames captured at sw3's {link.ifname} (TCD data, CNPs)")
+            injectors = [_tcd_injector(state, link, corpus)]
+            _open(injectors)
+            sender = Sender(injectors, random.Random(opts.seed), opts.rate, opts.out, opts.target, switch_only())
+            sender.run(opts.frames, None, guard=False, total=opts.frames)
+            sender.progress(opts.frames)
+            _finish(res, injectors, sender)
+            ends = flow.finish()
+            st = runtime.control(prefix, "sw3", "tcd_status", port=link.ifname, timeline=True)
+            res.checks += tcd_checks(st, link.ifname, enabled_ns) + _flow_rows(ends)
+        finally:
+            flow.kill()
+            for i in injectors:
+                if i.sock is not None:
+                    i.sock.close()
+        after, quiet2 = settled(state, [link])
+        res.checks += liveness(state)
+        res.checks += account(injectors, before, after, lambda node, port: False)
+        if not (quiet and quiet2):
+            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+        return res
+
+
+def _tcd_injector(state: dict[str, Any], link: Link, corpus: list[bytes]) -> Injector:
+    senders = ("s0", "s1", "s2")
+    ends = hs.Endpoints(src_macs=[mac_of(state, "r0")], dst_macs=[mac_of(state, n) for n in senders]
+                        + [b"\xff" * 6, link.mac], src_ips=[ip_of(state, "r0"), ip_of(state, "r1")],
+                        dst_ips=[ip_of(state, n) for n in senders])
+    mix = ["tcd"] * 5 + ["pfc", "pfc", "pause", "udp", "ethernet", "roce"]
+    return Injector("r0>sw3", link, hs.fuzz_gen(hs.frame_gen(mix, ends), corpus))
+
+
+def tcd_checks(st: dict[str, Any], port: str, enabled_ns: int) -> list[dict[str, Any]]:
+    """The marker's detectors after the campaign (``tcd_status`` with timelines): per class, the
+    time in the three states adds up to the time from the detector's creation (its timeline's
+    first entry, no earlier than the enable) to the status's ``now_ns``; no counter negative."""
+    now = int(st["now_ns"])
+    p = st["ports"][port]
+    rows = []
+    classes = p.get("classes", {})
+    for cls, det in sorted(classes.items()):
+        times = det["time_in_state_ns"]
+        total = sum(times.values())
+        timeline = p.get("timeline", {}).get(cls) or []
+        created = int(timeline[0][0]) if timeline and not det["timeline_dropped"] else None
+        ints = {k: v for k, v in {**det, **det["counters"], **times}.items() if isinstance(v, int)}
+        negative = sorted(k for k, v in ints.items() if v < 0)
+        if created is not None:
+            ok = total == now - created and created >= enabled_ns
+            what = f"{total} ns = now {now} - created {created}"
+        else:  # (the creation entry dropped from the timeline: bounded by the enable)
+            ok = 0 <= total <= now - enabled_ns
+            what = f"{total} ns <= now - enable {now - enabled_ns}"
+        ok = ok and not negative and det.get("clock_regressions") == 0
+        rows.append(_row(f"sw3/{port} class {cls}", "tcd states", f"{what}; " + ", ".join(
+            f"{k} {v}" for k, v in times.items()) + f"; transitions {det['transitions']}, pauses {det['pauses']}, "
+            f"resumes {det['resumes']}, clock regressions {det.get('clock_regressions')}"
+            + (f"; negative: {negative}" if negative else ""), ok))
+    if not classes:
+        rows.append(_row(f"sw3/{port}", "tcd states", "no class detector: the marker saw nothing", False))
+    return rows
+
+
+def _flow_rows(ends: dict[str, Any]) -> list[dict[str, Any]]:
+    """Both ends ran to the end and reported (exit status 1 with a report: a flow the receiver saw
+    is incomplete, e.g. a forged one, or ours cut short by its idle timeout under forged pauses;
+    no report: a crash). The flows the receiver saw are listed."""
+    s, r = ends["sender"], ends["receiver"]
+    rep, rr = s["report"], r["report"]
+    flows = rr.get("flows") or {}
+    seen = ", ".join(f"flow {k}: {v.get('bytes', v.get('bytes_rx', '?'))} B, complete {v.get('complete')}"
+                     for k, v in list(flows.items())[:4]) + (f" and {len(flows) - 4} more" if len(flows) > 4 else "")
+    detail = (f"sender rc {s['rc']} ({rep.get('bytes', 0):,} B, done {rep.get('done')}, CNPs "
+              f"{rep.get('counters', {}).get('cnps_ce')} CE / {rep.get('counters', {}).get('cnps_ue')} UE, malformed "
+              f"{rep.get('malformed')}); receiver rc {r['rc']} (malformed {rr.get('malformed')}, CNPs sent "
+              f"{rr.get('cnps_sent')}; {seen or 'no flow'})")
+    if s["rc"] or r["rc"]:
+        detail += f"; stderr: {s['stderr'][-200:]} {r['stderr'][-200:]}"
+    ok = bool(rep) and bool(rr) and s["rc"] in (0, 1) and r["rc"] in (0, 1) and bool(rep.get("bytes"))
+    return [_row("s0>r0", "dcqcn flow", detail, ok)]
+
+
 # ============================================================================ entry point
 RUNNERS: dict[str, Callable[[Options], Result]] = {"switch": run_switch, "linkguardian": run_linkguardian,
-                                                   "dta": run_dta}
+                                                   "dta": run_dta, "onepipe": run_onepipe, "tcsack": run_tcsack,
+                                                   "tcd": run_tcd}
 
 
 def run(opts: Options) -> Result:

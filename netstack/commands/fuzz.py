@@ -9,7 +9,7 @@ import sys
 from ..errors import CommandError
 
 #: the targets netstack.fuzz implements (kept here so that ``--help`` imports neither it nor hypothesis)
-TARGETS = ("switch", "linkguardian", "dta")
+TARGETS = ("switch", "linkguardian", "dta", "onepipe", "tcsack", "tcd")
 MISSING_HYPOTHESIS = ("netstack fuzz draws its frames from headers.strategies, which needs the hypothesis "
                       "package: pip install hypothesis (or ./install.sh, which installs the test extras)")
 
@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "that the port's counters account for every frame, and the protocol's invariant. Brings "
                     "up its own topology under a unique prefix unless --prefix names a running one. "
                     "Exit status 0 only when every check passed.",
-        epilog="targets: switch (edge port of sw1), linkguardian (both ends of sw1-sw2), dta (sw2's translator). "
+        epilog="targets: switch (edge port of sw1), linkguardian (both ends of sw1-sw2), dta (sw2's translator), "
+               "onepipe (tor1's host and spine ports while 1Pipe processes scatter), tcsack (toward both ends of "
+               "a T/C-SACK transfer), tcd (sw3's marked port toward r0 during a DCQCN flow). "
                "docs/faults.md "
                "('Fuzzing campaign') defines the accounting and records the campaigns run.",
     )

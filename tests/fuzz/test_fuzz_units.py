@@ -134,3 +134,119 @@ def test_a_pfc_frame_too_short_for_its_opcode_is_counted_once():
     c = sw.counters()["a"]
     assert c["mac_control_rx"] == 1 and c["malformed"] == 0
     assert fuzz.fate_of(tiny, _link(False, False), SWITCH_ONLY) == "mac_control_rx"
+
+
+def _udp(src_ip: bytes, sport: int, frag: int = 0) -> bytes:
+    from headers import inet
+
+    frame = inet.build_udp_frame(MAC, MAC, src_ip, bytes([10, 0, 0, 2]), sport, 40101, b"x" * 30)
+    if frag:
+        frame = frame[:20] + frag.to_bytes(2, "big") + frame[22:]
+    return frame
+
+
+P1 = (bytes([10, 0, 0, 1]), 40101)
+
+
+def test_a_forgery_of_a_process_is_recognised_through_tags_and_fragments():
+    forged = fuzz.spoofs({P1})
+    assert forged(_udp(*P1))
+    assert not forged(_udp(P1[0], 40150))  # another port of that host: a stranger
+    assert not forged(_udp(bytes([10, 0, 0, 77]), 40101))
+    assert forged(_udp(P1[0], 40150, frag=0x2000))  # a fragment may reassemble into anything
+    assert forged(_udp(P1[0], 40150, frag=0x0010))
+    tagged = _udp(*P1)
+    tagged = tagged[:12] + b"\x81\x00\x00\x00" + tagged[12:]  # priority-tagged: the kernel takes it
+    assert forged(tagged)
+    assert forged(tagged[:12] + b"\x88\xa8\x00\x01" + tagged[12:])
+    assert fuzz.udp_source(_udp(*P1)[:30]) is None  # shorter than an IPv4 header: dropped by the kernel
+    assert forged(_udp(*P1)[:35])  # the port cut off: cannot tell, so forbidden
+    tcp = bytearray(_udp(*P1))
+    tcp[23] = 6
+    assert not forged(bytes(tcp))
+
+
+def test_the_checked_phase_never_sends_a_forbidden_frame():
+    link = _link(False, True)
+    ends = hs.Endpoints(src_ips=[P1[0]], sports=[40101, 40150], dports=[40101])
+    inj = fuzz.Injector("x", link, hs.fuzz_gen(hs.frame_gen(["onepipe", "udp"], ends)), forbidden=fuzz.spoofs({P1}))
+    rng = random.Random(5)
+    d = hs.RandomDraw(rng)
+    frames = [inj.frame(rng, d, guard=True) for _ in range(3000)]
+    assert not any(fuzz.spoofs({P1})(f) for f in frames)
+    assert sum(fuzz.udp_source(f) is not None and fuzz.udp_source(f)[0] == P1[0] for f in frames) > 300
+    unguarded = [inj.frame(rng, d, guard=False) for _ in range(3000)]
+    assert any(fuzz.spoofs({P1})(f) for f in unguarded)
+
+
+def test_the_onepipe_campaign_judges_only_the_processes_messages(tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    (out / "send-fail").mkdir(parents=True)
+
+    def line(rcv: str, src: str, ts: int, seq: int) -> str:
+        return json.dumps({"receiver": rcv, "src": src, "ts": ts, "seq": seq, "id": f"{src}.{seq}.{rcv}",
+                           "at": ts + 5}) + "\n"
+
+    (out / "p1.jsonl").write_text(line("p1", "p2", 10, 0) + line("p1", "10.0.0.77:40150", 11, 9)
+                                  + line("p1", "10.0.0.77:40150", 12, 3) + line("p1", "p2", 20, 1))
+    (out / "p2.jsonl").write_text(line("p2", "p1", 15, 0))
+    (out / "send-fail" / "p1.jsonl").write_text(json.dumps({"id": "p1.1.p2", "dst": "p2", "ts": 30, "seq": 1}) + "\n")
+    summary = {"messages_sent": 4, "processes": {"p1": {}, "p2": {}}, "killed": []}
+    rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
+    assert all(r["ok"] for r in rows.values()), rows
+    assert "2 messages from the campaign's addresses" in rows["every message"]["detail"]
+    assert "3 delivered + 1 reported failed + 0 both" in rows["every message"]["detail"]
+    # delivered, and reported failed by a sender whose timeout fired first: allowed, counted
+    with (out / "send-fail" / "p1.jsonl").open("a") as f:
+        f.write(json.dumps({"id": "p1.0.p2", "dst": "p2", "ts": 15, "seq": 0}) + "\n")
+    rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
+    assert rows["every message"]["ok"] and "+ 1 both" in rows["every message"]["detail"]
+    summary["messages_sent"] = 5  # one message neither delivered nor reported failed
+    rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
+    assert not rows["every message"]["ok"]
+    (out / "p2.jsonl").write_text(line("p2", "p1", 15, 0) + line("p2", "p1", 14, 2))  # out of order
+    rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
+    assert not rows["onepipe check"]["ok"]
+    assert not fuzz.op_checks({"error": "OnePipeControlError: p3: exit 1"}, out, {"p1"})[0]["ok"]
+
+
+def test_a_forgery_of_the_senders_data_is_recognised():
+    from headers import inet
+    from headers.tcsack import TcsAck, TcsData
+
+    sender = (bytes([10, 0, 0, 1]), 41000)
+    forged = fuzz.tcs_forgery(sender, 0x5A17)
+
+    def frame(src: tuple[bytes, int], payload: bytes) -> bytes:
+        return inet.build_udp_frame(MAC, MAC, src[0], bytes([10, 0, 0, 2]), src[1], 40200, payload)
+
+    data = TcsData(0x5A17, 7, 1, 0).to_bytes() + b"x" * 100
+    assert fuzz.udp_payload(frame(sender, data)) == data
+    assert forged(frame(sender, data))
+    assert forged(frame(sender, data[:3]))  # too short to tell
+    assert not forged(frame(sender, TcsData(0x5A18, 7, 1, 0).to_bytes()))  # another flow: counted, ignored
+    assert not forged(frame((sender[0], 41002), data))  # not the peer: refused unread
+    assert not forged(frame(sender, TcsAck(0x5A17, 1, 0, 0, (), 0, 0).to_bytes()))  # an ACK: not data
+
+
+def test_the_tcd_detector_check_adds_the_state_times_up():
+    from netstack.tcd.detector import Detector
+    from netstack.tcd.params import TcdParams
+
+    det = Detector(TcdParams.derive(rate_bps=40_000_000, xoff_bytes=320_000, xon_bytes=288_000,
+                                    delay_ns=4_000_000, mtu=1500), now_ns=1_000)
+    det.on_pause(True, 5_000)
+    det.on_dequeue(100, 9_000)
+    status = {**det.status(20_000), "counters": {"seen_noncon": 3, "marked_ue": 0}}
+    st = {"now_ns": 20_000, "ports": {"p-r0": {"classes": {"0": status}, "timeline": {"0": list(det.timeline)}}}}
+    rows = fuzz.tcd_checks(st, "p-r0", 500)
+    assert [r["ok"] for r in rows] == [True], rows
+    assert not fuzz.tcd_checks(st, "p-r0", 2_000)[0]["ok"]  # created before the enable
+    status["time_in_state_ns"] = {**status["time_in_state_ns"], "congestion": 1}
+    assert not fuzz.tcd_checks(st, "p-r0", 500)[0]["ok"]  # one ns too many
+    status["time_in_state_ns"] = det.time_in_state(20_000)
+    status["counters"]["marked_ue"] = -1
+    assert not fuzz.tcd_checks(st, "p-r0", 500)[0]["ok"]
+    assert not fuzz.tcd_checks({"now_ns": 1, "ports": {"p-r0": {"classes": {}}}}, "p-r0", 0)[0]["ok"]

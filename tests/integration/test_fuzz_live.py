@@ -80,5 +80,50 @@ def test_dta_campaign(run_dir, capsys):
     assert res["injectors"]["h2>sw2 reports"]["sent"] > res["injectors"]["c1>sw2 responses"]["sent"] > 0
 
 
+def test_onepipe_campaign(run_dir, capsys):
+    res = _campaign("onepipe", 14, capsys)
+    checks = _checks(res)
+    for port in ("tor1/p-h1", "tor1/p-spine1"):
+        for what in ("wire", "daemon", "fcs_errors", "edge_drops_pfc", "edge_drops_switch_only", "mac_control_rx"):
+            assert checks[(port, what)]["ok"], (port, what)
+    for daemon in ("tor1", "tor2", "spine1", "ctl"):
+        assert checks[(daemon, "alive")]["ok"] and checks[(daemon, "internal_errors")]["ok"], daemon
+    for what in ("processes", "onepipe check", "every message"):
+        assert checks[("1pipe", what)]["ok"], what
+    assert "ok: " in checks[("1pipe", "onepipe check")]["detail"]
+    fates = res["injectors"]["spine1>tor1"]["fates"]
+    assert fates["fcs_errors"] > 0 and fates["passed"] > 0, fates
+    assert res["injectors"]["h1>tor1"]["fates"]["passed"] > 0
+
+
+def test_tcsack_campaign(run_dir, capsys):
+    res = _campaign("tcsack", 15, capsys)
+    checks = _checks(res)
+    for port in ("sw1/p-h1", "sw2/p-h2"):
+        for what in ("wire", "daemon", "edge_drops_pfc", "edge_drops_switch_only", "mac_control_rx"):
+            assert checks[(port, what)]["ok"], (port, what)
+    assert checks[("sw1/p-h1", "conservation")]["ok"]
+    for daemon in ("sw1", "sw2"):
+        assert checks[(daemon, "alive")]["ok"] and checks[(daemon, "internal_errors")]["ok"], daemon
+    assert checks[("h1>h2", "transfers")]["ok"] and checks[("h2", "receiver's peer")]["ok"]
+    assert len(res["stream"]["transfers"]) >= 2  # the corpus's transfer, and at least one during the injection
+    for name in ("h1>sw1 toward the receiver", "h2>sw2 toward the sender"):
+        assert res["injectors"][name]["fates"]["passed"] > FRAMES // 4, name
+
+
+def test_tcd_campaign(run_dir, capsys):
+    res = _campaign("tcd", 16, capsys)
+    checks = _checks(res)
+    for what in ("wire", "daemon", "edge_drops_pfc", "edge_drops_switch_only", "mac_control_rx"):
+        assert checks[("sw3/p-r0", what)]["ok"], what
+    for daemon in ("sw0", "sw1", "sw2", "sw3"):
+        assert checks[(daemon, "alive")]["ok"] and checks[(daemon, "internal_errors")]["ok"], daemon
+    states = [c for c in res["checks"] if c["check"] == "tcd states"]
+    assert states and all(c["ok"] for c in states)
+    assert checks[("s0>r0", "dcqcn flow")]["ok"]
+    fates = res["injectors"]["r0>sw3"]["fates"]
+    assert fates["mac_control_rx"] > 0 and fates["passed"] > FRAMES // 2, fates  # lossless edge: PFC taken
+
+
 def test_every_target_the_command_offers_is_tested():
-    assert set(TARGETS) == {"switch", "linkguardian", "dta"}
+    assert set(TARGETS) == {"switch", "linkguardian", "dta", "onepipe", "tcsack", "tcd"}
