@@ -102,13 +102,17 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
             if not d:
                 continue  # the sender's neighbour probe (empty)
             now = time.monotonic_ns()
+            data_rx = eng.c.data_rx
             try:
                 # the engine binds to the first data packet's source and drops anyone else's
                 for payload in eng.receive(d, now, addr):
                     h.update(payload)
             except HeaderError:
                 malformed += 1
-            if addr == eng.peer:  # only the sender's datagrams start the clock and keep it running
+            # only the sender's data packets of this flow (probes included) start the clock and
+            # keep it running: garbage or another flow's packets from its address must not keep
+            # a finished receiver waiting for ever (found by netstack fuzz tcsack, docs/faults.md)
+            if addr == eng.peer and eng.c.data_rx > data_rx:
                 last_rx = now
                 if first is None:
                     first = now
