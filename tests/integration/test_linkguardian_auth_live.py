@@ -6,10 +6,7 @@ refused genuine frame beyond the overlap's rules."""
 
 from __future__ import annotations
 
-import json
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -24,6 +21,7 @@ from netstack.topo.model import default_topology_text, loads_topology
 from netstack.topo.netns import in_netns
 
 from .conftest import running
+from .test_linkguardian_live import _stream
 
 pytestmark = pytest.mark.netns
 
@@ -37,24 +35,6 @@ def keyed(tmp_path_factory):
     topo = loads_topology(text, str(d / "lab.toml"))
     assert topo.keys_path() == d / "lab.keys"
     yield from running(topo, tmp_path_factory, "k")
-
-
-def _tool(state, node, *args, background=False):
-    argv = runtime.node_exec_argv(state, node, [sys.executable, "-m", "netstack.traffic", *args])
-    if background:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr.readline().strip() == "ready"
-        return proc
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def _stream(state, n: int, rate: int) -> dict:
-    sink = _tool(state, "h2", "udp-sink", "--quiet", "1.5", "--expect", str(n), background=True)
-    _tool(state, "h1", "udp-send", "--dst", "10.0.0.2", "--count", str(n), "--rate", str(rate), "--size", "400")
-    out, _ = sink.communicate(timeout=120)
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def _lg(prefix):
