@@ -48,7 +48,9 @@ def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, r
             recv.kill()
             recv.wait()
     if send.returncode != 0 or recv.returncode != 0:
-        raise TransferError(f"{proto} transfer failed: sender rc {send.returncode} {send.stderr.strip()[-300:]}; "
+        # an unfinished sender exits 1 with its JSON (counters) on stdout: that says why
+        said = send.stderr.strip()[-300:] or send.stdout.strip()[-1500:]
+        raise TransferError(f"{proto} transfer failed: sender rc {send.returncode} {said}; "
                            f"receiver rc {recv.returncode} {err.strip()[-300:]}")
     return json.loads(send.stdout.strip().splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
 

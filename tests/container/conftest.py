@@ -195,7 +195,10 @@ def check_lg_masks_corruption(prefix: str) -> None:
     # complete: LinkGuardian repaired every hole, except one it gave up on because a repair took
     # longer than ackNoTimeout (§3.5; a CPU stall of the machine), each counted as a timeout
     assert res["lost"] <= lg["timeouts"] + lg.get("reorder_drops", 0), (res, drops, lg)
-    assert res["lost"] <= 3, (res, drops, lg)
+    # and it masks the corruption: at most a tenth of what corruption took (which, without
+    # LinkGuardian, the stream would have lost) is given up (a swarm's overlay carries the
+    # tunnels through one more VXLAN: repairs there wait longest)
+    assert res["lost"] <= max(3, drops // 10), (res, drops, lg)
     assert lg["holes_detected"] > 0 and lg["loss_notifications_sent"] > 0
     assert st["impairments"]["sw1>sw2"]["backend"] == "nft"
     assert st["impairments"]["sw1>sw2"]["corrupted"] >= drops

@@ -217,7 +217,7 @@ def test_a_forgery_of_the_senders_data_is_recognised():
     from headers.tcsack import TcsAck, TcsData
 
     sender = (bytes([10, 0, 0, 1]), 41000)
-    forged = fuzz.tcs_forgery(sender, 0x5A17)
+    forged = fuzz.tcs_forgery(0x5A17)
 
     def frame(src: tuple[bytes, int], payload: bytes) -> bytes:
         return inet.build_udp_frame(MAC, MAC, src[0], bytes([10, 0, 0, 2]), src[1], 40200, payload)
@@ -227,8 +227,11 @@ def test_a_forgery_of_the_senders_data_is_recognised():
     assert forged(frame(sender, data))
     assert forged(frame(sender, data[:3]))  # too short to tell
     assert not forged(frame(sender, TcsData(0x5A18, 7, 1, 0).to_bytes()))  # another flow: counted, ignored
-    assert not forged(frame((sender[0], 41002), data))  # not the peer: refused unread
+    # from anyone else too: a receiver between two transfers binds to the first data packet of its flow
+    assert forged(frame((sender[0], 41002), data))
+    assert forged(frame((bytes([10, 9, 9, 9]), 40200), data))
     assert not forged(frame(sender, TcsAck(0x5A17, 1, 0, 0, (), 0, 0).to_bytes()))  # an ACK: not data
+    assert not forged(MAC + MAC + b"\x08\x06" + bytes(28))  # not IPv4/UDP
 
 
 def test_the_tcd_detector_check_adds_the_state_times_up():

@@ -17,6 +17,7 @@ import pytest
 from netstack import runtime
 from netstack.cli import main
 from netstack.onepipe.control import enable_all
+from netstack.onepipe.live import message_id
 from netstack.onepipe.runner import run
 from netstack.topo.model import load_topology_spec
 
@@ -44,13 +45,33 @@ def _check(out: Path, capsys) -> str:
     return said
 
 
+def _accounted(out: Path, summary: dict) -> tuple[set[str], set[str]]:
+    """Best effort's accounting (1Pipe §3; netstack.onepipe.endpoint): every message sent was
+    delivered or reported by its sender's send-fail callback. A NAKed message is never
+    delivered; a delivered one is reported failed only by the ACK timeout (its delivery, or
+    every ACK of it, took longer than ``ack_timeout_ns``: a stall of a shared 2-core machine),
+    so per sender the messages both delivered and reported failed are at most its timeouts."""
+    delivered = _ids(out.glob("*.jsonl"))
+    failed = _ids((out / "send-fail").glob("*.jsonl"))
+    scatterings = [(p.stem, json.loads(line)) for p in (out / "sent").glob("*.jsonl")
+                   for line in p.read_text().splitlines()]
+    sent = {message_id(src, sc["seq"], dst) for src, sc in scatterings for dst in sc["dsts"]}
+    assert len(sent) == summary["messages_sent"]
+    assert delivered | failed == sent, sorted(sent - delivered - failed)[:10]
+    both = delivered & failed
+    for proc, st in summary["processes"].items():
+        mine = sum(1 for i in both if i.split(".")[0] == proc)
+        assert mine <= st["counters"]["send_timeouts"], (proc, mine, st["counters"])
+    return delivered, failed
+
+
 def test_processes_under_two_tors_deliver_one_total_order(fabric, tmp_path, capsys):
     out = tmp_path / "run"
     summary = run(fabric["prefix"], procs=8, seconds=2.0, out=out, rate=80, fanout=3)
     assert summary["placement"] == {"h1": ["p1", "p5"], "h2": ["p2", "p6"], "h3": ["p3", "p7"], "h4": ["p4", "p8"]}
     assert summary["messages_sent"] == 8 * 160 * 3
-    assert summary["delivered"] + summary["send_failed"] == summary["messages_sent"]
-    assert summary["delivered"] > 0.95 * summary["messages_sent"]
+    delivered, _failed = _accounted(out, summary)
+    assert len(delivered) == summary["delivered"] > 0.95 * summary["messages_sent"]
     said = _check(out, capsys)
     assert f"ok: {summary['delivered']} messages from 8 senders at 8 receivers" in said
     st = runtime.status(fabric["prefix"])
@@ -61,14 +82,13 @@ def test_processes_under_two_tors_deliver_one_total_order(fabric, tmp_path, caps
 
 def test_loss_on_a_tor_spine_link_is_reported_and_the_order_holds(fabric, tmp_path, capsys):
     """1 % of the frames on tor1-spine1 dropped both ways: the check still passes, and every
-    message that never arrived was reported by its sender's send-fail callback, none other."""
+    message that never arrived was reported by its sender's send-fail callback."""
     out = tmp_path / "lossy"
     summary = run(fabric["prefix"], procs=8, seconds=2.0, out=out, rate=80, fanout=3, loss=["tor1-spine1:0.01"])
     _check(out, capsys)
-    delivered = _ids(out.glob("*.jsonl"))
-    failed = _ids((out / "send-fail").glob("*.jsonl"))
-    assert failed and not delivered & failed
-    assert len(delivered) + len(failed) == summary["messages_sent"] == summary["delivered"] + summary["send_failed"]
+    delivered, failed = _accounted(out, summary)
+    assert failed - delivered  # the loss cost messages, and their senders heard of it
+    assert summary["delivered"] == len(delivered) and summary["send_failed"] == len(failed)
 
 
 def test_a_silent_sender_host_stalls_delivery_only_until_its_input_times_out(fabric, tmp_path, capsys):
