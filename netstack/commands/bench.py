@@ -36,7 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     f"\n\nbenchmarks:\n{lines}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("benchmark", choices=sorted(BENCHMARKS), help="which benchmark to run")
+    p.add_argument("benchmark", nargs="?", choices=sorted(BENCHMARKS), help="which benchmark to run")
+    p.add_argument("--compare", nargs=2, metavar=("OLD.json", "NEW.json"),
+                   help="run nothing: print NEW/OLD for every number two result files of one benchmark share, "
+                        "marking changes beyond --threshold in the wrong direction as WORSE")
+    p.add_argument("--threshold", type=_positive_float, default=0.10,
+                   help="with --compare: the relative change that counts (default: %(default)s, i.e. 10%%)")
     p.add_argument("--results-dir", default="results", help="where JSON results are written (default: %(default)s)")
     p.add_argument("--min-time", type=_positive_float, default=0.25,
                    help="seconds each rate is measured for (default: %(default)s)")
@@ -84,6 +89,15 @@ def _positive_float(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        if args.benchmark:
+            raise CommandError("give a benchmark to run or --compare OLD.json NEW.json, not both")
+        from ..bench.compare import main as compare
+
+        return compare(args.compare[0], args.compare[1], args.threshold, args.results_dir)
+    if not args.benchmark:
+        raise CommandError(f"which benchmark? one of {', '.join(sorted(BENCHMARKS))} "
+                           "(or --compare OLD.json NEW.json)")
     module_name, _ = BENCHMARKS[args.benchmark]
     module = importlib.import_module(module_name)
     main: Callable[[argparse.Namespace], int] = module.main
