@@ -26,13 +26,14 @@ docs/wire-formats.md (DTA section) has the bit diagrams and every choice made wh
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from collections.abc import Callable
 from enum import IntEnum
 from functools import lru_cache
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .errors import HeaderError, check_bits, need
 from .inet import UdpFrame, build_udp_frame, parse_udp_frame
+from .record import field, new, record
 from .registry import UdpPort
 
 _BASE = struct.Struct("!BBB")
@@ -42,7 +43,6 @@ _KEYINC = struct.Struct("!BIQ")
 _POSTCARDER = struct.Struct("!IBI")
 _SKETCH = struct.Struct("!HHIBB")
 _NACK = struct.Struct("!BB")
-_NACK_EXT = struct.Struct("!HHI")
 
 #: The largest Key-Write whose report still fits in one IPv4/UDP datagram
 #: (65535 - 20 IPv4 - 8 UDP - 3 base - 5 redundancy/key, in 4-byte words).
@@ -111,59 +111,73 @@ def _word_tuple(header: str, field: str, value: object) -> tuple[int, ...]:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class DTABase:
+@record
+class DTABase(tuple[int, int, int]):
     """The base header shared by every primitive (DTA §6.6, public ``dta_base_h``).
 
     ``seqnum`` numbers the reports of one reporter; the translator tracks it for reports
     marked ``retransmittable`` and NACKs a gap. ``immediate`` asks the collector to
     handle the report at once (§6.6 footnote 1; a proposal, carried but unused).
     ``reserved`` is sent as 0; it is decoded and re-encoded verbatim, never rejected, so
-    a future flag (§6.6 reserves the byte for flags) passes through old code.
+    a future flag (§6.6 reserves the byte for flags) passes through old code. The tuple is
+    the wire layout; the three flags are read from ``flags_byte`` (headers/record.py).
     """
 
-    opcode: int
-    seqnum: int = 0
-    immediate: int = 0
-    retransmittable: int = 0
-    reserved: int = 0
+    __slots__ = ()
+
+    opcode: int = field(0)
+    seqnum: int = field(1)
+    flags_byte: int = field(2)  # immediate:1 | retransmittable:1 | reserved:6
 
     SIZE: ClassVar[int] = 3
+    FIELDS: ClassVar[tuple[str, ...]] = ("opcode", "seqnum", "immediate", "retransmittable", "reserved")
 
-    def __post_init__(self) -> None:
-        check_bits("DTA", "opcode", self.opcode, 8)
-        check_bits("DTA", "seqnum", self.seqnum, 8)
-        check_bits("DTA", "immediate", self.immediate, 1)
-        check_bits("DTA", "retransmittable", self.retransmittable, 1)
-        check_bits("DTA", "reserved", self.reserved, 6)
+    def __new__(cls, opcode: int, seqnum: int = 0, immediate: int = 0, retransmittable: int = 0,
+                reserved: int = 0) -> DTABase:
+        check_bits("DTA", "opcode", opcode, 8)
+        check_bits("DTA", "seqnum", seqnum, 8)
+        check_bits("DTA", "immediate", immediate, 1)
+        check_bits("DTA", "retransmittable", retransmittable, 1)
+        check_bits("DTA", "reserved", reserved, 6)
+        return new(cls, (int(opcode), int(seqnum), immediate << 7 | retransmittable << 6 | reserved))
 
     @classmethod
     def of(cls, primitive: Primitive, seqnum: int = 0, immediate: int = 0, retransmittable: int = 0) -> DTABase:
         """The base header announcing ``primitive`` (its opcode filled in)."""
         return cls(int(primitive.OPCODE), seqnum, immediate, retransmittable)
 
+    @property
+    def immediate(self) -> int:
+        return self[2] >> 7
+
+    @property
+    def retransmittable(self) -> int:
+        return self[2] >> 6 & 1
+
+    @property
+    def reserved(self) -> int:
+        return self[2] & 0x3F
+
     def size(self) -> int:
         return 3
 
-    def _flags(self) -> int:
-        return self.immediate << 7 | self.retransmittable << 6 | self.reserved
-
     def to_bytes(self) -> bytes:
-        return _BASE.pack(self.opcode, self.seqnum, self._flags())
+        return _BASE.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _BASE.pack_into(buf, offset, self.opcode, self.seqnum, self._flags())
+        _BASE.pack_into(buf, offset, *self)
         return 3
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> DTABase:
-        need("DTA", data, offset, 3)
-        opcode, seqnum, flags = _BASE.unpack_from(data, offset)
-        return cls(opcode, seqnum, flags >> 7, flags >> 6 & 1, flags & 0x3F)
+        if offset < 0 or len(data) - offset < 3:
+            need("DTA", data, offset, 3)
+        raw = _BASE_RAW(data, offset)[0]
+        return _BASES.get(raw) or _base_of(raw)
 
 
-@dataclass(frozen=True, slots=True)
-class KeyWrite:
+@record
+class KeyWrite(tuple[int, int, tuple[int, ...]]):
     """Key-Write (0x01, DTA §6.1, §7.2.2): store ``data`` under ``key`` in ``redundancy`` slots.
 
     The translator clones the report ``redundancy`` (N) times; copy n writes
@@ -172,22 +186,25 @@ class KeyWrite:
     nothing on the wire says k, so a decoder infers it from the UDP payload length.
     """
 
-    redundancy: int
-    key: int
-    data: tuple[int, ...]
+    __slots__ = ()
+
+    redundancy: int = field(0)
+    key: int = field(1)
+    data: tuple[int, ...] = field(2)
 
     OPCODE: ClassVar[int] = Opcode.KEY_WRITE
     SIZE: ClassVar[int] = 5  # fixed part; plus 4 bytes per data word
+    FIELDS: ClassVar[tuple[str, ...]] = ("redundancy", "key", "data")
 
-    def __post_init__(self) -> None:
-        check_bits("KeyWrite", "redundancy", self.redundancy, 8)
-        if self.redundancy < 1:
+    def __new__(cls, redundancy: int, key: int, data: tuple[int, ...] | list[int]) -> KeyWrite:
+        check_bits("KeyWrite", "redundancy", redundancy, 8)
+        if redundancy < 1:
             raise HeaderError("KeyWrite", "redundancy must be at least 1")
-        check_bits("KeyWrite", "key", self.key, 32)
-        words = _word_tuple("KeyWrite", "data", self.data)
+        check_bits("KeyWrite", "key", key, 32)
+        words = _word_tuple("KeyWrite", "data", data)
         if not 1 <= len(words) <= MAX_KEYWRITE_WORDS:
             raise HeaderError("KeyWrite", f"{len(words)} data words outside 1..{MAX_KEYWRITE_WORDS}")
-        object.__setattr__(self, "data", words)
+        return new(cls, (redundancy, key, words))
 
     def size(self) -> int:
         return 5 + 4 * len(self.data)
@@ -212,31 +229,37 @@ class KeyWrite:
         if count > MAX_KEYWRITE_WORDS:
             raise HeaderError("KeyWrite", f"{count} data words exceed {MAX_KEYWRITE_WORDS}", offset + 5)
         redundancy, key = _KEYVAL.unpack_from(data, offset)
-        return cls(redundancy, key, _words(count).unpack_from(data, offset + 5))
+        if redundancy < 1:
+            raise HeaderError("KeyWrite", "redundancy must be at least 1", offset)
+        return new(cls, (redundancy, key, _words(count).unpack_from(data, offset + 5)))
 
 
-@dataclass(frozen=True, slots=True)
-class Append:
+@record
+class Append(tuple[int, int]):
     """Append (0x02, DTA §6.2, §7.2.3): add one 32-bit ``data`` entry to list ``list_id``."""
 
-    list_id: int
-    data: int
+    __slots__ = ()
+
+    list_id: int = field(0)
+    data: int = field(1)
 
     OPCODE: ClassVar[int] = Opcode.APPEND
     SIZE: ClassVar[int] = 8
+    FIELDS: ClassVar[tuple[str, ...]] = ("list_id", "data")
 
-    def __post_init__(self) -> None:
-        check_bits("Append", "list_id", self.list_id, 32)
-        check_bits("Append", "data", self.data, 32)
+    def __new__(cls, list_id: int, data: int) -> Append:
+        check_bits("Append", "list_id", list_id, 32)
+        check_bits("Append", "data", data, 32)
+        return new(cls, (list_id, data))
 
     def size(self) -> int:
         return 8
 
     def to_bytes(self) -> bytes:
-        return _APPEND.pack(self.list_id, self.data)
+        return _APPEND.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _APPEND.pack_into(buf, offset, self.list_id, self.data)
+        _APPEND.pack_into(buf, offset, *self)
         return 8
 
     @classmethod
@@ -245,39 +268,43 @@ class Append:
         stop = _limit("Append", data, offset, end)
         _need("Append", offset, stop, 8)
         _exact("Append", offset, end, 8)
-        return cls(*_APPEND.unpack_from(data, offset))
+        return new(cls, _APPEND.unpack_from(data, offset))
 
 
-@dataclass(frozen=True, slots=True)
-class KeyIncrement:
+@record
+class KeyIncrement(tuple[int, int, int]):
     """Key-Increment (0x03, DTA §6.4, §7.2.2): add ``counter`` at ``redundancy`` slots of ``key``.
 
     Each of the N copies becomes a RoCEv2 Fetch&Add; a query takes the minimum of the N
     counters (count-min). As for Key-Write, N = 0 would do nothing and is rejected.
     """
 
-    redundancy: int
-    key: int
-    counter: int
+    __slots__ = ()
+
+    redundancy: int = field(0)
+    key: int = field(1)
+    counter: int = field(2)
 
     OPCODE: ClassVar[int] = Opcode.KEY_INCREMENT
     SIZE: ClassVar[int] = 13
+    FIELDS: ClassVar[tuple[str, ...]] = ("redundancy", "key", "counter")
 
-    def __post_init__(self) -> None:
-        check_bits("KeyIncrement", "redundancy", self.redundancy, 8)
-        if self.redundancy < 1:
+    def __new__(cls, redundancy: int, key: int, counter: int) -> KeyIncrement:
+        check_bits("KeyIncrement", "redundancy", redundancy, 8)
+        if redundancy < 1:
             raise HeaderError("KeyIncrement", "redundancy must be at least 1")
-        check_bits("KeyIncrement", "key", self.key, 32)
-        check_bits("KeyIncrement", "counter", self.counter, 64)
+        check_bits("KeyIncrement", "key", key, 32)
+        check_bits("KeyIncrement", "counter", counter, 64)
+        return new(cls, (redundancy, key, counter))
 
     def size(self) -> int:
         return 13
 
     def to_bytes(self) -> bytes:
-        return _KEYINC.pack(self.redundancy, self.key, self.counter)
+        return _KEYINC.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _KEYINC.pack_into(buf, offset, self.redundancy, self.key, self.counter)
+        _KEYINC.pack_into(buf, offset, *self)
         return 13
 
     @classmethod
@@ -287,37 +314,44 @@ class KeyIncrement:
         stop = _limit("KeyIncrement", data, offset, end)
         _need("KeyIncrement", offset, stop, 13)
         _exact("KeyIncrement", offset, end, 13)
-        return cls(*_KEYINC.unpack_from(data, offset))
+        t = _KEYINC.unpack_from(data, offset)
+        if t[0] < 1:
+            raise HeaderError("KeyIncrement", "redundancy must be at least 1", offset)
+        return new(cls, t)
 
 
-@dataclass(frozen=True, slots=True)
-class Postcarder:
+@record
+class Postcarder(tuple[int, int, int]):
     """Postcarder (0x04): one hop's 32-bit INT ``data`` for flow ``key`` at hop number ``hop``.
 
     Only in the public implementation (its translator caches the hops of a path and
     writes them together); carried here for decode/encode compatibility.
     """
 
-    key: int
-    hop: int
-    data: int
+    __slots__ = ()
+
+    key: int = field(0)
+    hop: int = field(1)
+    data: int = field(2)
 
     OPCODE: ClassVar[int] = Opcode.POSTCARDER
     SIZE: ClassVar[int] = 9
+    FIELDS: ClassVar[tuple[str, ...]] = ("key", "hop", "data")
 
-    def __post_init__(self) -> None:
-        check_bits("Postcarder", "key", self.key, 32)
-        check_bits("Postcarder", "hop", self.hop, 8)
-        check_bits("Postcarder", "data", self.data, 32)
+    def __new__(cls, key: int, hop: int, data: int) -> Postcarder:
+        check_bits("Postcarder", "key", key, 32)
+        check_bits("Postcarder", "hop", hop, 8)
+        check_bits("Postcarder", "data", data, 32)
+        return new(cls, (key, hop, data))
 
     def size(self) -> int:
         return 9
 
     def to_bytes(self) -> bytes:
-        return _POSTCARDER.pack(self.key, self.hop, self.data)
+        return _POSTCARDER.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _POSTCARDER.pack_into(buf, offset, self.key, self.hop, self.data)
+        _POSTCARDER.pack_into(buf, offset, *self)
         return 9
 
     @classmethod
@@ -327,11 +361,11 @@ class Postcarder:
         stop = _limit("Postcarder", data, offset, end)
         _need("Postcarder", offset, stop, 9)
         _exact("Postcarder", offset, end, 9)
-        return cls(*_POSTCARDER.unpack_from(data, offset))
+        return new(cls, _POSTCARDER.unpack_from(data, offset))
 
 
-@dataclass(frozen=True, slots=True)
-class SketchMerge:
+@record
+class SketchMerge(tuple[int, int, int, int, int, tuple[int, ...]]):
     """Sketch-Merge (0x05, ours; DTA §6.3, §7.2.4): one column of a reporter's sketch.
 
     A column is ``rows`` 32-bit counters (one per hash row, e.g. 5 for a 5-row sketch,
@@ -344,30 +378,34 @@ class SketchMerge:
     ``len(counters)``.
     """
 
-    reporter_id: int
-    sketch_id: int
-    column: int
-    rows: int
-    merge: int
-    counters: tuple[int, ...]
+    __slots__ = ()
+
+    reporter_id: int = field(0)
+    sketch_id: int = field(1)
+    column: int = field(2)
+    rows: int = field(3)
+    merge: int = field(4)
+    counters: tuple[int, ...] = field(5)
 
     OPCODE: ClassVar[int] = Opcode.SKETCH_MERGE
     SIZE: ClassVar[int] = 10  # fixed part; plus 4 bytes per row
+    FIELDS: ClassVar[tuple[str, ...]] = ("reporter_id", "sketch_id", "column", "rows", "merge", "counters")
 
-    def __post_init__(self) -> None:
-        check_bits("SketchMerge", "reporter_id", self.reporter_id, 16)
-        check_bits("SketchMerge", "sketch_id", self.sketch_id, 16)
-        check_bits("SketchMerge", "column", self.column, 32)
-        check_bits("SketchMerge", "rows", self.rows, 8)
-        if self.rows < 1:
+    def __new__(cls, reporter_id: int, sketch_id: int, column: int, rows: int, merge: int,
+                counters: tuple[int, ...] | list[int]) -> SketchMerge:
+        check_bits("SketchMerge", "reporter_id", reporter_id, 16)
+        check_bits("SketchMerge", "sketch_id", sketch_id, 16)
+        check_bits("SketchMerge", "column", column, 32)
+        check_bits("SketchMerge", "rows", rows, 8)
+        if rows < 1:
             raise HeaderError("SketchMerge", "rows must be at least 1")
-        check_bits("SketchMerge", "merge", self.merge, 8)
-        if self.merge not in _MERGES:
-            raise HeaderError("SketchMerge", f"merge={self.merge} is not a known merge function (0 SUM, 1 MAX)")
-        counters = _word_tuple("SketchMerge", "counters", self.counters)
-        if len(counters) != self.rows:
-            raise HeaderError("SketchMerge", f"{len(counters)} counters but rows={self.rows}")
-        object.__setattr__(self, "counters", counters)
+        check_bits("SketchMerge", "merge", merge, 8)
+        if merge not in _MERGES:
+            raise HeaderError("SketchMerge", f"merge={merge} is not a known merge function (0 SUM, 1 MAX)")
+        words = _word_tuple("SketchMerge", "counters", counters)
+        if len(words) != rows:
+            raise HeaderError("SketchMerge", f"{len(words)} counters but rows={rows}")
+        return new(cls, (reporter_id, sketch_id, column, rows, merge, words))
 
     @classmethod
     def for_column(cls, reporter_id: int, sketch_id: int, column: int, counters: tuple[int, ...] | list[int],
@@ -396,13 +434,16 @@ class SketchMerge:
         reporter_id, sketch_id, column, rows, merge = _SKETCH.unpack_from(data, offset)
         if rows < 1:
             raise HeaderError("SketchMerge", "rows=0: a column has at least one counter", offset + 8)
+        if merge not in _MERGES:
+            raise HeaderError("SketchMerge", f"merge={merge} is not a known merge function (0 SUM, 1 MAX)",
+                              offset + 9)
         size = 10 + 4 * rows
         if end is not None and end - offset != size:
             raise HeaderError("SketchMerge", f"rows={rows} needs {4 * rows} bytes of counters, "
                               f"{end - offset - 10} remain before end", offset + 10)
         _need("SketchMerge", offset, stop, size)
         counters = _words(rows).unpack_from(data, offset + 10)
-        return cls(reporter_id, sketch_id, column, rows, merge, counters)
+        return new(cls, (reporter_id, sketch_id, column, rows, merge, counters))
 
 
 _MERGES = frozenset(int(m) for m in MergeFunction)
@@ -419,8 +460,8 @@ PRIMITIVES: dict[int, type[Primitive]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class DTANack:
+@record
+class DTANack(tuple[int, int, int | None, int | None, int | None]):
     """Translator -> reporter NACK on UDP 40044 (DTA §6.3, §7.2.4; public ``dta_ack_h``).
 
     ``seqnum`` is, as in the public translator, the last report sequence number accepted
@@ -429,67 +470,109 @@ class DTANack:
     ``sketch`` = 1 (ours; the public code sends that bit as 0 in its 7 reserved bits)
     appends an 8-byte extension telling Sketch-Merge reporter ``reporter_id`` to restart
     sketch ``sketch_id`` from ``expected_column``. Without it the three extension fields
-    are ``None`` (as in the Scapy layer, where they are conditional).
+    are ``None`` (as in the Scapy layer, where they are conditional). The tuple is the wire
+    layout; ``nack``, ``sketch`` and ``reserved`` are read from ``flags_byte``.
     """
 
-    seqnum: int
-    nack: int = 1
-    sketch: int = 0
-    reserved: int = 0
-    reporter_id: int | None = None
-    sketch_id: int | None = None
-    expected_column: int | None = None
+    __slots__ = ()
+
+    seqnum: int = field(0)
+    flags_byte: int = field(1)  # nack:1 | sketch:1 | reserved:6
+    reporter_id: int | None = field(2)
+    sketch_id: int | None = field(3)
+    expected_column: int | None = field(4)
 
     SIZE: ClassVar[int] = 2  # fixed part; 10 with the sketch extension
+    FIELDS: ClassVar[tuple[str, ...]] = ("seqnum", "nack", "sketch", "reserved", "reporter_id", "sketch_id",
+                                         "expected_column")
 
-    def __post_init__(self) -> None:
-        check_bits("DTANack", "seqnum", self.seqnum, 8)
-        check_bits("DTANack", "nack", self.nack, 1)
-        check_bits("DTANack", "sketch", self.sketch, 1)
-        check_bits("DTANack", "reserved", self.reserved, 6)
-        ext = (("reporter_id", 16), ("sketch_id", 16), ("expected_column", 32))
-        if self.sketch:
-            for name, bits in ext:
-                if getattr(self, name) is None:
+    def __new__(cls, seqnum: int, nack: int = 1, sketch: int = 0, reserved: int = 0, reporter_id: int | None = None,
+                sketch_id: int | None = None, expected_column: int | None = None) -> DTANack:
+        check_bits("DTANack", "seqnum", seqnum, 8)
+        check_bits("DTANack", "nack", nack, 1)
+        check_bits("DTANack", "sketch", sketch, 1)
+        check_bits("DTANack", "reserved", reserved, 6)
+        ext = (("reporter_id", reporter_id, 16), ("sketch_id", sketch_id, 16), ("expected_column", expected_column, 32))
+        for name, value, bits in ext:
+            if sketch:
+                if value is None:
                     raise HeaderError("DTANack", f"sketch=1 needs {name}")
-                check_bits("DTANack", name, getattr(self, name), bits)
-        else:
-            for name, _ in ext:
-                if getattr(self, name) is not None:
-                    raise HeaderError("DTANack", f"{name} is only carried when sketch=1")
+                check_bits("DTANack", name, value, bits)
+            elif value is not None:
+                raise HeaderError("DTANack", f"{name} is only carried when sketch=1")
+        return new(cls, (seqnum, nack << 7 | sketch << 6 | reserved, reporter_id, sketch_id, expected_column))
 
     @classmethod
     def for_sketch(cls, seqnum: int, reporter_id: int, sketch_id: int, expected_column: int) -> DTANack:
         """The Sketch-Merge NACK: "restart sketch ``sketch_id`` from ``expected_column``"."""
         return cls(seqnum, 1, 1, 0, reporter_id, sketch_id, expected_column)
 
+    @property
+    def nack(self) -> int:
+        return self[1] >> 7
+
+    @property
+    def sketch(self) -> int:
+        return self[1] >> 6 & 1
+
+    @property
+    def reserved(self) -> int:
+        return self[1] & 0x3F
+
     def size(self) -> int:
-        return 10 if self.sketch else 2
+        return 10 if self[1] & 0x40 else 2
 
     def to_bytes(self) -> bytes:
-        buf = bytearray(self.size())
-        self.pack_into(buf)
-        return bytes(buf)
+        if self[1] & 0x40:
+            return _NACK_SKETCH.pack(*self)
+        return _NACK.pack(self[0], self[1])
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _NACK.pack_into(buf, offset, self.seqnum, self.nack << 7 | self.sketch << 6 | self.reserved)
-        if not self.sketch:
-            return 2
-        _NACK_EXT.pack_into(buf, offset + 2, self.reporter_id, self.sketch_id, self.expected_column)
-        return 10
+        if self[1] & 0x40:
+            _NACK_SKETCH.pack_into(buf, offset, *self)
+            return 10
+        _NACK.pack_into(buf, offset, self[0], self[1])
+        return 2
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> DTANack:
         """Decode a NACK; bytes after it are ignored (the public translator turns a report into a
         NACK in place, so a NACK may be followed by padding or leftovers)."""
-        need("DTANack", data, offset, 2)
-        seqnum, flags = _NACK.unpack_from(data, offset)
-        nack, sketch, reserved = flags >> 7, flags >> 6 & 1, flags & 0x3F
-        if not sketch:
-            return cls(seqnum, nack, 0, reserved)
-        need("DTANack", data, offset, 10)
-        reporter_id, sketch_id, expected_column = _NACK_EXT.unpack_from(data, offset + 2)
-        return cls(seqnum, nack, 1, reserved, reporter_id, sketch_id, expected_column)
+        if offset < 0 or len(data) - offset < 2:
+            need("DTANack", data, offset, 2)
+        flags = data[offset + 1]
+        if not flags & 0x40:
+            key = data[offset] << 8 | flags
+            return _NACKS.get(key) or _nack_of(key)
+        if len(data) - offset < 10:
+            need("DTANack", data, offset, 10)
+        return new(cls, _NACK_SKETCH_UNPACK(data, offset))
+
+
+_NACK_SKETCH = struct.Struct("!BBHHI")
+_NACK_SKETCH_UNPACK = _NACK_SKETCH.unpack_from
+
+# Records are immutable, so decoders share one record per distinct base header (2^24 at most,
+# a few thousand in practice: 256 seqnums x opcodes x flags) and per distinct plain NACK (2^16):
+# a dict lookup instead of building a record per packet (issue 19). Bounded all the same.
+_CACHE_MAX = 4096
+_BASE_RAW = struct.Struct("!3s").unpack_from
+_BASES: dict[bytes, DTABase] = {}
+_NACKS: dict[int, DTANack] = {}
+
+
+def _base_of(raw: bytes) -> DTABase:
+    if len(_BASES) >= _CACHE_MAX:
+        _BASES.clear()
+    base = _BASES[raw] = new(DTABase, _BASE.unpack(raw))
+    return base
+
+
+def _nack_of(key: int) -> DTANack:
+    if len(_NACKS) >= _CACHE_MAX:
+        _NACKS.clear()
+    nack = _NACKS[key] = new(DTANack, (key >> 8, key & 0xFF, None, None, None))
+    return nack
 
 
 def decode_report(data: bytes | bytearray | memoryview, offset: int = 0,
@@ -500,6 +583,39 @@ def decode_report(data: bytes | bytearray | memoryview, offset: int = 0,
     the primitive must fill the payload exactly; Key-Write always takes everything up to
     the end (its word count is inferred). An unknown opcode raises :class:`HeaderError`.
     """
+    stop = len(data) if end is None else end
+    rest = stop - offset - 3  # bytes of primitive
+    # the well-formed reports inline, base and primitive in one unpack (issue 19); anything else
+    # (or an unusual ``end``) goes the long way below, which words the error
+    if rest > 0 and offset >= 0 and stop <= len(data):
+        opcode = data[offset]
+        t: tuple[Any, ...] = ()
+        if opcode == 1:
+            count = (rest - 5) >> 2
+            if rest & 3 == 1 and 0 < count <= MAX_KEYWRITE_WORDS:
+                t = (_KW_REPORT.get(count) or _kw_report(count))(data, offset)
+                if t[1]:
+                    prim: Primitive = new(KeyWrite, (t[1], t[2], t[3:]))
+                    return _BASES.get(t[0]) or _base_of(t[0]), prim
+        elif opcode == 2:
+            if rest == 8 or (end is None and rest > 8):
+                t = _APPEND_REPORT(data, offset)
+                return _BASES.get(t[0]) or _base_of(t[0]), new(Append, t[1:])
+        elif opcode == 3:
+            if rest == 13 or (end is None and rest > 13):
+                t = _KEYINC_REPORT(data, offset)
+                if t[1]:
+                    return _BASES.get(t[0]) or _base_of(t[0]), new(KeyIncrement, t[1:])
+        elif opcode == 4:
+            if rest == 9 or (end is None and rest > 9):
+                t = _POSTCARDER_REPORT(data, offset)
+                return _BASES.get(t[0]) or _base_of(t[0]), new(Postcarder, t[1:])
+        elif opcode == 5 and rest >= 14:
+            rows = data[offset + 11]
+            if rest == 10 + 4 * rows or (end is None and rest > 10 + 4 * rows):
+                t = (_SKETCH_REPORT.get(rows) or _sketch_report(rows))(data, offset)
+                if rows and t[5] in _MERGES:
+                    return _BASES.get(t[0]) or _base_of(t[0]), new(SketchMerge, (*t[1:6], t[6:]))
     stop = _limit("DTA", data, offset, end)
     _need("DTA", offset, stop, 3)
     base = DTABase.from_bytes(data, offset)
@@ -507,6 +623,34 @@ def decode_report(data: bytes | bytearray | memoryview, offset: int = 0,
     if cls is None:
         raise HeaderError("DTA", f"unknown opcode {base.opcode:#04x}", offset)
     return base, cls.from_bytes(data, offset + 3, end)
+
+
+# base header (3 bytes, the key of _BASES) and primitive as one struct (the decode_report fast
+# path): fixed-size primitives, and Key-Write / Sketch-Merge per word count, compiled on first use
+_APPEND_REPORT = struct.Struct("!3sII").unpack_from
+_KEYINC_REPORT = struct.Struct("!3sBIQ").unpack_from
+_POSTCARDER_REPORT = struct.Struct("!3sIBI").unpack_from
+_Unpack = Callable[[bytes | bytearray | memoryview, int], tuple[Any, ...]]
+_KW_REPORT: dict[int, _Unpack] = {}
+_SKETCH_REPORT: dict[int, _Unpack] = {}
+
+
+def _kw_report(count: int) -> _Unpack:
+    if len(_KW_REPORT) >= 64:  # bounded: the word count comes from the wire
+        _KW_REPORT.clear()
+    fn = _KW_REPORT[count] = struct.Struct(f"!3sBI{count}I").unpack_from
+    return fn
+
+
+def _sketch_report(rows: int) -> _Unpack:
+    fn = _SKETCH_REPORT[rows] = struct.Struct(f"!3sHHIBB{rows}I").unpack_from
+    return fn
+
+
+for _k in (1, 3, 5, 7):  # the public Key-Write builds (1, 3, 7 words) and a 5-row sketch column (§7.2.4)
+    _kw_report(_k)
+    _sketch_report(_k)
+del _k
 
 
 def pack_report_into(buf: bytearray | memoryview, offset: int, base: DTABase, primitive: Primitive) -> int:

@@ -110,20 +110,21 @@ def _rest(frame: bytes | bytearray | memoryview, off: int, end: int, out: list[o
 
 def describe(record: object) -> str:
     """One line for a record, with MACs and IPv4 addresses in their usual notation."""
-    from dataclasses import fields, is_dataclass
+    from dataclasses import is_dataclass
 
-    if not is_dataclass(record):
+    from .record import field_values
+
+    if not (hasattr(record, "FIELDS") or is_dataclass(record)):
         return repr(record)
     parts = []
-    for f in fields(record):
-        value = getattr(record, f.name)
+    for name, value in field_values(record).items():
         if isinstance(value, bytes) and len(value) == 6:
             text = ":".join(f"{b:02x}" for b in value)
         elif isinstance(value, bytes) and len(value) == 4:
             text = ".".join(str(b) for b in value)
-        elif isinstance(value, int) and f.name in ("type", "next_type", "checksum", "pkey", "rkey", "va", "key"):
+        elif isinstance(value, int) and name in ("type", "next_type", "checksum", "pkey", "rkey", "va", "key"):
             text = f"{value:#x}"
         else:
             text = repr(value)
-        parts.append(f"{f.name}={text}")
+        parts.append(f"{name}={text}")
     return f"{type(record).__name__}({', '.join(parts)})"

@@ -8,10 +8,10 @@ so only the fast codecs live here. IPv4 carries the ECN field TCD marks (see
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from .errors import HeaderError, check_bits, need
+from .record import field, new, record
 
 _ETH = struct.Struct("!6s6sH")
 _IPV4 = struct.Struct("!BBHHHBBH4s4s")
@@ -63,72 +63,87 @@ def internet_checksum(data: bytes | bytearray | memoryview) -> int:
 _LITTLE = struct.pack("=H", 1) == b"\x01\x00"
 
 
-@dataclass(frozen=True, slots=True)
-class Ethernet:
+@record
+class Ethernet(tuple[bytes, bytes, int]):
     """Ethernet II header (no FCS; see :mod:`headers.fcs`)."""
 
-    dst: bytes
-    src: bytes
-    type: int
+    __slots__ = ()
+
+    dst: bytes = field(0)
+    src: bytes = field(1)
+    type: int = field(2)
 
     SIZE: ClassVar[int] = 14
+    FIELDS: ClassVar[tuple[str, ...]] = ("dst", "src", "type")
 
-    def __post_init__(self) -> None:
-        if len(self.dst) != 6 or len(self.src) != 6:
+    def __new__(cls, dst: bytes, src: bytes, type: int) -> Ethernet:
+        if len(dst) != 6 or len(src) != 6:
             raise HeaderError("Ethernet", "MAC addresses must be 6 bytes")
-        check_bits("Ethernet", "type", self.type, 16)
+        check_bits("Ethernet", "type", type, 16)
+        return new(cls, (dst, src, type))
 
     def size(self) -> int:
         return 14
 
     def to_bytes(self) -> bytes:
-        return _ETH.pack(self.dst, self.src, self.type)
+        return _ETH.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _ETH.pack_into(buf, offset, self.dst, self.src, self.type)
+        _ETH.pack_into(buf, offset, *self)
         return 14
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> Ethernet:
         need("Ethernet", data, offset, 14)
-        dst, src, etype = _ETH.unpack_from(data, offset)
-        return cls(dst, src, etype)
+        return new(cls, _ETH.unpack_from(data, offset))
 
 
-@dataclass(frozen=True, slots=True)
-class IPv4:
-    """IPv4 header without options (options are skipped on decode, never emitted)."""
+@record
+class IPv4(tuple[int, int, int, int, int, int, int, int | None, bytes, bytes]):
+    """IPv4 header without options (options are skipped on decode, never emitted).
 
-    src: bytes
-    dst: bytes
-    proto: int
-    total_length: int = 20
-    tos: int = 0  # DSCP << 2 | ECN; TCD marks the ECN bits
-    ident: int = 0
-    flags_frag: int = 0x4000  # DF
-    ttl: int = 64
-    checksum: int | None = None  # None: computed on encode
-    ihl: int = 5
+    The tuple is the wire layout (``vihl`` first); ``ihl`` is read from it."""
+
+    __slots__ = ()
+
+    vihl: int = field(0)  # version:4 (always 4) | ihl:4
+    tos: int = field(1)  # DSCP << 2 | ECN; TCD marks the ECN bits
+    total_length: int = field(2)
+    ident: int = field(3)
+    flags_frag: int = field(4)
+    ttl: int = field(5)
+    proto: int = field(6)
+    checksum: int | None = field(7)  # None: computed on encode
+    src: bytes = field(8)
+    dst: bytes = field(9)
 
     SIZE: ClassVar[int] = 20
+    FIELDS: ClassVar[tuple[str, ...]] = ("src", "dst", "proto", "total_length", "tos", "ident", "flags_frag", "ttl",
+                                         "checksum", "ihl")
 
-    def __post_init__(self) -> None:
-        if len(self.src) != 4 or len(self.dst) != 4:
+    def __new__(cls, src: bytes, dst: bytes, proto: int, total_length: int = 20, tos: int = 0, ident: int = 0,
+                flags_frag: int = 0x4000, ttl: int = 64, checksum: int | None = None, ihl: int = 5) -> IPv4:
+        if len(src) != 4 or len(dst) != 4:
             raise HeaderError("IPv4", "addresses must be 4 bytes")
-        for name, bits in (("proto", 8), ("total_length", 16), ("tos", 8), ("ident", 16),
-                           ("flags_frag", 16), ("ttl", 8)):
-            check_bits("IPv4", name, getattr(self, name), bits)
-        if self.checksum is not None:
-            check_bits("IPv4", "checksum", self.checksum, 16)
-        if not 5 <= self.ihl <= 15:
-            raise HeaderError("IPv4", f"ihl={self.ihl} outside 5..15")
+        for name, value, bits in (("proto", proto, 8), ("total_length", total_length, 16), ("tos", tos, 8),
+                                  ("ident", ident, 16), ("flags_frag", flags_frag, 16), ("ttl", ttl, 8)):
+            check_bits("IPv4", name, value, bits)
+        if checksum is not None:
+            check_bits("IPv4", "checksum", checksum, 16)
+        if not isinstance(ihl, int) or not 5 <= ihl <= 15:
+            raise HeaderError("IPv4", f"ihl={ihl} outside 5..15")
+        return new(cls, (0x40 | ihl, tos, total_length, ident, flags_frag, ttl, proto, checksum, src, dst))
+
+    @property
+    def ihl(self) -> int:
+        return self[0] & 15
 
     @property
     def ecn(self) -> int:
         return self.tos & 3
 
     def size(self) -> int:
-        return self.ihl * 4
+        return (self[0] & 15) * 4
 
     def to_bytes(self) -> bytes:
         buf = bytearray(20)
@@ -149,53 +164,58 @@ class IPv4:
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> IPv4:
         need("IPv4", data, offset, 20)
-        vihl, tos, tot, ident, ff, ttl, proto, csum, src, dst = _IPV4.unpack_from(data, offset)
+        t = _IPV4.unpack_from(data, offset)
+        vihl = t[0]
         if vihl >> 4 != 4:
             raise HeaderError("IPv4", f"version {vihl >> 4} is not 4", offset)
         ihl = vihl & 15
         if ihl < 5:
             raise HeaderError("IPv4", f"ihl={ihl} is below 5", offset)
         need("IPv4", data, offset, ihl * 4)
-        if tot < ihl * 4:
-            raise HeaderError("IPv4", f"total_length={tot} shorter than the header", offset)
-        return cls(src, dst, proto, tot, tos, ident, ff, ttl, csum, ihl)
+        if t[2] < ihl * 4:
+            raise HeaderError("IPv4", f"total_length={t[2]} shorter than the header", offset)
+        return new(cls, t)
 
     def checksum_ok(self, data: bytes | bytearray | memoryview, offset: int = 0) -> bool:
         return internet_checksum(memoryview(data)[offset:offset + self.ihl * 4]) == 0
 
 
-@dataclass(frozen=True, slots=True)
-class UDP:
+@record
+class UDP(tuple[int, int, int, int]):
     """UDP header. A checksum of 0 means "none" (allowed over IPv4, used by RoCEv2)."""
 
-    sport: int
-    dport: int
-    length: int = 8
-    checksum: int = 0
+    __slots__ = ()
+
+    sport: int = field(0)
+    dport: int = field(1)
+    length: int = field(2)
+    checksum: int = field(3)
 
     SIZE: ClassVar[int] = 8
+    FIELDS: ClassVar[tuple[str, ...]] = ("sport", "dport", "length", "checksum")
 
-    def __post_init__(self) -> None:
-        for name in ("sport", "dport", "length", "checksum"):
-            check_bits("UDP", name, getattr(self, name), 16)
+    def __new__(cls, sport: int, dport: int, length: int = 8, checksum: int = 0) -> UDP:
+        for name, value in (("sport", sport), ("dport", dport), ("length", length), ("checksum", checksum)):
+            check_bits("UDP", name, value, 16)
+        return new(cls, (sport, dport, length, checksum))
 
     def size(self) -> int:
         return 8
 
     def to_bytes(self) -> bytes:
-        return _UDP.pack(self.sport, self.dport, self.length, self.checksum)
+        return _UDP.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _UDP.pack_into(buf, offset, self.sport, self.dport, self.length, self.checksum)
+        _UDP.pack_into(buf, offset, *self)
         return 8
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> UDP:
         need("UDP", data, offset, 8)
-        sport, dport, length, csum = _UDP.unpack_from(data, offset)
-        if length < 8:
-            raise HeaderError("UDP", f"length={length} shorter than the header", offset)
-        return cls(sport, dport, length, csum)
+        t = _UDP.unpack_from(data, offset)
+        if t[2] < 8:
+            raise HeaderError("UDP", f"length={t[2]} shorter than the header", offset)
+        return new(cls, t)
 
 
 def udp_checksum(src: bytes, dst: bytes, udp_segment: bytes | bytearray | memoryview) -> int:
@@ -221,10 +241,7 @@ def build_udp_frame(
     return bytes(buf)
 
 
-@dataclass(frozen=True, slots=True)
-class UdpFrame:
-    """A parsed Ethernet/IPv4/UDP frame: the headers and where the UDP payload sits."""
-
+class _UdpFrameFields(NamedTuple):
     eth: Ethernet
     ip: IPv4
     udp: UDP
@@ -232,8 +249,30 @@ class UdpFrame:
     payload_length: int
 
 
+@record
+class UdpFrame(_UdpFrameFields):
+    """A parsed Ethernet/IPv4/UDP frame: the headers and where the UDP payload sits."""
+
+    __slots__ = ()
+
+    FIELDS: ClassVar[tuple[str, ...]] = _UdpFrameFields._fields
+
+
+#: Ethernet, IPv4 without options and UDP in one unpack (the parse_udp_frame fast path)
+_ETH_IPV4_UDP = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH").unpack_from
+
+
 def parse_udp_frame(frame: bytes | bytearray | memoryview, offset: int = 0) -> UdpFrame:
     """Parse Ethernet/IPv4/UDP, validating lengths; raise :class:`HeaderError` otherwise."""
+    # the common case (IPv4 without options, lengths consistent) in one unpack (issue 19); anything
+    # else, well formed or not, goes the long way below, which words the error
+    if offset >= 0 and len(frame) - offset >= 42:
+        t = _ETH_IPV4_UDP(frame, offset)
+        ip_end = offset + 14 + t[5]
+        if (t[2] == 0x0800 and t[3] == 0x45 and t[9] == 17 and t[5] >= 20 and ip_end <= len(frame)
+                and 8 <= t[15] <= t[5] - 20):
+            return new(UdpFrame, (new(Ethernet, t[:3]), new(IPv4, t[3:13]), new(UDP, t[13:]), offset + 42,
+                                  t[15] - 8))
     eth = Ethernet.from_bytes(frame, offset)
     if eth.type != 0x0800:
         raise HeaderError("Ethernet", f"type {eth.type:#06x} is not IPv4", offset + 12)
@@ -247,7 +286,7 @@ def parse_udp_frame(frame: bytes | bytearray | memoryview, offset: int = 0) -> U
     udp = UDP.from_bytes(frame, uoff)
     if uoff + udp.length > ip_end:
         raise HeaderError("UDP", f"length={udp.length} runs past the IP datagram", uoff + 4)
-    return UdpFrame(eth, ip, udp, uoff + 8, udp.length - 8)
+    return new(UdpFrame, (eth, ip, udp, uoff + 8, udp.length - 8))
 
 
 HEADERS = (Ethernet, IPv4, UDP)

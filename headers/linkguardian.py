@@ -24,11 +24,11 @@ recirculation on Tofino). It never crosses a link, so decoding it raises
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
 from .errors import HeaderError, check_bits, need
+from .record import field, new, record
 from .registry import EtherType
 
 # type(1 B incl. flags) | seq_no or leading_ack (2 B) | next_type (2 B)
@@ -60,8 +60,8 @@ def _type_of(header: str, first: int, want: LGType, offset: int) -> None:
         raise HeaderError(header, f"type bits {got:02b} are not {want.name} ({int(want):02b})", offset)
 
 
-@dataclass(frozen=True, slots=True)
-class LGData:
+@record
+class LGData(tuple[int, int, int]):
     """Data tag stamped on every protected frame by the sender switch (§3, §3.5).
 
     ``era`` qualifies ``seq_no`` (§3.5 wrap-around). ``retx`` marks a retransmitted
@@ -69,50 +69,75 @@ class LGData:
     (§3.2; it carries the *next* seq_no and normally ``next_type == 0``), ``blocking``
     tells the receiver to preserve order (§3.3; 0 = LinkGuardianNB) and ``rx_buffered``
     is the receiver's own mark for frames parked in its reordering buffer (Algorithm 1).
+
+    The tuple is the wire layout (``first_byte``, ``seq_no``, ``next_type``); the flags are
+    read from ``first_byte`` (headers/record.py).
     """
 
-    seq_no: int
-    next_type: int = EtherType.IPV4
-    era: int = 0
-    retx: int = 0
-    dummy: int = 0
-    blocking: int = 1
-    rx_buffered: int = 0
+    __slots__ = ()
+
+    first_byte: int = field(0)  # type 00 | pad | era | retx | dummy | blocking | rx_buffered (pad kept 0)
+    seq_no: int = field(1)
+    next_type: int = field(2)
 
     TYPE: ClassVar[LGType] = LGType.DATA
     SIZE: ClassVar[int] = 5
+    FIELDS: ClassVar[tuple[str, ...]] = ("seq_no", "next_type", "era", "retx", "dummy", "blocking", "rx_buffered")
 
-    def __post_init__(self) -> None:
-        for name in ("era", "retx", "dummy", "blocking", "rx_buffered"):
-            check_bits("LGData", name, getattr(self, name), 1)
-        check_bits("LGData", "seq_no", self.seq_no, 16)
-        check_bits("LGData", "next_type", self.next_type, 16)
+    def __new__(cls, seq_no: int, next_type: int = EtherType.IPV4, era: int = 0, retx: int = 0, dummy: int = 0,
+                blocking: int = 1, rx_buffered: int = 0) -> LGData:
+        for name, value in (("era", era), ("retx", retx), ("dummy", dummy), ("blocking", blocking),
+                            ("rx_buffered", rx_buffered)):
+            check_bits("LGData", name, value, 1)
+        check_bits("LGData", "seq_no", seq_no, 16)
+        check_bits("LGData", "next_type", next_type, 16)
+        first = era << 4 | retx << 3 | dummy << 2 | blocking << 1 | rx_buffered
+        return new(cls, (first, int(seq_no), int(next_type)))
+
+    @property
+    def era(self) -> int:
+        return self[0] >> 4 & 1
+
+    @property
+    def retx(self) -> int:
+        return self[0] >> 3 & 1
+
+    @property
+    def dummy(self) -> int:
+        return self[0] >> 2 & 1
+
+    @property
+    def blocking(self) -> int:
+        return self[0] >> 1 & 1
+
+    @property
+    def rx_buffered(self) -> int:
+        return self[0] & 1
 
     def size(self) -> int:
         return 5
 
-    def _first(self) -> int:
-        return (self.era << 4 | self.retx << 3 | self.dummy << 2 | self.blocking << 1 | self.rx_buffered)
-
     def to_bytes(self) -> bytes:
-        return _TAG.pack(self._first(), self.seq_no, self.next_type)
+        return _TAG.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
         need("LGData", buf, offset, 5)
-        _TAG.pack_into(buf, offset, self._first(), self.seq_no, self.next_type)
+        _TAG.pack_into(buf, offset, *self)
         return 5
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> LGData:
         need("LGData", data, offset, 5)
-        first, seq_no, next_type = _TAG.unpack_from(data, offset)
-        _type_of("LGData", first, LGType.DATA, offset)
-        # bit 5 is pad: ignored on receipt
-        return cls(seq_no, next_type, first >> 4 & 1, first >> 3 & 1, first >> 2 & 1, first >> 1 & 1, first & 1)
+        t = _TAG.unpack_from(data, offset)
+        first = t[0]
+        if first >= 0x20:
+            _type_of("LGData", first, LGType.DATA, offset)
+            t = (first & 0x1F, t[1], t[2])  # bit 5 is pad: ignored on receipt
+        return new(cls, t)
 
 
-@dataclass(frozen=True, slots=True)
-class LGLeadingAck:
+@record
+class LGLeadingAck(tuple[int, int, int]):
     """Leading-ACK tag from the receiver switch (§3.1).
 
     ``leading_ack`` (with its ``era``) tells the sender which frames it may free from its
@@ -121,45 +146,55 @@ class LGLeadingAck:
     self-replenishing low-priority ACK queue, which carries nothing (``next_type == 0``).
     """
 
-    leading_ack: int
-    next_type: int = 0
-    era: int = 0
-    piggybacked: int = 0
+    __slots__ = ()
+
+    first_byte: int = field(0)  # type 01 | piggybacked | era | 4 pad bits (kept 0)
+    leading_ack: int = field(1)
+    next_type: int = field(2)
 
     TYPE: ClassVar[LGType] = LGType.LEADING_ACK
     SIZE: ClassVar[int] = 5
+    FIELDS: ClassVar[tuple[str, ...]] = ("leading_ack", "next_type", "era", "piggybacked")
 
-    def __post_init__(self) -> None:
-        check_bits("LGLeadingAck", "piggybacked", self.piggybacked, 1)
-        check_bits("LGLeadingAck", "era", self.era, 1)
-        check_bits("LGLeadingAck", "leading_ack", self.leading_ack, 16)
-        check_bits("LGLeadingAck", "next_type", self.next_type, 16)
+    def __new__(cls, leading_ack: int, next_type: int = 0, era: int = 0, piggybacked: int = 0) -> LGLeadingAck:
+        check_bits("LGLeadingAck", "piggybacked", piggybacked, 1)
+        check_bits("LGLeadingAck", "era", era, 1)
+        check_bits("LGLeadingAck", "leading_ack", leading_ack, 16)
+        check_bits("LGLeadingAck", "next_type", next_type, 16)
+        return new(cls, (0x40 | piggybacked << 5 | era << 4, int(leading_ack), int(next_type)))
+
+    @property
+    def era(self) -> int:
+        return self[0] >> 4 & 1
+
+    @property
+    def piggybacked(self) -> int:
+        return self[0] >> 5 & 1
 
     def size(self) -> int:
         return 5
 
-    def _first(self) -> int:
-        return 0x40 | self.piggybacked << 5 | self.era << 4
-
     def to_bytes(self) -> bytes:
-        return _TAG.pack(self._first(), self.leading_ack, self.next_type)
+        return _TAG.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
         need("LGLeadingAck", buf, offset, 5)
-        _TAG.pack_into(buf, offset, self._first(), self.leading_ack, self.next_type)
+        _TAG.pack_into(buf, offset, *self)
         return 5
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> LGLeadingAck:
         need("LGLeadingAck", data, offset, 5)
-        first, leading_ack, next_type = _TAG.unpack_from(data, offset)
-        _type_of("LGLeadingAck", first, LGType.LEADING_ACK, offset)
-        # low 4 bits are pad: ignored on receipt
-        return cls(leading_ack, next_type, first >> 4 & 1, first >> 5 & 1)
+        t = _TAG.unpack_from(data, offset)
+        first = t[0]
+        if first & 0xCF != 0x40:
+            _type_of("LGLeadingAck", first, LGType.LEADING_ACK, offset)
+            t = (first & 0xF0, t[1], t[2])  # low 4 bits are pad: ignored on receipt
+        return new(cls, t)
 
 
-@dataclass(frozen=True, slots=True)
-class LGLossNotification:
+@record
+class LGLossNotification(tuple[int, int, int, int, int]):
     """Loss notification: a leading ACK plus the hole it reports (§3, Fig. 5 "Lost3").
 
     Sent by the receiver at the highest priority when a seq_no gap is seen. The frames
@@ -170,49 +205,62 @@ class LGLossNotification:
     size 0 reports nothing and is rejected.
     """
 
-    leading_ack: int
-    hole_size: int
-    first_lost_seq: int
-    next_type: int = 0
-    era: int = 0
-    piggybacked: int = 0
+    __slots__ = ()
+
+    first_byte: int = field(0)  # type 10 | piggybacked | era | 4 pad bits (kept 0)
+    leading_ack: int = field(1)
+    hole_size: int = field(2)
+    first_lost_seq: int = field(3)
+    next_type: int = field(4)
 
     TYPE: ClassVar[LGType] = LGType.LOSS_NOTIFICATION
     SIZE: ClassVar[int] = 8
+    FIELDS: ClassVar[tuple[str, ...]] = ("leading_ack", "hole_size", "first_lost_seq", "next_type", "era",
+                                         "piggybacked")
 
-    def __post_init__(self) -> None:
-        check_bits("LGLossNotification", "piggybacked", self.piggybacked, 1)
-        check_bits("LGLossNotification", "era", self.era, 1)
-        check_bits("LGLossNotification", "leading_ack", self.leading_ack, 16)
-        check_bits("LGLossNotification", "hole_size", self.hole_size, 8)
-        check_bits("LGLossNotification", "first_lost_seq", self.first_lost_seq, 16)
-        check_bits("LGLossNotification", "next_type", self.next_type, 16)
-        if self.hole_size == 0:
+    def __new__(cls, leading_ack: int, hole_size: int, first_lost_seq: int, next_type: int = 0, era: int = 0,
+                piggybacked: int = 0) -> LGLossNotification:
+        check_bits("LGLossNotification", "piggybacked", piggybacked, 1)
+        check_bits("LGLossNotification", "era", era, 1)
+        check_bits("LGLossNotification", "leading_ack", leading_ack, 16)
+        check_bits("LGLossNotification", "hole_size", hole_size, 8)
+        check_bits("LGLossNotification", "first_lost_seq", first_lost_seq, 16)
+        check_bits("LGLossNotification", "next_type", next_type, 16)
+        if hole_size == 0:
             raise HeaderError("LGLossNotification", "hole_size=0 reports no loss")
+        return new(cls, (0x80 | piggybacked << 5 | era << 4, int(leading_ack), int(hole_size), int(first_lost_seq),
+                         int(next_type)))
+
+    @property
+    def era(self) -> int:
+        return self[0] >> 4 & 1
+
+    @property
+    def piggybacked(self) -> int:
+        return self[0] >> 5 & 1
 
     def size(self) -> int:
         return 8
 
-    def _first(self) -> int:
-        return 0x80 | self.piggybacked << 5 | self.era << 4
-
     def to_bytes(self) -> bytes:
-        return _LOSS.pack(self._first(), self.leading_ack, self.hole_size, self.first_lost_seq, self.next_type)
+        return _LOSS.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
         need("LGLossNotification", buf, offset, 8)
-        _LOSS.pack_into(buf, offset, self._first(), self.leading_ack, self.hole_size, self.first_lost_seq,
-                        self.next_type)
+        _LOSS.pack_into(buf, offset, *self)
         return 8
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> LGLossNotification:
         need("LGLossNotification", data, offset, 8)
-        first, leading_ack, hole_size, first_lost_seq, next_type = _LOSS.unpack_from(data, offset)
-        _type_of("LGLossNotification", first, LGType.LOSS_NOTIFICATION, offset)
-        if hole_size == 0:
+        t = _LOSS.unpack_from(data, offset)
+        first = t[0]
+        if first & 0xCF != 0x80:
+            _type_of("LGLossNotification", first, LGType.LOSS_NOTIFICATION, offset)
+            t = (first & 0xF0, *t[1:])  # low 4 bits are pad: ignored on receipt
+        if t[2] == 0:
             raise HeaderError("LGLossNotification", "hole_size=0 reports no loss", offset + 3)
-        return cls(leading_ack, hole_size, first_lost_seq, next_type, first >> 4 & 1, first >> 5 & 1)
+        return new(cls, t)
 
 
 LGTag = LGData | LGLeadingAck | LGLossNotification
@@ -220,6 +268,8 @@ LGTag = LGData | LGLeadingAck | LGLossNotification
 HEADERS = (LGData, LGLeadingAck, LGLossNotification)
 
 _BY_TYPE: tuple[type[LGData] | type[LGLeadingAck] | type[LGLossNotification], ...] = HEADERS
+_TAG_UNPACK = _TAG.unpack_from
+_LOSS_UNPACK = _LOSS.unpack_from
 
 
 def peek_type(data: bytes | bytearray | memoryview, offset: int = 0) -> LGType:
@@ -233,6 +283,18 @@ def decode_tag(data: bytes | bytearray | memoryview, offset: int = 0) -> LGTag:
 
     The tag's ``size()`` says where the next header (of EtherType ``next_type``) starts.
     """
+    # the common case inline (one call, one unpack: issue 19); anything unusual (pad bits
+    # set, a short buffer, type 11, hole_size 0) goes the long way, which words the error
+    if offset >= 0 and len(data) - offset >= 5:
+        first = data[offset]
+        if first < 0x20:
+            return new(LGData, _TAG_UNPACK(data, offset))
+        if first & 0xCF == 0x40:
+            return new(LGLeadingAck, _TAG_UNPACK(data, offset))
+        if first & 0xCF == 0x80 and len(data) - offset >= 8:
+            t = _LOSS_UNPACK(data, offset)
+            if t[2]:
+                return new(LGLossNotification, t)
     need("LinkGuardian", data, offset, 1)
     kind = data[offset] >> 6
     if kind == LGType.BUFFERED:

@@ -37,12 +37,12 @@ design topics listed in docs/papers.md ("1Pipe design topics"), not the paper's 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from .auth import TRAILER_LEN, AuthTrailer, decode_trailer
 from .errors import HeaderError, check_bits, need
+from .record import field, new, record
 
 # 48-bit fields are split into a 16-bit high half and a 32-bit low half so one precompiled
 # Struct packs the whole header (struct has no 6-byte integer code).
@@ -227,8 +227,8 @@ def ts_unwrap(ts: int, reference: int) -> int:
     return reference + ts_diff(ts, reference)
 
 
-@dataclass(frozen=True, slots=True)
-class OnePipeHeader:
+@record
+class OnePipeHeader(tuple[int, int, int, int, int, int, int, int, int]):
     """The 24-byte 1Pipe header (§6.1, §10). Any payload follows it.
 
     ``msg_ts`` is the scattering's timestamp, shared by every fragment of every message in
@@ -236,62 +236,86 @@ class OnePipeHeader:
     are the sending hop's barriers for the link (see :data:`BARRIER_OPCODES`); a sender
     initialises ``be_barrier`` to ``msg_ts`` on data (§4). ``psn`` numbers packets per
     connection for loss detection and reassembly (§9).
+
+    The tuple is the wire layout (the struct's nine fields); the 48-bit timestamps and the
+    opcode (an :class:`OnePipeOpcode`) are properties (headers/record.py).
     """
 
-    msg_ts: int
-    be_barrier: int
-    commit_barrier: int
-    psn: int
-    opcode: OnePipeOpcode | int
-    flags: int = 0
+    __slots__ = ()
+
+    # 48-bit fields split as on the wire (_HDR): 16-bit high half, 32-bit low half
+    msg_ts_hi: int = field(0)
+    msg_ts_lo: int = field(1)
+    be_barrier_hi: int = field(2)
+    be_barrier_lo: int = field(3)
+    commit_barrier_hi: int = field(4)
+    commit_barrier_lo: int = field(5)
+    psn: int = field(6)
+    opcode_byte: int = field(7)
+    flags: int = field(8)
 
     SIZE: ClassVar[int] = 24
+    FIELDS: ClassVar[tuple[str, ...]] = ("msg_ts", "be_barrier", "commit_barrier", "psn", "opcode", "flags")
 
-    def __post_init__(self) -> None:
-        check_bits("1Pipe", "msg_ts", self.msg_ts, 48)
-        check_bits("1Pipe", "be_barrier", self.be_barrier, 48)
-        check_bits("1Pipe", "commit_barrier", self.commit_barrier, 48)
-        check_bits("1Pipe", "psn", self.psn, 32)
-        check_bits("1Pipe", "opcode", self.opcode, 8)
-        check_bits("1Pipe", "flags", self.flags, 8)
-        op = _OPCODES.get(self.opcode)
-        if op is None:
-            raise HeaderError("1Pipe", f"unknown opcode {self.opcode:#04x}")
-        object.__setattr__(self, "opcode", op)  # normalise a plain int to the enum
+    def __new__(cls, msg_ts: int, be_barrier: int, commit_barrier: int, psn: int, opcode: OnePipeOpcode | int,
+                flags: int = 0) -> OnePipeHeader:
+        check_bits("1Pipe", "msg_ts", msg_ts, 48)
+        check_bits("1Pipe", "be_barrier", be_barrier, 48)
+        check_bits("1Pipe", "commit_barrier", commit_barrier, 48)
+        check_bits("1Pipe", "psn", psn, 32)
+        check_bits("1Pipe", "opcode", opcode, 8)
+        check_bits("1Pipe", "flags", flags, 8)
+        if opcode not in _OPCODES:
+            raise HeaderError("1Pipe", f"unknown opcode {opcode:#04x}")
+        return new(cls, (msg_ts >> 32, msg_ts & 0xFFFFFFFF, be_barrier >> 32, be_barrier & 0xFFFFFFFF,
+                         commit_barrier >> 32, commit_barrier & 0xFFFFFFFF, int(psn), int(opcode), int(flags)))
+
+    @property
+    def msg_ts(self) -> int:
+        return self[0] << 32 | self[1]
+
+    @property
+    def be_barrier(self) -> int:
+        return self[2] << 32 | self[3]
+
+    @property
+    def commit_barrier(self) -> int:
+        return self[4] << 32 | self[5]
+
+    @property
+    def opcode(self) -> OnePipeOpcode:
+        return _OPCODES[self[7]]
 
     @property
     def eom(self) -> bool:
-        return bool(self.flags & OnePipeFlag.EOM)
+        return bool(self[8] & OnePipeFlag.EOM)
 
     @property
     def is_beacon(self) -> bool:
-        return self.opcode is OnePipeOpcode.BEACON
+        return self[7] == OnePipeOpcode.BEACON
 
     def size(self) -> int:
         return 24
 
     def to_bytes(self) -> bytes:
-        return _HDR.pack(self.msg_ts >> 32, self.msg_ts & 0xFFFFFFFF,
-                         self.be_barrier >> 32, self.be_barrier & 0xFFFFFFFF,
-                         self.commit_barrier >> 32, self.commit_barrier & 0xFFFFFFFF,
-                         self.psn, self.opcode, self.flags)
+        return _HDR.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
         need("1Pipe", buf, offset, 24)
-        _HDR.pack_into(buf, offset, self.msg_ts >> 32, self.msg_ts & 0xFFFFFFFF,
-                       self.be_barrier >> 32, self.be_barrier & 0xFFFFFFFF,
-                       self.commit_barrier >> 32, self.commit_barrier & 0xFFFFFFFF,
-                       self.psn, self.opcode, self.flags)
+        _HDR.pack_into(buf, offset, *self)
         return 24
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> OnePipeHeader:
-        need("1Pipe", data, offset, 24)
-        th, tl, bh, bl, ch, cl, psn, opcode, flags = _HDR.unpack_from(data, offset)
-        op = _OPCODES.get(opcode)
-        if op is None:
-            raise HeaderError("1Pipe", f"unknown opcode {opcode:#04x}", offset + 22)
-        return cls(th << 32 | tl, bh << 32 | bl, ch << 32 | cl, psn, op, flags)
+        if offset < 0 or len(data) - offset < 24:
+            need("1Pipe", data, offset, 24)
+        t = _HDR_UNPACK(data, offset)
+        if t[7] not in _OPCODES:
+            raise HeaderError("1Pipe", f"unknown opcode {t[7]:#04x}", offset + 22)
+        return new(cls, t)
+
+
+_HDR_UNPACK = _HDR.unpack_from
 
 
 def beacon(be_barrier: int, commit_barrier: int, psn: int = 0) -> OnePipeHeader:
@@ -326,8 +350,7 @@ def decode_packet(
         raise HeaderError("1Pipe", f"truncated: need 24 bytes, have {max(0, end - offset)}", offset)
     hdr = OnePipeHeader.from_bytes(data, offset)
     if hdr.opcode in NO_PAYLOAD_OPCODES and end > offset + 24:
-        op = cast(OnePipeOpcode, hdr.opcode)  # __post_init__ made it the enum
-        raise HeaderError("1Pipe", f"{op.name} carries {end - offset - 24} payload bytes", offset + 24)
+        raise HeaderError("1Pipe", f"{hdr.opcode.name} carries {end - offset - 24} payload bytes", offset + 24)
     return hdr, memoryview(data)[offset + 24:end]
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
 from .errors import HeaderError, check_bits, need
+from .record import field, new, record
 from .registry import MIN_FRAME, PFC_DST_MAC, EtherType
 
 #: 802.3 MAC control opcode of a class-based (priority) flow control frame.
@@ -40,8 +40,8 @@ _ETH = struct.Struct("!6s6sH")
 _ZERO_QUANTA = (0,) * PFC_CLASSES
 
 
-@dataclass(frozen=True, slots=True)
-class PFCFrame:
+@record
+class PFCFrame(tuple[int, tuple[int, ...]]):
     """The MAC control payload of a PFC frame: which classes, and for how long.
 
     ``quanta[i]`` is the pause time of class ``i`` in 512-bit-time quanta; 0 resumes it
@@ -49,21 +49,23 @@ class PFCFrame:
     A list is accepted for ``quanta`` and stored as a tuple.
     """
 
-    class_enable: int
-    quanta: tuple[int, ...] = _ZERO_QUANTA
+    __slots__ = ()
+
+    class_enable: int = field(0)
+    quanta: tuple[int, ...] = field(1)
 
     SIZE: ClassVar[int] = 20
+    FIELDS: ClassVar[tuple[str, ...]] = ("class_enable", "quanta")
 
-    def __post_init__(self) -> None:
-        check_bits("PFC", "class_enable", self.class_enable, 8)
-        quanta = self.quanta
+    def __new__(cls, class_enable: int, quanta: tuple[int, ...] | list[int] = _ZERO_QUANTA) -> PFCFrame:
+        check_bits("PFC", "class_enable", class_enable, 8)
         if isinstance(quanta, list):
             quanta = tuple(quanta)
-            object.__setattr__(self, "quanta", quanta)
         if not isinstance(quanta, tuple) or len(quanta) != PFC_CLASSES:
             raise HeaderError("PFC", f"quanta must be a tuple of {PFC_CLASSES} ints, got {quanta!r}")
         for i, q in enumerate(quanta):
             check_bits("PFC", f"quanta[{i}]", q, 16)
+        return new(cls, (class_enable, quanta))
 
     @property
     def classes(self) -> tuple[int, ...]:
@@ -93,11 +95,11 @@ class PFCFrame:
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> PFCFrame:
         need("PFC", data, offset, 20)
-        opcode, vector, *quanta = _PAYLOAD.unpack_from(data, offset)
-        if opcode != PFC_OPCODE:
-            raise HeaderError("PFC", f"MAC control opcode {opcode:#06x} is not PFC ({PFC_OPCODE:#06x})", offset)
+        t = _PAYLOAD.unpack_from(data, offset)
+        if t[0] != PFC_OPCODE:
+            raise HeaderError("PFC", f"MAC control opcode {t[0]:#06x} is not PFC ({PFC_OPCODE:#06x})", offset)
         # the reserved upper octet of the enable vector is ignored on receipt (802.1Qbb)
-        return cls(vector & 0xFF, tuple(quanta))
+        return new(cls, (t[1] & 0xFF, t[2:]))
 
 
 HEADERS = (PFCFrame,)
@@ -135,11 +137,20 @@ def parse_pfc_frame(frame: bytes | bytearray | memoryview, offset: int = 0) -> P
     The destination MAC is not checked (PFC may be unicast to the peer) and trailing
     padding is ignored.
     """
+    if offset >= 0 and len(frame) - offset >= 34:
+        # one unpack from the EtherType on (issue 19); the checks below are what the bytes can get wrong
+        t = _ETYPE_PAYLOAD(frame, offset + 12)
+        if t[0] == _MAC_CONTROL and t[1] == PFC_OPCODE:
+            return new(PFCFrame, (t[2] & 0xFF, t[3:]))
     need("PFC", frame, offset, 14 + 20)
     etype = struct.unpack_from("!H", frame, offset + 12)[0]
     if etype != EtherType.MAC_CONTROL:
         raise HeaderError("PFC", f"EtherType {etype:#06x} is not MAC control (0x8808)", offset + 12)
     return PFCFrame.from_bytes(frame, offset + 14)
+
+
+_ETYPE_PAYLOAD = struct.Struct("!HHH8H").unpack_from
+_MAC_CONTROL = int(EtherType.MAC_CONTROL)
 
 
 def pause_frame(

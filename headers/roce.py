@@ -21,18 +21,18 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from .errors import HeaderError, check_bits, need
 from .inet import UDP, Ethernet, IPv4, parse_udp_frame
+from .record import field, new, record
 from .registry import EtherType, IpProto, UdpPort
 
 _BTH = struct.Struct("!BBHII")  # opcode, se|m|pad|tver, pkey, resv8a|dqpn, a|resv7|psn
 _RETH = struct.Struct("!QII")
 _ATOMIC_ETH = struct.Struct("!QIQQ")
-_AETH = struct.Struct("!I")  # syndrome << 24 | msn
+_AETH = struct.Struct("!BBH")  # syndrome, msn (bits 23..16, 15..0)
 _ATOMIC_ACK_ETH = struct.Struct("!Q")
 _ICRC = struct.Struct("<I")
 _IP4_LOCATE = struct.Struct("!BxH5xB")  # version|ihl, total length, protocol
@@ -103,209 +103,273 @@ class NakCode(IntEnum):
 CREDITS_INVALID = 0x1F
 
 
-@dataclass(frozen=True, slots=True)
-class BTH:
+@record
+class BTH(tuple[int, int, int, int, int]):
     """Base Transport Header, 12 bytes; first after the UDP header in every RoCEv2 packet.
 
     Defaults match ``scapy.contrib.roce.BTH`` (P_Key 0xFFFF, the default partition, which
     is also what DTA's translator sends). ``fecn``/``becn``/``resv6`` form the byte the IBTA
-    calls resv8a; it is masked out of the ICRC, so switches may set FECN/BECN freely.
+    calls resv8a; it is masked out of the ICRC, so switches may set FECN/BECN freely. The
+    tuple is the wire layout (five struct fields); the bit fields are properties.
     """
 
-    opcode: int = 0
-    solicited: int = 0
-    migreq: int = 0  # DTA's translator sends 1 (docs/wire-formats.md "BTH")
-    padcount: int = 0  # pad bytes after the payload to reach a multiple of 4
-    version: int = 0  # transport header version; 0 is the only one defined
-    pkey: int = 0xFFFF
-    fecn: int = 0
-    becn: int = 0
-    resv6: int = 0
-    dqpn: int = 0  # destination queue pair: DTA has one per collector store (§7.2.1)
-    ackreq: int = 0
-    resv7: int = 0
-    psn: int = 0  # per-QP packet sequence number; the resync of §5.3 rewinds it
+    __slots__ = ()
+
+    opcode: int = field(0)
+    flags_byte: int = field(1)  # solicited:1 | migreq:1 | padcount:2 | version:4
+    pkey: int = field(2)
+    dqpn_word: int = field(3)  # fecn:1 | becn:1 | resv6:6 | dqpn:24 (the IBTA's resv8a, then DestQP)
+    psn_word: int = field(4)  # ackreq:1 | resv7:7 | psn:24
 
     SIZE: ClassVar[int] = 12
     _BITS: ClassVar[tuple[tuple[str, int], ...]] = (
         ("opcode", 8), ("solicited", 1), ("migreq", 1), ("padcount", 2), ("version", 4), ("pkey", 16),
         ("fecn", 1), ("becn", 1), ("resv6", 6), ("dqpn", 24), ("ackreq", 1), ("resv7", 7), ("psn", 24),
     )
+    FIELDS: ClassVar[tuple[str, ...]] = tuple(name for name, _ in _BITS)
 
-    def __post_init__(self) -> None:
-        # 13 fields on every decode: test plain in-range ints inline, let check_bits judge
-        # (and word the error for) anything else
-        for name, bits in self._BITS:
-            value = getattr(self, name)
-            if type(value) is not int or value < 0 or value >> bits:
-                check_bits("BTH", name, value, bits)
+    def __new__(cls, opcode: int = 0, solicited: int = 0, migreq: int = 0, padcount: int = 0, version: int = 0,
+                pkey: int = 0xFFFF, fecn: int = 0, becn: int = 0, resv6: int = 0, dqpn: int = 0, ackreq: int = 0,
+                resv7: int = 0, psn: int = 0) -> BTH:
+        # migreq: DTA's translator sends 1 (docs/wire-formats.md "BTH"); padcount: pad bytes after
+        # the payload to reach a multiple of 4; version: 0 is the only one defined; dqpn: DTA has
+        # one queue pair per collector store (§7.2.1); psn: per-QP, the resync of §5.3 rewinds it
+        values = (opcode, solicited, migreq, padcount, version, pkey, fecn, becn, resv6, dqpn, ackreq, resv7, psn)
+        for (name, bits), value in zip(cls._BITS, values, strict=True):
+            check_bits("BTH", name, value, bits)
+        return new(cls, (int(opcode), solicited << 7 | migreq << 6 | padcount << 4 | version, int(pkey),
+                         (fecn << 7 | becn << 6 | resv6) << 24 | dqpn, (ackreq << 7 | resv7) << 24 | psn))
+
+    @property
+    def solicited(self) -> int:
+        return self[1] >> 7
+
+    @property
+    def migreq(self) -> int:
+        return self[1] >> 6 & 1
+
+    @property
+    def padcount(self) -> int:
+        return self[1] >> 4 & 3
+
+    @property
+    def version(self) -> int:
+        return self[1] & 15
+
+    @property
+    def fecn(self) -> int:
+        return self[3] >> 31
+
+    @property
+    def becn(self) -> int:
+        return self[3] >> 30 & 1
+
+    @property
+    def resv6(self) -> int:
+        return self[3] >> 24 & 0x3F
+
+    @property
+    def dqpn(self) -> int:
+        return self[3] & 0xFFFFFF
+
+    @property
+    def ackreq(self) -> int:
+        return self[4] >> 31
+
+    @property
+    def resv7(self) -> int:
+        return self[4] >> 24 & 0x7F
+
+    @property
+    def psn(self) -> int:
+        return self[4] & 0xFFFFFF
 
     def size(self) -> int:
         return 12
 
     def to_bytes(self) -> bytes:
-        buf = bytearray(12)
-        self.pack_into(buf)
-        return bytes(buf)
+        return _BTH.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _BTH.pack_into(
-            buf, offset, self.opcode,
-            self.solicited << 7 | self.migreq << 6 | self.padcount << 4 | self.version,
-            self.pkey,
-            (self.fecn << 7 | self.becn << 6 | self.resv6) << 24 | self.dqpn,
-            (self.ackreq << 7 | self.resv7) << 24 | self.psn,
-        )
+        _BTH.pack_into(buf, offset, *self)
         return 12
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> BTH:
-        need("BTH", data, offset, 12)
-        opcode, b1, pkey, w1, w2 = _BTH.unpack_from(data, offset)
-        return cls(
-            opcode, b1 >> 7, b1 >> 6 & 1, b1 >> 4 & 3, b1 & 15, pkey,
-            w1 >> 31, w1 >> 30 & 1, w1 >> 24 & 0x3F, w1 & 0xFFFFFF,
-            w2 >> 31, w2 >> 24 & 0x7F, w2 & 0xFFFFFF,
-        )
+        if offset < 0 or len(data) - offset < 12:
+            need("BTH", data, offset, 12)
+        return new(cls, _BTH_UNPACK(data, offset))
 
 
-@dataclass(frozen=True, slots=True)
-class RETH:
+@record
+class RETH(tuple[int, int, int]):
     """RDMA Extended Transport Header, 16 bytes: where in the responder's memory.
 
     Follows the BTH of RDMA WRITE First/Only and RDMA READ Request. DTA's Key-Write puts the
     slot address ``base + slot * slot_size`` in ``va`` (§7.2.2)."""
 
-    va: int = 0  # virtual address in the registered region
-    rkey: int = 0  # remote key of the region (learnt at setup, §7.2.1)
-    dma_len: int = 0  # length of the whole message in bytes
+    __slots__ = ()
+
+    va: int = field(0)  # virtual address in the registered region
+    rkey: int = field(1)  # remote key of the region (learnt at setup, §7.2.1)
+    dma_len: int = field(2)  # length of the whole message in bytes
 
     SIZE: ClassVar[int] = 16
+    FIELDS: ClassVar[tuple[str, ...]] = ("va", "rkey", "dma_len")
 
-    def __post_init__(self) -> None:
-        check_bits("RETH", "va", self.va, 64)
-        check_bits("RETH", "rkey", self.rkey, 32)
-        check_bits("RETH", "dma_len", self.dma_len, 32)
+    def __new__(cls, va: int = 0, rkey: int = 0, dma_len: int = 0) -> RETH:
+        check_bits("RETH", "va", va, 64)
+        check_bits("RETH", "rkey", rkey, 32)
+        check_bits("RETH", "dma_len", dma_len, 32)
+        return new(cls, (va, rkey, dma_len))
 
     def size(self) -> int:
         return 16
 
     def to_bytes(self) -> bytes:
-        return _RETH.pack(self.va, self.rkey, self.dma_len)
+        return _RETH.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _RETH.pack_into(buf, offset, self.va, self.rkey, self.dma_len)
+        _RETH.pack_into(buf, offset, *self)
         return 16
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> RETH:
-        need("RETH", data, offset, 16)
-        return cls(*_RETH.unpack_from(data, offset))
+        if offset < 0 or len(data) - offset < 16:
+            need("RETH", data, offset, 16)
+        return new(cls, _RETH_UNPACK(data, offset))
 
 
-@dataclass(frozen=True, slots=True)
-class AtomicETH:
+@record
+class AtomicETH(tuple[int, int, int, int]):
     """Atomic Extended Transport Header, 28 bytes; follows COMPARE_SWAP and FETCH_ADD.
 
     DTA's Key-Increment is N FETCH_ADDs of the report's counter (§6.4), so ``swap_add``
     carries the addend; ``compare`` only matters for COMPARE_SWAP. ``va`` must be 8-byte
     aligned (IBTA); that is the responder's check, not the codec's."""
 
-    va: int = 0
-    rkey: int = 0
-    swap_add: int = 0  # swap data (COMPARE_SWAP) or add data (FETCH_ADD)
-    compare: int = 0
+    __slots__ = ()
+
+    va: int = field(0)
+    rkey: int = field(1)
+    swap_add: int = field(2)  # swap data (COMPARE_SWAP) or add data (FETCH_ADD)
+    compare: int = field(3)
 
     SIZE: ClassVar[int] = 28
+    FIELDS: ClassVar[tuple[str, ...]] = ("va", "rkey", "swap_add", "compare")
 
-    def __post_init__(self) -> None:
-        check_bits("AtomicETH", "va", self.va, 64)
-        check_bits("AtomicETH", "rkey", self.rkey, 32)
-        check_bits("AtomicETH", "swap_add", self.swap_add, 64)
-        check_bits("AtomicETH", "compare", self.compare, 64)
+    def __new__(cls, va: int = 0, rkey: int = 0, swap_add: int = 0, compare: int = 0) -> AtomicETH:
+        check_bits("AtomicETH", "va", va, 64)
+        check_bits("AtomicETH", "rkey", rkey, 32)
+        check_bits("AtomicETH", "swap_add", swap_add, 64)
+        check_bits("AtomicETH", "compare", compare, 64)
+        return new(cls, (va, rkey, swap_add, compare))
 
     def size(self) -> int:
         return 28
 
     def to_bytes(self) -> bytes:
-        return _ATOMIC_ETH.pack(self.va, self.rkey, self.swap_add, self.compare)
+        return _ATOMIC_ETH.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _ATOMIC_ETH.pack_into(buf, offset, self.va, self.rkey, self.swap_add, self.compare)
+        _ATOMIC_ETH.pack_into(buf, offset, *self)
         return 28
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> AtomicETH:
-        need("AtomicETH", data, offset, 28)
-        return cls(*_ATOMIC_ETH.unpack_from(data, offset))
+        if offset < 0 or len(data) - offset < 28:
+            need("AtomicETH", data, offset, 28)
+        return new(cls, _ATOMIC_ETH_UNPACK(data, offset))
 
 
-@dataclass(frozen=True, slots=True)
-class AETH:
+@record
+class AETH(tuple[int, int, int]):
     """ACK Extended Transport Header, 4 bytes: the responder's verdict.
 
     ``syndrome`` = reserved:1 | kind:2 | value:5 (see :func:`decode_syndrome`); ``msn`` is the
     responder's message sequence number. The translator reads these to resynchronise (§5.3).
     The record accepts any syndrome byte so that every 4-byte string decodes and re-encodes
-    exactly; :func:`decode_syndrome` is where reserved encodings are refused."""
+    exactly; :func:`decode_syndrome` is where reserved encodings are refused. The tuple is the
+    wire layout (the 24-bit ``msn`` as its high byte and low 16 bits)."""
 
-    syndrome: int = 0
-    msn: int = 0
+    __slots__ = ()
+
+    syndrome: int = field(0)
+    msn_hi: int = field(1)
+    msn_lo: int = field(2)
 
     SIZE: ClassVar[int] = 4
+    FIELDS: ClassVar[tuple[str, ...]] = ("syndrome", "msn")
 
-    def __post_init__(self) -> None:
-        check_bits("AETH", "syndrome", self.syndrome, 8)
-        check_bits("AETH", "msn", self.msn, 24)
+    def __new__(cls, syndrome: int = 0, msn: int = 0) -> AETH:
+        check_bits("AETH", "syndrome", syndrome, 8)
+        check_bits("AETH", "msn", msn, 24)
+        return new(cls, (int(syndrome), msn >> 16, msn & 0xFFFF))
+
+    @property
+    def msn(self) -> int:
+        return self[1] << 16 | self[2]
 
     def size(self) -> int:
         return 4
 
     def to_bytes(self) -> bytes:
-        return _AETH.pack(self.syndrome << 24 | self.msn)
+        return _AETH.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _AETH.pack_into(buf, offset, self.syndrome << 24 | self.msn)
+        _AETH.pack_into(buf, offset, *self)
         return 4
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> AETH:
-        need("AETH", data, offset, 4)
-        (word,) = _AETH.unpack_from(data, offset)
-        return cls(word >> 24, word & 0xFFFFFF)
+        if offset < 0 or len(data) - offset < 4:
+            need("AETH", data, offset, 4)
+        return new(cls, _AETH_UNPACK(data, offset))
 
     def decode(self) -> tuple[AethKind, int]:
         """``decode_syndrome(self.syndrome)``."""
         return decode_syndrome(self.syndrome)
 
 
-@dataclass(frozen=True, slots=True)
-class AtomicAckETH:
+@record
+class AtomicAckETH(tuple[int]):
     """Atomic ACK Extended Transport Header, 8 bytes: the memory's value before the atomic.
 
     Follows the AETH of ATOMIC_ACKNOWLEDGE."""
 
-    orig_remote_data: int = 0
+    __slots__ = ()
+
+    orig_remote_data: int = field(0)
 
     SIZE: ClassVar[int] = 8
+    FIELDS: ClassVar[tuple[str, ...]] = ("orig_remote_data",)
 
-    def __post_init__(self) -> None:
-        check_bits("AtomicAckETH", "orig_remote_data", self.orig_remote_data, 64)
+    def __new__(cls, orig_remote_data: int = 0) -> AtomicAckETH:
+        check_bits("AtomicAckETH", "orig_remote_data", orig_remote_data, 64)
+        return new(cls, (orig_remote_data,))
 
     def size(self) -> int:
         return 8
 
     def to_bytes(self) -> bytes:
-        return _ATOMIC_ACK_ETH.pack(self.orig_remote_data)
+        return _ATOMIC_ACK_ETH.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
-        _ATOMIC_ACK_ETH.pack_into(buf, offset, self.orig_remote_data)
+        _ATOMIC_ACK_ETH.pack_into(buf, offset, *self)
         return 8
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> AtomicAckETH:
-        need("AtomicAckETH", data, offset, 8)
-        return cls(*_ATOMIC_ACK_ETH.unpack_from(data, offset))
+        if offset < 0 or len(data) - offset < 8:
+            need("AtomicAckETH", data, offset, 8)
+        return new(cls, _ATOMIC_ACK_ETH_UNPACK(data, offset))
+
+
+_BTH_UNPACK = _BTH.unpack_from
+_RETH_UNPACK = _RETH.unpack_from
+_ATOMIC_ETH_UNPACK = _ATOMIC_ETH.unpack_from
+_AETH_UNPACK = _AETH.unpack_from
+_ATOMIC_ACK_ETH_UNPACK = _ATOMIC_ACK_ETH.unpack_from
 
 
 HEADERS = (BTH, RETH, AtomicETH, AETH, AtomicAckETH)
@@ -531,16 +595,7 @@ def build_roce_frame(
     return bytes(buf)
 
 
-@dataclass(frozen=True, slots=True)
-class RoceFrame:
-    """A parsed Ethernet/IPv4/UDP/RoCEv2 frame.
-
-    ``payload`` is the message data: after the extended headers, before the ``padcount``
-    pad bytes and the ICRC. It is a view into the buffer handed to :func:`parse_roce_frame`
-    (no copy on the data path); take ``bytes(payload)`` if that buffer will be reused.
-    ``icrc`` is the value stored on the wire, ``icrc_ok`` whether it is right. Extended
-    headers the opcode does not carry are None."""
-
+class _RoceFrameFields(NamedTuple):
     eth: Ethernet
     ip: IPv4
     udp: UDP
@@ -553,6 +608,21 @@ class RoceFrame:
     payload_offset: int
     icrc: int
     icrc_ok: bool
+
+
+@record
+class RoceFrame(_RoceFrameFields):
+    """A parsed Ethernet/IPv4/UDP/RoCEv2 frame.
+
+    ``payload`` is the message data: after the extended headers, before the ``padcount``
+    pad bytes and the ICRC. It is a view into the buffer handed to :func:`parse_roce_frame`
+    (no copy on the data path); take ``bytes(payload)`` if that buffer will be reused.
+    ``icrc`` is the value stored on the wire, ``icrc_ok`` whether it is right. Extended
+    headers the opcode does not carry are None."""
+
+    __slots__ = ()
+
+    FIELDS: ClassVar[tuple[str, ...]] = _RoceFrameFields._fields
 
     @property
     def ext(self) -> tuple[ExtHeader, ...]:
@@ -574,28 +644,30 @@ def parse_roce_frame(frame: bytes | bytearray | memoryview, offset: int = 0) -> 
     if uf.payload_length < BTH.SIZE + ICRC_LEN:
         raise HeaderError("RoCEv2", f"UDP payload of {uf.payload_length} bytes cannot hold a BTH and an ICRC",
                           bth_off)
-    bth = BTH.from_bytes(frame, bth_off)
-    off = bth_off + BTH.SIZE
+    bth = new(BTH, _BTH_UNPACK(frame, bth_off))  # the UDP payload holds it: checked just above
+    off = bth_off + 12
+    opcode = bth[0]
     reth = atomic_eth = aeth = atomic_ack_eth = None
-    for cls in EXT_HEADERS.get(bth.opcode, ()):
+    for cls in EXT_HEADERS.get(opcode, ()):
         if end - ICRC_LEN - off < cls.SIZE:
-            raise HeaderError("RoCEv2", f"opcode {bth.opcode:#04x} needs a {cls.__name__} of {cls.SIZE} bytes, "
+            raise HeaderError("RoCEv2", f"opcode {opcode:#04x} needs a {cls.__name__} of {cls.SIZE} bytes, "
                               f"{end - ICRC_LEN - off} left before the ICRC", off)
         if cls is RETH:
-            reth = RETH.from_bytes(frame, off)
+            reth = new(RETH, _RETH_UNPACK(frame, off))
         elif cls is AtomicETH:
-            atomic_eth = AtomicETH.from_bytes(frame, off)
+            atomic_eth = new(AtomicETH, _ATOMIC_ETH_UNPACK(frame, off))
         elif cls is AETH:
             aeth = AETH.from_bytes(frame, off)
         else:
-            atomic_ack_eth = AtomicAckETH.from_bytes(frame, off)
+            atomic_ack_eth = new(AtomicAckETH, _ATOMIC_ACK_ETH_UNPACK(frame, off))
         off += cls.SIZE
-    data_end = end - ICRC_LEN - bth.padcount
+    padcount = bth[1] >> 4 & 3
+    data_end = end - ICRC_LEN - padcount
     if data_end < off:
-        raise HeaderError("RoCEv2", f"padcount={bth.padcount} exceeds the {end - ICRC_LEN - off}-byte payload",
+        raise HeaderError("RoCEv2", f"padcount={padcount} exceeds the {end - ICRC_LEN - off}-byte payload",
                           bth_off + 1)
     mv = memoryview(frame)
     stored = _ICRC.unpack_from(mv, end - ICRC_LEN)[0]
     ok = stored == _icrc(mv, offset + 14, bth_off - 8, end, False)
-    return RoceFrame(uf.eth, uf.ip, uf.udp, bth, reth, atomic_eth, aeth, atomic_ack_eth,
-                     mv[off:data_end], off, stored, ok)
+    return new(RoceFrame, (uf.eth, uf.ip, uf.udp, bth, reth, atomic_eth, aeth, atomic_ack_eth,
+                           mv[off:data_end], off, stored, ok))

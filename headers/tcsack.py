@@ -53,11 +53,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import IntEnum, IntFlag
+from operator import lt as _lt
 from typing import ClassVar
 
 from .errors import HeaderError, check_bits, need
+from .record import field, new, record
 
 _DATA = struct.Struct("!BBHII")
 _ACK = struct.Struct("!BBHIIIBBH")
@@ -140,49 +141,58 @@ def max_blocks(mtu: int = 1500, overhead: int = IPV4_UDP_OVERHEAD) -> int:
     return min(255, room // _BLOCK.size)
 
 
-@dataclass(frozen=True, slots=True)
-class TcsData:
-    """T/C-SACK data header; the payload follows it up to the end of the UDP datagram."""
+@record
+class TcsData(tuple[int, int, int, int, int]):
+    """T/C-SACK data header; the payload follows it up to the end of the UDP datagram.
 
-    flow_id: int
-    seq: int
-    tsval: int = 0  # sender clock in microseconds mod 2^32, echoed as tsecr for RTT samples
-    flags: int = 0
+    ``tsval`` is the sender clock in microseconds mod 2^32, echoed as ``tsecr`` for RTT
+    samples. The tuple is the wire layout, ``kind`` included (headers/record.py).
+    """
+
+    __slots__ = ()
+
+    kind: int = field(0)  # always TcsKind.DATA
+    flags: int = field(1)
+    flow_id: int = field(2)
+    seq: int = field(3)
+    tsval: int = field(4)
 
     KIND: ClassVar[int] = TcsKind.DATA
     SIZE: ClassVar[int] = 12
+    FIELDS: ClassVar[tuple[str, ...]] = ("flow_id", "seq", "tsval", "flags")
 
-    def __post_init__(self) -> None:
-        check_bits("TcsData", "flow_id", self.flow_id, 16)
-        check_bits("TcsData", "seq", self.seq, 32)
-        check_bits("TcsData", "tsval", self.tsval, 32)
-        check_bits("TcsData", "flags", self.flags, 8)
+    def __new__(cls, flow_id: int, seq: int, tsval: int = 0, flags: int = 0) -> TcsData:
+        check_bits("TcsData", "flow_id", flow_id, 16)
+        check_bits("TcsData", "seq", seq, 32)
+        check_bits("TcsData", "tsval", tsval, 32)
+        check_bits("TcsData", "flags", flags, 8)
+        return new(cls, (1, flags, flow_id, seq, tsval))
 
     def size(self) -> int:
         return 12
 
     def to_bytes(self) -> bytes:
-        return _DATA.pack(1, self.flags, self.flow_id, self.seq, self.tsval)
+        return _DATA.pack(*self)
 
     def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
         need("TcsData", buf, offset, 12)
-        _DATA.pack_into(buf, offset, 1, self.flags, self.flow_id, self.seq, self.tsval)
+        _DATA.pack_into(buf, offset, *self)
         return 12
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> TcsData:
         need("TcsData", data, offset, 12)
-        kind, flags, flow_id, seq, tsval = _DATA.unpack_from(data, offset)
-        if kind != TcsKind.DATA:
-            raise HeaderError("TcsData", f"kind={kind} is not DATA (1)", offset)
-        return cls(flow_id, seq, tsval, flags)
+        t = _DATA.unpack_from(data, offset)
+        if t[0] != TcsKind.DATA:
+            raise HeaderError("TcsData", f"kind={t[0]} is not DATA (1)", offset)
+        return new(cls, t)
 
 
 Block = tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class TcsAck:
+@record
+class TcsAck(tuple[int, int, int, int, tuple[Block, ...], int, int]):
     """T/C-SACK acknowledgement: a cumulative point plus SACK blocks above it.
 
     Every ``seq`` before ``cum_ack`` has arrived (so ``cum_ack`` itself has not).
@@ -199,38 +209,31 @@ class TcsAck:
     ``now - tsecr - ack_delay``.
     """
 
-    flow_id: int
-    ack_seq: int
-    cum_ack: int
-    tsecr: int = 0
-    blocks: tuple[Block, ...] = ()
-    flags: int = 0
-    ack_delay: int = 0
+    __slots__ = ()
+
+    flow_id: int = field(0)
+    ack_seq: int = field(1)
+    cum_ack: int = field(2)
+    tsecr: int = field(3)
+    blocks: tuple[Block, ...] = field(4)
+    flags: int = field(5)
+    ack_delay: int = field(6)
 
     KIND: ClassVar[int] = TcsKind.ACK
     SIZE: ClassVar[int] = 20  # the fixed part; each block adds 8
+    FIELDS: ClassVar[tuple[str, ...]] = ("flow_id", "ack_seq", "cum_ack", "tsecr", "blocks", "flags", "ack_delay")
 
-    def __post_init__(self) -> None:
-        check_bits("TcsAck", "flow_id", self.flow_id, 16)
-        check_bits("TcsAck", "ack_seq", self.ack_seq, 32)
-        check_bits("TcsAck", "cum_ack", self.cum_ack, 32)
-        check_bits("TcsAck", "tsecr", self.tsecr, 32)
-        check_bits("TcsAck", "flags", self.flags, 8)
-        check_bits("TcsAck", "ack_delay", self.ack_delay, 16)
-        blocks: tuple[tuple[int, ...], ...] = self.blocks  # checked to be pairs by _check_blocks
-        if type(blocks) is not tuple or any(type(b) is not tuple for b in blocks):
-            # accept any iterable of pairs (lists from JSON, say) but store tuples: the record
-            # stays hashable and compares equal to a decoded one
-            if not isinstance(blocks, Iterable):
-                raise HeaderError("TcsAck", f"blocks must be a sequence of (start, end), got {type(blocks).__name__}")
-            norm: list[tuple[int, ...]] = []
-            for i, b in enumerate(blocks):
-                if not isinstance(b, tuple | list):
-                    raise HeaderError("TcsAck", f"block {i} is not a (start, end) pair: {b!r}")
-                norm.append(tuple(b))
-            blocks = tuple(norm)
-            object.__setattr__(self, "blocks", blocks)
-        _check_blocks(self.cum_ack, blocks)
+    def __new__(cls, flow_id: int, ack_seq: int, cum_ack: int, tsecr: int = 0, blocks: Iterable[Block] = (),
+                flags: int = 0, ack_delay: int = 0) -> TcsAck:
+        check_bits("TcsAck", "flow_id", flow_id, 16)
+        check_bits("TcsAck", "ack_seq", ack_seq, 32)
+        check_bits("TcsAck", "cum_ack", cum_ack, 32)
+        check_bits("TcsAck", "tsecr", tsecr, 32)
+        check_bits("TcsAck", "flags", flags, 8)
+        check_bits("TcsAck", "ack_delay", ack_delay, 16)
+        pairs = _normalise_blocks(blocks)
+        _check_blocks(cum_ack, pairs)
+        return new(cls, (flow_id, ack_seq, cum_ack, tsecr, pairs, flags, ack_delay))
 
     @property
     def n_blocks(self) -> int:
@@ -265,16 +268,16 @@ class TcsAck:
         limit = _limit("TcsAck", data, offset, end)
         if offset < 0 or limit - offset < 20:
             raise HeaderError("TcsAck", f"truncated: need 20 bytes, have {max(0, limit - offset)}", offset)
-        kind, flags, flow_id, ack_seq, cum_ack, tsecr, n, _reserved, ack_delay = _ACK.unpack_from(data, offset)
-        if kind != TcsKind.ACK:
-            raise HeaderError("TcsAck", f"kind={kind} is not ACK (2)", offset)
+        n = data[offset + 16]
         if n > MAX_BLOCKS:
             raise HeaderError("TcsAck", f"n_blocks={n} exceeds the {MAX_BLOCKS} that fit a 1500-byte MTU", offset + 16)
         if limit - offset < 20 + 8 * n:
             raise HeaderError("TcsAck", f"truncated: {n} blocks need {20 + 8 * n} bytes, have {limit - offset}",
                               offset)
-        blocks = tuple(_BLOCK.iter_unpack(memoryview(data)[offset + 20:offset + 20 + 8 * n]))
-        return cls(flow_id, ack_seq, cum_ack, tsecr, blocks, flags, ack_delay)
+        t = _ACK_N[n](data, offset)
+        if t[0] != TcsKind.ACK:
+            raise HeaderError("TcsAck", f"kind={t[0]} is not ACK (2)", offset)
+        return _ack_of(t, n)
 
     def holes(self) -> tuple[Block, ...]:
         """The missing runs ``[start, end)`` this ACK reports: the gaps below its last block."""
@@ -301,6 +304,42 @@ class TcsAck:
 #: SACK blocks an ACK may carry: what fits a 1500-byte MTU over IPv4/UDP (181). Enforced on
 #: encode and decode so every ACK is a single unfragmented datagram.
 MAX_BLOCKS = max_blocks(1500)
+
+#: one precompiled struct per block count: the fixed part and every block in one unpack
+_ACK_N = tuple(struct.Struct(f"!BBHIIIBBH{2 * n}I").unpack_from for n in range(MAX_BLOCKS + 1))
+
+
+def _ack_of(t: tuple[int, ...], n: int) -> TcsAck:
+    """The ACK record from the unpacked fixed part and ``n`` blocks (``t[9:]``), validating the
+    blocks (their order relative to ``cum_ack`` is what the bytes can get wrong)."""
+    cum = t[4]
+    if n:
+        words = t[9:]
+        # fast verdict: as plain integers the 2n block bounds strictly ascend from above cum_ack to
+        # below cum_ack + 2^31, which is _check_blocks' wrap-aware chain without a wrap; otherwise
+        # (a wrap, or a bad ACK) the exact check decides and words the error
+        if not (cum < words[0] and words[-1] - cum < SEQ_HALF and all(map(_lt, words, words[1:]))):
+            _check_blocks(cum, tuple(zip(words[::2], words[1::2], strict=True)))
+        it = iter(words)
+        blocks: tuple[Block, ...] = tuple(zip(it, it, strict=False))
+    else:
+        blocks = ()
+    return new(TcsAck, (t[2], t[3], cum, t[5], blocks, t[1], t[8]))
+
+
+def _normalise_blocks(blocks: object) -> tuple[tuple[int, ...], ...]:
+    """Accept any iterable of pairs (lists from JSON, say) but store tuples: the record stays
+    hashable and compares equal to a decoded one."""
+    if type(blocks) is tuple and all(type(b) is tuple for b in blocks):
+        return blocks
+    if not isinstance(blocks, Iterable):
+        raise HeaderError("TcsAck", f"blocks must be a sequence of (start, end), got {type(blocks).__name__}")
+    norm: list[tuple[int, ...]] = []
+    for i, b in enumerate(blocks):
+        if not isinstance(b, tuple | list):
+            raise HeaderError("TcsAck", f"block {i} is not a (start, end) pair: {b!r}")
+        norm.append(tuple(b))
+    return tuple(norm)
 
 
 def _check_blocks(cum_ack: int, blocks: tuple[tuple[int, ...], ...]) -> None:
@@ -345,7 +384,24 @@ def decode_tcsack(data: bytes | bytearray | memoryview, offset: int = 0, end: in
 
     ``end`` is the end of the UDP payload; a data packet's payload is ``data[offset + 12:end]``.
     """
-    limit = _limit("T/C-SACK", data, offset, end)
+    limit = len(data) if end is None else _limit("T/C-SACK", data, offset, end)
+    # the well-formed cases inline, one unpack each (issue 19); the rest goes the long way below
+    if offset >= 0 and limit - offset >= 12:
+        kind = data[offset]
+        if kind == 1:
+            return new(TcsData, _DATA_UNPACK(data, offset))
+        if kind == 2 and limit - offset >= 20:
+            n = data[offset + 16]
+            if n <= MAX_BLOCKS and limit - offset >= 20 + 8 * n:
+                t = _ACK_N[n](data, offset)
+                if not n:
+                    return new(TcsAck, (t[2], t[3], t[4], t[5], (), t[1], t[8]))
+                words = t[9:]
+                cum = t[4]
+                if cum < words[0] and words[-1] - cum < SEQ_HALF and all(map(_lt, words, words[1:])):
+                    it = iter(words)
+                    return new(TcsAck, (t[2], t[3], cum, t[5], tuple(zip(it, it, strict=False)), t[1], t[8]))
+                return _ack_of(t, n)
     if offset < 0 or limit - offset < 1:
         raise HeaderError("T/C-SACK", "truncated: no kind byte", offset)
     kind = data[offset]
@@ -356,6 +412,9 @@ def decode_tcsack(data: bytes | bytearray | memoryview, offset: int = 0, end: in
     if kind == TcsKind.ACK:
         return TcsAck.from_bytes(data, offset, limit)
     raise HeaderError("T/C-SACK", f"unknown kind {kind}", offset)
+
+
+_DATA_UNPACK = _DATA.unpack_from
 
 
 HEADERS = (TcsData, TcsAck)

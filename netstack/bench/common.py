@@ -21,10 +21,13 @@ __all__ = [
 
 @dataclass
 class Case:
-    """One header in ``netstack bench headers``: four zero-argument callables.
+    """One header in ``netstack bench headers``: five zero-argument callables.
 
     ``encode``/``decode`` use the fast codec, ``scapy_build``/``scapy_dissect`` the Scapy
-    layer, on the same field values, so the two rates are directly comparable.
+    layer, on the same field values, so the two rates are directly comparable. ``baseline``
+    is a bare ``struct.unpack_from`` of the same wire fields of the same bytes (written in the
+    case module): the floor a decoder in Python can approach (issue 19 asks decode to stay
+    within 3x of it).
     """
 
     name: str
@@ -32,6 +35,7 @@ class Case:
     decode: Callable[[], object]
     scapy_build: Callable[[], object]
     scapy_dissect: Callable[[], object]
+    baseline: Callable[[], object]
 
 
 def measure_rate(fn: Callable[[], object], min_time: float = 0.2, batch: int = 64) -> float:

@@ -29,7 +29,7 @@ HIGHER = re.compile(r"per_s|/s|rate|speedup|goodput|bps|throughput|ingest|delive
                     r"effective|capacity|sustained")
 #: ... and where a smaller one is
 LOWER = re.compile(r"(^|_)(us|ns|ms|s|seconds)($|_)|_us_|cpu|loss|lost|drop|fail|latency|mean|p\d+|time|error|"
-                   r"wrong|slowdown|fct|timeouts|retx|overhead")
+                   r"vs_struct|wrong|slowdown|fct|timeouts|retx|overhead")
 #: text fields that name their record on their own (shown without ``key=``)
 NAME_KEYS = {"name", "header", "case", "system", "path", "scenario"}
 #: path components that hold facts about the run, not results

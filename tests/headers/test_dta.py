@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import random
 from typing import Any
 
@@ -31,6 +30,7 @@ from headers.dta import (
 from headers.errors import HeaderError
 from headers.inet import build_udp_frame
 from headers.layers import dta as layers
+from headers.record import field_values
 from headers.registry import UdpPort
 
 SRC_MAC = bytes.fromhex("020000000001")
@@ -69,7 +69,7 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
 
 
 def fields_of(record: Any) -> dict[str, Any]:
-    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    return field_values(record)
 
 
 def assert_layer_matches(layer: Any, record: Any) -> None:

@@ -1,6 +1,5 @@
 """LinkGuardian tags: codec, Scapy layers, decode_tag dispatch and era/seq_no arithmetic (§3.5)."""
 
-import dataclasses
 
 import pytest
 from hypothesis import given, settings
@@ -32,6 +31,7 @@ from headers.linkguardian import (
     wrap,
 )
 from headers.pfc import PFCFrame
+from headers.record import field_values
 from headers.registry import EtherType
 
 N = SEQ_SPACE
@@ -53,7 +53,7 @@ PAD_MASK = {LGData: 0x20, LGLeadingAck: 0x0F, LGLossNotification: 0x0F}
 
 
 def fields(rec):
-    return {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)}
+    return field_values(rec)
 
 
 # --- 1. round trip ------------------------------------------------------------------------

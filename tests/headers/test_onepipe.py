@@ -1,6 +1,5 @@
 """1Pipe header: codec, Scapy layer, packet decode and 48-bit PAWS timestamp arithmetic (§2, §6.1)."""
 
-import dataclasses
 
 import pytest
 from hypothesis import assume, given, settings
@@ -39,6 +38,7 @@ from headers.onepipe import (
     write_barriers,
     write_be_barrier,
 )
+from headers.record import field_values, replace
 from headers.registry import UdpPort
 
 MAC1, MAC2 = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
@@ -52,7 +52,7 @@ headers_st = st.builds(OnePipeHeader, msg_ts=u48, be_barrier=u48, commit_barrier
 
 
 def fields(rec):
-    return {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)}
+    return field_values(rec)
 
 
 def test_headers_tuple():
@@ -217,10 +217,10 @@ def test_write_barriers_in_place(rec, be, commit, payload):
     write_barriers(buf, 3, be, commit)
     assert read_barriers(buf, 3) == (be, commit)
     new = OnePipeHeader.from_bytes(buf, 3)
-    assert new == dataclasses.replace(rec, be_barrier=be, commit_barrier=commit)
+    assert new == replace(rec, be_barrier=be, commit_barrier=commit)
     assert buf[:3] == b"\xaa" * 3 and buf[27:] == payload
     write_be_barrier(buf, 3, rec.be_barrier)
-    assert OnePipeHeader.from_bytes(buf, 3) == dataclasses.replace(rec, commit_barrier=commit)
+    assert OnePipeHeader.from_bytes(buf, 3) == replace(rec, commit_barrier=commit)
 
 
 def test_write_barriers_rejects_bad_values():

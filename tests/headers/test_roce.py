@@ -4,7 +4,6 @@ bit-flip detection and masking, and fuzzing of every decoder (only HeaderError m
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import ipaddress
 import struct
 
@@ -21,6 +20,7 @@ import headers.layers.roce as L
 from headers.errors import HeaderError
 from headers.inet import ip_str, mac_str
 from headers.onepipe import PORTS as ONEPIPE_PORTS
+from headers.record import field_values, replace
 from headers.roce import (
     AETH,
     BTH,
@@ -68,13 +68,13 @@ def records(cls: type) -> st.SearchStrategy:
 
 
 def fields(record: object) -> dict[str, int]:
-    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    return field_values(record)
 
 
 def test_field_table_matches_records() -> None:
     assert set(FIELD_BITS) == set(HEADERS)
     for cls in HEADERS:
-        assert [f.name for f in dataclasses.fields(cls)] == list(FIELD_BITS[cls])
+        assert list(cls.FIELDS) == list(FIELD_BITS[cls])
         assert sum(FIELD_BITS[cls].values()) == cls.SIZE * 8
 
 
@@ -131,7 +131,7 @@ u8 = st.integers(0, 0xFF)
 @st.composite
 def bths(draw: st.DrawFn, opcode: int) -> BTH:
     rec = draw(records(BTH))
-    return dataclasses.replace(rec, opcode=opcode)
+    return replace(rec, opcode=opcode)
 
 
 @st.composite

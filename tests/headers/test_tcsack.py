@@ -1,6 +1,5 @@
 """T/C-SACK data and ACK headers: codec, Scapy layers, dispatch, SACK block rules and 32-bit serial arithmetic."""
 
-import dataclasses
 
 import pytest
 from hypothesis import assume, given, settings
@@ -12,6 +11,7 @@ from scapy.packet import Raw
 from headers.errors import HeaderError
 from headers.inet import build_udp_frame, parse_udp_frame
 from headers.layers import tcsack as L
+from headers.record import field_values
 from headers.registry import UdpPort
 from headers.tcsack import (
     HEADERS,
@@ -72,7 +72,7 @@ LAYER_OF = {TcsData: L.TcsData, TcsAck: L.TcsAck}
 
 
 def fields(rec):
-    return {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)}
+    return field_values(rec)
 
 
 def test_headers_tuple_and_sizes():

@@ -8,7 +8,7 @@ down to the primitive, and record construction + ``pack_report_into`` against
 
 from __future__ import annotations
 
-import dataclasses
+import struct
 from typing import Any
 
 from headers.dta import (
@@ -24,6 +24,7 @@ from headers.dta import (
     decode_report,
     pack_report_into,
 )
+from headers.record import field_values
 from netstack.bench.common import Case
 
 # typical reports: the public generators' Key-Write (k = 1) and a 7-word one, an INT
@@ -45,7 +46,17 @@ _NACKS: tuple[tuple[str, DTANack], ...] = (
 
 
 def _fields(record: Any) -> dict[str, Any]:
-    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    return field_values(record)
+
+
+# the baselines: each primitive's wire fields after the base header's "!BBB", in one struct
+_PRIMITIVE_FORMATS = {KeyWrite: "BI{n}I", Append: "II", KeyIncrement: "BIQ", Postcarder: "IBI",
+                      SketchMerge: "HHIBB{n}I"}
+
+
+def _report_format(primitive: Primitive) -> str:
+    n = len(primitive.data) if isinstance(primitive, KeyWrite) else getattr(primitive, "rows", 0)
+    return "!BBB" + _PRIMITIVE_FORMATS[type(primitive)].format(n=n)
 
 
 def _report_case(label: str, primitive: Primitive) -> Case:
@@ -60,6 +71,8 @@ def _report_case(label: str, primitive: Primitive) -> Case:
     raw = bytes(buf)
     assert bytes(layers.DTA(**base_fields) / layer_cls(**prim_fields)) == raw
     cls = type(primitive)
+    unpack = struct.Struct(_report_format(primitive)).unpack_from
+    assert struct.calcsize(_report_format(primitive)) == len(raw)
     base_values = tuple(base_fields.values())
     prim_values = tuple(prim_fields.values())
 
@@ -73,6 +86,7 @@ def _report_case(label: str, primitive: Primitive) -> Case:
         decode=lambda: decode_report(raw, 0, len(raw)),
         scapy_build=lambda: bytes(layers.DTA(**base_fields) / layer_cls(**prim_fields)),
         scapy_dissect=lambda: layers.DTA(raw),
+        baseline=lambda: unpack(raw),
     )
 
 
@@ -86,6 +100,10 @@ def _record_case(label: str, record: DTABase | DTANack) -> Case:
     cls = type(record)
     values = tuple(fields.values())
     buf = bytearray(16)
+    # the baseline: the wire fields (a NACK's sketch extension when it has one)
+    fmt = "!BBB" if cls is DTABase else ("!BBHHI" if fields.get("sketch") else "!BB")
+    assert struct.calcsize(fmt) == len(raw)
+    unpack = struct.Struct(fmt).unpack_from
 
     def encode() -> object:
         return cls(*values).pack_into(buf, 0)
@@ -96,6 +114,7 @@ def _record_case(label: str, record: DTABase | DTANack) -> Case:
         decode=lambda: cls.from_bytes(raw),
         scapy_build=lambda: bytes(layer_cls(**fields)),
         scapy_dissect=lambda: layer_cls(raw),
+        baseline=lambda: unpack(raw),
     )
 
 

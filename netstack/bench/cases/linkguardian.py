@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
+import struct
 
 from headers.linkguardian import LGData, LGLeadingAck, LGLossNotification, LGTag, decode_tag
+from headers.record import field_values
 from netstack.bench.common import Case
 
 # typical tags: a protected IPv4 frame, a piggybacked leading ACK, a loss notification on a courier
@@ -19,8 +20,10 @@ def _case(record: LGTag) -> Case:
     from headers.layers import linkguardian as layers
 
     layer_cls = getattr(layers, type(record).__name__)
-    fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    fields = field_values(record)
     raw = record.to_bytes()
+    # the baseline: the tag's wire fields (type/flags byte, seq_no or ACK, [hole, first lost,] next_type)
+    unpack = struct.Struct("!BHBHH" if isinstance(record, LGLossNotification) else "!BHH").unpack_from
     cls = type(record)
     buf = bytearray(64)
     values = tuple(fields.values())
@@ -37,6 +40,7 @@ def _case(record: LGTag) -> Case:
         decode=lambda: decode_tag(raw),
         scapy_build=lambda: bytes(layer_cls(**fields)),
         scapy_dissect=lambda: layers.LinkGuardian(raw),
+        baseline=lambda: unpack(raw),
     )
 
 

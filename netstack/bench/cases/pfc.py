@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 from headers.pfc import MAX_QUANTA, build_pfc_frame, parse_pfc_frame
 from headers.registry import PFC_DST_MAC
 from netstack.bench.common import Case
@@ -16,6 +18,8 @@ def cases() -> list[Case]:
 
     from headers.layers.pfc import pfc_frame
 
+    # the baseline: the frame's wire fields (addresses, EtherType, opcode, enable vector, 8 quanta)
+    unpack = struct.Struct("!6s6sHHH8H").unpack_from
     frame = build_pfc_frame(_SRC, _CLASS_ENABLE, _QUANTA, PFC_DST_MAC)
     assert bytes(pfc_frame(_SRC, _CLASS_ENABLE, _QUANTA, PFC_DST_MAC)) == frame
     return [
@@ -25,5 +29,6 @@ def cases() -> list[Case]:
             decode=lambda: parse_pfc_frame(frame),
             scapy_build=lambda: bytes(pfc_frame(_SRC, _CLASS_ENABLE, _QUANTA, PFC_DST_MAC)),
             scapy_dissect=lambda: Ether(frame),
+            baseline=lambda: unpack(frame),
         )
     ]

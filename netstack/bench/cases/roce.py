@@ -4,9 +4,11 @@ Scapy building Ether/IP/UDP/BTH/... with contrib computing the ICRC, and ``Ether
 
 from __future__ import annotations
 
-import dataclasses
+import struct
 
+from headers.record import field_values
 from headers.roce import (
+    AETH,
     BTH,
     RETH,
     AtomicAckETH,
@@ -37,7 +39,13 @@ _SLOT = b"\x9a\xbc\xde\xf0\x00\x00\x00\x2a"
 
 
 def _fields(record: object) -> dict[str, int]:
-    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    return field_values(record)
+
+
+# the baselines: each header's wire fields; a whole frame's are Ethernet, IPv4, UDP, BTH, the
+# extended headers, the payload and the ICRC (read as a word; the CRC itself is not computed)
+_FORMATS = {BTH: "BBHII", RETH: "QII", AtomicETH: "QIQQ", AETH: "I", AtomicAckETH: "Q"}
+_FRAME_FORMAT = "!6s6sHBBHHHBBH4s4sHHHH"
 
 
 def _header_case(record: BTH | ExtHeader) -> Case:
@@ -49,6 +57,7 @@ def _header_case(record: BTH | ExtHeader) -> Case:
     values = tuple(fields.values())
     raw = record.to_bytes()
     buf = bytearray(42 + record.size())
+    unpack = struct.Struct("!" + _FORMATS[cls]).unpack_from
     if cls is BTH:
         # contrib's BTH carries the ICRC as a trailer; icrc=0 skips computing it (no UDP below)
         extra = {"icrc": 0}
@@ -69,6 +78,7 @@ def _header_case(record: BTH | ExtHeader) -> Case:
         decode=lambda: cls.from_bytes(raw),
         scapy_build=lambda: bytes(layer_cls(**fields, **extra)),
         scapy_dissect=lambda: layer_cls(raw_layer),
+        baseline=lambda: unpack(raw),
     )
 
 
@@ -93,12 +103,16 @@ def _frame_case(name: str, bth: BTH, ext: tuple[ExtHeader, ...], payload: bytes)
 
     frame = encode()
     assert scapy_build() == frame and parse_roce_frame(frame).icrc_ok
+    fmt = _FRAME_FORMAT + _FORMATS[BTH] + "".join(_FORMATS[type(h)] for h in ext) + f"{len(payload)}sI"
+    assert struct.calcsize(fmt) == len(frame)
+    unpack = struct.Struct(fmt).unpack_from
     return Case(
         name=name,
         encode=encode,
         decode=lambda: parse_roce_frame(frame),
         scapy_build=scapy_build,
         scapy_dissect=lambda: Ether(frame),
+        baseline=lambda: unpack(frame),
     )
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
+import struct
 
+from headers.record import field_values
 from headers.tcsack import TcsAck, TcsAckFlag, TcsData, TcsDataFlag, decode_tcsack
 from netstack.bench.common import Case
 
@@ -20,7 +21,10 @@ def _case(record: TcsData | TcsAck) -> Case:
 
     cls = type(record)
     layer_cls = getattr(layers, cls.__name__)
-    fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    fields = field_values(record)
+    # the baseline: the message's wire fields (an ACK's fixed part and its blocks in one struct)
+    fmt = "!BBHII" if cls is TcsData else f"!BBHIIIBBH{2 * len(fields['blocks'])}I"
+    unpack = struct.Struct(fmt).unpack_from
     values = tuple(fields.values())
     raw = record.to_bytes()
     buf = bytearray(42 + record.size() + 64)
@@ -37,6 +41,7 @@ def _case(record: TcsData | TcsAck) -> Case:
         decode=lambda: decode_tcsack(raw),
         scapy_build=lambda: bytes(layer_cls(**fields)),
         scapy_dissect=lambda: layers.TCSACK(raw),
+        baseline=lambda: unpack(raw),
     )
 
 
