@@ -81,9 +81,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from daemons.common import daemon_parser, run_daemon
+from daemons.common import daemon_parser, run_daemon, serve_metrics
 from headers.inet import ip_bytes, mac_bytes
-from netstack.dta.collector import QueuePair, RoceResponder
+from netstack.dta.collector import DEFAULT_ACK_EVERY, QueuePair, RoceResponder
 from netstack.dta.memory import MANIFEST, CollectorMemory
 from netstack.engine import Transmit
 from netstack.io.control import ControlError, ControlServer
@@ -93,6 +93,12 @@ log = logging.getLogger("netstack.collector")
 
 #: Frames drained per readiness callback (bounded, as in the switch daemon).
 RX_BATCH = 256
+#: ``--ack-every`` default: AckReq WRITEs of one QP answered by one ACK within a receive batch. An
+#: RC ACK covers every earlier PSN (IBTA vol. 1 ch. 9), so the translator's window moves as far
+#: (DTA §5.3); every batch still ends with the owed ACKs, so none waits for later traffic.
+DAEMON_ACK_EVERY = 16
+#: ``--rx-holdoff-ms`` default (see :class:`CollectorShell`).
+DAEMON_RX_HOLDOFF_MS = 4.0
 STATS_INTERVAL_S = 1.0
 ROCE_PORT = 4791
 NFT_TABLE = "netstack_dta_collector"
@@ -392,7 +398,8 @@ class SavedState:
                 path.unlink()
 
 
-def restore_collector(cfg: dict[str, Any], saved: dict[str, Any]) -> tuple[CollectorMemory, RoceResponder]:
+def restore_collector(cfg: dict[str, Any], saved: dict[str, Any],
+                      ack_every: int = DEFAULT_ACK_EVERY) -> tuple[CollectorMemory, RoceResponder]:
     """The memory and responder of a collector restarting over ``saved`` (:meth:`SavedState.load`):
     its region files re-opened with what they hold, under the same rkeys and base addresses, and
     the same QPs expecting the saved PSNs. StateError (nothing kept open) if it cannot be done."""
@@ -402,18 +409,19 @@ def restore_collector(cfg: dict[str, Any], saved: dict[str, Any]) -> tuple[Colle
             memory.add_region(r["name"], r["size"], r["access"], r["layout"], rkey=r["rkey"], base_va=r["base_va"],
                               keep=True)
         nic = RoceResponder(memory, mac_bytes(cfg["mac"]), ip_bytes(cfg["ip"]),
-                            nak_policy=cfg.get("nak_policy", "once"), qps=saved["qps"])
+                            nak_policy=cfg.get("nak_policy", "once"), qps=saved["qps"], ack_every=ack_every)
     except (KeyError, TypeError, ValueError) as exc:
         memory.close()
         raise StateError(str(exc)) from None
     return memory, nic
 
 
-def open_collector(cfg: dict[str, Any], layout: dict[str, Any],
-                   store: SavedState) -> tuple[CollectorMemory, RoceResponder, dict[str, Any]]:
+def open_collector(cfg: dict[str, Any], layout: dict[str, Any], store: SavedState,
+                   ack_every: int = DEFAULT_ACK_EVERY) -> tuple[CollectorMemory, RoceResponder, dict[str, Any]]:
     """The collector's memory and responder: restored from ``store`` when it holds this
     collector's state, else fresh (one log line says which, and why). Returns them and what
-    ``status`` reports under ``restart``. LayoutError/OSError if even a fresh start fails."""
+    ``status`` reports under ``restart``. LayoutError/OSError if even a fresh start fails.
+    ``ack_every``: the responder's ACK coalescing (``--ack-every``)."""
     name = cfg["name"]
     fresh = "a fresh start: new QPNs, rkeys and PSNs, empty memory"
     info: dict[str, Any] = {"restored": False, "state_file": str(store.path), "reason": None}
@@ -423,7 +431,7 @@ def open_collector(cfg: dict[str, Any], layout: dict[str, Any],
             info["reason"] = "no saved state"
             log.info("collector %s: no saved state in %s: %s", name, store.path, fresh)
         else:
-            memory, nic = restore_collector(cfg, saved)
+            memory, nic = restore_collector(cfg, saved, ack_every)
             store.resume(saved, nic)
             info.update(restored=True, epsn={q["name"]: q["epsn"] for q in saved["qps"]})
             held = {k: sum(r.trailer()[k] for r in memory.regions.values()) for k in ("writes", "atomics")}
@@ -440,7 +448,7 @@ def open_collector(cfg: dict[str, Any], layout: dict[str, Any],
     try:
         build_memory(memory, layout)
         nic = RoceResponder(memory, mac_bytes(cfg["mac"]), ip_bytes(cfg["ip"]),
-                            nak_policy=cfg.get("nak_policy", "once"))
+                            nak_policy=cfg.get("nak_policy", "once"), ack_every=ack_every)
         store.start(cfg, layout, memory, nic)
     except BaseException:
         memory.close(unlink=True)
@@ -459,18 +467,30 @@ class PortGuard:
         self.kind = "none"
         self.sock: socket.socket | None = None
         self.drained = 0
+        self.family = "inet"  # of the nft table, when kind is "nft"
 
-    def install(self, loop: asyncio.AbstractEventLoop, ip: str) -> str:
-        # replaced whole if a killed collector left it (else a restart would add its rule twice)
-        rules = (f"table inet {NFT_TABLE}\ndelete table inet {NFT_TABLE}\n"
-                 f"table inet {NFT_TABLE} {{\n  chain input {{\n    type filter hook input priority 0; "
-                 f"policy accept;\n    ip daddr {ip} udp dport {ROCE_PORT} counter drop\n  }}\n}}\n")
-        try:
-            subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=True, capture_output=True, timeout=10)
-            self.kind = "nft"
-            return self.kind
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.warning("nft unavailable (%s); binding a UDP socket on %d instead", exc, ROCE_PORT)
+    def install(self, loop: asyncio.AbstractEventLoop, ip: str, ifname: str | None = None) -> str:
+        # replaced whole if a killed collector left it (else a restart would add its rule twice).
+        # First choice: the interface's ingress hook (netdev family), which AF_PACKET taps precede
+        # and which spares every RoCEv2 frame the IP input path (routing, INPUT hooks): that work
+        # runs in the sender's context, the translator's switch, once per frame. Else the inet
+        # input hook, as before.
+        chains = []
+        if ifname is not None:
+            chains.append(("netdev", f"type filter hook ingress device \"{ifname}\" priority 0;"))
+        chains.append(("inet", "type filter hook input priority 0;"))
+        for family, hook in chains:
+            rules = (f"table {family} {NFT_TABLE}\ndelete table {family} {NFT_TABLE}\n"
+                     f"table {family} {NFT_TABLE} {{\n  chain {'ingress' if family == 'netdev' else 'input'} {{\n"
+                     f"    {hook} policy accept;\n    ip daddr {ip} udp dport {ROCE_PORT} counter drop\n  }}\n}}\n")
+            try:
+                subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=True, capture_output=True,
+                               timeout=10)
+                self.kind, self.family = "nft", family
+                return self.kind
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.warning("nft %s table unusable (%s)", family, exc)
+        log.warning("nft unavailable; binding a UDP socket on %d instead", ROCE_PORT)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         self.sock.bind((ip, ROCE_PORT))
@@ -491,7 +511,7 @@ class PortGuard:
     def remove(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.kind == "nft":
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], check=False, capture_output=True,
+                subprocess.run(["nft", "delete", "table", self.family, NFT_TABLE], check=False, capture_output=True,
                                timeout=10)
         elif self.sock is not None:
             with contextlib.suppress(Exception):
@@ -506,8 +526,17 @@ class PortGuard:
 class CollectorShell:
     def __init__(self, cfg: dict[str, Any], memory: CollectorMemory, nic: RoceResponder, port: PacketPort,
                  layout: dict[str, Any], guard: PortGuard, store: SavedState | None = None,
-                 restart: dict[str, Any] | None = None) -> None:
+                 restart: dict[str, Any] | None = None, *, loop: asyncio.AbstractEventLoop | None = None,
+                 holdoff_s: float = 0.0) -> None:
         self.cfg = cfg
+        #: ``--rx-holdoff-ms``: after a drain that emptied the ring, stop watching it for this long
+        #: (interrupt moderation, as a NIC's rx-usecs): frames queue in the ring meanwhile and the
+        #: next drain takes them together, one wake-up for many instead of one each
+        self.loop = loop
+        self.holdoff_s = holdoff_s
+        self.watching = True
+        self.stopped = False
+        self.wakeups = 0
         self.memory = memory
         self.nic = nic
         self.port = port
@@ -520,21 +549,26 @@ class CollectorShell:
         self.started_ns = time.monotonic_ns()
 
     def on_readable(self) -> None:
+        self.wakeups += 1
         try:
             frames = self.port.recv_batch(RX_BATCH)
         except OSError:
             self.internal_errors += 1
             return
-        now = time.monotonic_ns()
-        out: list[bytes] = []
-        receive = self.nic.receive
-        for frame in frames:
-            try:
-                out += receive(frame, now)
-            except Exception:  # receive() never raises on content; this is a bug, never fatal
-                self.internal_errors += 1
-                if self.internal_errors <= 10:
-                    log.exception("internal error on a frame")
+        if not frames:
+            return
+        if self.holdoff_s > 0 and len(frames) < RX_BATCH and self.loop is not None:
+            self.loop.remove_reader(self.port.fd)
+            self.watching = False
+            self.loop.call_later(self.holdoff_s, self._rearm)
+        try:
+            # the whole drain in one call: ACKs coalesced within it (--ack-every), no per-frame call from here
+            out = self.nic.receive_batch(frames, time.monotonic_ns())
+        except Exception:  # receive_batch() never raises on content; this is a bug, never fatal
+            out = []
+            self.internal_errors += 1
+            if self.internal_errors <= 10:
+                log.exception("internal error on a batch of frames")
         if self.nic.actions:  # the engine contract; the responder answers with return values only
             out += [a.data for a in self.nic.actions.take_all() if isinstance(a, Transmit)]
         if self.store is not None:  # the PSNs saved before any response tells the translator of them
@@ -546,6 +580,11 @@ class CollectorShell:
                     log.exception("cannot record the expected PSNs")
         if out:
             self.responses_sent += self.port.send_batch(out)
+
+    def _rearm(self) -> None:
+        if not self.stopped and self.loop is not None and not self.watching:
+            self.watching = True
+            self.loop.add_reader(self.port.fd, self.on_readable)
 
     async def poll_kernel_stats(self) -> None:
         while True:
@@ -611,8 +650,11 @@ class CollectorShell:
             "ip": self.cfg["ip"],
             "memory_dir": str(self.memory.directory),
             "udp4791_guard": self.guard.kind,
+            "udp4791_guard_hook": (f"{self.guard.family} {'ingress' if self.guard.family == 'netdev' else 'input'}"
+                                   if self.guard.kind == "nft" else None),
             "internal_errors": self.internal_errors,
             "responses_sent": self.responses_sent,
+            "rx_wakeups": self.wakeups,
             "send_errors": self.port.send_errors,
             "tx_dropped": self.port.tx_dropped,
             "kernel_packets": self.port.kernel_packets,
@@ -649,22 +691,26 @@ async def amain(args: argparse.Namespace) -> int:
         return 1
     store = SavedState.beside(args.config)
     try:
-        memory, nic, restart = open_collector(cfg, layout, store)
+        memory, nic, restart = open_collector(cfg, layout, store, args.ack_every)
     except (LayoutError, OSError, ValueError) as exc:
         log.error("collector %s cannot start: %s", cfg["name"], exc)
         return 1
     loop = asyncio.get_running_loop()
     guard = PortGuard()
     port: PacketPort | None = None
+    shell: CollectorShell | None = None
     control: ControlServer | None = None
+    metrics: asyncio.Server | None = None
     stats: asyncio.Task[None] | None = None
     try:
         port = PacketPort(cfg["ifname"])
-        guard.install(loop, cfg["ip"])
-        shell = CollectorShell(cfg, memory, nic, port, layout, guard, store, restart)
+        guard.install(loop, cfg["ip"], cfg["ifname"])
+        shell = CollectorShell(cfg, memory, nic, port, layout, guard, store, restart, loop=loop,
+                               holdoff_s=args.rx_holdoff_ms / 1000)
         loop.add_reader(port.fd, shell.on_readable)
         control = ControlServer(str(args.control), shell.handlers())
         await control.start()
+        metrics = await serve_metrics(shell.handlers()["status"], {"node": cfg["name"]})
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
@@ -680,6 +726,8 @@ async def amain(args: argparse.Namespace) -> int:
     finally:
         if stats is not None:
             stats.cancel()
+        if shell is not None:
+            shell.stopped = True
         if port is not None:
             with contextlib.suppress(Exception):
                 loop.remove_reader(port.fd)
@@ -687,15 +735,52 @@ async def amain(args: argparse.Namespace) -> int:
         guard.remove(loop)
         if control is not None:
             await control.close()
+        if metrics is not None:
+            metrics.close()
         memory.close(unlink=True)  # a clean stop deregisters everything: a later start is a fresh one
         store.remove()
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The daemon's command line (``python -m daemons.collector --help``)."""
     parser = daemon_parser("python -m daemons.collector", __doc__, "collector")
     parser.add_argument("--layout", default=None, help="JSON layout file overriding the default stores")
-    return run_daemon(parser.parse_args(argv), amain)
+    parser.add_argument("--ack-every", type=_positive, default=DAEMON_ACK_EVERY, metavar="N",
+                        help="ACK coalescing: answer up to N AckReq WRITEs of a queue pair with one ACK (for the "
+                             "newest PSN, which acknowledges all before it); the owed ACK still leaves at the "
+                             "end of each receive batch and before any NAK or ATOMIC ACKNOWLEDGE. 1 = one ACK "
+                             f"per AckReq request (default: {DAEMON_ACK_EVERY})")
+    parser.add_argument("--rx-holdoff-ms", type=_non_negative, default=DAEMON_RX_HOLDOFF_MS, metavar="MS",
+                        help="after a drain that emptied the receive ring, leave it alone for MS milliseconds so "
+                             "that the next drain takes the frames that arrived meanwhile together (a NIC's "
+                             "interrupt moderation; responses wait as long). 0 = drain on every arrival "
+                             f"(default: {DAEMON_RX_HOLDOFF_MS:g})")
+    return parser
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{value} must be in 0..1000")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_daemon(build_parser().parse_args(argv), amain)
 
 
 if __name__ == "__main__":

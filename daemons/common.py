@@ -29,3 +29,12 @@ def run_daemon(args: argparse.Namespace, amain: Callable[[argparse.Namespace], C
 
     # uvloop.run, not uvloop.install: the global policy breaks pyroute2 (docs/architecture.md "The live runtime")
     return uvloop.run(amain(args))
+
+
+async def serve_metrics(status: Callable[[dict[str, Any]], Any], labels: dict[str, str]) -> asyncio.Server | None:
+    """Serve the daemon's ``status`` answer as Prometheus metrics where ``netstack up`` said
+    (netstack.io.metrics; nothing when the topology asks for no metrics)."""
+    from netstack.io.metrics import serve_from_env
+
+    log = logging.getLogger("metrics")
+    return await serve_from_env(lambda: status({}), labels, say=log.info)

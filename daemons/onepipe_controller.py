@@ -53,7 +53,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from daemons.common import daemon_parser, run_daemon
+from daemons.common import daemon_parser, run_daemon, serve_metrics
 from headers.onepipe import ts_max
 from netstack.auth.frame import era_now
 from netstack.engine import Action, Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release, SendTo
@@ -617,6 +617,7 @@ async def amain(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     control = ControlServer(str(args.control), shell.handlers())
     await control.start()
+    metrics = await serve_metrics(shell.ctl_status, {"node": cfg.name, "daemon": replica})
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -632,6 +633,8 @@ async def amain(args: argparse.Namespace) -> int:
         with contextlib.suppress(StoreError, TimeoutError):
             await asyncio.wait_for(store.close(), 1.0)
         await control.close()
+        if metrics is not None:
+            metrics.close()
         log.info("replica %s stopped", replica)
     return rc
 

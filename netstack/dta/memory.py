@@ -64,7 +64,8 @@ VA_ALIGN = 2 << 20
 APPEND_BATCHES = (1, 2, 4, 8, 16)
 
 _U64LE = struct.Struct("<Q")
-_TRAILER = struct.Struct("<QQQQ")  # writes, atomics, last_write_end, max_write_end
+#: The emulated NIC's per-region bookkeeping after the region (module docstring).
+TRAILER = struct.Struct("<QQQQ")  # writes, atomics, last_write_end, max_write_end
 
 
 class MemoryAccessError(Exception):
@@ -152,6 +153,13 @@ class MemoryRegion:
             raise MemoryAccessError(f"region {self.name!r} is closed")
         return self._mm
 
+    @property
+    def mapping(self) -> mmap.mmap | None:
+        """The mapping (None once closed), for a data path that does its own checks: the
+        responder's fast path (:mod:`netstack.dta.collector`) checks rights and bounds as
+        :meth:`write` does and stores with one slice assignment."""
+        return None if self.readonly else self._mm
+
     def allows(self, right: str) -> bool:
         return right in self.access
 
@@ -182,8 +190,8 @@ class MemoryRegion:
             raise MemoryAccessError(f"region {self.name!r} is mapped read-only")
         mm = self.mm
         mm[off:off + n] = data
-        writes, atomics, _, max_end = _TRAILER.unpack_from(mm, self.size)
-        _TRAILER.pack_into(mm, self.size, writes + 1, atomics, off + n, max(max_end, off + n))
+        writes, atomics, _, max_end = TRAILER.unpack_from(mm, self.size)
+        TRAILER.pack_into(mm, self.size, writes + 1, atomics, off + n, max(max_end, off + n))
 
     def _atomic_offset(self, va: int) -> int:
         if va % 8:
@@ -195,8 +203,8 @@ class MemoryRegion:
 
     def _count_atomic(self) -> None:
         mm = self.mm
-        writes, atomics, last, max_end = _TRAILER.unpack_from(mm, self.size)
-        _TRAILER.pack_into(mm, self.size, writes, atomics + 1, last, max_end)
+        writes, atomics, last, max_end = TRAILER.unpack_from(mm, self.size)
+        TRAILER.pack_into(mm, self.size, writes, atomics + 1, last, max_end)
 
     def fetch_add(self, va: int, add: int) -> int:
         """RDMA FETCH_ADD on the little-endian u64 at ``va``; returns the value before (mod 2**64)."""
@@ -236,7 +244,7 @@ class MemoryRegion:
 
     def trailer(self) -> dict[str, int]:
         """The emulated NIC's bookkeeping for this region (see the module docstring)."""
-        writes, atomics, last, max_end = _TRAILER.unpack_from(self.mm, self.size)
+        writes, atomics, last, max_end = TRAILER.unpack_from(self.mm, self.size)
         return {"writes": writes, "atomics": atomics, "last_write_end": last, "max_write_end": max_end}
 
     def clear(self) -> None:

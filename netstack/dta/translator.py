@@ -143,12 +143,14 @@ Switch integration: :class:`TranslatorFeature` (see its docstring for where it h
 from __future__ import annotations
 
 import json
+import struct
 from collections import OrderedDict, deque
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
+from zlib import crc32
 
 from headers.dta import (
+    MAX_KEYWRITE_WORDS,
     Append,
     DTABase,
     DTANack,
@@ -165,23 +167,19 @@ from headers.errors import HeaderError
 from headers.inet import UdpFrame, ip_bytes, mac_bytes, parse_udp_frame
 from headers.registry import UdpPort
 from headers.roce import (
-    BTH,
-    RETH,
     AethKind,
-    AtomicETH,
-    ExtHeader,
     NakCode,
     Opcode,
     RoceFrame,
-    build_roce_frame,
     decode_syndrome,
     parse_roce_frame,
 )
 
 from ..engine import ActionQueue, Engine, Transmit
-from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, slot_index
+from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, key_checksum, slot_index
 from .memory import APPEND_BATCHES
 from .reportauth import ReportAuth
+from .rocewire import ATOMIC_TAIL, HEAD, ICRC, LRH_CRC, WRITE_TAIL, RoceTemplate
 
 PSN_MASK = 0xFFFFFF
 PSN_HALF = 1 << 23
@@ -198,6 +196,19 @@ MAX_TRACKED_REPORTERS = 65536
 #: Incomplete sketch columns kept per sketch before the oldest are given up (a reporter
 #: that went silent must not make the aggregate grow without bound).
 MAX_OPEN_COLUMNS_FACTOR = 4
+#: The fast path's view of a report (DTA §6.6): Ethernet source, EtherType, IPv4 version|IHL, total
+#: length, protocol, source and destination address, UDP source port, destination port, length,
+#: then the base header (opcode, seqnum, flags) at byte 42. Anything but IPv4 without options takes
+#: the ``headers`` decoders instead (same verdicts, same counters).
+_REPORT = struct.Struct("!6x6sHBxH4xxB2x4s4sHHH2xBBB")
+_KEYVAL = struct.Struct("!BI")  # redundancy, key (Key-Write and Key-Increment, §6.1, §6.4)
+_KEYINC = struct.Struct("!BIQ")
+_APPEND = struct.Struct("!II")
+#: (key, N) -> slot addresses (and checksum) kept for the keys seen last; the hashes are pure, so
+#: this only saves recomputing CRC32 + mix32 per copy (§7.2.2) for recurring keys. Bounded.
+SLOT_CACHE = 1 << 16
+#: Response header shapes whose verdict the fast path remembers (:meth:`DTATranslator._fast_response`).
+RESPONSE_SHAPES = 1024
 
 
 @dataclass(frozen=True)
@@ -326,6 +337,7 @@ class TxQp:
     una_at: int | None = None  # when a response last moved una (None: never)
     marks: deque[tuple[int, int]] = field(default_factory=deque)  # (time, first PSN sent at or after it)
     mark_due: int = 0  # when the next send adds a history entry
+    tmpl: RoceTemplate | None = field(default=None, repr=False)  # the fixed headers of our requests
 
 
 @dataclass
@@ -407,6 +419,8 @@ class DTATranslator:
         self._grace_left = 0
         self._grace_until: int | None = None
         self._held: list[tuple[TxQp, int, bytes]] = []  # sketch WRITEs waiting for the grace period to end
+        self._slots: dict[tuple[int, int], tuple[bytes, tuple[int, ...]]] = {}  # SLOT_CACHE
+        self._resp_heads: dict[bytes, tuple[TxQp, int, int, int]] = {}  # RESPONSE_SHAPES
         self._now = int(now_ns)
         for entry in info["regions"]:
             self._add_region(entry)
@@ -428,6 +442,8 @@ class DTATranslator:
         if qp.name in self.qps or qp.local_qpn in self._by_local_qpn:
             raise ValueError(f"connect_info: duplicate region or QPN in {e!r}")
         qp.high = qp.una = qp.psn  # nothing sent yet: an empty window
+        qp.tmpl = RoceTemplate(self.config.mac, self.collector_mac, self.config.ip, self.collector_ip,
+                               self.config.udp_sport, qp.qpn)
         qp.marks.append((self._now, qp.psn))
         qp.mark_due = self._now + self._mark_every if self._mark_every is not None else NEVER
         self.qps[qp.name] = qp
@@ -478,6 +494,16 @@ class DTATranslator:
         out: list[bytes] = []
         self._clock(now_ns)
         self.c.reports += 1
+        if self.auth is None:
+            try:
+                if self._fast_report(frame, out):
+                    return out
+            except HeaderError:
+                self.c.malformed += 1
+                return out
+            except Exception:  # a bug must not kill the data path; tests assert this stays 0
+                self.c.internal_errors += 1
+                return out
         try:
             parsed = parse_report_frame(frame) if self.auth is None else self._open_report(frame, self.auth)
         except HeaderError:
@@ -529,13 +555,55 @@ class DTATranslator:
             self._grace_tick(out)
             return
         if isinstance(prim, KeyWrite):
-            self._key_write(prim, out)
+            self._key_write(prim.redundancy, prim.key, struct.pack(f"!{len(prim.data)}I", *prim.data), out)
         elif isinstance(prim, Append):
-            self._append(prim, out)
+            self._append(prim.list_id, prim.data, out)
         elif isinstance(prim, KeyIncrement):
-            self._key_increment(prim, out)
+            self._key_increment(prim.redundancy, prim.key, prim.counter, out)
         else:
             c.unsupported += 1
+
+    def _fast_report(self, frame: bytes | bytearray | memoryview, out: list[bytes]) -> bool:
+        """The common report, read at fixed offsets (IPv4 without options; a Key-Write, Append or
+        Key-Increment that is not tracked for retransmission): translated as :meth:`_report` would,
+        and True. False, with nothing touched, for anything else: the ``headers`` decoders then
+        judge it, so every refusal keeps its counter."""
+        n = len(frame)
+        if n < 45:
+            return False
+        (_, etype, vihl, tot, proto, _, ip_dst, _, dport, ulen, opcode, _, flags) = _REPORT.unpack_from(frame)
+        end = 34 + ulen
+        if (etype != 0x0800 or vihl != 0x45 or proto != 17 or dport != UdpPort.DTA or 14 + tot > n or ulen < 8
+                or end > 14 + tot or (flags & 0x40 and self.config.track_seqnum)):
+            return False
+        body = end - 45
+        if opcode == 1:  # Key-Write: redundancy, key, k >= 1 words (§6.1)
+            if body < 9 or (body - 5) & 3 or (body - 5) >> 2 > MAX_KEYWRITE_WORDS or frame[45] < 1:
+                return False
+        elif opcode == 2:  # Append: list id, one word (§6.2)
+            if body != 8:
+                return False
+        elif opcode != 3 or body != 13 or frame[45] < 1:  # Key-Increment: redundancy, key, counter (§6.4)
+            return False
+        c = self.c
+        if ip_dst != self.collector_ip:
+            c.not_for_collector += 1
+            return True
+        self._check_grace_end(out)
+        if self._grace:
+            c.grace_dropped += 1
+            self._grace_tick(out)
+            return True
+        if opcode == 1:
+            redundancy, key = _KEYVAL.unpack_from(frame, 45)
+            self._key_write(redundancy, key, bytes(frame[50:end]), out)
+        elif opcode == 2:
+            list_id, data = _APPEND.unpack_from(frame, 45)
+            self._append(list_id, data, out)
+        else:
+            redundancy, key, counter = _KEYINC.unpack_from(frame, 45)
+            self._key_increment(redundancy, key, counter, out)
+        return True
 
     def _track(self, udp: UdpFrame, base: DTABase) -> bool:
         """Public-style NACK tracking; False (and a NACK action) when the report is out of order."""
@@ -566,40 +634,56 @@ class DTATranslator:
             return cap
         return redundancy
 
-    def _key_write(self, rep: KeyWrite, out: list[bytes]) -> None:
+    def _key_write(self, redundancy: int, key: int, data: bytes, out: list[bytes]) -> None:
+        """``data``: the report's words as they came, big-endian (what the slot stores, §7.2.2)."""
         c = self.c
         if self._keywrite is None:
             c.no_store += 1
             return
         qp, lay = self._keywrite
-        if len(rep.data) != lay.data_words:
+        if len(data) != 4 * lay.data_words:
             c.bad_data_size += 1
             return
         c.keywrite += 1
-        payload = lay.encode_slot(rep.key, rep.data)
-        for n in range(self._cap(rep.redundancy, lay.max_redundancy)):
-            self._write(qp, qp.base_va + lay.slot_offset(rep.key, n), payload, out)
+        n = self._cap(redundancy, lay.max_redundancy)
+        slots = self._slots.get((key, n))
+        if slots is None:
+            slots = self._cache_slots(key, n, (key_checksum(key, lay.checksum_bits).to_bytes(4, "big"),
+                                               tuple(qp.base_va + lay.slot_offset(key, i) for i in range(n))))
+        payload = slots[0] + data  # checksum(key) || data (§6.1.1)
+        for va in slots[1]:
+            self._write(qp, va, payload, out)
 
-    def _key_increment(self, rep: KeyIncrement, out: list[bytes]) -> None:
+    def _cache_slots(self, key: int, n: int, entry: tuple[bytes, tuple[int, ...]]) -> tuple[bytes, tuple[int, ...]]:
+        if len(self._slots) >= SLOT_CACHE:
+            self._slots.clear()  # bounded: a key stream wider than the cache just recomputes
+        self._slots[(key, n)] = entry
+        return entry
+
+    def _key_increment(self, redundancy: int, key: int, counter: int, out: list[bytes]) -> None:
         c = self.c
         if self._keyinc is None:
             c.no_store += 1
             return
         qp, slots, store_max, mode = self._keyinc
         c.keyincrement += 1
-        for n in range(self._cap(rep.redundancy, store_max)):
-            va = qp.base_va + slot_index(rep.key, n, slots, mode) * 8
-            self._request(qp, Opcode.FETCH_ADD, [AtomicETH(va, qp.rkey, rep.counter, 0)], b"", out)
+        n = self._cap(redundancy, store_max)
+        cached = self._slots.get((key, -n))  # -n: the counter store's entries, apart from Key-Write's
+        if cached is None:
+            cached = self._cache_slots(key, -n, (b"", tuple(qp.base_va + slot_index(key, i, slots, mode) * 8
+                                                            for i in range(n))))
+        for va in cached[1]:
+            self._request(qp, Opcode.FETCH_ADD, ATOMIC_TAIL, va, counter, b"", out)
             c.fetch_adds += 1
 
-    def _append(self, rep: Append, out: list[bytes]) -> None:
+    def _append(self, list_id: int, data: int, out: list[bytes]) -> None:
         c = self.c
-        lst = self._lists.get(rep.list_id)
+        lst = self._lists.get(list_id)
         if lst is None:
             c.unknown_list += 1
             return
         c.append += 1
-        lst.buf.append(rep.data)
+        lst.buf.append(data)
         if lst.oldest_ns is None:
             lst.oldest_ns = self._now
         if len(lst.buf) == lst.batch:
@@ -715,25 +799,30 @@ class DTATranslator:
 
     # ------------------------------------------------------------------ RoCEv2 out
     def _write(self, qp: TxQp, va: int, payload: bytes, out: list[bytes]) -> None:
-        self._request(qp, Opcode.RDMA_WRITE_ONLY, [RETH(va, qp.rkey, len(payload))], payload, out)
+        self._request(qp, Opcode.RDMA_WRITE_ONLY, WRITE_TAIL, va, len(payload), payload, out)
         self.c.writes += 1
 
-    def _request(self, qp: TxQp, opcode: int, ext: Sequence[ExtHeader], payload: bytes, out: list[bytes]) -> None:
+    def _request(self, qp: TxQp, opcode: int, tail: struct.Struct, va: int, arg: int, payload: bytes,
+                 out: list[bytes]) -> None:
+        """One request on ``qp``: ``tail`` packs the BTH's PSN word and the extended header, RETH
+        (``arg`` = DMA length) or AtomicETH (``arg`` = the addend; compare 0); the QP's template
+        adds the fixed headers and the ICRC (:mod:`.rocewire`)."""
         cfg = self.config
         qp.frames += 1
         psn = qp.psn
         if self._now >= qp.mark_due:
             self._mark(qp, psn)
-        ackreq = 1 if cfg.ack_every and qp.frames % cfg.ack_every == 0 else 0
-        bth = BTH(opcode=opcode, migreq=1, padcount=-len(payload) & 3, pkey=0xFFFF, dqpn=qp.qpn,
-                  ackreq=ackreq, psn=psn)
+        word = psn | 0x80000000 if cfg.ack_every and qp.frames % cfg.ack_every == 0 else psn  # AckReq
         qp.psn = nxt = (psn + 1) & PSN_MASK
         if psn == qp.high:  # a new PSN (after a resync, psn catches up with high first)
             qp.high = nxt
             if not nxt & AGE_CHECK_MASK:
                 self._age_out(qp)
-        out.append(build_roce_frame(cfg.mac, self.collector_mac, cfg.ip, self.collector_ip, cfg.udp_sport, bth,
-                                    ext, payload))
+        assert qp.tmpl is not None  # set with the QP
+        if tail is WRITE_TAIL:
+            out.append(qp.tmpl.packed(opcode, WRITE_TAIL.pack(word, va, qp.rkey, arg), payload))
+        else:
+            out.append(qp.tmpl.packed(opcode, tail.pack(word, va, qp.rkey, arg, 0)))
         self.c.roce_frames += 1
 
     # ------------------------------------------------------------------ responses and resync
@@ -749,10 +838,13 @@ class DTATranslator:
         c.responses += 1
         try:
             self._check_grace_end(out)
-            resp = parse_roce_frame(frame)
-            qp = self._responding_qp(resp)
-            if qp is not None:
-                self._on_response(qp, resp)
+            if not self._fast_response(frame):
+                resp = parse_roce_frame(frame)
+                qp = self._responding_qp(resp)
+                if qp is not None:
+                    assert resp.aeth is not None  # _responding_qp checked it
+                    kind, value = decode_syndrome(resp.aeth.syndrome)
+                    self._on_response(qp, kind, value, resp.bth.psn)
         except HeaderError:
             c.response_malformed += 1
         except Exception:  # a bug must not kill the data path (docs/testbed.md); tests assert this stays 0
@@ -781,11 +873,57 @@ class DTATranslator:
             c.response_unknown_qp += 1
         return qp
 
-    def _on_response(self, qp: TxQp, resp: RoceFrame) -> None:
+    def _fast_response(self, frame: bytes | bytearray | memoryview) -> bool:
+        """An ACKNOWLEDGE / ATOMIC ACKNOWLEDGE from our collector to us on one of our QPs, read at
+        fixed offsets (IPv4 without options, ICRC right, a defined AETH syndrome): acted on, and
+        True. False, with nothing touched, for anything else (the full checks then count it).
+        The collector's responses of one kind repeat their headers up to the PSN byte for byte, so
+        the verdict on bytes 0-49 and the ICRC's state after them are learnt once per shape."""
+        head = self._resp_heads.get(bytes(frame[0:50]))  # bytes: a bytearray's slice is no dict key
+        if head is None:
+            head = self._learn_response(frame)
+            if head is None:
+                return False
+        qp, ip_end, end, state = head
+        if len(frame) < ip_end:
+            return False
+        syndrome = frame[54]
+        if (syndrome & 0x80 or syndrome >> 5 == AethKind.RESERVED
+                or ICRC.unpack_from(frame, end - 4)[0] != crc32(frame[50:end - 4], state)):
+            return False
+        self._on_response(qp, syndrome >> 5, syndrome & 0x1F, int.from_bytes(frame[51:54], "big"))
+        return True
+
+    def _learn_response(self, frame: bytes | bytearray | memoryview) -> tuple[TxQp, int, int, int] | None:
+        """What bytes 0-49 of a response decide (all the full path checks but the frame's length,
+        the AETH and the ICRC), remembered; None: not for the fast path."""
+        n = len(frame)
+        if n < 62:
+            return None
+        (src_mac, etype, vihl, tot, proto, ip_src, ip_dst, sport, dport, ulen, opcode, b1, _, w1, _) = \
+            HEAD.unpack_from(frame)
+        end = 34 + ulen
+        need = 4 if opcode == Opcode.ACKNOWLEDGE else 12 if opcode == Opcode.ATOMIC_ACKNOWLEDGE else 0
+        cfg = self.config
+        if (not need or etype != 0x0800 or vihl != 0x45 or proto != 17 or dport != UdpPort.ROCEV2
+                or end > 14 + tot or end - 58 - (b1 >> 4 & 3) < need or src_mac != self.collector_mac
+                or ip_src != self.collector_ip or sport != cfg.udp_sport or ip_dst != cfg.ip
+                or dport != self.collector_udp_port or frame[0:6] != cfg.mac):
+            return None
+        qp = self._by_local_qpn.get(w1 & 0xFFFFFF)
+        if qp is None:
+            return None
+        masked = bytearray(frame[14:50])  # the ICRC's view: what routers may change, as ones
+        masked[1] = masked[8] = masked[10] = masked[11] = masked[26] = masked[27] = masked[32] = 0xFF
+        head = (qp, 14 + tot, end, crc32(masked, LRH_CRC))
+        if len(self._resp_heads) >= RESPONSE_SHAPES:
+            self._resp_heads.clear()  # bounded whatever arrives
+        self._resp_heads[bytes(frame[0:50])] = head
+        return head
+
+    def _on_response(self, qp: TxQp, kind: int, value: int, psn: int) -> None:
+        """Act on a believable response's AETH ``kind`` and ``value`` (:func:`decode_syndrome`) for ``psn``."""
         c = self.c
-        assert resp.aeth is not None  # _responding_qp checked it
-        kind, value = decode_syndrome(resp.aeth.syndrome)
-        psn = resp.bth.psn
         age = (qp.high - psn) & PSN_MASK  # how far behind the next new PSN: 1 = the newest sent
         if kind == AethKind.NAK and value == NakCode.PSN_SEQUENCE_ERROR:
             if not 2 <= age <= self._nak_window(qp):

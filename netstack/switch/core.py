@@ -15,6 +15,15 @@ Ingress pipeline of :meth:`Switch.receive`:
 5. learn the source MAC, look up the destination, classify (at ingress, per the ingress
    port's ``class_map``), and enqueue on every egress port (tail drop, ECN marking,
    PFC ingress accounting).
+
+The plain-port fast path: on a port without feature hooks or FCS, a run of frames that share
+their first 16 bytes (one flow's frames, as they come off a ring) shares every decision above,
+so after its first frame it is queued in one step when its egress port has no features
+(:meth:`Switch._receive_plain`), and a paced egress port without FCS puts a class's frames on
+the wire in whole-list steps (``Port._drain_run``). Both give exactly what the frame-by-frame
+path gives (tests/switch/test_plain_path.py, test_fast_path.py); anything they do not settle
+(MAC control, tags at the edge, floods, lossless classes, ECN thresholds, features) goes
+frame by frame.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import replace
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from headers.errors import HeaderError
@@ -53,6 +64,14 @@ _PAUSE_OPCODE = b"\x00\x01"  # 802.3x PAUSE (Annex 31B): one quanta value for th
 
 #: 802.1Q and 802.1ad tag protocol identifiers
 _VLAN_TPIDS = frozenset((0x8100, 0x88A8))
+_VLAN_TAGS = frozenset((b"\x81\x00", b"\x88\xa8"))
+#: The bytes every step of the ingress pipeline decides on for an untagged frame: addresses,
+#: EtherType, and an IPv4 header's version and ToS (the class). Frames of one flow share them.
+_HEAD = itemgetter(slice(0, 16))
+_SECOND = itemgetter(1)
+#: Shortest run of same-header frames worth queueing at once (shorter ones go frame by frame)
+_RUN_MIN = 4
+_BYTES_ONLY = frozenset((bytes,))
 
 
 def inner_ethertype(frame: bytes) -> int:
@@ -101,6 +120,9 @@ class Switch:
         #: frames of the last receive_batch fully processed (see receive_batch)
         self.batch_done = 0
         self._departure_hook: DepartureHook | None = None
+        #: take the plain-port fast path (:meth:`_receive_plain`, ``Port._drain_run``) where it
+        #: applies; False sends every frame through the general path (tests compare the two)
+        self.plain_path = True
         #: the keys of authenticated frames (netstack.auth.context.AuthContext), set by the
         #: daemon when the topology names a key file; None: protocols send and accept
         #: frames without the trailer
@@ -139,7 +161,13 @@ class Switch:
             self.unknown_port += len(frames)
             self.batch_done = len(frames)
             return
-        self._receive(p, frames, t)
+        c = p.counters
+        c.rx_frames += len(frames)
+        c.rx_bytes += sum(map(len, frames))
+        if self.plain_path and len(frames) >= _RUN_MIN and not (p.ingress_hooks or p.fcs):
+            self._receive_plain(p, frames, t)
+        else:
+            self._receive(p, frames, t, 0)
         self._flush(None)
 
     def forward(self, port: str, frame: bytes, now_ns: int | None = None, *, after_feature: Any = None) -> bool:
@@ -212,11 +240,22 @@ class Switch:
         for p in self.ports:
             q = p.out
             if q and q[0][0] <= t:
-                frames: list[bytes] = []
-                append = frames.append
-                pop = q.popleft
-                while q and q[0][0] <= t:
-                    append(pop()[1])
+                if q[len(q) >> 1][0] <= t:
+                    # most are due (the shell's case: the frames the last batch put on the wire
+                    # are still on it): set the rest aside and take these in one step
+                    later = []
+                    while q[-1][0] > t:
+                        later.append(q.pop())
+                    frames = list(map(_SECOND, q))
+                    q.clear()
+                    later.reverse()
+                    q.extend(later)
+                else:
+                    frames = []
+                    append = frames.append
+                    pop = q.popleft
+                    while q and q[0][0] <= t:
+                        append(pop()[1])
                 out.append((p.name, frames))
         return out
 
@@ -453,11 +492,10 @@ class Switch:
         for mac in self.fdb.static:
             self.fdb.learned.pop(mac, None)
 
-    def _receive(self, p: Port, frames: list[bytes], t: int) -> None:
-        """Ingress steps 1-5 (module docstring) for frames that arrived on ``p`` at ``t``."""
+    def _receive(self, p: Port, frames: list[bytes], t: int, offset: int) -> None:
+        """Ingress steps 1-5 (module docstring) for frames that arrived on ``p`` at ``t``, frame
+        by frame (``offset``: frames of the batch before these, for :attr:`batch_done`)."""
         c = p.counters
-        c.rx_frames += len(frames)
-        c.rx_bytes += sum(map(len, frames))
         fcs = p.fcs
         hooks = p.ingress_hooks
         forward = self._forward
@@ -506,7 +544,104 @@ class Switch:
                     frame = kept
                 forward(p, frame, t)
         finally:
-            self.batch_done = done  # a frame whose processing raised counts as done (lost)
+            self.batch_done = offset + done  # a frame whose processing raised counts as done (lost)
+
+    def _receive_plain(self, p: Port, frames: list[bytes], t: int) -> None:
+        """Ingress steps 1-5 on a port without feature hooks or FCS: the plain-port fast path.
+
+        Frames of one flow arrive in runs that share their first 16 bytes (:data:`_HEAD`), and
+        with them every decision of the pipeline: not MAC control, not refused at the edge,
+        the same learning, class and destination. The first frame of a run takes the general
+        path, which also learns its source; when that leaves the run's decisions settled (the
+        source known on this port, a unicast destination known behind a port without
+        features), the rest of the run is queued in one step (:meth:`_enqueue_run`). Every
+        other frame (MAC control, tagged, flooded, short runs...) goes through :meth:`_receive`
+        in arrival order, so the outcome is the general path's, frame for frame.
+        """
+        if set(map(type, frames)) != _BYTES_ONLY:
+            frames = [f if type(f) is bytes else bytes(f) for f in frames]  # as _receive takes them
+        forward = self._forward
+        fdb = self.fdb
+        learned = fdb.learned
+        static = fdb.static
+        ports = self.ports
+        idx = p.index
+        cfg = p.cfg
+        edge = cfg.edge
+        switch_only = self._switch_only
+        done = 0
+        pending: list[bytes] = []  # frames for the general path, in order
+        for key, group in groupby(frames, _HEAD):
+            run = list(group)
+            etype = key[12:14]
+            if (len(run) < _RUN_MIN or len(key) < 16 or key[0] & 1 or etype == _MAC_CONTROL
+                    or (edge and (etype in _VLAN_TAGS or (key[12] << 8 | key[13]) in switch_only))):
+                pending += run
+                continue
+            if pending:
+                self._receive(p, pending, t, done)
+                done += len(pending)
+                pending = []
+            done += 1
+            self.batch_done = done
+            forward(p, run[0], t)
+            out = static.get(key[:6])
+            if out is None:
+                out = learned.get(key[:6])
+            e = ports[out] if out is not None and out != idx else None
+            src = key[6:12]
+            if e is None or not e.plain_egress() or not (src[0] & 1 or src in static or learned.get(src) == idx):
+                self._receive(p, run[1:], t, done)  # (settles nothing here: frame by frame)
+                done += len(run) - 1
+                continue
+            done += len(run) - 1
+            self.batch_done = done
+            self._enqueue_run(e, run, 1, self._class_of(cfg, key), p, t)
+        if pending:
+            self._receive(p, pending, t, done)
+            done += len(pending)
+        self.batch_done = done
+
+    @staticmethod
+    def _class_of(cfg: PortConfig, head: bytes) -> int:
+        """The class :meth:`_forward` gives a frame starting with ``head`` (16 bytes or more)."""
+        if head[12:14] == _IPV4 and head[14] >> 4 == 4:
+            return cfg.class_map[head[15] >> 5]
+        return classify(head, cfg.class_map, cfg.default_class)
+
+    def _enqueue_run(self, e: Port, frames: list[bytes], start: int, cls: int, ingress: Port, t: int) -> None:
+        """:meth:`_enqueue` of each of ``frames[start:]`` in turn, with the same outcome, on an
+        egress port without features (nothing but the switch's own code runs meanwhile).
+
+        Frame by frame while the egress link may start a frame by ``t`` (an enqueue first runs
+        the link up to ``t``: a paced link is busy past ``t`` after one or two). From then on
+        each enqueue would only append, so the rest is appended at once, provided that none is
+        too long, all fit in the buffer (a tail drop must hit the frame it hits), no ECN
+        threshold can mark one, and the ingress class is not lossless (its XOFF threshold
+        must be crossed by the frame that crosses it); otherwise frame by frame."""
+        enqueue = self._enqueue
+        n = len(frames)
+        i = start
+        pacer = e.pacer
+        while i < n:
+            busy = pacer.busy_until
+            if (busy if busy > e.clock else e.clock) > t:
+                break
+            enqueue(e, frames[i], cls, ingress, t)
+            i += 1
+        if i == n:
+            return
+        rest = frames[i:]
+        lens = list(map(len, rest))
+        total = sum(lens)
+        q = e.queues
+        if (max(lens) > e.max_frame or q.used + total > q.capacity or e.ecn_k is not None
+                or ingress.gen.mask >> cls & 1):
+            for frame in rest:
+                enqueue(e, frame, cls, ingress, t)
+            return
+        q.push_run(cls, rest, ingress, total)
+        ingress.gen.ingress_bytes[cls] += total
 
     @staticmethod
     def _features_ingress(p: Port, hooks: list[Any], frame: bytes, t: int) -> bytes | None:

@@ -30,13 +30,16 @@ Per-frame egress pipeline: pop -> release PFC ingress accounting -> features'
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 from headers.fcs import append_fcs
 
-from ..ethernet import wire_bytes
+from ..ethernet import MIN_FRAME, wire_bytes
 from .config import PortConfig, derived_mac
 from .counters import PortCounters
 from .feature import MarkingPolicy, SwitchFeature, implements
@@ -59,6 +62,12 @@ IDLE_CLASS = -2
 #: On an unpaced port an idle frame takes no time, so a source that always has a frame
 #: would never let the simulation finish. Allow this many idle frames per switch event.
 UNPACED_IDLE_BURST = 4
+
+#: Fewest queued frames :meth:`Port._drain` hands to :meth:`Port._drain_run` (fewer: frame by frame)
+_RUN_MIN = 4
+_FRAME = itemgetter(0)
+_INGRESS = itemgetter(1)
+_BITS_NS = 8 * 1_000_000_000  # bits per byte x ns per s: a frame's line time is bytes * _BITS_NS / rate
 
 
 class Port:
@@ -142,6 +151,11 @@ class Port:
             imp = cfg.impairment
             self.impair = Impairment(imp, f"{self.switch_name}/{cfg.name}") if imp is not None and imp.active else None
         return self.gen.configure(cfg.lossless, cfg.xoff_bytes, cfg.xon_bytes, cfg.pfc_classes)
+
+    def plain_egress(self) -> bool:
+        """No feature, marking policy or departure hook: nothing but the switch's own code runs
+        when a frame is queued on this port or leaves it (``Switch._enqueue_run``)."""
+        return not self.features and self.marker is None and self.departure is None
 
     def refresh_hooks(self) -> None:
         # only the hooks a feature overrides: an unused hook costs nothing per frame
@@ -242,6 +256,8 @@ class Port:
         queues = self.queues
         q = queues.q[cls]
         pacer = self.pacer
+        if pacer.rate and not self.fcs and len(q) >= _RUN_MIN and self._drain_run(cls, t):
+            return
         start = pacer.start
         fcs = self.fcs
         overhead = self.overhead
@@ -277,6 +293,67 @@ class Port:
         c.tx_bytes += tx_bytes
         c.tx_frames_class[cls] += frames
         self.idle_streak = 0
+
+    def _drain_run(self, cls: int, t: int) -> bool:
+        """One step of :meth:`_drain` on a paced port without FCS, in whole-list steps: the line
+        times of the frames that may start by ``t`` are placed at once (``Pacer.plan``, the
+        pacer's exact arithmetic), and those that do start (the start of each being the end of
+        the one before) are released together, with the release times, counters and ingress
+        accounting the frame-by-frame loop would give. Returns False, having done nothing, when
+        an ingress port of one of these frames asserts XOFF on the class: the frame whose
+        dequeue brings it to XON must send the resume at its own start time, frame by frame.
+
+        ``_drain`` runs again (from ``_run``) while the link is still free by ``t``, so the
+        bound on how many frames to look at only needs to be large enough to be worth it."""
+        q = self.queues.q[cls]
+        pacer = self.pacer
+        d = self.clock
+        if pacer.busy_until > d:
+            d = pacer.busy_until
+        overhead = self.overhead
+        # no frame takes less than the minimum frame's line time: at most m start by t
+        m = (t - d + 1) * pacer.rate // ((MIN_FRAME + overhead) * _BITS_NS) + 2
+        entries = list(islice(q, m)) if m < len(q) else list(q)
+        ingresses = set(map(_INGRESS, entries))
+        for ing in ingresses:
+            if ing is not None and ing.gen.want_thresh[cls]:
+                return False
+        frames = list(map(_FRAME, entries))
+        lens = list(map(len, frames))
+        delay = self.delay
+        releases = pacer.plan(d, lens, overhead, delay)  # end of each frame + delay
+        # frame 0 starts at d (<= t); frame i at the end of frame i - 1
+        k = bisect_right(releases, t + delay, 0, len(releases) - 1) + 1
+        if k < len(frames):
+            del frames[k:], lens[k:], releases[k:]
+        pacer.advance(k, releases[-1] - delay)
+        self.clock = releases[-2] - delay if k > 1 else d
+        if releases[0] < self.last_release:  # a link never reorders, even when delay_ns shrinks
+            releases = [r if r > self.last_release else self.last_release for r in releases]
+        self.out.extend(zip(releases, frames, strict=True))
+        self.last_release = releases[-1]
+        if k == len(q):
+            q.clear()
+        else:
+            popleft = q.popleft
+            for _ in range(k):
+                popleft()
+        size = sum(lens)
+        self.queues.took(cls, size)
+        if len(ingresses) == 1:
+            (ing,) = ingresses
+            if ing is not None:
+                ing.gen.ingress_bytes[cls] -= size
+        else:
+            for (_, ing), n in zip(entries, lens, strict=False):  # (the first k entries)
+                if ing is not None:
+                    ing.gen.ingress_bytes[cls] -= n
+        c = self.counters
+        c.tx_frames += k
+        c.tx_bytes += size
+        c.tx_frames_class[cls] += k
+        self.idle_streak = 0
+        return True
 
     def _wire(self, frame: bytes, start: int, cls: int) -> None:
         """Put ``frame`` on the link at ``start``: line time, FCS, impairment, release time."""

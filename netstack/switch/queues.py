@@ -16,6 +16,7 @@ when the frame leaves (see pfc.py).
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 from typing import Any
 
 from ..ethernet import NUM_CLASSES
@@ -42,6 +43,16 @@ class ClassQueues:
         self.q[cls].append((frame, ingress))
         self.class_bytes[cls] += n
         self.used += n
+        if self.used > self.peak:
+            self.peak = self.used
+        self.nonempty |= 1 << cls
+
+    def push_run(self, cls: int, frames: list[bytes], ingress: Any, size: int) -> None:
+        """:meth:`push` of each of ``frames`` (``size`` bytes in all) in one step (the caller
+        checked that they all fit)."""
+        self.q[cls].extend(zip(frames, repeat(ingress)))
+        self.class_bytes[cls] += size
+        self.used += size
         if self.used > self.peak:
             self.peak = self.used
         self.nonempty |= 1 << cls

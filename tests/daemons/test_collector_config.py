@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from daemons.collector import load_config
+from daemons.collector import DAEMON_ACK_EVERY, build_parser, load_config
 
 GOOD = {"name": "c1", "ifname": "eth0", "mac": "02:00:00:00:00:64", "ip": "10.0.0.100", "memory_dir": "/tmp/m"}
 
@@ -41,3 +41,15 @@ def test_an_unreadable_or_non_json_config_is_one_clear_exit(tmp_path):
         load_config(p)
     with pytest.raises(SystemExit, match="bad config"):
         load_config(tmp_path / "missing.json")
+
+
+def test_ack_every_is_an_option_with_a_default_and_help(capsys):
+    base = ["--config", "c.json", "--control", "c.sock"]
+    assert build_parser().parse_args(base).ack_every == DAEMON_ACK_EVERY >= 1
+    assert build_parser().parse_args([*base, "--ack-every", "1"]).ack_every == 1
+    for bad in ("0", "-3", "x"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*base, "--ack-every", bad])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    assert "--ack-every N" in capsys.readouterr().out

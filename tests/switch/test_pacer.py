@@ -140,3 +140,30 @@ def test_transmit_by_port_equals_transmit_grouped():
     grouped = dict(s2.transmit_by_port(10**12))
     for port in "abc":
         assert [f for n, f in flat if n == port] == grouped.get(port, [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 400 * GBPS), st.integers(0, 10**18), st.integers(0, 5000),
+       st.lists(st.integers(0, 9100), min_size=1, max_size=40), st.integers(0, 40), st.integers(0, 10**7),
+       st.integers(1, 40))
+def test_plan_places_frames_exactly_where_start_would(rate, t0, gap, sizes, overhead, delay, take):
+    """``Pacer.plan`` (the fast path's whole-list arithmetic) gives every frame the end time that
+    frame-by-frame ``start`` calls give, and ``advance`` leaves the pacer as those calls do."""
+    ref, fast = Pacer(rate), Pacer(rate)
+    for p in (ref, fast):
+        p.start(t0, 100)  # a busy period in progress, with a fractional end
+    begin = ref.busy_until + gap  # back to back when gap == 0, a fresh busy period otherwise
+    ends = []
+    d = begin
+    for n in sizes:
+        d = ref.start(d, max(n, 60) + overhead)
+        ends.append(d)
+    assert fast.plan(begin, sizes, overhead, delay) == [e + delay for e in ends]
+    k = min(take, len(sizes))
+    fast.advance(k, ends[k - 1])
+    again = Pacer(rate)
+    again.start(t0, 100)
+    d = begin
+    for n in sizes[:k]:
+        d = again.start(d, max(n, 60) + overhead)
+    assert (fast.busy_until, fast._x) == (again.busy_until, again._x)

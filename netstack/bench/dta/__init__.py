@@ -51,6 +51,7 @@ from typing import Any
 
 from ..output import loadavg, say, write_results
 from ..proc import PIN_ENV, pin, sigterm_unwinds
+from .inproc import inproc
 from .keywrite import fig7, fig9
 from .measure import measure_dta, measure_naive
 from .params import (
@@ -75,7 +76,7 @@ from .search import find_rate, keeps_up
 from .tables import tables
 from .testbed import cpu_plan, topology_toml
 
-__all__ = ["main", "find_rate", "keeps_up", "fig7", "fig9", "live_cases", "run_live", "measure_dta",
+__all__ = ["main", "find_rate", "keeps_up", "fig7", "fig9", "inproc", "live_cases", "run_live", "measure_dta",
            "measure_naive", "plots", "tables"]
 
 
@@ -88,10 +89,11 @@ def live_cases(only: list[str] | None) -> tuple[list[tuple[str, int]], list[tupl
     dta = [("keywrite", n) for n in KEYWRITE_N] + [("append", b) for b in APPEND_B] + [("increment", INCREMENT_N)]
     naive = [("keywrite", 2), ("append", 4), ("increment", INCREMENT_N)]
 
-    def keep(path: str, kind: str) -> bool:
-        return not only or any(s in path or s in kind for s in only)
+    def keep(path: str, kind: str, param: int) -> bool:
+        # a path ("dta", "naive"), a kind ("keywrite", ...) or a case's label ("Key-Write N=1")
+        return not only or any(s in path or s in kind or s == _case_label(kind, param) for s in only)
 
-    return [c for c in dta if keep("dta", c[0])], [c for c in naive if keep("naive", c[0])]
+    return [c for c in dta if keep("dta", *c)], [c for c in naive if keep("naive", *c)]
 
 
 def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
@@ -177,6 +179,7 @@ def main(args: argparse.Namespace) -> int:
     dta_cases, naive_cases = live_cases(only)
     do7 = not only or any(s in "fig7" for s in only)
     do9 = not only or any(s in "fig9" for s in only)
+    do_inproc = not only or any(s in "inproc" for s in only)
     if (dta_cases or naive_cases) and os.geteuid() != 0:
         print("netstack bench dta: the live part needs root (namespaces); run as root or use --only fig7 --only fig9",
               file=sys.stderr)
@@ -186,7 +189,7 @@ def main(args: argparse.Namespace) -> int:
     load_before = loadavg()
     notes = _notes(duration, plan, live_on, load_before)
     say(f"netstack bench dta: live cases {len(dta_cases)} DTA + {len(naive_cases)} naive, {duration:g} s each; "
-        f"fig7 {'yes' if do7 else 'no'}, fig9 {'yes' if do9 else 'no'}")
+        f"fig7 {'yes' if do7 else 'no'}, fig9 {'yes' if do9 else 'no'}, in-process {'yes' if do_inproc else 'no'}")
     for n in notes:
         say(f"note: {n}")
 
@@ -195,6 +198,10 @@ def main(args: argparse.Namespace) -> int:
         live_records = run_live(prefix, duration, dta_cases, naive_cases) if (dta_cases or naive_cases) else []
     f7: list[dict[str, Any]] = []
     f9: list[dict[str, Any]] = []
+    engines: list[dict[str, Any]] = []
+    if do_inproc:
+        say("[inproc] CPU per frame of the translator and the responder, in process ...")
+        engines = inproc()
     if do7:
         say(f"[fig7] Key-Write success vs load factor, N = {FIG7_REDUNDANCY}, {FIG7_SLOTS} slots ...")
         f7 = fig7()
@@ -202,14 +209,14 @@ def main(args: argparse.Namespace) -> int:
         say(f"[fig9] wrong answers vs checksum width {FIG9_WIDTHS}, {FIG9_SLOTS} slots ...")
         f9 = fig9()
     pngs = plots(results_dir, live_records, f7, f9)
-    table = tables(live_records, f7, f9)
+    table = tables(live_records, f7, f9, engines)
     path = write_results(results_dir, "bench-dta", {
         "method": "reporter in h1 -> sw2 translator -> c1 RoCEv2 responder -> shared memory, vs a naive UDP "
                   "collector in c1, same run; Fig. 7/9 sans-IO on the Key-Write store",
         "duration_s": duration, "prefix": prefix,
         "link": {"rate": LINK_RATE, "delay": "0", "buffer": LINK_BUFFER},
         "cpu_plan": plan, "notes": notes, "plots": pngs, "loadavg_before": load_before, "loadavg_after": loadavg(),
-        "live": live_records, "fig7": f7, "fig9": f9,
+        "live": live_records, "fig7": f7, "fig9": f9, "inproc": engines,
     })
     md = results_dir / "bench-dta-latest.md"
     md.write_text(table + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")

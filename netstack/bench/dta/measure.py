@@ -55,7 +55,18 @@ def _window_rate(samples: list[tuple[float, float]], start: float, end: float) -
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` so far (every thread; softirq work done in its context included)."""
+    """CPU time of ``pid`` so far, every thread: the scheduler's own account in nanoseconds
+    (``/proc/<pid>/task/*/schedstat``, the time each thread ran) where the kernel has it, else
+    user + system time in clock ticks (``/proc/<pid>/stat``). Ticks are sampled: a daemon that
+    wakes briefly on a timer is charged a whole tick whenever one falls inside its run, so its
+    share comes out too high or too low; schedstat is exact."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -171,6 +182,7 @@ def measure_dta(prefix: str, pids: dict[str, int], kind: str, param: int, durati
         "out_of_sequence_dropped": q1["out_of_sequence_dropped"] - q0["out_of_sequence_dropped"],
         "sw2_drops": _delta(drops1, drops0),
         "collector_socket_drops": col1["kernel_drops"] - col0["kernel_drops"],
+        "collector_wakeups": col1.get("rx_wakeups", 0) - col0.get("rx_wakeups", 0),
         "switch_cpu_us_per_report": _per_report_us(cpu1["sw2"] - cpu0["sw2"], total_ingested),
         "collector_cpu_us_per_report": _per_report_us(cpu1["c1"] - cpu0["c1"], total_ingested),
         "samples": len(samples),

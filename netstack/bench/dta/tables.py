@@ -18,8 +18,24 @@ def _us(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[str, Any]]) -> str:
+def _us2(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[str, Any]],
+           engines: list[dict[str, Any]] | None = None) -> str:
     out = []
+    if engines:
+        labels = {"keywrite": "Key-Write N={}", "append": "Append B={}", "increment": "Key-Increment N={}"}
+        rows = [[labels[e["kind"]].format(e["param"]), f"{e['frames_per_report']:.3g}",
+                 _us2(e["translator_us_per_report"]), _us2(e["translator_us_per_frame"]),
+                 _us2(e["responder_us_per_frame"]),
+                 _us2(e["responses_us_per_response"]) if e["responses_per_frame"] else "-"] for e in engines]
+        out.append("Engines in process (CPU per report / frame, best of "
+                   f"{engines[0]['rounds']} runs of {engines[0]['reports']} reports; no network):\n")
+        out.append(format_table(["case", "RoCEv2 frames/report", "translator us/report", "translator us/frame",
+                                 "responder us/frame", "translator us/response"], rows))
+        out.append("")
     naive = {c["kind"]: c for c in live if c["path"] == "naive"}
     rows = []
     for c in live:
