@@ -20,7 +20,7 @@ RUNTIME_ENV = "NETSTACK_RUNTIME"
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES = ("demo", "testbed", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench", "dissect",
-                   "compose", "node", "keys", "fault", "fuzz")
+                   "compose", "node", "keys", "fault", "fuzz", "capture", "link", "metrics", "wireshark")
 
 DESCRIPTION = """\
 netstack runs five datacenter-networking research systems as real software on one Linux
@@ -35,6 +35,7 @@ examples:
   netstack bench headers               fast codecs vs Scapy, every header (JSON in results/)
   netstack dissect 0180c2000001...     dissect a frame given as hex
   netstack dissect --pcap capture.pcap dissect every frame of a capture
+  netstack wireshark --install         install the Wireshark/tshark dissector plugin
 
 Run 'netstack COMMAND --help' for a command's options. Docs: docs/ in the source tree."""
 

@@ -61,6 +61,8 @@ class Daemon:
     #: unique in the run: the node's name, or ``<node>-<suffix>`` for another daemon on that node
     #: (state files written before there could be several have none: the node's name)
     name: str = ""
+    #: where it serves Prometheus metrics (``127.0.0.1:PORT`` on this machine); "" when it does not
+    metrics: str = ""
 
     @property
     def key(self) -> str:
@@ -180,13 +182,41 @@ def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _spawn(prefix: str, node: str, argv: list[str], log_path: Path) -> int:
-    with open(log_path, "ab") as logf:
-        proc = subprocess.Popen(
-            netns.ns_exec_argv(prefix, node, argv), stdout=logf, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-    return proc.pid
+def _spawn(prefix: str, node: str, argv: list[str], log_path: Path, metrics: str = "") -> int:
+    """Start a daemon in ``node``'s namespace; ``metrics``: where it serves Prometheus metrics
+    (in the environment, netstack.io.metrics.METRICS_ENV, so a restart keeps it)."""
+    env = None
+    if metrics:
+        from .io.metrics import METRICS_ENV
+
+        env = {**os.environ, METRICS_ENV: metrics}
+    return _popen_daemon(netns.ns_exec_argv(prefix, node, argv), log_path, env).pid
+
+
+def _popen_daemon(argv: list[str], log_path: str | Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """Start a daemon process, its output appended to ``log_path``. One that serves metrics
+    (:data:`netstack.io.metrics.METRICS_ENV`) gets this process's network namespace as an open
+    file (the machine's: where its listener goes; /proc/1/ns/net is not readable everywhere)."""
+    from .io.metrics import METRICS_ENV, METRICS_NETNS_ENV
+
+    fds: tuple[int, ...] = ()
+    if env is not None and env.get(METRICS_ENV):
+        fds = (os.open("/proc/self/ns/net", os.O_RDONLY),)
+        env = {**env, METRICS_NETNS_ENV: f"/proc/self/fd/{fds[0]}"}
+    try:
+        with open(log_path, "ab") as logf:
+            return subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=env, pass_fds=fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _metrics_address(topology: Topology, daemons: list[Daemon]) -> str:
+    """The next daemon's metrics address: ``[topology] metrics_port`` + how many started before."""
+    if topology.metrics_port is None:
+        return ""
+    return f"127.0.0.1:{topology.metrics_port + len(daemons)}"
 
 
 def _tail(path: str | Path, lines: int = 15) -> str:
@@ -293,10 +323,8 @@ def restart_daemon(prefix: str, name: str, timeout: float = READY_TIMEOUT_S) -> 
     with open(old.log, "a") as logf:
         logf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} netstack: restarting {old.key} "
                    f"(pid {old.pid} is gone) ---\n")
-    with open(old.log, "ab") as logf:
-        proc = subprocess.Popen(netns.ns_exec_argv(prefix, old.node, argv), stdout=logf, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
-    new = Daemon(old.node, old.kind, proc.pid, old.control, old.log, old.name)
+    proc = _popen_daemon(netns.ns_exec_argv(prefix, old.node, argv), old.log, env)
+    new = Daemon(old.node, old.kind, proc.pid, old.control, old.log, old.name, old.metrics)
     path = run_dir(prefix) / "state.json"
     state = json.loads(path.read_text())  # read again: the newest, written whole (rename) below
     for d in state.get("daemons", []):
@@ -358,8 +386,9 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
             sock = rdir / f"{node.name}.sock"
             log_path = rdir / f"{node.name}.log"
             argv = [sys.executable, "-m", "daemons.switch", "--config", str(cfg_path), "--control", str(sock)]
-            pid = _spawn(prefix, node.name, argv, log_path)
-            daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path), node.name))
+            metrics = _metrics_address(topology, daemons)
+            pid = _spawn(prefix, node.name, argv, log_path, metrics)
+            daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path), node.name, metrics))
             say(f"started switch daemon {node.name} (pid {pid})")
         _start_node_daemons(topology, built, rdir, prefix, options, say, daemons)
         for d in daemons:
@@ -456,9 +485,10 @@ def _start_node_daemons(topology: Topology, built: netns.BuiltTopology, rdir: Pa
                 continue
             name = f"{node.name}-{item.suffix}" if item.suffix else node.name
             sock, log_path = rdir / f"{name}.sock", rdir / f"{name}.log"
-            pid = _spawn(prefix, node.name, [*item.argv, "--control", str(sock)], log_path)
+            metrics = _metrics_address(topology, daemons)
+            pid = _spawn(prefix, node.name, [*item.argv, "--control", str(sock)], log_path, metrics)
             kind = item.kind or node.kind.value
-            daemons.append(Daemon(node.name, kind, pid, str(sock), str(log_path), name))
+            daemons.append(Daemon(node.name, kind, pid, str(sock), str(log_path), name, metrics))
             say(f"started {kind} daemon {name} (pid {pid})")
 
 

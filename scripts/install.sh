@@ -2,12 +2,13 @@
 # Install everything netstack needs on a Debian/Ubuntu machine, as root:
 # the system packages (iproute2, nftables, Python venv support, ...) and a virtualenv
 # in .venv holding netstack itself (editable) with its test tools. etcd-server is the 1Pipe
-# controller's replicated store (netstack/onepipe/etcd.py runs a local cluster of it).
+# controller's replicated store (netstack/onepipe/etcd.py runs a local cluster of it); tcpdump
+# compiles netstack capture's --filter expressions to BPF.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3 python3-venv python3-dev iproute2 nftables iputils-ping procps kmod etcd-server)
+APT_PACKAGES=(python3 python3-venv python3-dev iproute2 nftables iputils-ping procps kmod etcd-server tcpdump)
 
 log() { printf '[install] %s\n' "$*" >&2; }
 

@@ -44,7 +44,7 @@ def test_bench_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["bench", "headers", "--min-time", "-1"])
     assert exc.value.code == 2
-    assert "must be > 0" in capsys.readouterr().err
+    assert "must be positive (> 0)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["bench", "nosuch"])
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CommandError
+from .argtypes import positive_float, positive_int
 
 #: benchmark name -> (module, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -40,52 +41,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", nargs=2, metavar=("OLD.json", "NEW.json"),
                    help="run nothing: print NEW/OLD for every number two result files of one benchmark share, "
                         "marking changes beyond --threshold in the wrong direction as WORSE")
-    p.add_argument("--threshold", type=_positive_float, default=0.10,
+    p.add_argument("--threshold", type=positive_float(), default=0.10,
                    help="with --compare: the relative change that counts (default: %(default)s, i.e. 10%%)")
     p.add_argument("--results-dir", default="results", help="where JSON results are written (default: %(default)s)")
-    p.add_argument("--min-time", type=_positive_float, default=0.25,
+    p.add_argument("--min-time", type=positive_float(), default=0.25,
                    help="seconds each rate is measured for (default: %(default)s)")
     p.add_argument("--only", action="append", metavar="NAME",
                    help="restrict to entries whose name contains NAME (repeatable)")
-    p.add_argument("--duration", type=_positive_float, default=None, metavar="SECONDS",
+    p.add_argument("--duration", type=positive_float(), default=None, metavar="SECONDS",
                    help="seconds of offered load per measurement, for load benchmarks (default: the benchmark's)")
     p.add_argument("--sizes", default=None, metavar="N,N,...",
                    help="frame sizes in bytes, comma separated, for load benchmarks (default: the benchmark's)")
-    p.add_argument("--rounds", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--rounds", type=positive_int(), default=None, metavar="N",
                    help="measure every path N times, alternating, and report medians, for load benchmarks "
                         "(default: the benchmark's)")
     p.add_argument("--runtime", choices=["sim", "live"], default=None,
                    help="only the virtual-time (sim) or only the live sections, for benchmarks that have both "
                         "(linkguardian, tcsack; default: both)")
-    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int(), default=None, metavar="N",
                    help="parallel processes for the virtual-time runs (default: one per CPU)")
-    p.add_argument("--frames", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--frames", type=positive_int(), default=None, metavar="N",
                    help="frames per point, for frame-count benchmarks (sim: fig8-paper; default: the benchmark's)")
     p.add_argument("--quick", action="store_true",
                    help="the smallest sizes that still run every section (smoke tests; tcd)")
     p.add_argument("--live", action="store_true",
                    help="also run the live-testbed section, off by default (tcd; needs root)")
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

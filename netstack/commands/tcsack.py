@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
+from typing import Any
 
 from ..errors import CommandError
 
@@ -14,13 +17,19 @@ examples:
   netstack tcsack transfer --proto tcp                       the kernel's TCP, for reference
   netstack impair sw1-sw2 --loss 2e-2 --direction both       then again: what loss does to each
 
-Both ends run 'python -m netstack.tcsack send|recv' in the hosts' namespaces (run those yourself
-with 'netstack exec' for other options); the receiver's SHA-256 of what arrived is checked
-against the sender's. docs/tcsack.md explains the protocol and the ACK format."""
+  netstack tcsack recv --host h2 &                             one end at a time, every option
+  netstack tcsack send --host h1 --dst 10.0.0.2 --bytes 8MB --rate 80Mbit
+
+'transfer' runs both ends ('netstack tcsack send|recv' in the hosts' namespaces) and checks the
+receiver's SHA-256 of what arrived against the sender's. 'send' and 'recv' run one end, in the
+namespace of --host (or where the command runs: inside a host, with 'netstack exec'), show
+progress on stderr and end with a one-line summary (--json: the end's JSON object).
+'python -m netstack.tcsack send|recv' is the same, JSON only. docs/tcsack.md explains the
+protocol and the ACK format."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..tcsack.live import parse_rate_arg, parse_size_arg
+    from ..tcsack.live import add_end_arguments, parse_rate_arg, parse_size_arg
     from ..tcsack.params import TcsParams
 
     p = sub.add_parser("tcsack", help="T/C-SACK transfers between two hosts of the running testbed",
@@ -45,6 +54,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--prefix", default="ns")
     t.add_argument("--json", action="store_true", help="print both ends' JSON")
     t.set_defaults(func=cmd_transfer)
+    for name, what in (("send", "the sending end of one transfer, in a host's namespace"),
+                       ("recv", "the receiving end of one transfer, in a host's namespace")):
+        e = tsub.add_parser(name, help=what, description=what.capitalize() + ". Progress goes to stderr; "
+                            "the last stdout line is a one-line summary (--json: the end's JSON object). "
+                            "Exit status 0 when the transfer finished.")
+        add_end_arguments(e, name, progress_flag=False)
+        e.add_argument("--host", default=None,
+                       help="run in this host's namespace of the running testbed (default: where the command runs)")
+        e.add_argument("--prefix", default="ns", help="the testbed's prefix, with --host (default %(default)s)")
+        e.add_argument("--json", action="store_true", help="print the end's JSON object instead of the summary")
+        if name == "send":
+            e.add_argument("--quiet", action="store_true", help="no progress lines")
+        e.set_defaults(func=cmd_end, cmd=name)
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
@@ -68,3 +90,60 @@ def cmd_transfer(args: argparse.Namespace) -> int:
               f"{(out['goodput_bps'] or 0) / 1e6:.1f} Mbit/s, resent {resent}, "
               f"{'intact' if out['ok'] else 'NOT intact (SHA-256 differs)'}")
     return 0 if out["ok"] else 1
+
+
+def cmd_end(args: argparse.Namespace) -> int:
+    from ..tcsack.live import check_end_arguments
+
+    wrong = check_end_arguments(args)
+    if wrong:
+        raise CommandError(wrong)
+    if args.cmd == "send":
+        args.progress = not args.quiet
+        if args.progress:
+            print(f"{args.proto} send: {args.bytes:,} B to {args.dst}:{args.port} at {args.rate / 1e6:g} Mbit/s"
+                  + (f" from {args.host}" if args.host else ""), file=sys.stderr, flush=True)
+    try:
+        if args.host is None:
+            out = _run_end(args)
+        else:
+            with _host_netns(args.host, args.prefix):
+                out = _run_end(args)
+    except OSError as exc:
+        raise CommandError(f"tcsack {args.cmd}: {exc.strerror or exc}") from None
+    print(json.dumps(out) if args.json else _summary(out), flush=True)
+    return 0 if out.get("done", out.get("complete")) else 1
+
+
+def _run_end(args: argparse.Namespace) -> dict[str, Any]:
+    from ..tcsack.live import run_end
+
+    return run_end(args)
+
+
+def _host_netns(host: str, prefix: str) -> contextlib.AbstractContextManager[None]:
+    from ..runtime import RuntimeErrorNS, load_state
+    from ..topo.nsenter import in_netns
+
+    try:
+        state = load_state(prefix)
+    except RuntimeErrorNS as exc:
+        raise CommandError(str(exc)) from None
+    hosts = state.get("hosts", {})
+    if host not in hosts or host not in state.get("namespaces", {}):
+        raise CommandError(f"{host!r} is not a host of the testbed {prefix!r} (hosts: {', '.join(hosts) or 'none'})")
+    return in_netns(state["namespaces"][host])
+
+
+def _summary(out: dict[str, Any]) -> str:
+    """One line: what moved, how fast, whether it finished (the JSON has the counters)."""
+    proto, secs, sha = out.get("proto"), out.get("seconds") or 0.0, str(out.get("sha256", ""))[:16]
+    if out.get("tool") == "tcsack-send":
+        c = out.get("counters", {})
+        resent = c.get("retx_sent", c.get("total_retrans", "-"))
+        return (f"{proto} send: {out['bytes']:,} B in {secs:.3f} s, {(out.get('goodput_bps') or 0) / 1e6:.1f} "
+                f"Mbit/s, resent {resent}, {'done' if out.get('done') else 'NOT done'}, sha256 {sha}...")
+    peer = out.get("peer")
+    src = f" from {peer[0]}:{peer[1]}" if isinstance(peer, list | tuple) and len(peer) == 2 else ""
+    return (f"{proto} recv{src}: {out['bytes']:,} B in {secs:.3f} s, "
+            f"{'complete' if out.get('complete') else 'INCOMPLETE'}, sha256 {sha}...")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..errors import CommandError
@@ -27,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"TOML topology file, or a shipped topology by name: {names} (omitted: default)")
     p.add_argument("--prefix", help="namespace prefix (default: the file's, 'ns' for the default topology)")
     p.add_argument("--no-impair", action="store_true", help="ignore the impairments the topology file sets")
+    p.add_argument("--metrics-port", type=_metrics_port, default=None, metavar="PORT",
+                   help="every daemon serves Prometheus metrics on 127.0.0.1, the first on PORT, the next on PORT+1... "
+                        "('netstack metrics' reads them all; default: the file's [topology] metrics_port, else none)")
     p.add_argument("--json", action="store_true", help="print the run state as JSON")
     p.add_argument("--store", choices=["sqlite", "etcd"], default=None,
                    help="topologies with a 1Pipe controller node: where the controller keeps its state "
@@ -57,6 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("node", help="node name (h1, sw1, ...)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    p.add_argument("--detach", "-d", action="store_true",
+                   help="start CMD in the background and return: prints its pid and its log file; "
+                        "'netstack down' stops it with the node")
+    p.add_argument("--log", default=None, metavar="FILE",
+                   help="with --detach: where CMD's output goes (default: the run directory's exec/ folder)")
     p.set_defaults(func=cmd_exec)
 
     p = sub.add_parser(
@@ -122,6 +132,15 @@ def _need_root() -> None:
         raise CommandError("needs root (namespaces, veths, nft): run with sudo")
 
 
+def _metrics_port(text: str) -> int:
+    from ..topo.model import METRICS_PORTS
+
+    lo, hi = METRICS_PORTS
+    if not text.isdigit() or not lo <= int(text) <= hi:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port in {lo}..{hi}")
+    return int(text)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from ..runtime import RuntimeErrorNS, check_options, up
     from ..topo.model import TopologyError, load_topology_spec
@@ -129,6 +148,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     try:
         topology = load_topology_spec(args.topology)
+        if args.metrics_port is not None:
+            topology = dataclasses.replace(topology, metrics_port=args.metrics_port)
         options = up_options(args)
         check_options(topology, options)  # before asking for root: a wrong option is wrong for anyone
     except (TopologyError, RuntimeErrorNS) as exc:
@@ -285,11 +306,66 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if ns is None:
         raise CommandError(f"no node {args.node!r}; nodes: {', '.join(state['namespaces'])}")
     container = (state.get("containers") or {}).get(args.node)
+    if args.log is not None and not args.detach:
+        raise CommandError("--log goes with --detach (without it the output comes here)")
+    if args.detach:
+        return _detach(args, state, ns, container, argv)
     if container:  # a container deployment: the command runs in the container, with its files
         tty = ["-t"] if sys.stdin.isatty() and sys.stdout.isatty() else []
         os.execvp("docker", ["docker", "exec", "-i", *tty, container, *argv])
     os.execvp("ip", ["ip", "netns", "exec", ns, *argv])
     return 0  # not reached
+
+
+def _detach(args: argparse.Namespace, state: dict[str, Any], ns: str, container: str | None,
+            argv: list[str]) -> int:
+    """``exec --detach``: CMD in its own session, stdin from /dev/null, output to a log file; the
+    namespace's processes are stopped by ``netstack down`` (netstack.topo.netns), so nothing is
+    left behind."""
+    import subprocess
+    import time
+
+    from ..runtime import run_dir
+
+    if container:
+        # docker keeps a detached exec's output nowhere: send it to a file in the container
+        log = args.log or f"/tmp/netstack-exec-{int(time.time())}.log"
+        cmd = " ".join(_shell_quote(a) for a in argv)
+        r = subprocess.run(["docker", "exec", "-d", container, "sh", "-c", f"exec {cmd} >{_shell_quote(log)} 2>&1"],
+                           capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise CommandError(f"docker exec -d failed: {r.stderr.strip()}")
+        print(f"{args.node}: started {argv[0]} detached in container {container}; output in {log} (inside it)")
+        return 0
+    log_path = Path(args.log) if args.log else run_dir(state["prefix"]) / "exec" / (
+        f"{args.node}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log")
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log_path, "ab")  # noqa: SIM115 (handed to the child, closed below)
+    except OSError as exc:
+        raise CommandError(f"cannot write the log {log_path}: {exc.strerror or exc}") from None
+    with out:
+        try:
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            raise CommandError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+    for _ in range(6):  # a command that cannot start (not found) fails within a few ms: say so
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    if proc.returncode not in (None, 0):
+        said = log_path.read_text(errors="replace").strip()[-300:]
+        raise CommandError(f"{argv[0]} exited at once with status {proc.returncode}: {said}")
+    print(f"{args.node}: started pid {proc.pid} ({argv[0]}), detached; output in {log_path}; "
+          f"'netstack down --prefix {state['prefix']}' stops it")
+    return 0
+
+
+def _shell_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def cmd_impair(args: argparse.Namespace) -> int:

@@ -185,54 +185,76 @@ parse_rate_arg = _quantity(parse_rate)
 parse_size_arg = _quantity(parse_size)
 
 
+def add_end_arguments(p: argparse.ArgumentParser, name: str, progress_flag: bool = True) -> None:
+    """The options of one end (``send`` or ``recv``): the module's and ``netstack tcsack``'s
+    (which shows progress unless ``--quiet``, so it has no ``--progress``)."""
+    p.add_argument("--proto", choices=PROTOS, default="tcsack",
+                   help="tcsack (draft-chen-tsvwg-updated-ack), gbn (RoCE RC go-back-N) or tcp "
+                        "(kernel TCP); default tcsack")
+    p.add_argument("--port", type=int, default=PORT, help=f"UDP/TCP port (default {PORT})")
+    p.add_argument("--rate", type=parse_rate_arg, default=TcsParams.rate_bps,
+                   help="preset sending rate, line rate incl. headers (default 50Mbit)")
+    p.add_argument("--t-ms", type=float, default=TcsParams.t_ns / 1e6,
+                   help="T: the receiver ACKs at most this long after a packet (default 2 ms)")
+    p.add_argument("--n", type=int, default=TcsParams.n, help="N: ... or after this many packets (default 16)")
+    p.add_argument("--payload", type=int, default=TcsParams.payload, help="bytes per packet (default 1200)")
+    p.add_argument("--rto-ms", type=float, default=0.0, help="go-back-N timeout (default 4T)")
+    p.add_argument("--flow", type=int, default=0, help="flow_id (default 0)")
+    p.add_argument("--start-seq", type=int, default=0, help="first sequence number (default 0)")
+    if name == "send":
+        p.add_argument("--dst", required=True, help="the receiver's IPv4 address")
+        p.add_argument("--bytes", type=parse_size_arg, default=parse_size("4MB"),
+                       help="bytes to move (default 4MB)")
+        p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random data (default 1)")
+        p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long (default 120)")
+        if progress_flag:
+            p.add_argument("--progress", action="store_true", help="a progress line per second on stderr")
+    else:
+        p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the sender (default 30)")
+        p.add_argument("--linger", type=float, default=0.5,
+                       help="after completion, stop once the sender was silent this long (default 0.5 s)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m netstack.tcsack", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("send", "recv"):
         p = sub.add_parser(name, help=f"the {'sending' if name == 'send' else 'receiving'} host's side")
-        p.add_argument("--proto", choices=PROTOS, default="tcsack",
-                       help="tcsack (draft-chen-tsvwg-updated-ack), gbn (RoCE RC go-back-N) or tcp "
-                            "(kernel TCP); default tcsack")
-        p.add_argument("--port", type=int, default=PORT, help=f"UDP/TCP port (default {PORT})")
-        p.add_argument("--rate", type=parse_rate_arg, default=TcsParams.rate_bps,
-                       help="preset sending rate, line rate incl. headers (default 50Mbit)")
-        p.add_argument("--t-ms", type=float, default=TcsParams.t_ns / 1e6,
-                       help="T: the receiver ACKs at most this long after a packet (default 2 ms)")
-        p.add_argument("--n", type=int, default=TcsParams.n, help="N: ... or after this many packets (default 16)")
-        p.add_argument("--payload", type=int, default=TcsParams.payload, help="bytes per packet (default 1200)")
-        p.add_argument("--rto-ms", type=float, default=0.0, help="go-back-N timeout (default 4T)")
-        p.add_argument("--flow", type=int, default=0, help="flow_id (default 0)")
-        p.add_argument("--start-seq", type=int, default=0, help="first sequence number (default 0)")
-        if name == "send":
-            p.add_argument("--dst", required=True, help="the receiver's IPv4 address")
-            p.add_argument("--bytes", type=parse_size_arg, default=parse_size("4MB"),
-                           help="bytes to move (default 4MB)")
-            p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random data (default 1)")
-            p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long (default 120)")
-            p.add_argument("--progress", action="store_true", help="a progress line per second on stderr")
-        else:
-            p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the sender (default 30)")
-            p.add_argument("--linger", type=float, default=0.5,
-                           help="after completion, stop once the sender was silent this long (default 0.5 s)")
+        add_end_arguments(p, name)
     return ap
+
+
+def check_end_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options of an end (None: nothing)."""
+    try:
+        _params(args)
+    except TcsParamError as e:
+        return str(e)
+    if not 0 <= args.start_seq <= 0xFFFFFFFF or not 0 <= args.flow <= 0xFFFF:
+        return "--start-seq must fit 32 bits and --flow 16 bits"
+    if not 0 < args.port < 65536:
+        return f"--port must be 1..65535, got {args.port}"
+    return None
+
+
+def run_end(args: argparse.Namespace) -> dict[str, Any]:
+    """One end's transfer, in the namespace the caller is in: its JSON object (``done`` or
+    ``complete`` says whether it finished). Raises OSError for socket errors."""
+    if args.cmd == "send":
+        data = data_for(args.bytes, args.seed)
+        return send_tcp(args, data) if args.proto == "tcp" else send_datagrams(args, data)
+    return recv_tcp(args) if args.proto == "tcp" else recv_datagrams(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
+    wrong = check_end_arguments(args)
+    if wrong:
+        ap.error(wrong)
     try:
-        _params(args)
-    except TcsParamError as e:
-        ap.error(str(e))
-    if not 0 <= args.start_seq <= 0xFFFFFFFF or not 0 <= args.flow <= 0xFFFF:
-        ap.error("--start-seq must fit 32 bits and --flow 16 bits")
-    try:
-        if args.cmd == "send":
-            data = data_for(args.bytes, args.seed)
-            out = send_tcp(args, data) if args.proto == "tcp" else send_datagrams(args, data)
-        else:
-            out = recv_tcp(args) if args.proto == "tcp" else recv_datagrams(args)
+        out = run_end(args)
     except OSError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -259,6 +259,10 @@ class Topology:
     #: frames derive their keys from, as written (relative: to the topology file's directory);
     #: None: no authentication
     keys: str | None = None
+    #: ``[topology] metrics_port``: every daemon serves Prometheus metrics on 127.0.0.1 of the
+    #: machine, the first on this port and each next one on the next (netstack.io.metrics);
+    #: None: no metrics
+    metrics_port: int | None = None
 
     def keys_path(self) -> Path | None:
         """:attr:`keys` resolved: a relative path is taken from the topology file's directory."""
@@ -497,7 +501,9 @@ class _Errors:
 
 
 _TOP_KEYS = {"topology", "defaults", "nodes", "links"}
-_TOPOLOGY_KEYS = {"name", "prefix", "paper_rate", "keys"}
+_TOPOLOGY_KEYS = {"name", "prefix", "paper_rate", "keys", "metrics_port"}
+#: ``[topology] metrics_port``: the first daemon's port; the others count up from it
+METRICS_PORTS = (1024, 65000)
 _DEFAULT_KEYS = {"rate", "delay", "mtu", "buffer"}
 _NODE_KEYS = {"name", "kind", "ip", "mac", "clock_offset", "clock_drift_ppm"}
 _LINK_KEYS = {
@@ -599,7 +605,7 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     _unknown(errors, "", data, _TOP_KEYS)
     # Every section reports into the same list, in this order, so that one TopologyError
     # names every problem of the file and always in the same order.
-    name, prefix, paper_rate, keys = _parse_topology_section(errors, data)
+    name, prefix, paper_rate, keys, metrics_port = _parse_topology_section(errors, data)
     defaults = _parse_defaults(errors, data)
     nodes = _parse_nodes(errors, data)
     links = _parse_links(errors, data, nodes, defaults)
@@ -609,15 +615,17 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     if errors:
         raise TopologyError(errors.items, source)
     ordered_nodes = tuple(nodes.nodes[n] for n in nodes.paths if n in nodes.nodes)
-    return Topology(name, prefix, ordered_nodes, tuple(links.links), source, paper_rate, keys)
+    return Topology(name, prefix, ordered_nodes, tuple(links.links), source, paper_rate, keys, metrics_port)
 
 
-def _parse_topology_section(errors: _Errors, data: Mapping[str, Any]) -> tuple[str, str, int | None, str | None]:
-    """``[topology]``: name, namespace prefix, paper rate and key file (the defaults where
-    absent or invalid)."""
+def _parse_topology_section(errors: _Errors, data: Mapping[str, Any]
+                            ) -> tuple[str, str, int | None, str | None, int | None]:
+    """``[topology]``: name, namespace prefix, paper rate, key file and metrics port (the
+    defaults where absent or invalid)."""
     name, prefix = "topology", DEFAULT_PREFIX
     paper_rate: int | None = None
     keys: str | None = None
+    metrics_port: int | None = None
     top = _table(errors, "topology", data.get("topology", {}))
     if top is not None:
         _unknown(errors, "topology", top, _TOPOLOGY_KEYS)
@@ -639,7 +647,14 @@ def _parse_topology_section(errors: _Errors, data: Mapping[str, Any]) -> tuple[s
                 keys = value
             else:
                 errors.add("topology.keys", f"{_show(value)} is not a path to a key file")
-    return name, prefix, paper_rate, keys
+        if "metrics_port" in top:
+            value = top["metrics_port"]
+            lo, hi = METRICS_PORTS
+            if isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi:
+                metrics_port = value
+            else:
+                errors.add("topology.metrics_port", f"{_show(value)} is not a TCP port in {lo}..{hi}")
+    return name, prefix, paper_rate, keys, metrics_port
 
 
 def _parse_defaults(errors: _Errors, data: Mapping[str, Any]) -> _LinkDefaults:

@@ -96,6 +96,43 @@ def test_netstack_tcsack_transfer_command(lossy, capsys):
     assert "not a host" in capsys.readouterr().err
 
 
+def test_netstack_tcsack_send_and_recv_run_one_end_each(lossy):
+    """``netstack tcsack recv|send --host H``: each end in its host's namespace, progress on
+    stderr, a one-line summary each; the module's JSON (``--json``) has the same SHA-256."""
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "netstack.cli", "tcsack"]
+    recv = subprocess.Popen([*base, "recv", "--host", "h2", "--prefix", lossy["prefix"], "--json", "--wait", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert recv.stderr is not None and recv.stderr.readline().strip() == "ready"
+        send = subprocess.run([*base, "send", "--host", "h1", "--prefix", lossy["prefix"], "--dst", "10.0.0.2",
+                               "--bytes", "300KB", "--rate", "40Mbit"], capture_output=True, text=True, timeout=60)
+        out, _ = recv.communicate(timeout=60)
+    finally:
+        if recv.poll() is None:
+            recv.kill()
+            recv.wait()
+    assert send.returncode == 0 and recv.returncode == 0, (send.stderr, out)
+    line = send.stdout.strip()
+    assert line.startswith("tcsack send: 300,000 B in") and " done, sha256 " in line, line
+    assert send.stderr.startswith("tcsack send: 300,000 B to 10.0.0.2:40200 at 40 Mbit/s from h1")  # progress
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["complete"] and got["bytes"] == 300_000 and line.split("sha256 ")[1].rstrip(".") in got["sha256"]
+
+
+def test_netstack_tcsack_send_refuses_bad_input_clearly(lossy):
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "netstack.cli", "tcsack", "send", "--prefix", lossy["prefix"], "--dst", "10.0.0.2"]
+    for extra, said in ((["--host", "sw1"], "not a host"), (["--host", "h1", "--flow", "70000"], "--flow 16 bits"),
+                        (["--host", "h1", "--port", "0"], "--port must be")):
+        r = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
+
+
 #: runs in h2's namespace: sniffs eth0 for the sender's first data packet, then, from a UDP socket
 #: of its own, sends the receiver replays of it, a forged LAST, forged data of the flow, another
 #: flow's packet and junk, every 5 ms for a second, and counts what comes back to it

@@ -8,6 +8,8 @@ paces; a PFC pause stops a class and resume restarts it.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -219,3 +221,30 @@ def test_switch_backend_impairment_via_cli_and_status(testbed):
     bad = subprocess.run([*cli, "impair", "sw1-sw2", "--gilbert", "0.1,0.2", "--prefix", prefix],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "needs --backend switch" in bad.stderr
+
+
+def test_exec_detach_starts_in_the_node_and_returns(testbed, tmp_path):
+    """``netstack exec --detach``: the command runs on in the node's namespace (where ``netstack
+    down`` looks for processes to stop), its output goes to the log, the CLI returns at once."""
+    cli = [sys.executable, "-m", "netstack.cli"]
+    log = tmp_path / "ping.log"
+    r = subprocess.run([*cli, "exec", "--prefix", testbed["prefix"], "--detach", "--log", str(log), "h1", "--",
+                        "ping", "-i", "0.2", "10.0.0.2"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    pid = int(r.stdout.split("started pid ")[1].split()[0])
+    try:
+        assert "output in " + str(log) in r.stdout
+        pids = subprocess.run(["ip", "netns", "pids", testbed["namespaces"]["h1"]], capture_output=True, text=True)
+        assert str(pid) in pids.stdout.split()
+        deadline = time.monotonic() + 5
+        while "bytes from 10.0.0.2" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "bytes from 10.0.0.2" in log.read_text()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    for argv, said in ((["--log", str(log), "h1", "--", "true"], "--log goes with --detach"),
+                       (["--detach", "--log", "/proc/nope/x.log", "h1", "--", "true"], "cannot write the log"),
+                       (["--detach", "h1", "--", "/nonexistent/cmd"], "exited at once")):
+        r = subprocess.run([*cli, "exec", "--prefix", testbed["prefix"], *argv], capture_output=True,
+                           text=True, timeout=10)
+        assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)

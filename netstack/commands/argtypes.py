@@ -1,0 +1,32 @@
+"""argparse types the commands share: whole numbers and numbers that must be positive."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def positive_int(what: str = "it") -> Callable[[str], int]:
+    """A whole number >= 1; ``what`` names it in the error ("the count must be at least 1")."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be at least 1")
+        return value
+    return convert
+
+
+def positive_float(what: str = "it") -> Callable[[str], float]:
+    """A number > 0; ``what`` names it in the error ("the time must be positive")."""
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be positive (> 0)")
+        return value
+    return convert
