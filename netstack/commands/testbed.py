@@ -148,8 +148,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     try:
         topology = load_topology_spec(args.topology)
-        if args.metrics_port is not None:
-            topology = dataclasses.replace(topology, metrics_port=args.metrics_port)
+        metrics_port = getattr(args, "metrics_port", None)  # (callers may build args by hand)
+        if metrics_port is not None:
+            topology = dataclasses.replace(topology, metrics_port=metrics_port)
         options = up_options(args)
         check_options(topology, options)  # before asking for root: a wrong option is wrong for anyone
     except (TopologyError, RuntimeErrorNS) as exc:
