@@ -204,7 +204,9 @@ class PcapngOut:
         note = fcs_note(self.tap, cap.frame)
         if note:
             pkt.comments = [note.encode()]
-        self.writer.write(pkt)
+        # write_packet, not write: write() warns that a Raw packet has no link type of its own,
+        # although the file's interface block says Ethernet
+        self.writer.write_packet(pkt)
         self.count += 1
 
     def close(self) -> None:
