@@ -29,6 +29,7 @@ from daemons.common import daemon_parser, run_daemon, serve_metrics
 from netstack import protocols
 from netstack.auth import keys
 from netstack.auth.context import AuthContext
+from netstack.io.carrier import CarrierWatch
 from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
 from netstack.switch import Switch, plugins
@@ -153,6 +154,27 @@ class SwitchShell:
                 if port.kernel_drops > before:
                     self.switch.add_kernel_drops(name, port.kernel_drops - before)
             await asyncio.sleep(STATS_INTERVAL_S)
+
+    def on_carrier(self, watch: CarrierWatch, port_of_ifname: dict[str, str]) -> None:
+        """Link notifications: a port that lost its carrier drops and counts what it holds and
+        what is forwarded to it until the carrier is back (``Switch.set_carrier``)."""
+        try:
+            changes = watch.read()
+        except OSError as exc:
+            log.warning("carrier watch: %s", exc)
+            return
+        now = time.monotonic_ns()
+        for ifname, up in changes:
+            name = port_of_ifname[ifname]
+            try:
+                changed = self.switch.set_carrier(name, up, now)
+            except Exception:
+                self._internal_error(name)
+                continue
+            if changed:
+                log.info("port %s (%s): carrier %s", name, ifname, "up" if up else "down")
+        if changes:
+            self.flush(now)
 
     # --- control socket --------------------------------------------------------------
     def handlers(self) -> dict[str, Any]:
@@ -343,6 +365,14 @@ async def amain(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for name, port in ports.items():
         loop.add_reader(port.fd, shell.on_readable, name)
+    port_of_ifname = {ifnames.get(n, n): n for n in ports}
+    try:
+        carrier: CarrierWatch | None = CarrierWatch(port_of_ifname)
+    except OSError as exc:
+        carrier = None  # the data path works without it; ports are then taken to be up
+        log.warning("cannot watch the ports' carrier (rtnetlink): %s", exc)
+    if carrier is not None:
+        loop.add_reader(carrier.fileno(), shell.on_carrier, carrier, port_of_ifname)
     control = ControlServer(str(args.control), shell.handlers())
     await control.start()
     metrics = await serve_metrics(shell.handlers()["status"], {"node": cfg.name})
@@ -362,6 +392,9 @@ async def amain(args: argparse.Namespace) -> int:
         for port in ports.values():
             loop.remove_reader(port.fd)
             port.close()
+        if carrier is not None:
+            loop.remove_reader(carrier.fileno())
+            carrier.close()
         await control.close()
         if metrics is not None:
             metrics.close()

@@ -100,6 +100,9 @@ def kill(prefix: str, target: str, *, sig: str = "KILL", restart: bool = False, 
     if down_ms and not restart and sig != "STOP":
         raise FaultError("--down-ms says when to restart: give --restart too")
     (daemon,) = daemon_names(run_state(prefix), target)
+    if daemon.kind == "linkflap" and (restart or sig == "STOP"):
+        raise FaultError(f"{daemon.key} flaps a link (the topology's [links.flap]); it can be killed, not restarted "
+                         "or frozen ('netstack link ... flap' runs another)")
     out: dict[str, Any] = {"daemon": daemon.key, "node": daemon.node, "kind": daemon.kind, "signal": sig,
                            "pid": daemon.pid}
     if not daemon.alive():
@@ -217,7 +220,42 @@ def set_link(prefix: str, link: str, up: bool, end: str = "both", say: Say = _qu
             ipr.link("set", index=found[0], state="up" if up else "down")
         done.append(f"{p['node']}/{p['ifname']}")
         say(f"{p['node']}/{p['ifname']} {'up' if up else 'down'}")
-    return {"link": link, "state": "up" if up else "down", "ends": done, "operstate": link_state(state, link)}
+    operstate = link_state(state, link)
+    return {"link": link, "state": "up" if up else "down", "ends": done, "operstate": operstate,
+            "switches": carrier_view(prefix, state, link, operstate)}
+
+
+#: What ``set_link`` reports of each switch end of the link (its port's status counters)
+CARRIER_COUNTERS = ("carrier", "link_down", "carrier_drops")
+#: How long ``carrier_view`` waits for a switch daemon to have seen a carrier change
+CARRIER_SETTLE_S = 1.0
+
+
+def carrier_view(prefix: str, state: dict[str, Any], link: str,
+                 operstate: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """``{"node/ifname": {carrier, link_down, carrier_drops}}`` of the link's switch ends, from
+    their daemons' status. Given ``operstate`` (what the kernel says now), waits up to
+    :data:`CARRIER_SETTLE_S` for each daemon to agree (an end has carrier when its operstate is UP)."""
+    switches = {d.node: d for d in runtime.daemons_of(state) if d.kind == "switch"}
+    out: dict[str, dict[str, Any]] = {}
+    for p in link_ports(state, link):
+        daemon = switches.get(p["node"])
+        if daemon is None:
+            continue
+        where = f"{p['node']}/{p['ifname']}"
+        want = None if operstate is None else operstate.get(where) == "UP"
+        deadline = time.monotonic() + CARRIER_SETTLE_S
+        while True:
+            try:
+                st = runtime.control(prefix, daemon.key, "status")["ports"][p["ifname"]]
+            except (OSError, ValueError, KeyError, ControlError, runtime.RuntimeErrorNS) as exc:
+                out[where] = {"error": f"switch daemon {daemon.key} does not answer: {exc}"}
+                break
+            out[where] = {k: st.get(k) for k in CARRIER_COUNTERS}
+            if want is None or st.get("carrier") == want or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+    return out
 
 
 def link_state(state: dict[str, Any], link: str) -> dict[str, str]:

@@ -115,8 +115,11 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
             entry["pfc_watchdog_ns"] = EDGE_PFC_WATCHDOG_NS
         entry.update(port_options(link.name, link.end(node).features.get("switch", {})))
         imp = link.impairment
-        if imp is not None and imp.backend == "switch" and any(e.node == node for e in link.impaired_ends()):
-            entry["impairment"] = imp.model()  # the switch's own seeded model on this (sending) port
+        if imp is not None and any(e.node == node for e in link.impaired_ends()) and (
+                built.impairments.get((node, link.name), imp.backend.value) == "switch"):
+            # the switch's own seeded model on this (sending) port: asked for, or what 'auto'
+            # chose for a shaped link on a kernel without netem (netns.end_backend)
+            entry["impairment"] = imp.model()
         ports.append(entry)
     first_hop = topology.first_hops(node)  # the port a node is first reached through is its static port
     static = {}
@@ -417,7 +420,28 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
         "daemons": [d.__dict__ for d in daemons],
     }
     (rdir / "state.json").write_text(json.dumps(state, indent=2))
+    flappers = _start_flappers(topology, prefix, rdir, say)
+    if flappers:
+        state["daemons"] += [d.__dict__ for d in flappers]
+        (rdir / "state.json").write_text(json.dumps(state, indent=2))
     return state
+
+
+def _start_flappers(topology: Topology, prefix: str, rdir: Path, say: Any) -> list[Daemon]:
+    """A ``netstack link LINK flap`` process per link the topology flaps (``[links.flap]``),
+    started once the run state exists (it reads it); recorded as daemons of kind ``linkflap``
+    (named ``flap-LINK``) so that ``netstack down`` stops them. Each leaves its link up."""
+    out = []
+    for link in topology.links:
+        if link.flap is None:
+            continue
+        argv = [sys.executable, "-m", "netstack.cli", "link", link.name, "flap", *link.flap.argv(),
+                "--prefix", prefix]
+        log_path = rdir / f"flap-{link.name}.log"
+        pid = _popen_daemon(argv, log_path, None).pid
+        out.append(Daemon(link.name, "linkflap", pid, "", str(log_path), f"flap-{link.name}"))
+        say(f"flapping link {link.name} ({' '.join(link.flap.argv())}; pid {pid})")
+    return out
 
 
 def check_keys(topology: Topology) -> None:
@@ -659,6 +683,7 @@ def status(prefix: str) -> dict[str, Any]:
                 out["impairments"][f"{p['node']}>{p['peer']}"] = {
                     "link": p["link"], "backend": "switch", **imp,
                     "dropped": counters.get("impair_lost"), "corrupted": counters.get("impair_corrupted"),
+                    "reordered": counters.get("impair_reordered"), "duplicated": counters.get("impair_duplicated"),
                 }
     return out
 

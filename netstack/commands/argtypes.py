@@ -30,3 +30,16 @@ def positive_float(what: str = "it") -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"{text!r}: {what} must be positive (> 0)")
         return value
     return convert
+
+
+def non_negative_float(what: str = "it") -> Callable[[str], float]:
+    """A finite number >= 0; ``what`` names it in the error ("the time cannot be negative")."""
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not 0 <= value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} cannot be negative (or infinite)")
+        return value
+    return convert

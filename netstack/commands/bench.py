@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from collections.abc import Callable
 
 from ..errors import CommandError
@@ -82,10 +83,20 @@ def run(args: argparse.Namespace) -> int:
     module_name, _ = BENCHMARKS[args.benchmark]
     module = importlib.import_module(module_name)
     main: Callable[[argparse.Namespace], int] = module.main
+    from ..progress import Reporter
+
+    rep = Reporter("bench")
+    started = time.time()
     try:
-        return main(args)
+        status = main(args)
     except CommandError:
         raise
     except OSError as exc:
         print(f"netstack bench {args.benchmark}: {exc}", file=sys.stderr)
-        return 1
+        status = 1
+    if status != 2:  # 2: the benchmark refused its arguments, before measuring anything
+        from ..bench.summary import result_of, summary_line
+
+        path, payload = result_of(args.results_dir, args.benchmark, started)
+        rep.summary(summary_line(args.benchmark, status, rep.took(), path, payload))
+    return status

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..errors import CommandError
 
@@ -25,17 +26,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+#: seconds between the "still watching" lines (corruptd may run for hours)
+HEARTBEAT_S = 10.0
+
+
 def run(args: argparse.Namespace) -> int:
     from ..io.control import ControlError
-    from ..linkguardian.control import LGControlError
+    from ..linkguardian.control import LGControlError, enable_link
     from ..linkguardian.corruptd import CorruptionMonitor, run_corruptd
+    from ..progress import Reporter
     from ..runtime import RuntimeErrorNS
 
+    rep = Reporter("corruptd")
+    protected: list[str] = []
+
+    def enable(prefix: str, link: str, **kwargs: Any) -> Any:
+        out = enable_link(prefix, link, **kwargs)
+        protected.append(f"{link} {kwargs.get('direction', '')}".strip())
+        return out
+
+    status = 0
     try:
         monitor = CorruptionMonitor(args.threshold, args.target, int(args.window * 1e9), args.min_frames)
-        decisions = run_corruptd(args.prefix, monitor, interval_s=args.interval, mode=args.mode,
-                                 duration_s=args.duration, say=lambda m: print(m, file=sys.stderr, flush=True))
+        with rep.heartbeat(lambda: f"watching, {len(protected)} link direction(s) protected", every_s=HEARTBEAT_S):
+            run_corruptd(args.prefix, monitor, interval_s=args.interval, mode=args.mode, duration_s=args.duration,
+                         say=lambda m: print(m, file=sys.stderr, flush=True), enable=enable)
     except (ValueError, RuntimeErrorNS, ControlError, LGControlError) as exc:
         raise CommandError(str(exc)) from None
-    print(f"corruptd: protected {len(decisions)} link direction(s)")
-    return 0
+    except KeyboardInterrupt:  # the usual way to stop it: still say what it did
+        status = 130
+    print(f"corruptd: protected {len(protected)} link direction(s)")
+    rep.summary(f"watched for {rep.took()}{' (interrupted)' if status else ''}: protected "
+                f"{len(protected)} link direction(s){': ' + ', '.join(protected) if protected else ''}")
+    return status

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from ..errors import CommandError
 
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("needs root (namespaces, veths, nft): run with sudo")
     if not 0 < args.corrupt < 1:
         raise CommandError("--corrupt must be between 0 and 1")
+    from ..progress import Reporter
+
+    rep = Reporter("demo")
     try:
         out = run_demo(corrupt=args.corrupt, datagrams=args.datagrams, flows=args.flows,
                        tcp_seconds=args.tcp_seconds, copies=args.copies, results_dir=args.results_dir,
@@ -43,4 +47,12 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     print(out["table"])
     print(f"\nwrote {out['path']}")
+    rep.summary(summary_line(out, args.corrupt, rep.took()))
     return 0
+
+
+def summary_line(out: dict[str, Any], corrupt: float, took: str) -> str:
+    """``netstack demo``'s closing line: each phase's effective loss and goodput, where the JSON is."""
+    phases = ", ".join(f"{p['phase']} {p['udp']['loss']:.1e} loss / {p['tcp']['mbps']:.1f} Mbit/s"
+                       for p in out.get("phases", []))
+    return f"{len(out.get('phases', []))} phases over {corrupt:g} corruption in {took}: {phases}; JSON in {out['path']}"

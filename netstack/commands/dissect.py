@@ -54,8 +54,13 @@ def run(args: argparse.Namespace) -> int:
     from headers.fcs import strip_fcs
     from headers.frame import describe, dissect
 
+    from ..progress import Reporter
+
+    rep = Reporter("dissect")
     status = 0
+    bad = frames = 0
     for n, frame in enumerate(_frames(args)):
+        frames = n + 1
         if n:
             print()
         print(f"frame {n}: {len(frame)} bytes")
@@ -66,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             except HeaderError as exc:
                 print(f"  software FCS: BAD ({exc})")
                 status = 1
+                bad += 1
                 continue
         if len(frame) < ETHER_HEADER and not args.no_scapy:
             # Scapy's Ether raises struct.error on it; the fast codecs (--no-scapy) report it as malformed
@@ -78,10 +84,13 @@ def run(args: argparse.Namespace) -> int:
         if error is not None:
             print(f"  malformed: {error}")
             status = 1
+            bad += 1
         if not args.no_scapy:
             print("  scapy:")
             for line in _scapy_view(n, frame):
                 print(f"    {line}")
+    if args.pcap:  # a capture can take a while (Scapy's view of each frame); one frame given as hex cannot
+        rep.summary(f"{frames} frame(s) of {args.pcap} in {rep.took()}, {bad} with a bad FCS or malformed")
     return status
 
 

@@ -372,15 +372,34 @@ def cmd_report(args: argparse.Namespace) -> int:
             argv += ["--items", args.items]
         if not args.items and not args.random:
             raise CommandError("give the sketch's content: --items KEY[:COUNT],... and/or --random N")
-    proc = subprocess.run(node_exec_argv(state, args.src, argv), capture_output=True, text=True, check=False)
+    from ..progress import Reporter
+
+    rep = Reporter("dta report")
+    expect = (args.count if args.kind != "sketch" else 0) / args.rate if args.rate > 0 else None
+    with rep.heartbeat(f"{args.src} reporting", expect_s=expect):
+        res = _run_reporter(args.src, node_exec_argv(state, args.src, argv))
+    if not args.json:  # its first line is the summary already
+        _print_report(args, res, dst, switch)
+        return 0
+    print(json.dumps(res))
+    rate = f" ({res['sent'] / res['seconds']:.0f}/s)" if res.get("seconds") else ""
+    rep.summary(f"{res['sent']} {args.kind} reports {args.src} -> {args.collector} via {switch} in "
+                f"{res.get('seconds', 0):.3f} s{rate}, {rep.took()} in all")
+    return 0
+
+
+def _run_reporter(src: str, argv: list[str]) -> dict[str, Any]:
+    """Run the reporter tool (in ``src``'s namespace); its JSON summary (CommandError if it failed)."""
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise CommandError(f"the reporter in {args.src} failed (exit {proc.returncode}): "
+        raise CommandError(f"the reporter in {src} failed (exit {proc.returncode}): "
                            f"{proc.stderr.strip()[-800:]}")
-    res = json.loads(lines[-1])
-    if args.json:
-        print(json.dumps(res))
-        return 0
+    res: dict[str, Any] = json.loads(lines[-1])
+    return res
+
+
+def _print_report(args: argparse.Namespace, res: dict[str, Any], dst: str, switch: str) -> None:
     rate = f"{res['sent'] / res['seconds']:.0f}/s" if res.get("seconds") else "-"
     print(f"{args.src} -> {args.collector} ({dst}:40040) via {switch}: {res['sent']} {args.kind} reports "
           f"in {res['seconds']:.3f} s ({rate})")
@@ -391,7 +410,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"  sketch {args.sketch_id}, reporter {args.reporter_id}, epoch {res['epoch']}: "
               f"{res['columns_sent']} columns sent, {res['nacks']} NACKs, {res['rewinds']} rewinds; "
               f"{res['total']} items")
-    return 0
 
 
 def _auth_argv(state: dict[str, Any], src: str, tr: dict[str, Any]) -> list[str]:

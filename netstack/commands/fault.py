@@ -63,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "link", help="set a link down or up (veth ends administratively down/up)",
         description="Set LINK's veth end(s) administratively down or up, inside the nodes' namespaces. A veth "
                     "whose peer end is down has no carrier, so either end down stops the link in both directions. "
-                    "A switch daemon sending on its own downed end counts the frames in send_errors; one sending "
-                    "toward a downed peer has them dropped by the kernel (not counted by the switch).")
+                    "The switch daemons at its ends see the carrier go: the port counts link_down, drops what it "
+                    "holds and what is forwarded to it (carrier_drops) until the carrier is back. Same as "
+                    "'netstack link LINK down|up'.")
     n.add_argument("link", metavar="LINK", help="a link of the topology (sw1-sw2)")
     n.add_argument("state", choices=["down", "up"], help="down or up")
     n.add_argument("--end", default="both", metavar="A|B|both",
@@ -162,8 +163,10 @@ def _run(fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
 
 def cmd_kill(args: argparse.Namespace) -> int:
     from .. import faults
+    from ..progress import Reporter
 
-    out = _run(faults.kill, args.prefix, args.node, sig=args.sig, restart=args.restart, down_ms=args.down_ms)
+    with Reporter("fault").heartbeat(f"{args.node} down", expect_s=args.down_ms / 1000):
+        out = _run(faults.kill, args.prefix, args.node, sig=args.sig, restart=args.restart, down_ms=args.down_ms)
     if args.sig == "STOP" and "frozen_ms" in out:
         print(f"{out['kind']} daemon {out['daemon']} (pid {out['pid']}) frozen {out['frozen_ms']:g} ms, "
               f"{'resumed' if out['resumed'] else 'gone since'}")
@@ -194,19 +197,27 @@ def cmd_link(args: argparse.Namespace) -> int:
     from .. import faults
 
     out = _run(faults.set_link, args.prefix, args.link, args.state == "up", end=args.end)
+    from .link import switch_summary
+
     oper = ", ".join(f"{k} {v}" for k, v in out["operstate"].items())
-    print(f"link {out['link']} {out['state']}: {' and '.join(out['ends'])} set {out['state']} (now {oper})")
+    print(f"link {out['link']} {out['state']}: {' and '.join(out['ends'])} set {out['state']} (now {oper})"
+          f"{switch_summary(out['switches'])}")
     return 0
 
 
 def cmd_pause_storm(args: argparse.Namespace) -> int:
     from .. import faults
+    from ..progress import Reporter
 
-    out = _run(faults.pause_storm, args.prefix, args.link, args.src, seconds=args.seconds, cls=args.cls, pps=args.pps)
+    rep = Reporter("fault")
+    with rep.heartbeat("pause storm", expect_s=args.seconds):
+        out = _run(faults.pause_storm, args.prefix, args.link, args.src, seconds=args.seconds, cls=args.cls,
+                   pps=args.pps)
+    head = (f"{out['frames']} pauses (class {out['class']}) from {out['from']} in {out['seconds']:g} s")
     if args.json:
         print(json.dumps(out, indent=2))
+        rep.summary(f"pause-storm: {head}")
         return 0
-    head = (f"{out['frames']} pauses (class {out['class']}) from {out['from']} in {out['seconds']:g} s")
     if out.get("peer") is None:
         print(f"{head}; {out['to']} is no switch: nothing counted them")
         return 0

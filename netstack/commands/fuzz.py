@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ..errors import CommandError
 
@@ -48,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         raise CommandError(MISSING_HYPOTHESIS) from None
     from .. import fuzz
+    from ..progress import Reporter
 
+    rep = Reporter("fuzz")
     opts = fuzz.Options(args.target, args.frames, args.seed, prefix=args.prefix, keep=args.keep,
                         rate=args.rate or fuzz.DEFAULT_RATE, out=sys.stderr)
     try:
@@ -59,4 +62,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(res.to_dict(), indent=2))
     else:
         print(fuzz.table(res))
+    rep.summary(summary_line(res, rep.took()))
     return 0 if res.ok else 1
+
+
+def summary_line(res: Any, took: str) -> str:
+    """``netstack fuzz``'s closing line: the target, the frames, how long, the verdict."""
+    failed = [f"{c['where']} {c['check']}" for c in res.checks if not c["ok"]]
+    verdict = (f"PASS ({len(res.checks)} checks)" if res.ok
+               else f"FAIL ({len(failed)} of {len(res.checks)} checks: {'; '.join(failed)[:200]})")
+    return (f"{res.target}: {res.sent} frames injected ({res.duration_s:.1f} s), {took} in all, seed {res.seed}, "
+            f"prefix {res.prefix}: {verdict}")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CommandError
-from .argtypes import positive_float, positive_int
+from .argtypes import non_negative_float, positive_float, positive_int
 
 EPILOG = """\
 examples:
@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--up-ms", type=ms, default=None, metavar="U", help="flap: milliseconds up between downs")
     p.add_argument("--count", type=positive_int("the count"), default=1, metavar="N",
                    help="flap: how many times (default 1)")
+    p.add_argument("--after-ms", type=non_negative_float("the time"), default=0.0, metavar="S",
+                   help="flap: wait this long before the first down (default 0; a topology's [links.flap] start)")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
@@ -46,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..faults import FaultError, link_ports, run_state, set_link
 
-    if args.action != "flap" and (args.down_ms is not None or args.up_ms is not None or args.count != 1):
-        raise CommandError("--down-ms, --up-ms and --count go with 'flap'")
+    if args.action != "flap" and (args.down_ms is not None or args.up_ms is not None or args.count != 1
+                                  or args.after_ms):
+        raise CommandError("--down-ms, --up-ms, --count and --after-ms go with 'flap'")
     if args.action == "flap" and (args.down_ms is None or args.up_ms is None):
         raise CommandError("flap needs --down-ms and --up-ms")
     try:
@@ -62,16 +65,31 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     elif args.action == "flap":
         print(f"{args.link}: flapped {out['flaps']} times ({args.down_ms:g} ms down, {args.up_ms:g} ms up), "
-              f"now {_states(out['operstate'])}")
+              f"now {_states(out['operstate'])}{switch_summary(out.get('switches', {}))}")
     else:
-        print(f"{args.link}: {', '.join(out['ends'])} {args.action}; now {_states(out['operstate'])}")
+        print(f"{args.link}: {', '.join(out['ends'])} {args.action}; now {_states(out['operstate'])}"
+              f"{switch_summary(out.get('switches', {}))}")
     return 0
+
+
+def switch_summary(view: dict[str, dict[str, Any]]) -> str:
+    """What the switch daemons at the link's ends counted (``faults.carrier_view``)."""
+    said = []
+    for end, c in view.items():
+        if "error" in c:
+            said.append(f"{end} {c['error']}")
+        else:
+            said.append(f"{end} carrier {'up' if c['carrier'] else 'down'}, link_down {c['link_down']}, "
+                        f"carrier_drops {c['carrier_drops']}")
+    return f"; switches: {'; '.join(said)}" if said else ""
 
 
 def _flap(args: argparse.Namespace, set_link: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     """Down, wait, up, wait, ``count`` times; the link is left up, also after Ctrl-C."""
     done = 0
     out: dict[str, Any] = {}
+    if args.after_ms:
+        time.sleep(args.after_ms / 1000)
     try:
         for i in range(args.count):
             set_link(args.prefix, args.link, False, args.end)

@@ -234,16 +234,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    from ..progress import Reporter
+
     if args.seconds <= 0 or args.rate <= 0 or args.fanout < 1 or args.size < 8 or args.drain < 0:
         raise CommandError("--seconds and --rate must be positive, --fanout at least 1, --size at least 8 bytes")
-    out = _call(run, args.prefix, procs=args.procs, seconds=args.seconds, out=args.out, loss=args.loss,
-                rate=args.rate, fanout=args.fanout, size=args.size, drain=args.drain, seed=args.seed,
-                reliable=args.reliable, say=say)
+    rep = Reporter("onepipe run")
+    # the processes scatter, then drain, without a word in between: the heartbeat says it runs
+    with rep.heartbeat(f"{args.procs} processes running", expect_s=args.seconds + args.drain):
+        out = _call(run, args.prefix, procs=args.procs, seconds=args.seconds, out=args.out, loss=args.loss,
+                    rate=args.rate, fanout=args.fanout, size=args.size, drain=args.drain, seed=args.seed,
+                    reliable=args.reliable, say=say)
     if args.json:
         print(json.dumps(out, indent=2))
-        return 0
-    print_run(out)
+    else:
+        print_run(out)
+    rep.summary(run_summary(out, args, rep.took()))
     return 0
+
+
+def run_summary(out: dict[str, Any], args: argparse.Namespace, took: str) -> str:
+    """``netstack onepipe run``'s closing line: the run, how long, the totals, where the logs are."""
+    killed = out.get("killed") or []
+    return (f"{args.procs} {'reliable ' if args.reliable else ''}processes scattered for {args.seconds:g} s, "
+            f"{took} in all: {out.get('messages_sent')} messages sent, {out.get('delivered')} delivered, "
+            f"{out.get('send_failed')} reported lost, {out.get('unaccounted')} unaccounted"
+            + (f", {len(killed)} killed" if killed else "") + f"; logs in {out.get('out')}")
 
 
 def print_run(out: dict[str, Any]) -> None:

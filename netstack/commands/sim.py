@@ -22,8 +22,9 @@ examples:
 
 Results: one JSON document per invocation in --results-dir (schema netstack.run/1, one entry per
 run: scenario, runtime, seed, params, time_scale, result, engine), a table on stdout, progress on
-stderr. The same topology, scenario, parameters and seed give byte-identical results (but for the
-engine's wall-clock fields); another seed draws other frame fates."""
+stderr, then one summary line there (runs, wall time, failures, the JSON's path). The same
+topology, scenario, parameters and seed give byte-identical results (but for the engine's
+wall-clock fields); another seed draws other frame fates."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -146,8 +147,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
     scenario, topology = _checked(args)
     specs, workers = _specs(args, scenario)
     from ..bench.common import Progress
+    from ..progress import Reporter
 
     say = Progress()
+    rep = Reporter("sim")
     say(f"netstack sim: {scenario.name} on {topology.name} ({args.runtime}), {len(specs)} run(s)"
         + (f" on {args.scheduler}" if args.scheduler else f", {workers or 'one per CPU'} worker(s)"
            if len(specs) > 1 else ""))
@@ -156,7 +159,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
            "runtime": args.runtime, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
            "workers": workers, "scheduler": args.scheduler}
-    return _report(args, scenario.name, doc, results)
+    return _report(args, scenario.name, doc, results, rep)
 
 
 def _checked(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -208,33 +211,44 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
 
 
 def _execute(args: argparse.Namespace, specs: list[Any], workers: int | None, say: Any) -> list[dict[str, Any]]:
-    """Run the specs: one in this process, or a sweep (processes or Dask); results in spec order."""
+    """Run the specs: one in this process, or a sweep (processes or Dask); results in spec order.
+    A heartbeat line every few seconds says it still runs while no run ends."""
+    from ..progress import Reporter
     from ..sim import scenario as sc
     from ..sim.sweep import run_safely, sweep
     from ..topo.model import TopologyError
 
+    finished = [0]
+
     def progress(done: int, total: int, r: dict[str, Any]) -> None:
+        finished[0] = done
         what = f"error: {r['error']}" if "error" in r else (
             f"{r['engine'].get('events_per_s', '-')} events/s, {r['engine']['wall_s']} s")
         say(f"[{done}/{total}] seed {r.get('seed')} {r.get('params', {})}: {what}")
 
-    if len(specs) == 1 and args.scheduler is None:
-        if args.runtime == "live":
+    one = len(specs) == 1 and args.scheduler is None
+    what = f"{specs[0].label()} ({args.runtime}) running" if one else \
+        (lambda: f"{finished[0]}/{len(specs)} runs done")
+    with Reporter("sim").heartbeat(what):
+        if one and args.runtime == "live":
             try:
                 return [sc.run(specs[0], progress=say)]
             except (sc.ScenarioError, TopologyError) as exc:
                 raise CommandError(str(exc)) from None
-        results = [run_safely(specs[0])]
-        progress(1, 1, results[0])
-        return results
-    try:
-        return sweep(specs, workers=workers, scheduler=args.scheduler, progress=progress)
-    except sc.ScenarioError as exc:
-        raise CommandError(str(exc)) from None
+        if one:
+            results = [run_safely(specs[0])]
+            progress(1, 1, results[0])
+            return results
+        try:
+            return sweep(specs, workers=workers, scheduler=args.scheduler, progress=progress)
+        except sc.ScenarioError as exc:
+            raise CommandError(str(exc)) from None
 
 
-def _report(args: argparse.Namespace, name: str, doc: dict[str, Any], results: list[dict[str, Any]]) -> int:
-    """Write the JSON document, print the table (or the JSON); exit status 1 if a run failed."""
+def _report(args: argparse.Namespace, name: str, doc: dict[str, Any], results: list[dict[str, Any]],
+            rep: Any) -> int:
+    """Write the JSON document, print the table (or the JSON), end with the summary line on
+    stderr (``rep``: a :class:`netstack.progress.Reporter`); exit status 1 if a run failed."""
     from ..bench.common import format_table, write_results
 
     path = write_results(args.results_dir, f"sim-{name}", doc)
@@ -248,5 +262,16 @@ def _report(args: argparse.Namespace, name: str, doc: dict[str, Any], results: l
     failed = [r for r in results if "error" in r]
     if failed:
         print(f"{len(failed)} of {len(results)} run(s) failed; first: {failed[0]['error']}", file=sys.stderr)
-        return 1
-    return 0
+    rep.summary(summary_line(doc, results, str(path), rep.took()))
+    return 1 if failed else 0
+
+
+def summary_line(doc: dict[str, Any], results: list[dict[str, Any]], path: str, took: str) -> str:
+    """``netstack sim``'s closing line: what ran, how long, how many failed, the engine's speed
+    (sim runs) and where the JSON went."""
+    failed = sum(1 for r in results if "error" in r)
+    rates = [r["engine"]["events_per_s"] for r in results
+             if "error" not in r and isinstance(r.get("engine", {}).get("events_per_s"), int | float)]
+    speed = f", {sum(rates) / len(rates):,.0f} events/s per run" if rates else ""
+    return (f"{doc['scenario']} on {doc['topology']} ({doc['runtime']}), {len(results)} run(s) in {took}: "
+            f"{len(results) - failed} ok, {failed} failed{speed}; JSON in {path}")

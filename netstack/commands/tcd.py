@@ -8,6 +8,7 @@ appending a builder there (see :func:`add_run_parser`), without touching the oth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -142,7 +143,8 @@ def add_send_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]
     p = actions.add_parser("send", help="a paced flow (DCQCN, DCQCN+TCD or fixed rate) on this host's real socket",
                            description="One TCD data flow over UDP 40300 with ECT(0), paced by DCQCN (+TCD) or at "
                                        "a fixed rate, holding while PFC pauses the host. Run it in a host's "
-                                       "namespace (netstack exec). Last stdout line: one JSON report.")
+                                       "namespace (netstack exec). Last stdout line: one JSON report; progress "
+                                       "and a one-line summary on stderr.")
     add_send_arguments(p)
     p.set_defaults(func=cmd_send)
 
@@ -153,7 +155,8 @@ def add_recv_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]
     p = actions.add_parser("recv", help="receive TCD flows, count ECN/TCD marks, send CNPs (the DCQCN NP)",
                            description="Receive TCD data flows on UDP 40300, read each packet's ECN bits, and send "
                                        "CNPs as a DCQCN notification point does (CNP-UE too, with --tcd). Last "
-                                       "stdout line: one JSON report per flow.")
+                                       "stdout line: one JSON report per flow; progress and a one-line summary "
+                                       "on stderr.")
     add_recv_arguments(p)
     p.set_defaults(func=cmd_recv)
 
@@ -260,25 +263,44 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import sys
 
+    from ..progress import Reporter
     from ..sim.scenario import RunSpec, ScenarioError, run
     from ..tcd.scenarios import load_doc
     from ..topo.model import TopologyError
 
+    rep = Reporter("tcd run")
     spec = args.topology or f"tcd-{args.scenario}"
     try:
         topology = load_doc(spec, args.marker)
-        res = run(RunSpec("tcd", topology=topology,  # type: ignore[arg-type]  # a Topology: resolve_topology takes it
-                          params={"kind": args.scenario, "timeline": args.timeline, "f1": args.f1},
-                          runtime=args.runtime, prefix=args.prefix),
-                  progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+        # a live run waits seconds on its senders without a word: the heartbeat says it is alive
+        with rep.heartbeat(f"{args.scenario}/{args.marker} ({args.runtime})") if args.runtime == "live" \
+                else contextlib.nullcontext():
+            res = run(RunSpec("tcd", topology=topology,  # type: ignore[arg-type]  # resolve_topology takes it
+                              params={"kind": args.scenario, "timeline": args.timeline, "f1": args.f1},
+                              runtime=args.runtime, prefix=args.prefix),
+                      progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     except (ScenarioError, TopologyError, OSError) as exc:
         raise CommandError(str(exc)) from None
     result = res["result"]
     if args.json:
         print(json.dumps(result))
-        return 0
-    print_result(result)
+    else:
+        print_result(result)
+    rep.summary(run_summary(result, args.runtime, rep.took()))
     return 0
+
+
+def run_summary(result: dict[str, Any], runtime: str, took: str) -> str:
+    """``netstack tcd run``'s closing line: the scenario, how long, the marks and the ports that
+    ended in congestion."""
+    flows = result.get("flows") or {}
+    packets = sum(int(f.get("packets") or 0) for f in flows.values())
+    ce = sum(int(f.get("ce") or 0) for f in flows.values())
+    ue = sum(int(f.get("undetermined") or 0) for f in flows.values())
+    congested = [n for n, p in (result.get("ports") or {}).items() if p.get("state") == "congestion"]
+    return (f"{result.get('scenario')} congestion point, marker {result.get('marker')} ({runtime}) in {took}: "
+            f"{len(flows)} flows, {packets} packets received, {ce} CE and {ue} undetermined marks; ports in "
+            f"congestion at the end: {', '.join(congested) or 'none'}")
 
 
 def print_result(result: dict[str, Any]) -> None:
@@ -310,12 +332,30 @@ def cmd_recv(args: argparse.Namespace) -> int:
 
 
 def _host_tool(which: str, args: argparse.Namespace) -> int:
+    from ..progress import Reporter
     from ..tcd.dcqcn import DcqcnParamError
     from ..tcd.live import run_recv, run_send
 
+    rep = Reporter(f"tcd {which}")
     try:
         out = run_send(args) if which == "send" else run_recv(args)
     except (DcqcnParamError, OSError) as exc:
         raise CommandError(f"tcd {which}: {exc}") from None
-    print(json.dumps(out))
+    print(json.dumps(out))  # the last stdout line stays the JSON report; the summary goes to stderr
+    rep.summary(end_summary(out))
     return 0
+
+
+def end_summary(out: dict[str, Any]) -> str:
+    """One line for ``tcd send`` / ``tcd recv``'s JSON report: what moved, how long, the marks."""
+    c = out.get("counters") or {}
+    cnps = f"CNPs {c.get('cnps_ce', 0)} CE / {c.get('cnps_ue', 0)} UE"
+    secs = float(out.get("seconds") or 0.0)
+    if out.get("tool") == "tcd-send":
+        return (f"flow {out.get('flow')} ({out.get('mode')}) to {out.get('dst')}: {int(out.get('bytes') or 0):,} B in "
+                f"{secs:.3f} s, {float(out.get('rate_bps_avg') or 0) / 1e6:.3f} Mbit/s on average, {cnps} received, "
+                f"{'done' if out.get('done') else 'NOT done'}")
+    flows = out.get("flows") or {}
+    complete = sum(1 for f in flows.values() if f.get("complete"))
+    return (f"{len(flows)} flow(s) ({complete} complete), {c.get('datagrams', 0)} packets in {secs:.1f} s, "
+            f"{cnps} sent")

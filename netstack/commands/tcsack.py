@@ -75,20 +75,26 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
     if args.bytes < 1:
         raise CommandError("--bytes must be at least 1")
+    from ..progress import Reporter
+
+    rep = Reporter("tcsack transfer")
     try:
         state = load_state(args.prefix)
-        out = transfer(state, args.proto, args.bytes, src=args.src, dst=args.dst, rate_bps=args.rate,
-                       t_ms=args.t_ms, n=args.n, payload=args.payload, seed=args.seed, timeout=args.timeout)
+        with rep.heartbeat(f"{args.proto} {args.src} -> {args.dst}, {args.bytes:,} B"):
+            out = transfer(state, args.proto, args.bytes, src=args.src, dst=args.dst, rate_bps=args.rate,
+                           t_ms=args.t_ms, n=args.n, payload=args.payload, seed=args.seed, timeout=args.timeout)
     except (RuntimeErrorNS, TransferError) as exc:
         raise CommandError(str(exc)) from None
+    c = out["sender"].get("counters", {})
+    resent = c.get("retx_sent", c.get("retransmits", "-"))
+    line = (f"{out['proto']} {out['src']} -> {out['dst']}: {out['bytes']:,} B in {out['seconds']:.3f} s, "
+            f"{(out['goodput_bps'] or 0) / 1e6:.1f} Mbit/s, resent {resent}, "
+            f"{'intact' if out['ok'] else 'NOT intact (SHA-256 differs)'}")
     if args.json:
         print(json.dumps(out, indent=2))
+        rep.summary(line)  # (stdout stays pure JSON)
     else:
-        c = out["sender"].get("counters", {})
-        resent = c.get("retx_sent", c.get("retransmits", "-"))
-        print(f"{out['proto']} {out['src']} -> {out['dst']}: {out['bytes']:,} B in {out['seconds']:.3f} s, "
-              f"{(out['goodput_bps'] or 0) / 1e6:.1f} Mbit/s, resent {resent}, "
-              f"{'intact' if out['ok'] else 'NOT intact (SHA-256 differs)'}")
+        print(line)
     return 0 if out["ok"] else 1
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CommandError
+from .argtypes import non_negative_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,15 +70,38 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --detach: where CMD's output goes (default: the run directory's exec/ folder)")
     p.set_defaults(func=cmd_exec)
 
+    _register_impair(sub)
+
+
+def _register_impair(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "impair", help="corrupt or drop frames on a link",
-        description="Inject corruption/loss on a link's egress. Backends: netem (tc, kernels with sch_netem), "
-                    "nft (netdev egress rules; this VM's kernel has no netem), switch (the switch daemon's "
-                    "seeded Bernoulli model, reproducible, any rate). 'auto' picks netem, else nft.",
+        "impair", help="corrupt, drop, delay, jitter, duplicate or reorder frames on a link",
+        description="Impair a link's egress (replacing what was there). Backends:\n"
+                    "  netem   tc, kernels with sch_netem: every option but --gilbert\n"
+                    "  nft     netdev egress rules: loss and corruption only (this VM's kernel has no netem)\n"
+                    "  switch  the sending switch daemon's seeded model: reproducible, any rate, bursty\n"
+                    "          Gilbert-Elliott loss, and netem's delay/jitter/duplicate/reorder\n"
+                    "'auto' picks netem; without it nft, or the switch model when the link is shaped\n"
+                    "(--delay/--jitter/--duplicate/--reorder) and a switch sends.",
+        epilog="examples:\n"
+               "  netstack impair sw1-sw2 --corrupt 1e-3                  0.1 %% corruption, sw1 -> sw2\n"
+               "  netstack impair sw1-sw2 --delay 5 --jitter 2            5 ms +- 2 ms more: jitter reorders\n"
+               "  netstack impair sw1-sw2 --delay 10 --reorder 0.25       a quarter sent at once, ahead\n"
+               "  netstack impair sw2-h2 --duplicate 0.01 --direction sw2:h2\n"
+               "  netstack impair sw1-sw2 --clear --direction both",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("link", help="link name from the topology (e.g. sw1-sw2)")
     p.add_argument("--corrupt", type=_probability, default=0.0, help="fraction of frames corrupted (e.g. 1e-2)")
     p.add_argument("--loss", type=_probability, default=0.0, help="fraction of frames dropped")
+    ms = non_negative_float("a time")
+    p.add_argument("--delay", type=ms, default=0.0, metavar="MS",
+                   help="hold every frame MS milliseconds longer (netem's delay)")
+    p.add_argument("--jitter", type=ms, default=0.0, metavar="MS",
+                   help="+- a uniform MS on each frame's delay (frames then overtake each other)")
+    p.add_argument("--duplicate", type=_probability, default=0.0, metavar="P", help="fraction of frames sent twice")
+    p.add_argument("--reorder", type=_probability, default=0.0, metavar="P",
+                   help="fraction of frames sent at once, past the delayed ones (needs --delay)")
     p.add_argument("--direction", default=None,
                    help="which sending end: A:B or 'A>B' (quote the >), e.g. sw1:sw2; or both "
                         "(default: the link's a>b)")
@@ -157,14 +181,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot read {args.topology}: {exc}") from None
+    from ..progress import Reporter
+
     _need_root()
+    rep = Reporter("up")
     try:
-        state = up(topology, args.prefix, apply_impairments=not args.no_impair, options=options,
-                   progress=lambda msg: print(f"[up] {msg}", file=sys.stderr, flush=True))
+        state = up(topology, args.prefix, apply_impairments=not args.no_impair, options=options, progress=rep)
     except (RuntimeErrorNS, BuildError, TopologyError) as exc:
         raise CommandError(str(exc)) from None
+    summary = (f"{state['topology']} under prefix {state['prefix']} in {rep.took()}: {len(state['namespaces'])} "
+               f"namespaces, {len(state['daemons'])} daemons, {len(state['ports'])} ports")
     if args.json:
         print(json.dumps(state, indent=2))
+        rep.summary(summary)
         return 0
     print(f"topology {state['topology']} is up under prefix {state['prefix']}")
     print("\nnodes:")
@@ -187,17 +216,22 @@ def cmd_up(args: argparse.Namespace) -> int:
         hints.append(f"netstack exec {exec_prefix}{hosts[0][0]} -- ping -c3 {hosts[-1][1]}")
     hints += [f"netstack status --prefix {state['prefix']}", f"netstack down --prefix {state['prefix']}"]
     print("\ntry: " + "\n     ".join(hints))
+    rep.summary(summary)
     return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
+    from ..progress import Reporter
     from ..runtime import down, down_all
 
     _need_root()
     if not args.all:
         _refuse_containers(args.prefix)
-    removed = down_all() if args.all else down(args.prefix)
+    rep = Reporter("down")
+    with rep.heartbeat("tearing down"):
+        removed = down_all() if args.all else down(args.prefix)
     print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
+    rep.summary(f"removed {len(removed)} namespaces in {rep.took()}")
     return 0
 
 
@@ -240,6 +274,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             rows.append([node, port, *[_get(c, k) for k in cols]])
     print(f"topology {st['topology']} (prefix {st['prefix']})")
     print(format_table(["node", "port", *cols], rows))
+    _print_carrier(st)
     _print_defences(st)
     _print_protocols(st)
     others = {node: d for node, d in st["daemons"].items() if "ports" not in d and "error" not in d}
@@ -249,9 +284,35 @@ def cmd_status(args: argparse.Namespace) -> int:
     if st.get("impairments"):
         print("\nimpairments (counts are the injector's own):")
         irows = [[where, i.get("link", ""), i.get("backend", "?"), i.get("corrupt", ""), i.get("loss", ""),
-                  i.get("corrupted", ""), i.get("dropped", "")] for where, i in sorted(st["impairments"].items())]
-        print(format_table(["direction", "link", "backend", "corrupt", "loss", "corrupted", "dropped"], irows))
+                  _shaping_text(i), i.get("corrupted", ""), i.get("dropped", ""), _get(i, "reordered"),
+                  _get(i, "duplicated")] for where, i in sorted(st["impairments"].items())]
+        print(format_table(["direction", "link", "backend", "corrupt", "loss", "shaping", "corrupted", "dropped",
+                            "reordered", "duplicated"], irows))
     return 0
+
+
+def _shaping_text(imp: dict[str, Any]) -> str:
+    """``5ms±1ms dup 1% reorder 10%`` for an impairment's netem-style shaping ("" when none)."""
+    parts = []
+    delay, jitter = imp.get("delay_ns") or 0, imp.get("jitter_ns") or 0
+    if delay or jitter:
+        parts.append(f"{delay / 1e6:g}ms" + (f"±{jitter / 1e6:g}ms" if jitter else ""))
+    for key, word in (("duplicate", "dup"), ("reorder", "reorder")):
+        if imp.get(key):
+            parts.append(f"{word} {imp[key] * 100:g}%")
+    return " ".join(parts)
+
+
+def _print_carrier(st: dict[str, Any]) -> None:
+    """Switch ports whose link is down now or went down since the start (``netstack link``)."""
+    said = []
+    for node, d in st["daemons"].items():
+        for port, c in (d.get("ports") or {}).items():
+            if c.get("carrier") is False or c.get("link_down"):
+                said.append(f"{node}/{port} carrier {'up' if c.get('carrier', True) else 'DOWN'} "
+                            f"(link_down {c.get('link_down', 0)}, carrier_drops {c.get('carrier_drops', 0)})")
+    if said:
+        print("\nlinks that lost carrier: " + "; ".join(said))
 
 
 def _print_protocols(st: dict[str, Any]) -> None:
@@ -370,14 +431,17 @@ def _shell_quote(text: str) -> str:
 
 
 def cmd_impair(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, control, load_state
-    from ..topo.impair import ImpairmentError, apply_impairment, clear_impairment
+    from ..runtime import RuntimeErrorNS, load_state
+    from ..topo.impair import ImpairmentError, Shaping
 
     _need_root()
     try:
         state = load_state(args.prefix)
-    except RuntimeErrorNS as exc:
+        shaping = Shaping(round(args.delay * 1e6), round(args.jitter * 1e6), args.duplicate, args.reorder)
+    except (RuntimeErrorNS, ImpairmentError) as exc:
         raise CommandError(str(exc)) from None
+    if args.gilbert and args.backend != "switch":
+        raise CommandError("--gilbert needs --backend switch (netem/nft draw independent losses)")
     ends = [p for p in state["ports"] if p["link"] == args.link]
     if len(ends) != 2:
         links = sorted({p["link"] for p in state["ports"]})
@@ -389,27 +453,12 @@ def cmd_impair(args: argparse.Namespace) -> int:
         where = f"{end['node']}>{end['peer']}"
         try:
             if args.clear:
-                clear_impairment(args.prefix, end["netns"], end["ifname"])
-                if end["node"] in switches:
-                    control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=None)
+                _clear_end(args, end, switches)
                 print(f"{args.link} {where}: cleared")
                 continue
-            if args.backend == "switch":
-                if end["node"] not in switches:
-                    raise CommandError(f"the switch backend needs a switch at the sending end; {end['node']} "
-                                       "is not one (use --backend nft)")
-                model = {"corrupt": args.corrupt, "loss": args.loss, "seed": args.seed}
-                if args.gilbert:
-                    model.update(p_good_to_bad=args.gilbert[0], p_bad_to_good=args.gilbert[1],
-                                 corrupt_bad=args.bad_corrupt, loss_bad=args.bad_loss)
-                control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=model)
-                used = "switch" + (" gilbert-elliott" if args.gilbert else "")
-            else:
-                if args.gilbert:
-                    raise CommandError("--gilbert needs --backend switch (netem/nft draw independent losses)")
-                used = apply_impairment(args.prefix, end["netns"], end["ifname"], corrupt=args.corrupt,
-                                        loss=args.loss, backend=args.backend)
-            print(f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g} [{used}]")
+            used = _impair_end(args, end, shaping, end["node"] in switches)
+            shaped = f" {_shaping_text(shaping.model())}" if shaping else ""
+            print(f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g}{shaped} [{used}]")
         except (ImpairmentError, RuntimeErrorNS, ValueError) as exc:
             raise CommandError(str(exc)) from None
         except Exception as exc:
@@ -419,6 +468,37 @@ def cmd_impair(args: argparse.Namespace) -> int:
                 raise CommandError(str(exc)) from None
             raise
     return 0
+
+
+def _clear_end(args: argparse.Namespace, end: dict[str, Any], switches: set[str]) -> None:
+    from ..runtime import control
+    from ..topo.impair import clear_impairment
+
+    clear_impairment(args.prefix, end["netns"], end["ifname"])
+    if end["node"] in switches:
+        control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=None)
+
+
+def _impair_end(args: argparse.Namespace, end: dict[str, Any], shaping: Any, is_switch: bool) -> str:
+    """Impair one sending end with the backend ``--backend`` names or 'auto' picks; the one used."""
+    from ..runtime import control
+    from ..topo.impair import apply_impairment, choose_backend, clear_impairment
+
+    backend = choose_backend(args.backend, shapes=bool(shaping), sender_is_switch=is_switch)
+    if backend.value != "switch":
+        if is_switch:  # one impairment per end: whatever the switch model held goes
+            control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=None)
+        used = apply_impairment(args.prefix, end["netns"], end["ifname"], corrupt=args.corrupt, loss=args.loss,
+                                backend=backend, shaping=shaping)
+        return used.value if used is not None else "cleared"
+    clear_impairment(args.prefix, end["netns"], end["ifname"])
+    model = {"corrupt": args.corrupt, "loss": args.loss, "seed": args.seed, **shaping.model()}
+    if args.gilbert:
+        model.update(p_good_to_bad=args.gilbert[0], p_bad_to_good=args.gilbert[1], corrupt_bad=args.bad_corrupt,
+                     loss_bad=args.bad_loss)
+    control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=model)
+    return "switch" + (" gilbert-elliott" if args.gilbert else "") + (
+        " (no netem here)" if args.backend == "auto" else "")
 
 
 def _senders(direction: str | None, a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:

@@ -62,6 +62,8 @@ class Channel:
 
     __slots__ = (
         "_deliver",
+        "carrier",
+        "carrier_lost",
         "corrupted",
         "delay",
         "delivered",
@@ -106,6 +108,9 @@ class Channel:
         #: the i-th frame put on the channel (an extra delay lets later frames overtake it)
         self.fate: Callable[[int, bytes], tuple[bool, bool, int]] | None = None
         self.duplicated = 0
+        #: the link has carrier (Network.set_link); without it every frame put is lost, counted
+        self.carrier = True
+        self.carrier_lost = 0
 
     @property
     def name(self) -> str:
@@ -130,6 +135,9 @@ class Channel:
         """``frame`` leaves the sender's end at ``release_ns`` (serialisation and delay included)."""
         i = self.sent
         self.sent += 1
+        if not self.carrier:
+            self.carrier_lost += 1
+            return
         imp = self.impair
         if imp is not None:
             verdict = imp.decide()
@@ -146,6 +154,12 @@ class Channel:
             # one frame time). Live, it would leave at the next wake-up; here, at once. Counted.
             self.late += 1
             release_ns = loop.now
+        if imp is not None and imp.shapes:  # netem's delay, jitter and reorder (switch/impair.py), its duplicate
+            release_ns += imp.hold_ns()
+            if imp.duplicates():
+                self.duplicated += 1
+                self.pending += 1
+                loop.call_at(release_ns, self._arrive, frame)
         if self.fate is not None:
             lost, dup, extra = self.fate(i, frame)
             if lost:
@@ -170,13 +184,16 @@ class Channel:
         imp = self.impair
         out = {"link": self.link, "from": self.src, "to": self.dst, "sent": self.sent, "lost": self.lost,
                "corrupted": self.corrupted, "delivered": self.delivered, "in_flight": self.pending,
-               "late_releases": self.late}
-        if self.fate is not None:
+               "late_releases": self.late, "carrier_lost": self.carrier_lost}
+        if self.fate is not None or (imp is not None and imp.shapes):
             out["duplicated"] = self.duplicated
         if self.nic is not None:
             out["nic_backlog_peak_ns"] = self.nic_peak
         if imp is not None:
             out["impairment"] = {"loss": imp.cfg.loss, "corrupt": imp.cfg.corrupt, "seed": imp.cfg.seed}
+            if imp.shapes:
+                out["impairment"].update(delay_ns=imp.cfg.delay_ns, jitter_ns=imp.cfg.jitter_ns,
+                                         duplicate=imp.cfg.duplicate, reorder=imp.cfg.reorder)
         return out
 
 
@@ -274,8 +291,10 @@ class Network:
                 imp = None
                 kernel = link.impairment is not None and link.impairment.backend is not Backend.SWITCH
                 if src.node in impaired and kernel:
-                    assert link.impairment is not None
-                    cfg = ImpairmentConfig(loss=link.impairment.loss, corrupt=link.impairment.corrupt, seed=self.seed)
+                    li = link.impairment
+                    assert li is not None
+                    cfg = ImpairmentConfig(loss=li.loss, corrupt=li.corrupt, seed=self.seed, delay_ns=li.delay_ns,
+                                           jitter_ns=li.jitter_ns, duplicate=li.duplicate, reorder=li.reorder)
                     imp = Impairment(cfg, f"{link.name}:{src.node}>{dst.node}")
                 dst_node = self.switches.get(dst.node) or self.hosts[dst.node]
                 ch = Channel(self.loop, link, src, dst, dst_node, imp, host_nic=src.node in self.hosts)
@@ -293,6 +312,37 @@ class Network:
             mine = {ifname: f for (node, ifname), f in features.items() if node == name}
             self.features[name] = plugins.attach(sn.switch, mine, 0)
             sn.service(0)
+        self._link_faults(topology)
+
+    def _link_faults(self, topology: Topology) -> None:
+        """The links the topology declares down, and the flaps it declares (``[links.flap]``),
+        as ``netstack up`` runs them live: a flap starts ``start`` after time 0."""
+        for link in topology.links:
+            if link.state == "down":
+                self.set_link(link.name, False)
+            flap = link.flap
+            if flap is None:
+                continue
+            period = flap.down_ns + flap.up_ns
+            for k in range(flap.count):
+                at = flap.start_ns + k * period
+                self.loop.call_at(at, self.set_link, link.name, False)
+                self.loop.call_at(at + flap.down_ns, self.set_link, link.name, True)
+
+    def set_link(self, link: str, up: bool) -> None:
+        """``link`` loses (or regains) its carrier now, both ways, as ``netstack link`` does live:
+        a channel without carrier loses what is put on it; a switch port drops and counts what
+        it holds and what is forwarded to it (``Switch.set_carrier``)."""
+        t = self.loop.now
+        chans = [ch for ch in self.channels if ch.link == link]
+        if not chans:
+            raise KeyError(f"no link {link!r}")
+        for ch in chans:
+            ch.carrier = up
+            sn = self.switches.get(ch.src)
+            if sn is not None:
+                sn.switch.set_carrier(ch.src_port, up, t)
+                sn.service(t)
 
     # ------------------------------------------------------------------------ access
     @property

@@ -90,6 +90,12 @@ class ImpairmentConfig:
     FCS check (docs/architecture.md "The live runtime") turns it into a counted *corruption
     loss*, as on LinkGuardian's optical links (LinkGuardian §2). ``seed`` makes runs
     reproducible; the port name is mixed in so that two ports with the same seed do not drop the same frames.
+
+    The link can also be *shaped* as netem shapes one (tc-netem(8)): every frame that is not
+    lost waits ``delay_ns`` more, give or take a uniform ``jitter_ns`` (never below 0), so a
+    jittered link reorders, as netem's time-sorted queue does; with probability ``reorder``
+    a frame skips that delay and overtakes the frames still held (netem's ``reorder``, which
+    also needs a delay to reorder against); with probability ``duplicate`` it leaves twice.
     """
 
     loss: float = 0.0
@@ -99,10 +105,19 @@ class ImpairmentConfig:
     loss_bad: float = 0.0
     corrupt_bad: float = 0.0
     seed: int = 0
+    delay_ns: int = 0
+    jitter_ns: int = 0
+    duplicate: float = 0.0
+    reorder: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("loss", "corrupt", "p_good_to_bad", "p_bad_to_good", "loss_bad", "corrupt_bad"):
+        for name in ("loss", "corrupt", "p_good_to_bad", "p_bad_to_good", "loss_bad", "corrupt_bad", "duplicate",
+                     "reorder"):
             object.__setattr__(self, name, _rate(getattr(self, name), f"impairment.{name}"))
+        for name in ("delay_ns", "jitter_ns"):
+            object.__setattr__(self, name, _int(getattr(self, name), f"impairment.{name}"))
+        if self.reorder and not self.delay_ns:
+            raise ConfigError("impairment.reorder", "needs a delay_ns to reorder against (as netem's reorder does)")
         if self.loss + self.corrupt > 1.0:
             raise ConfigError("impairment.corrupt", "loss + corrupt must not exceed 1")
         if self.loss_bad + self.corrupt_bad > 1.0:
@@ -113,7 +128,13 @@ class ImpairmentConfig:
 
     @property
     def active(self) -> bool:
-        return bool(self.loss or self.corrupt or (self.p_good_to_bad and (self.loss_bad or self.corrupt_bad)))
+        return bool(self.loss or self.corrupt or (self.p_good_to_bad and (self.loss_bad or self.corrupt_bad))
+                    or self.shapes)
+
+    @property
+    def shapes(self) -> bool:
+        """Delay, jitter, reordering or duplication: the link no longer keeps its frames' order and count."""
+        return bool(self.delay_ns or self.jitter_ns or self.duplicate or self.reorder)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ImpairmentConfig:

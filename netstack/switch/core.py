@@ -394,6 +394,28 @@ class Switch:
             p.cfg = replace(p.cfg, impairment=None)  # force a fresh generator from the seed
         self.update_port(port, now_ns, impairment=impairment)
 
+    def set_carrier(self, port: str, up: bool, now_ns: int | None = None) -> bool:
+        """The shell saw ``port``'s link lose (``up`` False) or regain its carrier; returns whether
+        that changed anything.
+
+        Down, the port drops every frame it holds (queued, waiting to start or on the wire) and
+        every frame forwarded to it, counted in ``carrier_drops`` (``link_down`` counts the
+        losses). Features keep their state: a LinkGuardian sender keeps its sequence numbers
+        and retransmission buffer, so the protected frames lost with the link are recovered
+        once it is back, like any other loss (docs/linkguardian.md "Link down").
+        """
+        p = self._port(port)
+        t = self._event(now_ns)
+        if p.carrier == bool(up):
+            return False
+        if up:
+            p.regain_carrier(t)
+        else:
+            p.run(t)  # frames that started before the loss are on the wire: lost with it below
+            p.lose_carrier(t)
+        self._flush(None)
+        return True
+
     # ================================================================ features
     def attach_feature(self, port: str, feature: SwitchFeature) -> None:
         """Attach a per-port feature (:class:`~netstack.switch.feature.SwitchFeature`)."""
@@ -622,6 +644,9 @@ class Switch:
         enqueue = self._enqueue
         n = len(frames)
         i = start
+        if not e.carrier:
+            e.counters.carrier_drops += n - i
+            return
         pacer = e.pacer
         while i < n:
             busy = pacer.busy_until
@@ -698,6 +723,9 @@ class Switch:
         return True
 
     def _enqueue(self, e: Port, frame: bytes, cls: int, ingress: Port | None, t: int) -> bool:
+        if not e.carrier:
+            e.counters.carrier_drops += 1  # the link is down: nothing to queue for
+            return False
         n = len(frame)
         if n > e.max_frame and ingress is not None:
             # forwarded frames only: a feature's own frames (e.g. a LinkGuardian retransmission

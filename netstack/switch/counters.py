@@ -37,6 +37,10 @@ class PortCounters:
     ecn_marked: int = 0  # CE set at enqueue (queue above ecn_threshold_bytes)
     impair_lost: int = 0  # frames the egress impairment model dropped
     impair_corrupted: int = 0  # frames the egress impairment model corrupted (one byte overwritten)
+    impair_reordered: int = 0  # frames the impairment's delay/jitter/reorder let overtake held ones
+    impair_duplicated: int = 0  # frames the impairment sent twice
+    link_down: int = 0  # carrier losses (the link went down: netstack link ... down / flap)
+    carrier_drops: int = 0  # frames dropped because the link had no carrier (queued, held or arriving)
     feature_consumed: int = 0  # frames a feature's on_ingress consumed (returned None)
     idle_tx: int = 0  # frames from a feature's idle source (dummies, ACK couriers)
     kernel_drops: int = 0  # added by the shell from PACKET_STATISTICS (tp_drops)

@@ -30,7 +30,7 @@ Per-frame egress pipeline: pop -> release PFC ingress accounting -> features'
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections import deque
 from collections.abc import Callable
 from itertools import islice
@@ -66,12 +66,14 @@ UNPACED_IDLE_BURST = 4
 #: Fewest queued frames :meth:`Port._drain` hands to :meth:`Port._drain_run` (fewer: frame by frame)
 _RUN_MIN = 4
 _FRAME = itemgetter(0)
+_RELEASE = itemgetter(0)  # of an ``out`` entry (release_ns, frame)
 _INGRESS = itemgetter(1)
 _BITS_NS = 8 * 1_000_000_000  # bits per byte x ns per s: a frame's line time is bytes * _BITS_NS / rate
 
 
 class Port:
     __slots__ = (
+        "carrier",
         "cfg",
         "clock",
         "control",
@@ -131,6 +133,8 @@ class Port:
         self.idle_wake: int | None = None
         self.idle_streak = 0
         self.running = False
+        #: the link has carrier (both veth ends up); without it nothing is queued or sent
+        self.carrier = True
         self.apply_config(cfg)
 
     # ----------------------------------------------------------------------- config
@@ -168,6 +172,13 @@ class Port:
         """Simulate this port's link up to ``t``: start every frame whose start time is <= t."""
         if self.running:
             return  # re-entered from a feature hook: the outer loop picks up the new state
+        if not self.carrier:
+            if self.control:
+                self.counters.carrier_drops += len(self.control)
+                self.control.clear()  # (PFC toward a peer that cannot hear it)
+            if t > self.clock:
+                self.clock = t
+            return
         self.running = True
         try:
             self._run(t)
@@ -381,13 +392,34 @@ class Port:
             frame_out = frame
         if frame_out is not None:
             release = end + self.delay
-            if release < self.last_release:
-                release = self.last_release  # a link never reorders, even when delay_ns shrinks
-            self.last_release = release
-            self.out.append((release, frame_out))
+            if imp is not None and imp.shapes:
+                release = self._shaped(imp, frame_out, release)
+            else:
+                if release < self.last_release:
+                    release = self.last_release  # a link never reorders, even when delay_ns shrinks
+                self.last_release = release
+                self.out.append((release, frame_out))
         hook = self.departure
         if hook is not None:
             hook(self.name, cls, frame, start, end, release)
+
+    def _shaped(self, imp: Impairment, frame: bytes, release: int) -> int:
+        """Hold ``frame`` as the impairment shapes the link (netem's delay, jitter, reorder and
+        duplicate, impair.py): releases stay sorted, so a frame held less than the ones before
+        it overtakes them (counted in ``impair_reordered``). Returns its release time."""
+        release += imp.hold_ns()
+        out = self.out
+        if out and release < out[-1][0]:
+            self.counters.impair_reordered += 1
+            insort(out, (release, frame), key=_RELEASE)
+        else:
+            out.append((release, frame))
+        if release > self.last_release:
+            self.last_release = release  # unshaped frames after it keep to FIFO from here
+        if imp.duplicates():
+            self.counters.impair_duplicated += 1
+            insort(out, (release, frame), key=_RELEASE)
+        return release
 
     def add_control(self, frame: bytes, s: int) -> None:
         """Queue a MAC control frame generated at ``s`` (possibly in this port's simulated past).
@@ -403,11 +435,43 @@ class Port:
             self.clock = s
         self.control.append(frame)
 
+    def lose_carrier(self, t: int) -> int:
+        """The link lost its carrier at ``t``: every frame queued, waiting to start or still on the
+        wire (released after ``t``) is gone (a real port flushes its queues when the link goes down). PFC ingress
+        accounting is released as a dequeue releases it. Returns the frames dropped."""
+        self.carrier = False
+        out = self.out
+        arrived = [entry for entry in out if entry[0] <= t]  # reached the peer before the loss
+        dropped = len(self.control) + len(out) - len(arrived)
+        self.control.clear()
+        out.clear()
+        out.extend(arrived)
+        queues = self.queues
+        for cls in range(len(queues.q)):
+            while queues.q[cls]:
+                frame, ingress = queues.pop(cls)
+                dropped += 1
+                if ingress is not None and ingress.gen.remove(cls, len(frame)):
+                    self.pfc_changed(ingress, cls, t)
+        self.counters.carrier_drops += dropped
+        self.counters.link_down += 1
+        if t > self.clock:
+            self.clock = t
+        return dropped
+
+    def regain_carrier(self, t: int) -> None:
+        """The link is back at ``t``: the wire is idle from then on."""
+        self.carrier = True
+        if t > self.clock:
+            self.clock = t  # (the pacer starts nothing before the clock)
+
     # --------------------------------------------------------------------- queries
     def next_time(self) -> int | None:
         """Earliest time at which this port may release a frame (a lower bound)."""
         if self.out:
             return self.out[0][0]
+        if not self.carrier:
+            return None
         d = self.pacer.busy_until
         if d < self.clock:
             d = self.clock
@@ -443,6 +507,7 @@ class Port:
             link_busy_until_ns=self.pacer.busy_until,
             rate_bps=self.cfg.rate_bps,
             delay_ns=self.delay,
+            carrier=self.carrier,
         )
         return out
 

@@ -52,10 +52,11 @@ import platform
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .model import Backend, netns_name
+from .model import MAX_DELAY_NS, Backend, netns_name
 from .nsenter import iproute, netns_exec_argv, netns_path
 
 #: The nft backend's probability denominator (``numgen random mod NFT_MODULUS``).
@@ -143,17 +144,61 @@ def _percent(p: float) -> str:
     return f"{p * 100:.10g}%"
 
 
-def netem_argv(iface: str, corrupt: float = 0.0, loss: float = 0.0) -> list[str]:
-    """``tc`` command placing a netem root qdisc with the given loss/corruption on ``iface``."""
+@dataclass(frozen=True)
+class Shaping:
+    """Delay, jitter, duplication and reordering of a link's egress, as tc-netem(8) does them
+    (the switch backend's model does the same: netstack.switch.ImpairmentConfig). nft cannot
+    hold or copy a frame, so only netem and the switch backend shape."""
+
+    delay_ns: int = 0
+    jitter_ns: int = 0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+
+    def __post_init__(self) -> None:
+        for what, t in (("delay", self.delay_ns), ("jitter", self.jitter_ns)):
+            if not isinstance(t, int) or t < 0:
+                raise ImpairmentError(f"{what} {t!r} ns is not a time (integer ns >= 0)")
+            if t > MAX_DELAY_NS:
+                raise ImpairmentError(f"{what} {t / 1e9:g} s is above the limit of an hour (a typo?)")
+        for what, p in (("duplicate", self.duplicate), ("reorder", self.reorder)):
+            if not 0.0 <= p <= 1.0:
+                raise ImpairmentError(f"{what} {p!r} is not a probability in [0, 1]")
+        if self.reorder and not self.delay_ns:
+            raise ImpairmentError("reorder needs a delay to reorder against (netem sends the reordered frames "
+                                  "at once and delays the others)")
+
+    def __bool__(self) -> bool:
+        return bool(self.delay_ns or self.jitter_ns or self.duplicate or self.reorder)
+
+    def model(self) -> dict[str, Any]:
+        """The switch model's fields (``ImpairmentConfig``) for this shaping."""
+        return {"delay_ns": self.delay_ns, "jitter_ns": self.jitter_ns, "duplicate": self.duplicate,
+                "reorder": self.reorder}
+
+
+NO_SHAPING = Shaping()
+
+
+def netem_argv(iface: str, corrupt: float = 0.0, loss: float = 0.0, shaping: Shaping = NO_SHAPING) -> list[str]:
+    """``tc`` command placing a netem root qdisc with the given loss/corruption/shaping on ``iface``."""
     _check_ifname(iface)
     for what, p in (("corrupt", corrupt), ("loss", loss)):
         if not 0.0 <= p <= 1.0:
             raise ImpairmentError(f"{what} {p!r} is not in [0, 1]")
     argv = ["tc", "qdisc", "replace", "dev", iface, "root", "netem"]
+    if shaping.delay_ns or shaping.jitter_ns:
+        argv += ["delay", f"{shaping.delay_ns / 1000:.10g}us"]
+        if shaping.jitter_ns:
+            argv.append(f"{shaping.jitter_ns / 1000:.10g}us")
     if loss > 0:
         argv += ["loss", "random", _percent(loss)]
     if corrupt > 0:
         argv += ["corrupt", _percent(corrupt)]
+    if shaping.duplicate > 0:
+        argv += ["duplicate", _percent(shaping.duplicate)]
+    if shaping.reorder > 0:
+        argv += ["reorder", _percent(shaping.reorder)]
     return argv
 
 
@@ -174,10 +219,15 @@ def parse_netem_qdiscs(tc_json: str | list[dict[str, Any]]) -> dict[str, Any] | 
         opts = q.get("options", {}) or {}
         loss = float((opts.get("loss-random") or {}).get("loss", 0.0))
         corrupt = float((opts.get("corrupt") or {}).get("corrupt", 0.0))
+        delay = opts.get("delay") or {}  # seconds, as iproute2 prints times in JSON
         return {
             "backend": "netem",
             "corrupt": corrupt,
             "loss": loss,
+            "delay_ns": round(float(delay.get("delay", 0.0)) * 1e9),
+            "jitter_ns": round(float(delay.get("jitter", 0.0)) * 1e9),
+            "duplicate": float((opts.get("duplicate") or {}).get("duplicate", 0.0)),
+            "reorder": float((opts.get("reorder") or {}).get("reorder", 0.0)),
             "dropped": int(q.get("drops", 0)),
             "corrupted": None,  # netem does not count the frames it corrupts
             "sent": int(q.get("packets", 0)),
@@ -377,11 +427,39 @@ def resolve_backend(backend: str | Backend = "auto") -> Backend:
     return b
 
 
+def choose_backend(requested: str | Backend, *, shapes: bool, sender_is_switch: bool) -> Backend:
+    """The backend that impairs a link end: ``auto`` is netem where the kernel has it; else the
+    switch's own model when the link is shaped (nft cannot delay, copy or reorder) and a switch
+    sends, else nft. Raises ImpairmentError when nothing here can do what is asked."""
+    try:
+        b = Backend(requested)
+    except ValueError:
+        raise ImpairmentError(f"{requested!r} is not a backend (one of: auto, netem, nft, switch)") from None
+    if b is Backend.SWITCH:
+        if not sender_is_switch:
+            raise ImpairmentError("the switch backend needs a switch at the sending end (use netem or nft)")
+        return b
+    if b is Backend.AUTO:
+        if netem_available():
+            return Backend.NETEM
+        if not shapes:
+            return Backend.NFT
+        if sender_is_switch:
+            return Backend.SWITCH
+        raise ImpairmentError("delay, jitter, duplicate and reorder need netem, which this kernel lacks, or a "
+                              "switch at the sending end (its own model shapes its egress): impair the "
+                              "other direction, or run on a kernel with sch_netem")
+    if b is Backend.NFT and shapes:
+        raise ImpairmentError("nft cannot delay, jitter, duplicate or reorder frames: use backend netem (a kernel "
+                              "with sch_netem) or switch (a switch at the sending end)")
+    return b
+
+
 # --------------------------------------------------------------------------- public API
 
 
 def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: float = 0.0, loss: float = 0.0,
-                     backend: str | Backend = "auto", *,
+                     backend: str | Backend = "auto", *, shaping: Shaping = NO_SHAPING,
                      corrupt_offset: int = DEFAULT_CORRUPT_OFFSET) -> Backend | None:
     """Impair the egress of ``iface`` in namespace ``iface_ns``; replaces any earlier impairment.
 
@@ -389,7 +467,8 @@ def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: flo
     ``<prefix>-sw1``; node names never contain '-') or None for the caller's own namespace
     (normally the root namespace). ``prefix`` names the nft table
     (``netstack_<prefix>``) so that ``teardown(prefix)`` finds it. ``corrupt``/``loss`` are
-    per-frame probabilities. Returns the backend used, or None when both are 0 (a clear).
+    per-frame probabilities; ``shaping`` (delay, jitter, duplicate, reorder) needs netem. Returns
+    the backend used, or None when nothing is asked (a clear).
     """
     _check_ifname(iface)
     ns = _resolve_ns(prefix, iface_ns)
@@ -397,8 +476,12 @@ def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: flo
         if not isinstance(p, int | float) or isinstance(p, bool) or not 0.0 <= p <= 1.0:
             raise ImpairmentError(f"{what} {p!r} is not a probability in [0, 1]")
     chosen = resolve_backend(backend)
+    if shaping and chosen is Backend.NFT:
+        raise ImpairmentError("nft cannot delay, jitter, duplicate or reorder frames"
+                              + ("; this kernel has no netem" if not netem_available() else "")
+                              + ": use netem, or the switch backend at a switch's egress")
     _check_iface_exists(ns, iface)
-    if corrupt == 0 and loss == 0:
+    if corrupt == 0 and loss == 0 and not shaping:
         clear_impairment(prefix, iface_ns, iface)
         return None
     if chosen is Backend.NFT:
@@ -417,7 +500,7 @@ def apply_impairment(prefix: str, iface_ns: str | None, iface: str, corrupt: flo
             raise ImpairmentError("this kernel has no netem (CONFIG_NET_SCH_NETEM); use backend='nft'")
         need_program("tc", "iproute2")
         _clear_nft(ns, prefix, iface)
-        _run(ns, netem_argv(iface, corrupt, loss))
+        _run(ns, netem_argv(iface, corrupt, loss, shaping))
     return chosen
 
 

@@ -163,6 +163,11 @@ class Impairment:
     which can also be the two-state Gilbert-Elliott chain (``p_good_to_bad`` > 0: in the bad
     state ``loss_bad``/``corrupt_bad`` apply). ``seed`` seeds that model on live runs; the
     virtual-time runtime (netstack.sim) seeds every impairment from its own ``--seed``.
+
+    ``delay_ns``, ``jitter_ns``, ``duplicate`` and ``reorder`` shape the link as tc-netem(8)
+    does (netem, or the switch backend's same model; nft cannot): frames held ``delay`` ±
+    ``jitter`` longer (so jitter reorders), a ``reorder`` share sent at once past the held ones,
+    a ``duplicate`` share sent twice.
     """
 
     corrupt: float = 0.0
@@ -174,11 +179,20 @@ class Impairment:
     loss_bad: float = 0.0
     corrupt_bad: float = 0.0
     seed: int = 1
+    delay_ns: int = 0
+    jitter_ns: int = 0
+    duplicate: float = 0.0
+    reorder: float = 0.0
 
     @property
     def active(self) -> bool:
         return (self.corrupt > 0 or self.loss > 0
-                or (self.p_good_to_bad > 0 and (self.loss_bad > 0 or self.corrupt_bad > 0)))
+                or (self.p_good_to_bad > 0 and (self.loss_bad > 0 or self.corrupt_bad > 0)) or self.shapes)
+
+    @property
+    def shapes(self) -> bool:
+        """Delay, jitter, duplication or reordering (netem or the switch backend; not nft)."""
+        return bool(self.delay_ns or self.jitter_ns or self.duplicate or self.reorder)
 
     @property
     def gilbert_elliott(self) -> bool:
@@ -188,7 +202,28 @@ class Impairment:
         """The switch model's settings (``netstack.switch.ImpairmentConfig`` fields) for this impairment."""
         return {"loss": self.loss, "corrupt": self.corrupt, "p_good_to_bad": self.p_good_to_bad,
                 "p_bad_to_good": self.p_bad_to_good, "loss_bad": self.loss_bad, "corrupt_bad": self.corrupt_bad,
-                "seed": self.seed if seed is None else seed}
+                "seed": self.seed if seed is None else seed, "delay_ns": self.delay_ns, "jitter_ns": self.jitter_ns,
+                "duplicate": self.duplicate, "reorder": self.reorder}
+
+
+@dataclass(frozen=True)
+class Flap:
+    """A link that ``netstack up`` flaps on its own (``[links.flap]``): ``start`` after the
+    daemons are up, down for ``down``, up for ``up``, ``count`` times (``netstack link ... flap``)."""
+
+    down_ns: int
+    up_ns: int
+    count: int = 1
+    start_ns: int = 0
+
+    def argv(self) -> list[str]:
+        """The ``netstack link LINK flap`` options that run it."""
+        return ["--down-ms", f"{self.down_ns / 1e6:g}", "--up-ms", f"{self.up_ns / 1e6:g}", "--count",
+                str(self.count), "--after-ms", f"{self.start_ns / 1e6:g}"]
+
+
+#: The most flaps a topology may ask of one link (a typo guard, not a limit of the runtime)
+MAX_FLAPS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -213,6 +248,9 @@ class Link:
     buffer_bytes: int = DEFAULT_BUFFER_BYTES
     fcs: bool = False
     impairment: Impairment | None = None
+    #: ``"down"``: ``netstack up`` leaves the link down (its veths administratively down)
+    state: str = "up"
+    flap: Flap | None = None
 
     @property
     def device_mtu(self) -> int:
@@ -507,11 +545,11 @@ METRICS_PORTS = (1024, 65000)
 _DEFAULT_KEYS = {"rate", "delay", "mtu", "buffer"}
 _NODE_KEYS = {"name", "kind", "ip", "mac", "clock_offset", "clock_drift_ppm"}
 _LINK_KEYS = {
-    "name", "a", "b", "a_ifname", "b_ifname", "rate", "delay", "mtu", "headroom", "buffer", "fcs",
+    "name", "a", "b", "a_ifname", "b_ifname", "rate", "delay", "mtu", "headroom", "buffer", "fcs", "state", "flap",
     "impairment", "features",
 }
 _IMPAIRMENT_KEYS = {"corrupt", "loss", "direction", "backend", "p_good_to_bad", "p_bad_to_good", "loss_bad",
-                    "corrupt_bad", "seed"}
+                    "corrupt_bad", "seed", "delay", "jitter", "duplicate", "reorder"}
 _GILBERT_KEYS = ("p_good_to_bad", "p_bad_to_good", "loss_bad", "corrupt_bad")
 _FEATURE_KEYS = {"a", "b"}
 
@@ -848,6 +886,7 @@ def _parse_link(
     ok = ok and impairment_ok
     features, features_ok = _link_features(errors, path, t)
     ok = ok and features_ok
+    state, flap = _link_faults(errors, path, t)
     resolved_ifnames, ifnames_ok = _link_ifnames(errors, path, t, nodes, ends, table)
     ok = ok and ifnames_ok
 
@@ -860,8 +899,43 @@ def _parse_link(
         _link_end(nodes.nodes[ends[side]], l_name, resolved_ifnames[side], features[side]) for side in ("a", "b")
     ]
     table.links.append(
-        Link(l_name, link_ends[0], link_ends[1], rate, delay, mtu, headroom, buffer, fcs, impairment)
+        Link(l_name, link_ends[0], link_ends[1], rate, delay, mtu, headroom, buffer, fcs, impairment, state, flap)
     )
+
+
+_FLAP_KEYS = {"down", "up", "count", "start"}
+
+
+def _link_faults(errors: _Errors, path: str, t: dict[str, Any]) -> tuple[str, Flap | None]:
+    """``state = "up"|"down"`` and ``[links.flap] down, up, count, start`` of a link."""
+    state = "up"
+    if "state" in t:
+        if t["state"] in ("up", "down"):
+            state = t["state"]
+        else:
+            errors.add(f"{path}.state", f"{_show(t['state'])} is not a link state (up or down)")
+    if "flap" not in t:
+        return state, None
+    ft = _table(errors, f"{path}.flap", t["flap"])
+    if ft is None:
+        return state, None
+    before = len(errors.items)
+    _unknown(errors, f"{path}.flap", ft, _FLAP_KEYS)
+    times: dict[str, int | None] = {}
+    for key in ("down", "up", "start"):
+        if key in ft:
+            times[key] = _parsed(errors, f"{path}.flap.{key}", ft[key], parse_delay)
+        elif key != "start":
+            errors.add(f"{path}.flap.{key}", "missing: how long the link stays " + key + " each time")
+    for key in ("down", "up"):
+        if times.get(key) == 0:
+            errors.add(f"{path}.flap.{key}", "must be longer than 0")
+    count = _int_field(errors, f"{path}.flap.count", ft["count"], 1, MAX_FLAPS) if "count" in ft else 1
+    if state == "down":
+        errors.add(f"{path}.flap", "a link declared state = \"down\" cannot flap")
+    if len(errors.items) != before or count is None:
+        return state, None
+    return state, Flap(times["down"] or 0, times["up"] or 0, count, times.get("start") or 0)
 
 
 def _link_ends(errors: _Errors, path: str, t: dict[str, Any], nodes: _NodeTable) -> tuple[dict[str, str], bool]:
@@ -1162,10 +1236,33 @@ def _parse_impairment(errors: _Errors, path: str, raw: Any) -> Impairment | None
                     f"{p:g} is below the nft backend's resolution of {NFT_RESOLUTION:g} "
                     f"(use backend = \"netem\" on a kernel that has it, or the switch's own loss model)",
                 )
+    shaping = _parse_shaping(errors, path, t, backend)
     if len(errors.items) != before:
         return None
     assert seed is not None
-    return Impairment(corrupt, loss, direction, backend, **gilbert, seed=seed)
+    return Impairment(corrupt, loss, direction, backend, **gilbert, seed=seed, **shaping)
+
+
+def _parse_shaping(errors: _Errors, path: str, t: dict[str, Any], backend: Backend) -> dict[str, Any]:
+    """``delay``, ``jitter``, ``duplicate``, ``reorder`` of an impairment table (as netem's)."""
+    out: dict[str, Any] = {"delay_ns": 0, "jitter_ns": 0, "duplicate": 0.0, "reorder": 0.0}
+    for key, field_name, parse in (("delay", "delay_ns", parse_delay), ("jitter", "jitter_ns", parse_delay),
+                                   ("duplicate", "duplicate", parse_probability),
+                                   ("reorder", "reorder", parse_probability)):
+        if key in t:
+            v = _parsed(errors, f"{path}.{key}", t[key], parse)
+            if v is not None:
+                out[field_name] = v
+    if out["reorder"] and not out["delay_ns"]:
+        errors.add(f"{path}.reorder", "needs a delay to reorder against (as netem: the reordered frames go at "
+                                      "once, the others wait the delay)")
+    if backend is Backend.NFT and any(out.values()):
+        shaped = next(k for k, f in (("delay", "delay_ns"), ("jitter", "jitter_ns"), ("duplicate", "duplicate"),
+                                     ("reorder", "reorder")) if out[f])
+        errors.add(f"{path}.{shaped}", "nft cannot delay, jitter, duplicate or reorder frames: use backend "
+                                       "\"netem\", \"switch\" or \"auto\" (netem where the kernel has it, else "
+                                       "the sending switch's own model)")
+    return out
 
 
 # --------------------------------------------------------------------------- loading

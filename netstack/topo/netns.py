@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import impair
-from .model import Backend, NodeKind, Topology, netns_name, validate_prefix
+from .model import Backend, Link, NodeKind, Topology, netns_name, validate_prefix
 
 # NETNS_DIR and in_netns are part of this module's API (re-exported: callers import them from
 # here); _ipr is this module's own short name for iproute, used throughout it and by its tests.
@@ -292,23 +292,12 @@ def build(topology: Topology, prefix: str | None = None, *, apply_impairments: b
                         # The kernel adds the on-link route of the prefix with the address.
                         ipr.addr("add", index=idx, address=str(node.ip.ip), prefixlen=node.ip.network.prefixlen,
                                  broadcast=str(node.ip.network.broadcast_address))
-                    ipr.link("set", index=idx, state="up")
+                    if topology.link(port.link).state != "down":  # (declared down: left down, no carrier)
+                        ipr.link("set", index=idx, state="up")
 
         if apply_impairments:
-            for link in topology.links:
-                imp = link.impairment
-                for end in link.impaired_ends():
-                    assert imp is not None
-                    if imp.backend is Backend.SWITCH:
-                        # the sending switch's own model: its daemon config carries it (runtime.switch_config)
-                        built.impairments[(end.node, link.name)] = Backend.SWITCH.value
-                        continue
-                    step = f"impairing {end.ifname} of {end.node} on link {link.name}"
-                    port = built.port(end.node, link.name)
-                    used = impair.apply_impairment(prefix, port.netns, port.ifname, corrupt=imp.corrupt,
-                                                   loss=imp.loss, backend=imp.backend)
-                    if used is not None:
-                        built.impairments[(end.node, link.name)] = used.value
+            step = "impairing the links"
+            _apply_impairments(built)
 
         step = "checking the result"
         _verify(built)
@@ -323,6 +312,40 @@ def build(topology: Topology, prefix: str | None = None, *, apply_impairments: b
             f"removed the {len(created)} namespace(s) created so far"
         ) from exc
     return built
+
+
+def _apply_impairments(built: BuiltTopology) -> None:
+    """Each link's ``[links.impairment]`` on the egress of its sending end(s), with the backend
+    :func:`end_backend` picks; ``built.impairments`` records which (a switch's own model is set
+    by its daemon's config, runtime.switch_config)."""
+    for link in built.topology.links:
+        imp = link.impairment
+        for end in link.impaired_ends():
+            assert imp is not None
+            backend = end_backend(built.topology, link, end.node)
+            if backend is not Backend.SWITCH:
+                port = built.port(end.node, link.name)
+                shaping = impair.Shaping(imp.delay_ns, imp.jitter_ns, imp.duplicate, imp.reorder)
+                try:
+                    used = impair.apply_impairment(built.prefix, port.netns, port.ifname, corrupt=imp.corrupt,
+                                                   loss=imp.loss, backend=backend, shaping=shaping)
+                except impair.ImpairmentError as exc:
+                    raise BuildError(f"impairing {end.ifname} of {end.node} on link {link.name}: {exc}") from None
+                if used is None:
+                    continue
+                backend = used
+            built.impairments[(end.node, link.name)] = backend.value
+
+
+def end_backend(topology: Topology, link: Link, node: str) -> Backend:
+    """The backend that impairs ``node``'s egress on ``link`` (``impair.choose_backend``): the
+    link's own, or for ``auto`` netem where the kernel has it, else the switch's model when the
+    link is shaped and ``node`` is a switch, else nft."""
+    imp = link.impairment
+    if imp is None:
+        raise impair.ImpairmentError(f"link {link.name} has no impairment")
+    sender_is_switch = topology.node(node).kind is NodeKind.SWITCH
+    return impair.choose_backend(imp.backend, shapes=imp.shapes, sender_is_switch=sender_is_switch)
 
 
 def _preflight(built: BuiltTopology, apply_impairments: bool) -> None:
@@ -343,21 +366,19 @@ def _preflight(built: BuiltTopology, apply_impairments: bool) -> None:
     if apply_impairments:
         for link in built.topology.links:
             imp = link.impairment
-            if imp is None or not imp.active or imp.backend is Backend.SWITCH:
+            if imp is None or not imp.active:
                 continue
-            try:
-                backend = impair.resolve_backend(imp.backend)
-            except impair.ImpairmentError as exc:
-                raise BuildError(f"link {link.name}: {exc}") from None
-            if backend is Backend.NETEM and not impair.netem_available():
-                raise BuildError(f"link {link.name}: backend 'netem' requested but this kernel has no netem")
-            if backend is Backend.NFT:
+            for end in link.impaired_ends():
                 try:
-                    impair.need_program("nft", "nftables")
-                    impair.nft_threshold(imp.corrupt, "corrupt")
-                    impair.nft_threshold(imp.loss, "loss")
+                    backend = end_backend(built.topology, link, end.node)
+                    if backend is Backend.NETEM and not impair.netem_available():
+                        raise impair.ImpairmentError("backend 'netem' requested but this kernel has no netem")
+                    if backend is Backend.NFT:
+                        impair.need_program("nft", "nftables")
+                        impair.nft_threshold(imp.corrupt, "corrupt")
+                        impair.nft_threshold(imp.loss, "loss")
                 except impair.ImpairmentError as exc:
-                    raise BuildError(f"link {link.name}: {exc}") from None
+                    raise BuildError(f"link {link.name} ({end.node}'s egress): {exc}") from None
 
 
 def _create_netns(ns: str) -> None:
@@ -390,7 +411,7 @@ def _verify(built: BuiltTopology, up_timeout_s: float = 3.0) -> None:
                         f"{port.ifname} in {ns} has MAC {ln.get('address')} MTU {ln.get('mtu')}, "
                         f"expected {port.mac} MTU {port.device_mtu}"
                     )
-                if ln.get("state") != "up":
+                if ln.get("state") != "up" and built.topology.link(port.link).state != "down":
                     not_up.append(port.ifname)
             if not not_up:
                 break

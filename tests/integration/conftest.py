@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import uuid
+from typing import Any
 
 import pytest
 
@@ -54,3 +56,24 @@ def in_node(state: dict, node: str, code: str, *args: str, timeout: float = 60.0
 def sh(state: dict, node: str, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", "netns", "exec", state["namespaces"][node], *argv],
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def traffic(state: dict, node: str, *args: str, background: bool = False) -> Any:
+    """``python -m netstack.traffic ARGS`` in ``node``: its last JSON line, or (``background``) the
+    process once it said ``ready``."""
+    argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
+    if background:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None and proc.stderr.readline().strip() == "ready"
+        return proc
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def udp_stream(state: dict, n: int, rate: int, size: int = 400) -> dict:
+    """A sequenced UDP stream h1 -> h2 (10.0.0.2): what h2's sink counted (lost, reordered, duplicates)."""
+    sink = traffic(state, "h2", "udp-sink", "--quiet", "1.5", "--expect", str(n), background=True)
+    traffic(state, "h1", "udp-send", "--dst", "10.0.0.2", "--count", str(n), "--rate", str(rate), "--size", str(size))
+    out, _ = sink.communicate(timeout=120)
+    return json.loads(out.strip().splitlines()[-1])

@@ -554,9 +554,9 @@ def _kernel_rx(state, node: str, ifname: str) -> int:
 
 
 def test_a_link_set_down_stops_the_stream_and_it_resumes_once_up(testbed_f, capsys):
-    """sw1-sw2 set down (both veth ends) in the middle of a sequenced stream h1 -> h2: what is
-    sent meanwhile is lost (sw1 counts it in send_errors, sw2 receives nothing); set up again,
-    the stream resumes."""
+    """sw1-sw2 set down (both veth ends) in the middle of a sequenced stream h1 -> h2: both
+    switches see the carrier go (``link_down``), what is sent meanwhile is lost (sw1 drops and
+    counts it in ``carrier_drops``, sw2 receives nothing); set up again, the stream resumes."""
     state, prefix = testbed_f, testbed_f["prefix"]
     stream = Stream(state, "h1", "h2", 5013)
     try:
@@ -565,6 +565,7 @@ def test_a_link_set_down_stops_the_stream_and_it_resumes_once_up(testbed_f, caps
         rc, out, err = _fault(capsys, "link", "sw1-sw2", "down", "--prefix", prefix)
         assert rc == 0, err
         assert "sw1/p-sw2 DOWN" in out and "sw2/p-sw1 DOWN" in out
+        assert "sw1/p-sw2 carrier down, link_down 1" in out and "sw2/p-sw1 carrier down, link_down 1" in out
         stream.send(1000, 200)
         d1, d2 = _port(prefix, "sw1", "p-sw2"), _port(prefix, "sw2", "p-sw1")
         rc, out, err = _fault(capsys, "link", "sw1-sw2", "up", "--prefix", prefix)
@@ -580,7 +581,10 @@ def test_a_link_set_down_stops_the_stream_and_it_resumes_once_up(testbed_f, caps
         stream.close()
     assert all(s in got for s in range(200))  # before
     assert not any(s in got for s in range(1000, 1200))  # the gap: nothing while down ...
-    assert d1["send_errors"] - s1["send_errors"] >= 200  # ... sw1 could not send them (ENETDOWN)
+    assert d1["carrier"] is False and d2["carrier"] is False
+    assert d1["link_down"] - s1["link_down"] == 1 and d2["link_down"] - s2["link_down"] == 1
+    assert d1["carrier_drops"] - s1["carrier_drops"] >= 200  # ... sw1 dropped them: no carrier
+    assert d1["send_errors"] == s1["send_errors"]  # (dropped in the switch, never sent into ENETDOWN)
     assert d2["rx_frames"] == s2["rx_frames"]  # ... and sw2 received nothing
     resumed = [s for s in range(2000, 2200) if s in got]
     assert len(resumed) == 200, (

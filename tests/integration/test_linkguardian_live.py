@@ -14,25 +14,13 @@ from netstack import runtime
 from netstack.linkguardian.control import disable_link, enable_link
 from netstack.topo import impair
 
+from .conftest import udp_stream
+
 pytestmark = pytest.mark.netns
 
 
-def _tool(state, node, *args, background=False):
-    argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
-    if background:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr.readline().strip() == "ready"
-        return proc
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
 def _stream(state, n: int, rate: int) -> dict:
-    sink = _tool(state, "h2", "udp-sink", "--quiet", "1.5", "--expect", str(n), background=True)
-    _tool(state, "h1", "udp-send", "--dst", "10.0.0.2", "--count", str(n), "--rate", str(rate), "--size", "400")
-    out, _ = sink.communicate(timeout=120)
-    return json.loads(out.strip().splitlines()[-1])
+    return udp_stream(state, n, rate, size=400)
 
 
 def _fcs_errors(state) -> int:
@@ -113,3 +101,36 @@ print(n, h.hexdigest(), flush=True)
         impair.clear_impairment(prefix, ns_sw1, "p-sw2")
     assert src.returncode == 0, src.stderr
     assert out.split() == src.stdout.split()
+
+
+def test_lg_state_survives_a_link_flap_and_masks_corruption_after_it(testbed):
+    """A carrier loss is no repair (LinkGuardian §3.6 repairs a link by disabling it, and
+    corruptd activates LinkGuardian afresh on the repaired link): a flap keeps the sender's
+    sequence numbers and retransmission buffer, and the link stays protected once it is back."""
+    prefix = testbed["prefix"]
+    ns_sw1 = testbed["namespaces"]["sw1"]
+    impair.apply_impairment(prefix, ns_sw1, "p-sw2", corrupt=0.02, backend="nft")
+    try:
+        enable_link(prefix, "sw1-sw2", mode="blocking", copies=2)
+        _stream(testbed, 1000, 2000)
+        sender = runtime.control(prefix, "sw1", "lg_status")["p-sw2"]["sender"]["counters"]
+        r = subprocess.run([sys.executable, "-m", "netstack.cli", "link", "sw1-sw2", "flap", "--down-ms", "200",
+                            "--up-ms", "100", "--prefix", prefix, "--json"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        flap = json.loads(r.stdout)
+        before = _fcs_errors(testbed)
+        res = _stream(testbed, 3000, 2000)
+        link_drops = _fcs_errors(testbed) - before
+        after = runtime.control(prefix, "sw1", "lg_status")["p-sw2"]["sender"]["counters"]
+        port = runtime.status(prefix)["daemons"]["sw1"]["ports"]["p-sw2"]
+    finally:
+        disable_link(prefix, "sw1-sw2")
+        impair.clear_impairment(prefix, ns_sw1, "p-sw2")
+    assert flap["switches"]["sw1/p-sw2"]["link_down"] == 1 and flap["switches"]["sw1/p-sw2"]["carrier"] is True
+    assert port["carrier"] is True and port["link_down"] == 1
+    # the sequence space went on from where it was: no reset to 0
+    assert after["next_counter"] >= sender["next_counter"] + 3000
+    assert link_drops >= 30
+    assert res["lost"] <= link_drops // 10, (res, link_drops)
+    assert res["reordered"] == 0 and res["duplicates"] == 0

@@ -162,3 +162,44 @@ def test_every_frame_is_accounted_for_and_nothing_is_left_in_flight():
         assert ch.sent == ch.delivered + ch.lost and ch.pending == 0
     c = net.counters()
     assert c["events"] == net.loop.events and c["now_ns"] == net.now
+
+
+def test_a_declared_flap_loses_the_frames_of_its_outages_and_the_switches_count_them():
+    # 10 000 datagrams at 100 kpps = 100 ms; two 10 ms outages from 20 ms on, 30 ms apart
+    net = pair('[links.flap]\ndown = "10ms"\nup = "20ms"\ncount = 2\nstart = "20ms"')
+    sink = UdpSink(net.host("h2"), expect=10_000)
+    UdpStream(net.host("h1"), "h2", count=10_000, size=200, rate_pps=100_000)
+    net.run()
+    c1 = net.switch("sw1").counters()["p-sw2"]
+    c2 = net.switch("sw2").counters()["p-sw1"]
+    assert c1["link_down"] == c2["link_down"] == 2 and c1["carrier"] and c2["carrier"]
+    lost = 10_000 - sink.unique
+    assert lost == c1["carrier_drops"] + net.channel("sw1-sw2", "sw1").carrier_lost
+    assert 1900 <= lost <= 2100  # 2 x 10 ms of a 100 kpps stream
+    assert sink.duplicates == 0 and net.in_flight() == 0
+
+
+def test_a_link_declared_down_carries_nothing_until_set_up():
+    text = PAIR.replace("{core}", "").replace('a = "sw2"\nb = "h2"\n', 'a = "sw2"\nb = "h2"\nstate = "down"\n')
+    net = Network(loads_topology(text))
+    sink = UdpSink(net.host("h2"))
+    UdpStream(net.host("h1"), "h2", count=100, size=200, rate_pps=10_000)
+    net.run()
+    assert sink.unique == 0 and net.switch("sw2").counters()["p-h2"]["carrier_drops"] == 100
+    net.set_link("sw2-h2", True)
+    UdpStream(net.host("h1"), "h2", count=100, size=200, rate_pps=10_000, start_ns=net.now)
+    net.run()
+    assert sink.unique == 100
+
+
+def test_shaping_declared_on_a_host_link_runs_as_netem_would():
+    text = PAIR.replace("{core}", "").replace(
+        'a = "h1"\nb = "sw1"\n', 'a = "h1"\nb = "sw1"\n[links.impairment]\ndelay = "1ms"\njitter = "500us"\n'
+                                 'duplicate = 0.1\n')
+    net = Network(loads_topology(text), seed=5)
+    sink = UdpSink(net.host("h2"), expect=2000)
+    UdpStream(net.host("h1"), "h2", count=2000, size=200, rate_pps=100_000)
+    net.run()
+    ch = net.channel("h1-sw1", "h1")
+    assert sink.unique == 2000 and sink.duplicates == ch.duplicated > 100
+    assert sink.reordered > 0

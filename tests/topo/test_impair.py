@@ -115,6 +115,43 @@ def test_netem_argv():
         netem_argv("eth0", loss=2)
 
 
+def test_netem_argv_shapes_as_netem_does():
+    shaping = impair.Shaping(delay_ns=5_000_000, jitter_ns=1_500_000, duplicate=0.01, reorder=0.25)
+    assert netem_argv("p-sw2", loss=0.1, shaping=shaping) == [
+        "tc", "qdisc", "replace", "dev", "p-sw2", "root", "netem", "delay", "5000us", "1500us", "loss", "random",
+        "10%", "duplicate", "1%", "reorder", "25%"]
+    assert netem_argv("eth0", shaping=impair.Shaping(delay_ns=2500)) == [
+        "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", "2.5us"]
+
+
+@pytest.mark.parametrize(("kw", "said"), [
+    ({"reorder": 0.1}, "reorder needs a delay"),
+    ({"delay_ns": -1}, "not a time"),
+    ({"duplicate": 2.0}, "not a probability"),
+])
+def test_shaping_is_checked(kw, said):
+    with pytest.raises(ImpairmentError, match=said):
+        impair.Shaping(**kw)
+
+
+def test_choose_backend(monkeypatch):
+    monkeypatch.setattr(impair, "netem_available", lambda refresh=False: False)
+    choose = impair.choose_backend
+    assert choose("auto", shapes=False, sender_is_switch=True) is impair.Backend.NFT
+    assert choose("auto", shapes=True, sender_is_switch=True) is impair.Backend.SWITCH
+    with pytest.raises(ImpairmentError, match="need netem"):
+        choose("auto", shapes=True, sender_is_switch=False)
+    with pytest.raises(ImpairmentError, match="nft cannot delay"):
+        choose("nft", shapes=True, sender_is_switch=True)
+    with pytest.raises(ImpairmentError, match="needs a switch at the sending end"):
+        choose("switch", shapes=False, sender_is_switch=False)
+    with pytest.raises(ImpairmentError, match="not a backend"):
+        choose("tc", shapes=False, sender_is_switch=False)
+    monkeypatch.setattr(impair, "netem_available", lambda refresh=False: True)
+    assert choose("auto", shapes=True, sender_is_switch=False) is impair.Backend.NETEM
+    assert choose("netem", shapes=True, sender_is_switch=False) is impair.Backend.NETEM
+
+
 def test_parse_netem_qdiscs():
     listing = json.dumps([
         {"kind": "netem", "handle": "8001:", "root": True, "refcnt": 2,
@@ -123,7 +160,19 @@ def test_parse_netem_qdiscs():
          "bytes": 1000, "packets": 10, "drops": 2},
     ])
     assert parse_netem_qdiscs(listing) == {"backend": "netem", "corrupt": 0.001, "loss": 0.2, "dropped": 2,
-                                          "corrupted": None, "sent": 10}
+                                          "corrupted": None, "sent": 10, "delay_ns": 0, "jitter_ns": 0,
+                                          "duplicate": 0.0, "reorder": 0.0}
+    # iproute2 prints netem's times in seconds and its probabilities as fractions
+    shaped = json.dumps([
+        {"kind": "netem", "handle": "8001:", "root": True,
+         "options": {"limit": 1000, "delay": {"delay": 0.005, "jitter": 0.001, "correlation": 0},
+                     "duplicate": {"duplicate": 0.01, "correlation": 0},
+                     "reorder": {"reorder": 0.25, "correlation": 0}, "ecn": False, "gap": 1},
+         "bytes": 0, "packets": 0, "drops": 0},
+    ])
+    got = parse_netem_qdiscs(shaped)
+    assert got is not None
+    assert (got["delay_ns"], got["jitter_ns"], got["duplicate"], got["reorder"]) == (5_000_000, 1_000_000, 0.01, 0.25)
     assert parse_netem_qdiscs('[{"kind": "noqueue", "handle": "0:", "root": true}]') is None
     assert parse_netem_qdiscs("[]") is None
 

@@ -247,6 +247,17 @@ def test_full_featured_file():
     assert e2.b.mac == "02:aa:bb:cc:dd:ee"
 
 
+def test_link_shaping_keys_parse_as_netem_would_take_them():
+    t = _load(GOOD + '\n[links.impairment]\ndelay = "5ms"\njitter = "500us"\nduplicate = "1%"\nreorder = 0.25\n'
+                     'direction = "both"\n')
+    imp = t.links[-1].impairment
+    assert imp is not None and imp.active and imp.shapes
+    assert (imp.delay_ns, imp.jitter_ns, imp.duplicate, imp.reorder) == (5_000_000, 500_000, 0.01, 0.25)
+    assert imp.backend is Backend.AUTO and imp.corrupt == imp.loss == 0
+    model = imp.model()
+    assert model["delay_ns"] == 5_000_000 and model["reorder"] == 0.25
+
+
 def test_direct_host_to_host_link():
     t = _load(
         """
@@ -375,8 +386,14 @@ BAD = [
      "is not an interface name"),
     ("impairment-not-table", GOOD.replace('a = "sw1"\nb = "sw2"', 'a = "sw1"\nb = "sw2"\nimpairment = 0.1'),
      "links[1].impairment", "must be a table"),
-    ("impairment-unknown-key", GOOD + '\n[links.impairment]\njitter = "1ms"\n', "links[2].impairment.jitter",
+    ("impairment-unknown-key", GOOD + '\n[links.impairment]\nlatency = "1ms"\n', "links[2].impairment.latency",
      "unknown key"),
+    ("impairment-bad-jitter", GOOD + '\n[links.impairment]\njitter = "soon"\n', "links[2].impairment.jitter",
+     "is not a delay"),
+    ("impairment-reorder-no-delay", GOOD + "\n[links.impairment]\nreorder = 0.1\n", "links[2].impairment.reorder",
+     "needs a delay"),
+    ("impairment-nft-shaping", GOOD + '\n[links.impairment]\nbackend = "nft"\nduplicate = 0.1\n',
+     "links[2].impairment.duplicate", "nft cannot"),
     ("impairment-bad-corrupt", GOOD + "\n[links.impairment]\ncorrupt = 2\n", "links[2].impairment.corrupt",
      "is not a probability"),
     ("impairment-bad-loss", GOOD + '\n[links.impairment]\nloss = "lots"\n', "links[2].impairment.loss",
