@@ -294,8 +294,8 @@ def _peer_port_config(prefix: str, node: str, ifname: str) -> dict[str, Any]:
     return {}
 
 
-_STORM_COUNTERS = ("pfc_rx", "pauses_rx", "edge_drops_pfc", "pfc_watchdog_events", "pfc_watchdog_ignored",
-                   "mac_control_rx", "fcs_errors")
+_STORM_COUNTERS = ("pfc_rx", "pauses_rx", "pauses_refused", "edge_drops_pfc", "pfc_watchdog_events",
+                   "pfc_watchdog_ignored", "mac_control_rx", "fcs_errors")
 
 
 def _send_for(ns: str, ifname: str, frame: bytes, seconds: float, pps: float,
@@ -383,9 +383,16 @@ def pause_storm(prefix: str, link: str, from_node: str, *, seconds: float = 1.0,
     out.update(peer=peer_daemon.key if peer_daemon else None, counted=delta,
                paused_ms=round((after["paused_ns"] - before["paused_ns"]) / 1e6, 1),
                still_paused=after["paused"], watchdog_ms=(cfg.get("pfc_watchdog_ns") or 0) / 1e6 or None,
-               role=cfg.get("role"),
-               honours_pfc=cfg.get("role") != "edge" or bool(cfg.get("pfc_from_host", cfg.get("lossless", False))))
+               role=cfg.get("role"), honours_pfc=_honours(cfg, cls))
     return out
+
+
+def _honours(cfg: dict[str, Any], cls: int) -> bool:
+    """Whether the switch port ``cfg`` (its daemon config) honours pauses for class ``cls``: an
+    edge port only when it takes a host's pauses, any port only for a class it enables PFC for."""
+    takes = cfg.get("role") != "edge" or bool(cfg.get("pfc_from_host", cfg.get("lossless", False)))
+    enabled = cfg.get("pfc_enable")
+    return takes and (enabled is None or cls in enabled)
 
 
 # =========================================================================== clock jump

@@ -146,7 +146,7 @@ PORT_OPTIONS = {
     "lossless": ("lossless", bool), "xoff": ("xoff_bytes", "size"), "xon": ("xon_bytes", "size"),
     "ecn_threshold": ("ecn_threshold_bytes", "size"), "default_class": ("default_class", "class"),
     "peer_mac_pfc": ("peer_mac", "peer"), "pfc_from_host": ("pfc_from_host", bool),
-    "pfc_watchdog": ("pfc_watchdog_ns", "watchdog"),
+    "pfc_watchdog": ("pfc_watchdog_ns", "watchdog"), "pfc_enable": ("pfc_enable", "classes"),
 }
 #: The PFC watchdog on edge ports unless the file says otherwise: production switches detect a
 #: pause storm in 100-400 ms; fabric ports have it off (see switch_config)
@@ -174,6 +174,11 @@ def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
                 if not isinstance(value, bool):
                     raise ValueError(f"{value!r} is not true/false")
                 out[field] = value
+            elif kind == "classes":  # 802.1Qbb per-priority PFC enable: a list of priorities
+                if not isinstance(value, list) or not all(
+                        isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 7 for v in value):
+                    raise ValueError(f"{value!r} is not a list of priority classes (integers 0-7; [] for none)")
+                out[field] = sorted(set(value))
             elif kind == "class":  # an 802.1Qbb priority: PFC has eight
                 if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 7:
                     raise ValueError(f"{value!r} is not a priority class (an integer 0-7)")

@@ -64,6 +64,9 @@ def test_bad_port_options_name_the_field(options, problem):
     ({"default_class": True}, "default_class: True is not"),
     ({"pfc_watchdog": "soon"}, "pfc_watchdog"),
     ({"pfc_from_host": "yes"}, "true/false"),
+    ({"pfc_enable": 3}, "pfc_enable: 3 is not a list of priority classes"),
+    ({"pfc_enable": [8]}, "pfc_enable"),
+    ({"pfc_enable": [True]}, "pfc_enable"),
 ])
 def test_port_options_never_raise_anything_but_a_topology_error(options, problem):
     assert port_options("h1-sw1", {"default_class": 7}) == {"default_class": 7}
@@ -85,3 +88,13 @@ def test_ports_get_their_role_and_edge_ports_their_pfc_watchdog():
     off = port_options("h1-sw1", {"pfc_watchdog": False})
     assert off == {"pfc_watchdog_ns": None}
     assert port_options("x", {"pfc_watchdog": "5ms"}) == {"pfc_watchdog_ns": 5_000_000}
+
+
+def test_pfc_enable_per_port_and_the_onepipe_fabric_enables_none():
+    assert port_options("x", {"pfc_enable": [3, 0, 3]}) == {"pfc_enable": [0, 3]}
+    assert port_options("x", {"pfc_enable": []}) == {"pfc_enable": []}
+    from netstack.topo.model import load_topology_spec
+
+    topo = load_topology_spec("onepipe")
+    ports = {p["name"]: p for p in switch_config(topo, netns.plan(topo, "x"), "tor1")["switch"]["ports"]}
+    assert ports["p-spine1"]["pfc_enable"] == [] and "pfc_enable" not in ports["p-h1"]

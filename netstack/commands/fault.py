@@ -223,8 +223,9 @@ def cmd_pause_storm(args: argparse.Namespace) -> int:
         return 0
     c = out["counted"]
     if not out["honours_pfc"]:
-        print(f"{head}: {out['to']} refused {c['edge_drops_pfc']} at the edge (a host may not pause it), "
-              f"class paused {out['paused_ms']:g} ms")
+        why = (f"{c['edge_drops_pfc']} at the edge (a host may not pause it)" if out.get("role") == "edge" else
+               f"{c['pauses_refused']} (PFC is not enabled for class {out['class']} there: pfc_enable)")
+        print(f"{head}: {out['to']} refused {why}, class paused {out['paused_ms']:g} ms")
         return 0
     wd = f"watchdog {out['watchdog_ms']:g} ms" if out["watchdog_ms"] else "no watchdog"
     print(f"{head}: {out['to']} ({wd}) honoured {c['pauses_rx']}, watchdog released the class "

@@ -169,6 +169,11 @@ class PortConfig:
       (docs/security.md "Edge filtering").
     - ``pfc_from_host``: an edge port honours the host's PFC/PAUSE frames (None: when the port
       is lossless, i.e. the host takes part in a lossless class).
+    - ``pfc_enable``: the classes whose pauses (PFC or 802.3x PAUSE) this port honours, as an
+      802.1Qbb switch enables PFC per priority; a pause for any other class is refused and
+      counted (``pauses_refused``). None (the default): every class. A fabric port of a link
+      that carries no lossless class can set ``()``, so that frames forged on the link cannot
+      pause it (docs/faults.md, finding 5).
     - ``pfc_watchdog_ns``: a class kept paused by the peer for this long without a break is
       released, and pauses for it are ignored for as long again (counted,
       ``pfc_watchdog_events`` / ``pfc_watchdog_ignored``); None: off.
@@ -195,6 +200,7 @@ class PortConfig:
     role: str = "fabric"
     pfc_from_host: bool | None = None
     pfc_watchdog_ns: int | None = None
+    pfc_enable: tuple[int, ...] | None = None
 
     @property
     def edge(self) -> bool:
@@ -249,6 +255,13 @@ class PortConfig:
         ):
             raise ConfigError(where + "pfc_classes", f"must be classes in 0..{NUM_CLASSES - 1}")
         set_(self, "pfc_classes", tuple(sorted(set(pcls))))
+        en = self.pfc_enable
+        if en is not None:
+            if not isinstance(en, tuple | list | set | frozenset) or not all(
+                isinstance(c, int) and not isinstance(c, bool) and 0 <= c < NUM_CLASSES for c in en
+            ):
+                raise ConfigError(where + "pfc_enable", f"must be classes in 0..{NUM_CLASSES - 1} (or null: all)")
+            set_(self, "pfc_enable", tuple(sorted(set(en))))
         if self.peer_mac is not None:
             set_(self, "peer_mac", parse_mac(self.peer_mac, where + "peer_mac"))
         if self.mac is not None:
@@ -273,6 +286,13 @@ class PortConfig:
         _int(self.pfc_watchdog_ns, where + "pfc_watchdog_ns", minimum=1, optional=True)
 
     @property
+    def pfc_enable_mask(self) -> int:
+        """Bit ``c`` set when the port honours pauses for class ``c`` (``pfc_enable``)."""
+        if self.pfc_enable is None:
+            return (1 << NUM_CLASSES) - 1
+        return sum(1 << c for c in self.pfc_enable)
+
+    @property
     def pfc_dst(self) -> bytes:
         """Where this port's PFC frames go: the peer's unicast MAC if known (bridges drop the group address)."""
         return self.peer_mac if self.peer_mac is not None else PFC_DST_MAC
@@ -289,7 +309,7 @@ class PortConfig:
         where = f"port {data.get('name', '?')}: "
         _known_keys(cls, data, where)
         kwargs = dict(data)
-        for key in ("static_macs", "pfc_classes", "class_map"):
+        for key in ("static_macs", "pfc_classes", "class_map", "pfc_enable"):
             if key in kwargs and isinstance(kwargs[key], list):
                 kwargs[key] = tuple(kwargs[key])
         if "name" not in kwargs:

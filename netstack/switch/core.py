@@ -790,7 +790,12 @@ class Switch:
         marker = p.marker
         on_pause = getattr(marker, "on_pause", None) if marker is not None else None
         wd = p.cfg.pfc_watchdog_ns
+        enabled = p.cfg.pfc_enable_mask
         for cls, quanta in updates:
+            if not enabled >> cls & 1:
+                if quanta:
+                    c.pauses_refused += 1  # PFC is not enabled for this class here (802.1Qbb)
+                continue
             if wd is not None and quanta and p.pause.ignored(cls, t, wd):
                 c.pfc_watchdog_ignored += 1  # the class is recovering from a pause storm
                 continue

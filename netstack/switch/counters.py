@@ -49,6 +49,7 @@ class PortCounters:
     mac_control_dropped: int = 0  # MAC control a feature returned or released: never forwarded
     pfc_watchdog_events: int = 0  # classes released by the PFC watchdog (paused too long)
     pfc_watchdog_ignored: int = 0  # pauses ignored while a class recovers from a watchdog event
+    pauses_refused: int = 0  # per-class pauses for a class PFC is not enabled for (pfc_enable)
     # per class (NUM_CLASSES ints each)
     queue_drops_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)
     tx_frames_class: list[int] = field(default_factory=lambda: [0] * NUM_CLASSES)

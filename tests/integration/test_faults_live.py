@@ -752,6 +752,20 @@ def onepipe_bed(tmp_path_factory):
     yield from _bed(load_topology_spec("onepipe"), tmp_path_factory)
 
 
+def test_pauses_forged_on_the_onepipe_fabric_are_refused(onepipe_bed, capsys):
+    """Finding 5: the onepipe topology enables PFC on no class of its fabric ports (802.1Qbb
+    per-priority enable), so pause frames sent at tor1 over its uplink pause nothing; each is
+    counted in ``pauses_refused``."""
+    prefix = onepipe_bed["prefix"]
+    rc, out, err = _fault(capsys, "pause-storm", "tor1-spine1", "--from", "spine1", "--seconds", "0.5", "--pps",
+                          "200", "--json", "--prefix", prefix)
+    assert rc == 0, err
+    r = json.loads(out)
+    assert r["to"] == "tor1/p-spine1" and r["role"] == "fabric" and r["honours_pfc"] is False
+    assert r["counted"]["pfc_rx"] == r["frames"] == r["counted"]["pauses_refused"] == 100
+    assert r["counted"]["pauses_rx"] == 0 and r["paused_ms"] == 0 and not r["still_paused"]
+
+
 def _clock_shift_ms(sent_log: Path, rate: float) -> float:
     """How far a process's clock moved against the true time over its run: each scattering is
     due at start + n/rate (true time) and logged with the host time it left at (``at``)."""

@@ -128,3 +128,30 @@ def test_marking_policy_is_told_of_pauses():
     sw.receive("p1", resume_frame(PEER, [4]), 100)
     sw.transmit(10**6)
     assert events == [("pause", 4, True, 5), ("pause", 4, False, 100), ("deq", 4, 1000, 100), ("deq", 4, 0, 8292)]
+
+
+def test_pfc_enable_honours_only_the_enabled_classes_and_counts_the_rest():
+    # 802.1Qbb per-priority enable: class 3 honoured, class 5 and a global PAUSE refused
+    sw = make_switch(2, p1={"rate_bps": GBPS, "pfc_enable": [3]})
+    tr = traced(sw)
+    sw.receive("p1", pause_frame(PEER, [3, 5]), 0)
+    sw.receive("p0", tagged(1, 3), 10)
+    sw.receive("p0", tagged(2, 5), 20)
+    sw.transmit(1_000_000)
+    state = sw.counters()["p1"]
+    assert ids(tr) == [2] and state["paused"][3] and not state["paused"][5]
+    assert state["pauses_rx"] == 1 and state["pauses_refused"] == 1 and state["pfc_rx"] == 1
+
+
+def test_pfc_enabled_on_no_class_makes_forged_pauses_harmless():
+    sw = make_switch(2, p1={"rate_bps": GBPS, "pfc_enable": []})
+    tr = traced(sw)
+    for i, cls in enumerate(range(8)):
+        sw.receive("p1", pause_frame(PEER, [cls]), i)
+    pause_8023x = PFC_DST_MAC + PEER + struct.pack("!HHH", 0x8808, 0x0001, 0xFFFF) + bytes(42)
+    sw.receive("p1", pause_8023x, 10)
+    sw.receive("p0", tagged(1, 0), 20)
+    sw.transmit(1_000_000)
+    state = sw.counters()["p1"]
+    assert ids(tr) == [1] and not any(state["paused"])
+    assert state["pauses_refused"] == 16 and state["pauses_rx"] == 0 and state["pfc_rx"] == 9
