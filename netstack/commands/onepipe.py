@@ -212,7 +212,7 @@ SHOW_RECALLS = 20
 
 
 STATUS_COLS = ["direction", "inputs", "live", "barrier_ns", "rx", "beacons_rx", "stamped", "beacons_tx", "timeouts",
-               "backwards", "late_fwd", "dropped"]
+               "backwards", "late_fwd", "dropped", "auth_refused"]
 
 
 def port_row(p: dict[str, Any]) -> list[Any]:
@@ -223,7 +223,20 @@ def port_row(p: dict[str, Any]) -> list[Any]:
     dropped = sum(c.get(k, 0) for k in ("malformed", "unroutable", "valley", "table_full", "beacon_drops"))
     return [p.get("direction", ""), len(ins), sum(1 for i in ins if i.get("live")), min(barriers) if barriers else "-",
             c.get("rx", 0), c.get("beacons_rx", 0), c.get("stamped", 0), c.get("beacons_tx", 0),
-            sum(i.get("timeouts", 0) for i in ins), c.get("barrier_backwards", 0), c.get("late_forwarded", 0), dropped]
+            sum(i.get("timeouts", 0) for i in ins), c.get("barrier_backwards", 0), c.get("late_forwarded", 0), dropped,
+            _auth_refused(p.get("auth"))]
+
+
+def _auth_refused(auth: dict[str, int] | None) -> Any:
+    """Frames from the port the keys refused (docs/onepipe.md "Authenticated beacons and
+    barriers"), per reason when any: ``3 (forged 2, replayed 1)``; ``-`` without keys."""
+    if auth is None:
+        return "-"
+    from ..onepipe.auth import REASONS
+
+    why = {r: auth.get(r, 0) for r in REASONS if auth.get(r, 0)}
+    total = sum(why.values())
+    return f"{total} ({', '.join(f'{r} {n}' for r, n in why.items())})" if total else 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
