@@ -165,5 +165,8 @@ def test_a_topology_declares_shaping_a_down_link_and_a_flap(tmp_path_factory):
         assert ports["sw1"]["ports"]["p-sw2"]["link_down"] == 2 and ports["sw1"]["ports"]["p-sw2"]["carrier"]
         assert ports["sw2"]["ports"]["p-sw1"]["link_down"] == 2
         assert "flapped 2 times" in (runtime.run_dir(prefix) / "flap-sw1-sw2.log").read_text()
+        st = _cli("status", "--prefix", prefix)
+        assert "links that lost carrier: " in st.stdout and "sw1/p-sw2 carrier up (link_down 2" in st.stdout
+        assert "25ms" in st.stdout  # the declared shaping, in the impairments table
     finally:
         runtime.down(prefix)
