@@ -156,3 +156,30 @@ def test_unknown_port_is_a_config_error():
     sw = make_switch(2)
     with pytest.raises(ConfigError, match="no port"):
         sw.set_carrier("p9", False, 0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(events=st.lists(st.one_of(st.tuples(st.just("frame"), st.integers(60, 1500)),
+                                 st.tuples(st.just("carrier"), st.booleans()),
+                                 st.tuples(st.just("tick"), st.integers(1, 2 * MS))), max_size=120))
+def test_carrier_changes_lose_no_frame_uncounted_and_never_reorder(events):
+    sw = learned(rate_bps=100_000_000, buffer_bytes=20_000)
+    t = 20 * MS
+    sent = 0
+    got: list[int] = []
+    for kind, value in events:
+        t += 10 * US
+        if kind == "frame":
+            sw.receive("p0", seq_frame(sent, size=value), t)
+            sent += 1
+        elif kind == "carrier":
+            sw.set_carrier("p1", value, t)
+        else:
+            t += value
+        got += [seq_of(f) for port, f in sw.transmit(t) if port == "p1"]
+    sw.set_carrier("p1", True, t)
+    got += [seq_of(f) for port, f in sw.transmit(t + 10**10) if port == "p1"]
+    c = sw.counters()["p1"]
+    assert got == sorted(got) and len(set(got)) == len(got)
+    assert len(got) + c["carrier_drops"] + c["queue_drops"] == sent
+    assert c["buffer_used"] == 0 and c["carrier"] is True
