@@ -79,6 +79,12 @@ def _register_enable(dsub: argparse._SubParsersAction) -> None:
                    help="no time bound on believed NAKs (only the unacknowledged PSNs and 2^23)")
     e.add_argument("--nak-window-slack", type=int, default=None, metavar="PSNS",
                    help="requests lost in a row that the time window still covers (default: 1024)")
+    e.add_argument("--window", type=int, default=None, metavar="REQUESTS",
+                   help="at most this many un-acknowledged requests per queue pair; a report that would exceed "
+                        "it is dropped before it becomes a request (default: 1536; 0 = no window, the old behaviour)")
+    e.add_argument("--window-timeout-ms", type=float, default=None, metavar="MS",
+                   help="a full window with no ACK progress for this long goes back to its oldest "
+                        "un-acknowledged PSN (default: 50)")
     e.add_argument("--no-seq-tracking", action="store_true",
                    help="do not NACK gaps in retransmittable reports' sequence numbers")
     e.add_argument("--cls", type=int, default=0, help="egress class of the RoCEv2 frames (default: 0)")
@@ -208,7 +214,8 @@ def _switch(args: argparse.Namespace) -> str:
 #: ``enable_translator`` options given by value: (option, the argparse destination)
 _ENABLE_OPTIONS = (("grace_reports", "grace"), ("grace_ms", "grace_ms"), ("append_flush_ms", "append_flush_ms"),
                    ("max_redundancy", "max_redundancy"), ("ack_every", "ack_every"),
-                   ("nak_window_ms", "nak_window_ms"), ("nak_window_slack", "nak_window_slack"))
+                   ("nak_window_ms", "nak_window_ms"), ("nak_window_slack", "nak_window_slack"),
+                   ("window", "window"), ("window_timeout_ms", "window_timeout_ms"))
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
@@ -237,6 +244,9 @@ def cmd_enable(args: argparse.Namespace) -> int:
     window = f"{cfg['nak_window_ns'] / 1e6:g} ms" if cfg.get("nak_window_ns") is not None else "no time bound"
     print(f"  grace period {grace}, idle Append flush {flush}, max redundancy "
           f"{cfg['max_redundancy'] or 'per store'}, NAK window {window} + {cfg.get('nak_window_slack', 0)} PSNs")
+    if cfg.get("window") is not None:
+        print(f"  output window {cfg['window'] or 'off'}"
+              + (f" requests per QP, time-out {cfg['window_timeout_ns'] / 1e6:g} ms" if cfg["window"] else ""))
     if out.get("bound"):
         print(f"  collector QPs bound to the translator: {', '.join(out['bound'])}")
     if out.get("auth"):

@@ -11,7 +11,10 @@ registry, ``netstack.protocols``): three control commands,
   ``grace_ms``; ``append_flush_ms`` (default 1; ``null`` = never flush idle Append
   batches, the public behaviour); ``max_redundancy``; ``ack_every``; ``track_seqnum``;
   ``sketch_nack_holdoff_ms``; ``udp_sport``; ``nak_window_ms`` (``null``: no time bound)
-  and ``nak_window_slack`` (which ACK/NAKs are believed, docs/security.md#dta); ``cls``
+  and ``nak_window_slack`` (which ACK/NAKs are believed, docs/security.md#dta); ``window``
+  (outstanding requests per QP, default ``DEFAULT_WINDOW``, 1536; 0 = no window, the old
+  behaviour) and ``window_timeout_ms`` (default 50: a full window with no ACK progress for that
+  long goes back to its oldest un-acknowledged PSN; docs/dta.md "Output window"); ``cls``
   (egress class of the RoCEv2 frames); ``reporters`` (IPv4 addresses: required when the switch
   has keys, i.e. the topology names a key file; the translator then authenticates every report,
   docs/dta.md "Authenticated reports"). The translator's MAC is the collector-facing port's
@@ -60,6 +63,8 @@ TRANSLATOR_OPTIONS = {
     "udp_sport": ("udp_sport", None),
     "nak_window_ms": ("nak_window_ns", _MS),
     "nak_window_slack": ("nak_window_slack", None),
+    "window": ("window", None),
+    "window_timeout_ms": ("window_timeout_ns", _MS),
 }
 NOT_ENABLED = "DTA is not enabled on this switch: netstack dta enable"
 
@@ -87,7 +92,7 @@ class TranslatorControl:
         from ..io.control import ControlError
         from ..switch.config import derived_mac
         from .feature import TranslatorFeature
-        from .translator import DTATranslator, TranslatorConfig
+        from .translator import DEFAULT_WINDOW, DTATranslator, TranslatorConfig
 
         switch = self.shell.switch
         port = req.get("port")
@@ -106,6 +111,7 @@ class TranslatorControl:
                         raise ControlError(f"{key}={value!r} must be a non-negative number or null")
                     value = round(value * scale)
                 kwargs[field] = value
+        kwargs.setdefault("window", DEFAULT_WINDOW)  # the engine's own default is 0 (no window)
         if "grace_ns" in kwargs and "grace_reports" not in kwargs:
             kwargs["grace_reports"] = None  # a time-based grace period replaces the default count
         cls = req.get("cls", 0)
@@ -133,7 +139,7 @@ class TranslatorControl:
                          "config": {k: getattr(config, k) for k in (
                              "grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "ack_every",
                              "track_seqnum", "sketch_nack_holdoff_ns", "udp_sport", "nak_window_ns",
-                             "nak_window_slack")},
+                             "nak_window_slack", "window", "window_timeout_ns")},
                          "regions": [r.get("name") for r in info.get("regions", [])], "auth": auth_settings}
         self.shell.flush()
         import logging

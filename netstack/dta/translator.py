@@ -76,6 +76,26 @@ ends when reports arrive; held writes and due flushes are emitted with the repor
 ends it. The grace period is per collector NIC (shared by all QPs), like the public
 per-egress-port register.
 
+Output window (ours; docs/dta.md "Output window"). The paper's translator sends whatever
+the reports ask for and relies on the grace period (§5.3) when the collector's NIC falls
+behind; a software responder that falls behind loses requests in its socket, every loss is
+a PSN gap, and with the grace period dropping the next reports after every NAK the ingest
+rate collapses. With ``window`` > 0 each QP keeps at most ``window`` requests (PSNs)
+outstanding: sent at or after ``una`` (below). A report whose requests would not fit is
+dropped *before* it becomes a request (``window_dropped``; an Append entry only when it
+would complete a batch, so it is dropped before the head pointer and the list has no hole;
+idle flushes and Sketch-Merge WRITEs wait for room instead, the latter bounded by
+``MAX_HELD``). The window moves with the collector's ACKs: with a window, AckReq is set on
+every ``ack_every``-th request (one in ``window // 8`` if ``ack_every`` is 0) and on those
+that nearly fill the window, and the collector coalesces ACKs (``--ack-every`` there).
+**No deadlock**: when a full window has seen no progress (``una`` moving, a resync) for
+``window_timeout_ns`` (default 50 ms; a request lost with its NAK, a lost ACK, a dead or
+slow collector), the QP goes back to ``una`` and carries on from there with new reports
+(:meth:`DTATranslator._window_timeout` explains why that keeps the collector in sequence),
+with at most ``PROBE_WINDOW`` (16, or the AckReq spacing if larger) requests outstanding until
+the collector answers; ``window_timeouts`` counts these, ``window_rewound`` the PSNs gone back
+over.
+
 Which responses are believed (docs/security.md#dta). The public code rewinds on any
 opcode-0x11 packet; a forged NAK far behind then makes the collector drop every later
 WRITE as a duplicate. A response is acted on only when it is
@@ -209,6 +229,15 @@ _APPEND = struct.Struct("!II")
 SLOT_CACHE = 1 << 16
 #: Response header shapes whose verdict the fast path remembers (:meth:`DTATranslator._fast_response`).
 RESPONSE_SHAPES = 1024
+#: The output window (module docstring, "Output window"): what ``dta_enable`` uses when not told
+#: (:mod:`netstack.dta.control`; the engine's own default is 0, no window), and the time a full
+#: window may go without ACK progress before the QP goes back to its oldest un-acknowledged PSN.
+DEFAULT_WINDOW = 1536
+DEFAULT_WINDOW_TIMEOUT_NS = 50_000_000
+#: Sketch WRITEs held while their QP's window is full are at most this many (the oldest go first).
+MAX_HELD = 4096
+#: After a time-out, at least this many requests (``window`` if smaller) go out before an answer.
+PROBE_WINDOW = 16
 
 
 @dataclass(frozen=True)
@@ -227,6 +256,10 @@ class TranslatorConfig:
     request of a QP (0 = never, as the public translator). ``nak_window_ns`` /
     ``nak_window_slack``: how far back a response's PSN may be when ACKs do not bound it
     (the module docstring, "Which responses are believed"; None = no time bound).
+    ``window``: at most this many un-acknowledged requests (PSNs) per QP, 0 = no window (the
+    public behaviour); ``window_timeout_ns``: how long a full window may see no ACK progress
+    before the QP goes back to its oldest un-acknowledged PSN (module docstring, "Output
+    window").
     """
 
     connect_info: dict[str, Any] | str
@@ -242,6 +275,8 @@ class TranslatorConfig:
     ack_every: int = 0
     nak_window_ns: int | None = 10_000_000_000
     nak_window_slack: int = 1024
+    window: int = 0
+    window_timeout_ns: int = DEFAULT_WINDOW_TIMEOUT_NS
 
     def __post_init__(self) -> None:
         if isinstance(self.mac, str):
@@ -266,6 +301,14 @@ class TranslatorConfig:
             raise ValueError(f"nak_window_slack={self.nak_window_slack!r} must be in 0..2**23-1")
         if self.nak_window_ns == 0:
             raise ValueError("nak_window_ns must be > 0 (None: no time bound)")
+        for name in ("window", "window_timeout_ns"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{name}={v!r} must be a non-negative int")
+        if self.window >= PSN_HALF // 2:
+            raise ValueError(f"window={self.window} must be below 2**22 (0: no window)")
+        if self.window and not self.window_timeout_ns:
+            raise ValueError("a window needs window_timeout_ns > 0 (else a lost ACK stalls it for ever)")
 
 
 @dataclass
@@ -315,6 +358,10 @@ class TranslatorCounters:
     naks_invalid: int = 0
     naks_other: int = 0
     internal_errors: int = 0
+    window_dropped: int = 0
+    window_timeouts: int = 0
+    window_rewound: int = 0
+    window_held: int = 0
 
 
 @dataclass
@@ -337,6 +384,11 @@ class TxQp:
     una_at: int | None = None  # when a response last moved una (None: never)
     marks: deque[tuple[int, int]] = field(default_factory=deque)  # (time, first PSN sent at or after it)
     mark_due: int = 0  # when the next send adds a history entry
+    # the output window (module docstring, "Output window"): when the window last made progress
+    # (una moved, a resync or a time-out, or a request went out on an empty window)
+    progress_at: int = 0
+    window_timeouts: int = 0
+    probing: bool = False  # since a time-out and until progress: only ``_probe_window`` outstanding
     tmpl: RoceTemplate | None = field(default=None, repr=False)  # the fixed headers of our requests
 
 
@@ -422,6 +474,12 @@ class DTATranslator:
         self._slots: dict[tuple[int, int], tuple[bytes, tuple[int, ...]]] = {}  # SLOT_CACHE
         self._resp_heads: dict[bytes, tuple[TxQp, int, int, int]] = {}  # RESPONSE_SHAPES
         self._now = int(now_ns)
+        #: AckReq on every n-th request of a QP (0: never): ``ack_every``, or with a window and no
+        #: ``ack_every`` one in window/8, since the window moves only with the collector's ACKs
+        self._ack_interval = config.ack_every or (max(1, config.window // 8) if config.window else 0)
+        #: what a QP may have outstanding after a time-out until the collector answers (the old
+        #: requests may still be queued there: a whole window again could overflow its buffer)
+        self._probe_window = min(config.window, max(PROBE_WINDOW, self._ack_interval))
         for entry in info["regions"]:
             self._add_region(entry)
 
@@ -445,6 +503,7 @@ class DTATranslator:
         qp.tmpl = RoceTemplate(self.config.mac, self.collector_mac, self.config.ip, self.collector_ip,
                                self.config.udp_sport, qp.qpn)
         qp.marks.append((self._now, qp.psn))
+        qp.progress_at = self._now
         qp.mark_due = self._now + self._mark_every if self._mark_every is not None else NEVER
         self.qps[qp.name] = qp
         self._by_local_qpn[qp.local_qpn] = qp
@@ -644,8 +703,11 @@ class DTATranslator:
         if len(data) != 4 * lay.data_words:
             c.bad_data_size += 1
             return
-        c.keywrite += 1
         n = self._cap(redundancy, lay.max_redundancy)
+        if self.config.window and not self._room(qp, n):
+            c.window_dropped += 1
+            return
+        c.keywrite += 1
         slots = self._slots.get((key, n))
         if slots is None:
             slots = self._cache_slots(key, n, (key_checksum(key, lay.checksum_bits).to_bytes(4, "big"),
@@ -666,8 +728,11 @@ class DTATranslator:
             c.no_store += 1
             return
         qp, slots, store_max, mode = self._keyinc
-        c.keyincrement += 1
         n = self._cap(redundancy, store_max)
+        if self.config.window and not self._room(qp, n):
+            c.window_dropped += 1
+            return
+        c.keyincrement += 1
         cached = self._slots.get((key, -n))  # -n: the counter store's entries, apart from Key-Write's
         if cached is None:
             cached = self._cache_slots(key, -n, (b"", tuple(qp.base_va + slot_index(key, i, slots, mode) * 8
@@ -681,6 +746,9 @@ class DTATranslator:
         lst = self._lists.get(list_id)
         if lst is None:
             c.unknown_list += 1
+            return
+        if self.config.window and len(lst.buf) + 1 == lst.batch and not self._room(lst.qp, 1):
+            c.window_dropped += 1  # the entry that would need the WRITE; dropped before the head: no hole
             return
         c.append += 1
         lst.buf.append(data)
@@ -710,6 +778,8 @@ class DTATranslator:
             return
         for lst in self._lists.values():
             if lst.oldest_ns is not None and lst.oldest_ns + timeout <= self._now:
+                if self.config.window and not self._room(lst.qp, 1):
+                    continue  # again when the window opens (an ACK, or its time-out: next_deadline)
                 self._append_write(lst, out)
                 lst.oldest_ns = None
                 self.c.append_flushes += 1
@@ -794,6 +864,8 @@ class DTATranslator:
         self.c.sketch_writes += 1
         if self._grace:
             self._held.append((qp, va, payload))
+        elif self.config.window and (self._held or not self._room(qp, 1)):
+            self._hold(qp, va, payload)
         else:
             self._write(qp, va, payload, out)
 
@@ -812,7 +884,15 @@ class DTATranslator:
         psn = qp.psn
         if self._now >= qp.mark_due:
             self._mark(qp, psn)
-        word = psn | 0x80000000 if cfg.ack_every and qp.frames % cfg.ack_every == 0 else psn  # AckReq
+        ai = self._ack_interval
+        if cfg.window:
+            if psn == qp.una:  # the first request on an empty window: its time-out counts from now
+                qp.progress_at = self._now
+            # AckReq also near a full window, so the collector acknowledges what fills it
+            ack = ai and (qp.frames % ai == 0 or qp.probing or (psn - qp.una) & PSN_MASK >= cfg.window - ai)
+        else:
+            ack = ai and qp.frames % ai == 0
+        word = psn | 0x80000000 if ack else psn  # AckReq
         qp.psn = nxt = (psn + 1) & PSN_MASK
         if psn == qp.high:  # a new PSN (after a resync, psn catches up with high first)
             qp.high = nxt
@@ -845,6 +925,8 @@ class DTATranslator:
                     assert resp.aeth is not None  # _responding_qp checked it
                     kind, value = decode_syndrome(resp.aeth.syndrome)
                     self._on_response(qp, kind, value, resp.bth.psn)
+            if self.config.window and (self._held or self._flush_pending()):
+                self._release(out)  # the window may have opened
         except HeaderError:
             c.response_malformed += 1
         except Exception:  # a bug must not kill the data path (docs/testbed.md); tests assert this stays 0
@@ -929,11 +1011,10 @@ class DTATranslator:
             if not 2 <= age <= self._nak_window(qp):
                 c.naks_rejected_window += 1
                 return
-            qp.psn = qp.una = psn  # everything before psn was executed; psn is the first missing
-            qp.una_at = self._now
-            for i, (t, p) in enumerate(qp.marks):  # what is sent from now on starts at psn again
-                if (qp.high - p) & PSN_MASK < age:
-                    qp.marks[i] = (t, psn)
+            qp.una = psn  # everything before psn was executed; psn is the first missing
+            qp.una_at = qp.progress_at = self._now
+            qp.probing = False
+            self._rewind(qp, psn)
             qp.resyncs += 1
             c.resyncs += 1
             self._start_grace()
@@ -949,8 +1030,11 @@ class DTATranslator:
         if kind == AethKind.RNR_NAK:
             c.rnr_naks += 1
             return
-        qp.una = (psn + 1) & PSN_MASK  # ACK / access / invalid NAK: executed or consumed up to psn
-        qp.una_at = self._now
+        qp.una = una = (psn + 1) & PSN_MASK  # ACK / access / invalid NAK: executed or consumed up to psn
+        qp.una_at = qp.progress_at = self._now
+        qp.probing = False
+        if self.config.window and 0 < (una - qp.psn) & PSN_MASK < PSN_HALF:
+            qp.psn = una  # after a time-out went back: the collector has these, skip them
         if kind == AethKind.ACK:
             c.acks += 1
         elif value == NakCode.REMOTE_ACCESS_ERROR:
@@ -959,6 +1043,77 @@ class DTATranslator:
             c.naks_invalid += 1
         else:
             c.naks_other += 1
+
+    def _rewind(self, qp: TxQp, psn: int) -> None:
+        """Send from ``psn`` (behind ``qp.psn``) again: the send history's entries newer than it
+        now stand for ``psn``, as what is sent from now on starts there."""
+        age = (qp.high - psn) & PSN_MASK
+        qp.psn = psn
+        for i, (t, p) in enumerate(qp.marks):
+            if (qp.high - p) & PSN_MASK < age:
+                qp.marks[i] = (t, psn)
+
+    # ------------------------------------------------------------------ output window
+    def _room(self, qp: TxQp, n: int) -> bool:
+        """Whether ``n`` more requests fit ``qp``'s window (module docstring, "Output window").
+        A full window that saw no ACK progress for ``window_timeout_ns`` is re-opened first."""
+        limit = self._probe_window if qp.probing else self.config.window
+        if ((qp.psn - qp.una) & PSN_MASK) + n <= limit:
+            return True
+        if self._now - qp.progress_at >= self.config.window_timeout_ns and qp.psn != qp.una:
+            self._window_timeout(qp)
+            return n <= self._probe_window
+        return False
+
+    def _window_timeout(self, qp: TxQp) -> None:
+        """No ACK progress for ``window_timeout_ns`` on a full window: go back to ``una``, the
+        oldest PSN not known to be executed, as an RC requester's transport timer retries from
+        its oldest un-acknowledged PSN (IBTA vol. 1 ch. 9; DTA §5.3 has no requester timer), but
+        resending nothing: the next requests carry new reports from ``una`` on. The collector's
+        expected PSN e is in ``[una, psn]`` (it executed everything before ``una``, nothing past
+        what we sent), so every later request is either a duplicate (PSN < e: never executed
+        again; with AckReq its ACK moves ``una``, and with it our PSN, forward) or in sequence:
+        no PSN gap, no NAK, no grace period, whatever was lost (a request and its NAK, which the
+        collector sends once per gap, or an ACK) or if the collector is only slow. The cost: the
+        reports sent as duplicates are lost. Until the collector answers, the QP keeps at most
+        ``_probe_window`` requests outstanding (and asks for an ACK on each): the old requests may
+        still be queued at a collector that is only slow, and a whole new window on top of them
+        could overflow its buffer; so a spurious time-out costs at most that many requests."""
+        c = self.c
+        c.window_timeouts += 1
+        c.window_rewound += (qp.psn - qp.una) & PSN_MASK
+        qp.window_timeouts += 1
+        qp.progress_at = self._now
+        qp.probing = True
+        self._rewind(qp, qp.una)
+
+    def _window_full(self, qp: TxQp) -> bool:
+        """Without side effects: whether ``qp`` has no room for one more request right now."""
+        limit = self._probe_window if qp.probing else self.config.window
+        return bool(limit) and (qp.psn - qp.una) & PSN_MASK >= limit
+
+    def _hold(self, qp: TxQp, va: int, payload: bytes) -> None:
+        """Keep a sketch WRITE until its QP's window has room (bounded: the oldest goes first)."""
+        self.c.window_held += 1
+        self._held.append((qp, va, payload))
+        if len(self._held) > MAX_HELD:
+            del self._held[0]
+            self.c.window_dropped += 1
+
+    def _release(self, out: list[bytes]) -> None:
+        """Held sketch WRITEs, in order, as far as the windows allow; then due Append flushes."""
+        if self._grace:
+            return
+        held = self._held
+        sent = 0
+        for qp, va, payload in held:
+            if self.config.window and not self._room(qp, 1):
+                break
+            self._write(qp, va, payload, out)
+            sent += 1
+        if sent:
+            del held[:sent]
+        self._flush_due(out)
 
     def _nak_window(self, qp: TxQp) -> int:
         """How far behind ``qp.high`` a PSN-sequence NAK's PSN may be (its "age"): the PSNs sent
@@ -1029,10 +1184,7 @@ class DTATranslator:
                 return
             self._grace_until = None
         self._grace = False
-        held, self._held = self._held, []
-        for qp, va, payload in held:
-            self._write(qp, va, payload, out)
-        self._flush_due(out)
+        self._release(out)
 
     @property
     def in_grace(self) -> bool:
@@ -1047,13 +1199,18 @@ class DTATranslator:
             if self._grace_until is not None and (self._held or self._flush_pending()):
                 return self._grace_until
             return None
+        best: int | None = None
+        if self._held:  # sketch WRITEs waiting for a full window: its time-out re-opens it
+            qp = self._held[0][0]
+            best = qp.progress_at + self.config.window_timeout_ns if self._window_full(qp) else self._now
         timeout = self.config.append_flush_ns
         if timeout is None:
-            return None
-        best: int | None = None
+            return best
         for lst in self._lists.values():
             if lst.oldest_ns is not None:
                 t = lst.oldest_ns + timeout
+                if self._window_full(lst.qp):  # the flush waits for the window (an ACK, or its time-out)
+                    t = max(t, lst.qp.progress_at + self.config.window_timeout_ns)
                 if best is None or t < best:
                     best = t
         return best
@@ -1067,7 +1224,7 @@ class DTATranslator:
         self._clock(now_ns)
         try:
             self._check_grace_end(out)
-            self._flush_due(out)
+            self._release(out)
         except Exception:
             self.c.internal_errors += 1
         return out
@@ -1087,7 +1244,8 @@ class DTATranslator:
             out["auth"] = st
         out["in_grace"] = self._grace
         out["grace_reports_left"] = self._grace_left
-        out["qps"] = {q.name: {"qpn": q.qpn, "psn": q.psn, "frames": q.frames, "resyncs": q.resyncs}
+        out["qps"] = {q.name: {"qpn": q.qpn, "psn": q.psn, "frames": q.frames, "resyncs": q.resyncs,
+                               "outstanding": (q.psn - q.una) & PSN_MASK, "window_timeouts": q.window_timeouts}
                       for q in self.qps.values()}
         out["lists"] = {str(x.list_id): {"head": x.head, "buffered": len(x.buf), "written": x.written}
                         for x in self._lists.values()}

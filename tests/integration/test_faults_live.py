@@ -438,10 +438,12 @@ def test_a_frozen_collector_is_resynchronised_by_a_nak_and_the_grace_period(test
     """c1 frozen (SIGSTOP) while reports keep coming: its receive ring fills and the kernel
     drops the rest (counted at c1's socket). Resumed, it NAKs the first request past the gap
     with its expected PSN; the translator rewinds the QP and drops the next ``grace`` reports
-    (DTA §5.3); then reports land again. Every WRITE is accounted for."""
+    (DTA §5.3); then reports land again. Every WRITE is accounted for. (Without the output
+    window, ``window=0``: with it, the translator stops at the window instead of overflowing the
+    frozen collector's ring, so no gap opens and no NAK comes: docs/dta.md "Output window".)"""
     state, prefix = testbed_f, testbed_f["prefix"]
     grace = 200
-    control.enable_translator(prefix, "sw2", "c1", grace_reports=grace)
+    control.enable_translator(prefix, "sw2", "c1", grace_reports=grace, window=0)
     assert _report(state, 1_000_000, 100) == 100
     _settled(prefix, 100)
     assert _until(lambda: _stored(prefix, 1_000_000, 100) == 100)

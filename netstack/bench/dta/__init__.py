@@ -70,6 +70,7 @@ from .params import (
     LOSS_FREE,
     SAMPLE_S,
     WARMUP_S,
+    WINDOWS_ENV,
 )
 from .plots import plots
 from .search import find_rate, keeps_up
@@ -115,18 +116,20 @@ def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
                 pin(d["pid"], plan["switch"] if d["kind"] == "switch" else plan["collector"])
         return pids
 
-    def run(path: str, kind: str, param: int, measure: Any) -> None:
-        say(f"[{path} {_case_label(kind, param)}] {duration:g} s per run ...")
+    def run(path: str, kind: str, param: int, measure: Any, window: int | None = None) -> None:
+        label = _case_label(kind, param) + ("" if window is None else f" [window {window}]")
+        say(f"[{path} {label}] {duration:g} s per run ...")
         found = find_rate(measure, duration, say)
-        cases.append({"path": path, "kind": kind, "param": param, "label": _case_label(kind, param), **found})
+        cases.append({"path": path, "kind": kind, "param": param, "label": label, "window": window, **found})
 
     if dta_cases:
         try:
             pids = bring_up("collector")
             dta_control.enable_translator(prefix, "sw2", "c1")
             for i, (kind, param) in enumerate(dta_cases):
-                run("dta", kind, param, lambda rate, k=kind, p=param, i=i: measure_dta(
-                    prefix, pids, k, p, duration, rate, plan, i))
+                for w in windows():  # interleaved: every setting of a case before the next case
+                    run("dta", kind, param, lambda rate, k=kind, p=param, i=i, w=w: measure_dta(
+                        prefix, pids, k, p, duration, rate, plan, i, w), w)
         finally:
             runtime.down(prefix)
     if naive_cases:
@@ -138,6 +141,17 @@ def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
         finally:
             runtime.down(prefix)
     return cases
+
+
+def windows() -> list[int | None]:
+    """The translator windows each DTA case runs with (:data:`WINDOWS_ENV`; [None]: the default)."""
+    spec = os.environ.get(WINDOWS_ENV, "").strip()
+    if not spec:
+        return [None]
+    try:
+        return [int(w) for w in spec.split(",")]
+    except ValueError:
+        raise SystemExit(f"{WINDOWS_ENV}={spec!r}: give comma-separated window sizes, e.g. 0,256,0,256") from None
 
 
 def _notes(duration: float, plan: dict[str, list[int]] | None, live_on: bool, load_before: list[float]) -> list[str]:

@@ -127,8 +127,9 @@ def _per_report_us(cpu: float, reports: float) -> float | None:
 
 
 def measure_dta(prefix: str, pids: dict[str, int], kind: str, param: int, duration: float, rate: float,
-                plan: dict[str, list[int]] | None, seed: int) -> dict[str, Any]:
-    """One run: the reporter offers ``rate`` reports/s (0 = as fast as it can) for ``duration`` s."""
+                plan: dict[str, list[int]] | None, seed: int, window: int | None = None) -> dict[str, Any]:
+    """One run: the reporter offers ``rate`` reports/s (0 = as fast as it can) for ``duration`` s.
+    ``window``: the translator's output window (None: ``dta_enable``'s default; 0: none)."""
     from ... import runtime
 
     region = _region(kind, param)
@@ -143,7 +144,7 @@ def measure_dta(prefix: str, pids: dict[str, int], kind: str, param: int, durati
     # no grace period or half-built batch left over from the previous run
     from ...dta import control as dta_control
 
-    dta_control.enable_translator(prefix, "sw2", "c1")
+    dta_control.enable_translator(prefix, "sw2", "c1", **({} if window is None else {"window": window}))
     _, tr0, col0 = sample()
     drops0 = _sw2_drops(prefix)
     cpu0 = {n: cpu_seconds(p) for n, p in pids.items()}
@@ -177,6 +178,8 @@ def measure_dta(prefix: str, pids: dict[str, int], kind: str, param: int, durati
         "rdma_ops_per_report": d_frames / d_reports if d_reports else None,
         "responses_per_report": (tr1["responses"] - tr0["responses"]) / d_reports if d_reports else None,
         "resyncs": tr1["resyncs"] - tr0["resyncs"], "grace_dropped": tr1["grace_dropped"] - tr0["grace_dropped"],
+        "window": window, **{k: tr1.get(k, 0) - tr0.get(k, 0) for k in ("window_dropped", "window_timeouts",
+                                                                        "window_rewound")},
         "icrc_errors": r1["icrc_errors"] - r0["icrc_errors"],
         "naks": sum(q1[k] - q0[k] for k in ("naks_psn", "naks_access", "naks_invalid")),
         "out_of_sequence_dropped": q1["out_of_sequence_dropped"] - q0["out_of_sequence_dropped"],

@@ -34,3 +34,7 @@ REPORTER_SHORT = 0.9
 SEARCH_STEPS = 6
 SO_RXQ_OVFL = 40
 SUBNET = "10.0.0"
+#: Comma-separated output windows of the translator (``dta_enable``'s ``window``; 0 = none) to run
+#: every DTA case with, in that order, e.g. "0,256,0,256" for an interleaved before/after; unset:
+#: one run per case with the default window.
+WINDOWS_ENV = "NETSTACK_BENCH_DTA_WINDOWS"
