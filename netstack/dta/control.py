@@ -97,7 +97,7 @@ class TranslatorControl:
         switch = self.shell.switch
         port = req.get("port")
         names = [p.name for p in switch.ports]
-        if port not in names:
+        if not isinstance(port, str) or port not in names:
             raise ControlError(f"no port {port!r}; ports: {names}")
         info = req.get("connect_info")
         if not isinstance(info, dict):
@@ -122,9 +122,8 @@ class TranslatorControl:
         try:
             mac = mac_bytes(req["mac"]) if req.get("mac") else (switch.config.port(port).mac
                                                                  or derived_mac(switch.config.name, port))
-            ip = req.get("ip") or default_translator_ip(info["ip"])
-            ip_bytes(ip)
-            config = TranslatorConfig(info, mac, ip, **kwargs)
+            ip = str(req.get("ip") or default_translator_ip(info["ip"]))
+            config = TranslatorConfig(info, mac, ip_bytes(ip), **kwargs)
             auth, auth_settings = self._report_auth(req)
             translator = DTATranslator(config, time.monotonic_ns(), auth=auth)
         except (KeyError, TypeError, ValueError) as exc:
@@ -165,7 +164,8 @@ class TranslatorControl:
                                "'reporters' must list the reporters' IPv4 addresses")
         openers = report_openers(ctx, reporters, keep=self.openers)
         self.openers = openers
-        return ReportAuth(openers), {"keys": ctx.ring.source, "reporters": sorted(openers)}
+        table: dict[str | bytes, Any] = {k: v for k, v in openers.items()}  # (ReportAuth takes either key)
+        return ReportAuth(table), {"keys": ctx.ring.source, "reporters": sorted(openers)}
 
     def disable(self, req: dict[str, Any]) -> dict[str, Any]:
         if self.feature is None:
@@ -259,7 +259,7 @@ def collector_tor(state: dict[str, Any], collector: str) -> str:
     kinds = _daemon_kinds(state)
     for p in state["ports"]:
         if p["node"] == collector and kinds.get(p["peer"]) == "switch":
-            return p["peer"]
+            return str(p["peer"])
     raise DTAError(f"{collector!r} is not attached to any switch")
 
 
@@ -267,7 +267,7 @@ def collector_port(state: dict[str, Any], switch: str, collector: str) -> str:
     """The port of ``switch`` that faces ``collector`` (from state.json "ports")."""
     for p in state["ports"]:
         if p["node"] == switch and p["peer"] == collector:
-            return p["ifname"]
+            return str(p["ifname"])
     tor = [p["peer"] for p in state["ports"] if p["node"] == collector]
     raise DTAError(f"{switch} has no port facing {collector} (the translator runs on the collector's ToR: "
                    f"{', '.join(tor) or 'none'}; use --switch {tor[0] if tor else '...'})")
@@ -282,7 +282,7 @@ def collector_ip(state: dict[str, Any], collector: str) -> str:
 
 def translator_ip(state: dict[str, Any], collector: str) -> str:
     """The highest address of the collector's subnet that no node uses."""
-    iface = ipaddress.ip_interface(state["hosts"][collector])
+    iface = ipaddress.IPv4Interface(state["hosts"][collector])  # (hosts are IPv4: docs/topology.md)
     used = {ipaddress.ip_interface(v).ip for v in state["hosts"].values()}
     net = iface.network
     if net.num_addresses < 4:
@@ -341,14 +341,14 @@ def port_mac(state: dict[str, Any], switch: str, port: str) -> str:
 def disable_translator(prefix: str, switch_node: str = "sw2") -> dict[str, Any]:
     state = run_state(prefix)
     check_switch(state, switch_node)
-    return _control(prefix, switch_node, "dta_disable")
+    return dict(_control(prefix, switch_node, "dta_disable"))
 
 
 def translator_status(prefix: str, switch_node: str = "sw2", *, quiet: bool = False) -> dict[str, Any]:
     """The switch's ``dta_status``; DTAError("DTA is not enabled ...") unless ``quiet``."""
     state = run_state(prefix)
     check_switch(state, switch_node)
-    st = _control(prefix, switch_node, "dta_status", quiet=True)
+    st: dict[str, Any] = dict(_control(prefix, switch_node, "dta_status", quiet=True))
     if not st.get("enabled") and not quiet:
         raise DTAError(f"DTA is not enabled on {switch_node}: netstack dta enable"
                        + (f" --prefix {prefix}" if prefix != "ns" else ""))
@@ -358,13 +358,13 @@ def translator_status(prefix: str, switch_node: str = "sw2", *, quiet: bool = Fa
 def collector_status(prefix: str, collector_node: str = "c1") -> dict[str, Any]:
     state = run_state(prefix)
     check_collector(state, collector_node)
-    return _control(prefix, collector_node, "status")
+    return dict(_control(prefix, collector_node, "status"))
 
 
 def connect_info(prefix: str, collector_node: str = "c1") -> dict[str, Any]:
     state = run_state(prefix)
     check_collector(state, collector_node)
-    return _control(prefix, collector_node, "connect_info")
+    return dict(_control(prefix, collector_node, "connect_info"))
 
 
 def memory_dir(prefix: str, collector_node: str = "c1") -> str:
