@@ -83,6 +83,7 @@ from typing import Any
 
 from daemons.common import daemon_parser, run_daemon, serve_metrics
 from headers.inet import ip_bytes, mac_bytes
+from netstack.argtypes import non_negative_float, positive_int
 from netstack.dta.collector import DEFAULT_ACK_EVERY, QueuePair, RoceResponder
 from netstack.dta.memory import MANIFEST, CollectorMemory
 from netstack.engine import Transmit
@@ -744,41 +745,22 @@ async def amain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The daemon's command line (``python -m daemons.collector --help``)."""
     parser = daemon_parser("python -m daemons.collector", __doc__, "collector")
     parser.add_argument("--layout", default=None, help="JSON layout file overriding the default stores")
-    parser.add_argument("--ack-every", type=_positive, default=DAEMON_ACK_EVERY, metavar="N",
+    parser.add_argument("--ack-every", type=positive_int("N"), default=DAEMON_ACK_EVERY, metavar="N",
                         help="ACK coalescing: answer up to N AckReq WRITEs of a queue pair with one ACK (for the "
                              "newest PSN, which acknowledges all before it); the owed ACK still leaves at the "
                              "end of each receive batch and before any NAK or ATOMIC ACKNOWLEDGE. 1 = one ACK "
                              f"per AckReq request (default: {DAEMON_ACK_EVERY})")
-    parser.add_argument("--rx-holdoff-ms", type=_non_negative, default=DAEMON_RX_HOLDOFF_MS, metavar="MS",
+    parser.add_argument("--rx-holdoff-ms", type=non_negative_float("the hold-off", most=1000),
+                        default=DAEMON_RX_HOLDOFF_MS, metavar="MS",
                         help="after a drain that emptied the receive ring, leave it alone for MS milliseconds so "
                              "that the next drain takes the frames that arrived meanwhile together (a NIC's "
                              "interrupt moderation; responses wait as long). 0 = drain on every arrival "
                              f"(default: {DAEMON_RX_HOLDOFF_MS:g})")
     return parser
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value} must be in 0..1000")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,8 +8,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..argtypes import positive_float, positive_int
 from ..errors import CommandError
-from .argtypes import positive_float, positive_int
 
 #: benchmark name -> (module, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {

@@ -6,8 +6,8 @@ import argparse
 import sys
 import time
 
+from ..argtypes import positive_float, positive_int
 from ..errors import CommandError
-from .argtypes import positive_float, positive_int
 
 EPILOG = """\
 examples:

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..argtypes import non_negative_float, positive_float, positive_int
 from ..errors import CommandError
-from .argtypes import non_negative_float, positive_float, positive_int
 
 EPILOG = """\
 examples:

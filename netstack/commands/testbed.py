@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..argtypes import non_negative_float
 from ..errors import CommandError
-from .argtypes import non_negative_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:

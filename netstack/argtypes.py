@@ -1,4 +1,6 @@
-"""argparse types the commands share: whole numbers and numbers that must be positive."""
+"""argparse types the commands and the daemons share: whole numbers and numbers in a range.
+
+(Here, not in netstack/commands: the daemons may not import the command modules.)"""
 
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ def positive_float(what: str = "it") -> Callable[[str], float]:
     return convert
 
 
-def non_negative_float(what: str = "it") -> Callable[[str], float]:
-    """A finite number >= 0; ``what`` names it in the error ("the time cannot be negative")."""
+def non_negative_float(what: str = "it", most: float | None = None) -> Callable[[str], float]:
+    """A finite number >= 0 (and <= ``most`` when given); ``what`` names it in the error."""
     def convert(text: str) -> float:
         try:
             value = float(text)
@@ -41,5 +43,7 @@ def non_negative_float(what: str = "it") -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
         if not 0 <= value < float("inf"):
             raise argparse.ArgumentTypeError(f"{text!r}: {what} cannot be negative (or infinite)")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be at most {most:g}")
         return value
     return convert
