@@ -243,3 +243,15 @@ def test_dissect_summarises_a_capture_only(tmp_path, capsys, pcap):
         assert _lines(err)[-1].startswith(f"netstack dissect: 2 frame(s) of {path} in ")
     else:
         assert err == ""
+
+
+def test_sim_says_a_key_file_is_not_used_in_virtual_time(tmp_path, capsys):
+    from netstack.topo.model import load_topology_spec
+
+    text = Path(load_topology_spec("lg-testbed").source).read_text()
+    topo = tmp_path / "keyed.toml"
+    topo.write_text(text.replace("[topology]\n", '[topology]\nkeys = "lab.keys"\n', 1))
+    assert cli.main(["sim", str(topo), "--scenario", "lg-stream", "--param", "count=100",
+                     "--results-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "names a key file; virtual time runs without it" in err

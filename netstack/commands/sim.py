@@ -154,6 +154,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
     say(f"netstack sim: {scenario.name} on {topology.name} ({args.runtime}), {len(specs)} run(s)"
         + (f" on {args.scheduler}" if args.scheduler else f", {workers or 'one per CPU'} worker(s)"
            if len(specs) > 1 else ""))
+    if args.runtime == "sim" and topology.keys_path() is not None:
+        # docs/sim.md "Topology files": virtual time runs the protocols without authentication
+        say(f"note: {topology.name} names a key file; virtual time runs without it (no frame is sealed "
+            "or opened: 'netstack bench auth' measures what keys cost)")
     t0 = time.perf_counter()
     results = _execute(args, specs, workers, say)
     doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
