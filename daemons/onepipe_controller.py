@@ -50,7 +50,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from daemons.common import daemon_parser, run_daemon, serve_metrics
@@ -61,8 +61,9 @@ from netstack.errors import ConfigError
 from netstack.io.control import ControlError, ControlServer
 from netstack.onepipe.auth import ControllerAuth, KeyFile, controller_keys
 from netstack.onepipe.controller import Controller, show
-from netstack.onepipe.ctlnode import ControllerConfig, load_config
+from netstack.onepipe.ctlnode import ControllerConfig, live_timers, load_config
 from netstack.onepipe.ctlwire import Addr, parse_proc, proc_id
+from netstack.onepipe.params import OnePipeParams
 from netstack.onepipe.store import (
     ControllerStore,
     EtcdStore,
@@ -215,7 +216,23 @@ class ControllerShell:
 
     # ------------------------------------------------------------------ control socket
     def handlers(self) -> dict[str, Any]:
-        return {"ping": lambda req: "pong", "status": self.ctl_status}
+        return {"ping": lambda req: "pong", "status": self.ctl_status, "onepipe_params": self.ctl_params}
+
+    def ctl_params(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The switches' 1Pipe parameters changed (``netstack onepipe enable --t-beacon-ms``): poll
+        their reports every ``POLL_BEACONS`` of the new T_beacon and scale the engine's timers to it
+        (``live_timers``), on every replica, so that a standby that takes over has them too."""
+        try:
+            params = OnePipeParams(**req.get("params", {}))
+        except (ConfigError, TypeError) as exc:
+            raise ControlError(f"bad 1Pipe parameters: {exc}") from None
+        timers = live_timers(params)
+        self.cfg = replace(self.cfg, params=params, controller=timers)
+        if self.engine is not None:
+            self.engine.params = timers
+        log.info("T_beacon %g ms: polling every %g ms, timers %s", params.t_beacon_ns / 1e6,
+                 params.t_beacon_ns * POLL_BEACONS / 1e6, asdict(timers))
+        return {"t_beacon_ns": params.t_beacon_ns, "timers": asdict(timers)}
 
     def ctl_status(self, req: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -226,6 +243,7 @@ class ControllerShell:
             "shell": asdict(self.c), "switches": {n: {"since": self.since[n], "state": self.switch_state[n]}
                                                   for n in self.switches},
             "auth": self.auth.counters() if self.auth is not None else None,
+            "t_beacon_ns": self.cfg.params.t_beacon_ns, "timers": asdict(self.cfg.controller),
         }
 
     # ------------------------------------------------------------------ leading
@@ -502,8 +520,8 @@ class ControllerShell:
             await self._every_switch("onepipe_release", input=show(inp), ban=inp in self.registered)
 
     async def _poll(self, name: str) -> None:
-        period = self.cfg.params.t_beacon_ns * POLL_BEACONS / 1e9
         while True:
+            period = self.cfg.params.t_beacon_ns * POLL_BEACONS / 1e9  # (ctl_params may change it)
             try:
                 page = await self.switches[name].request("onepipe_reports", since=self.since[name])
             except _SWITCH_ERRORS as exc:

@@ -28,6 +28,7 @@ collects every switch's status.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -197,9 +198,26 @@ def enable_all(prefix: str, params: OnePipeParams | None = None, controller: boo
     if controller is None:
         controller = bool(controller_nodes(topology))
     peers = peers_of(topology)
-    return {sw: control(prefix, sw, "onepipe_enable", directions=d, params=params.to_dict(), beacon_ip=source,
-                        controller=controller, domain=prefix, peers=peers.get(sw, {}))
-            for sw, d in dirs.items()}
+    out = {sw: control(prefix, sw, "onepipe_enable", directions=d, params=params.to_dict(), beacon_ip=source,
+                       controller=controller, domain=prefix, peers=peers.get(sw, {}))
+           for sw, d in dirs.items()}
+    tell_controllers(prefix, state, params)
+    return out
+
+
+def tell_controllers(prefix: str, state: dict[str, Any], params: OnePipeParams) -> list[str]:
+    """Give every replica of the topology's 1Pipe controller the switches' parameters, so that it
+    polls and times at their T_beacon (the daemon's ``onepipe_params``); the replicas told. One
+    that does not answer (stopped by ``netstack fault kill``) keeps what it had: it is skipped."""
+    from ..runtime import control, daemons_of
+
+    told = []
+    for d in daemons_of(state):
+        if d.kind == CONTROLLER_KIND and d.control:
+            with contextlib.suppress(ControlError, OSError):
+                control(prefix, d.key, "onepipe_params", params=params.to_dict())
+                told.append(d.key)
+    return told
 
 
 def disable_all(prefix: str) -> dict[str, bool]:

@@ -8,6 +8,7 @@ Each test brings its own testbed up (a fresh controller store), and judges the r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -204,3 +205,21 @@ def test_the_leader_controller_killed_during_a_recovery_hands_over_and_the_recov
     f = _failure(prefix, summary["addresses"]["p1"])
     assert f["t_f"] > 0
     _assert_check(out)
+
+
+def test_the_controller_follows_the_switches_t_beacon(fabric):
+    """``netstack onepipe enable --t-beacon-ms 6``: the controller polls and times at the switches'
+    T_beacon (every replica is told), not at the default its config was written with."""
+    from netstack.onepipe.control import enable_all
+    from netstack.onepipe.ctlnode import live_timers
+    from netstack.onepipe.params import OnePipeParams
+
+    prefix = fabric["prefix"]
+    before = _controller(prefix)
+    assert before["t_beacon_ns"] == OnePipeParams().t_beacon_ns
+    params = OnePipeParams(t_beacon_ns=6_000_000, ack_timeout_ns=6_000_000 * 20)
+    enable_all(prefix, params)
+    st = _controller(prefix)
+    assert st["t_beacon_ns"] == 6_000_000
+    assert st["timers"] == dataclasses.asdict(live_timers(params))
+    assert st["timers"]["retry_ns"] == 4 * 6_000_000
