@@ -159,7 +159,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         say(f"note: {topology.name} names a key file; virtual time runs without it (no frame is sealed "
             "or opened: 'netstack bench auth' measures what keys cost)")
     t0 = time.perf_counter()
-    results = _execute(args, specs, workers, say)
+    results = _execute(args, specs, workers, say, rep)
     doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
            "runtime": args.runtime, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
            "workers": workers, "scheduler": args.scheduler}
@@ -214,10 +214,10 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
     return grid(base, seeds, points), workers
 
 
-def _execute(args: argparse.Namespace, specs: list[Any], workers: int | None, say: Any) -> list[dict[str, Any]]:
+def _execute(args: argparse.Namespace, specs: list[Any], workers: int | None, say: Any,
+             rep: Any) -> list[dict[str, Any]]:
     """Run the specs: one in this process, or a sweep (processes or Dask); results in spec order.
     A heartbeat line every few seconds says it still runs while no run ends."""
-    from ..progress import Reporter
     from ..sim import scenario as sc
     from ..sim.sweep import run_safely, sweep
     from ..topo.model import TopologyError
@@ -233,7 +233,7 @@ def _execute(args: argparse.Namespace, specs: list[Any], workers: int | None, sa
     one = len(specs) == 1 and args.scheduler is None
     what = f"{specs[0].label()} ({args.runtime}) running" if one else \
         (lambda: f"{finished[0]}/{len(specs)} runs done")
-    with Reporter("sim").heartbeat(what):
+    with rep.heartbeat(what):
         if one and args.runtime == "live":
             try:
                 return [sc.run(specs[0], progress=say)]

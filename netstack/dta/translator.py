@@ -553,29 +553,12 @@ class DTATranslator:
         out: list[bytes] = []
         self._clock(now_ns)
         self.c.reports += 1
-        if self.auth is None:
-            try:
-                if self._fast_report(frame, out):
-                    return out
-            except HeaderError:
-                self.c.malformed += 1
-                return out
-            except Exception:  # a bug must not kill the data path; tests assert this stays 0
-                self.c.internal_errors += 1
-                return out
         try:
+            if self.auth is None and self._fast_report(frame, out):
+                return out
             parsed = parse_report_frame(frame) if self.auth is None else self._open_report(frame, self.auth)
-        except HeaderError:
-            self.c.malformed += 1
-            return out
-        except Exception:  # a bug must not kill the data path; tests assert this stays 0
-            self.c.internal_errors += 1
-            return out
-        if parsed is None:
-            return out
-        udp, base, prim = parsed
-        try:
-            self._report(udp, base, prim, out)
+            if parsed is not None:
+                self._report(*parsed, out)
         except HeaderError:
             self.c.malformed += 1
         except Exception:  # a bug must not kill the data path (docs/testbed.md); tests assert this stays 0
