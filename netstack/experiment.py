@@ -8,7 +8,8 @@ import subprocess
 import sys
 from typing import Any
 
-from . import runtime
+from . import looplag, runtime
+from .validity import Validity
 
 
 class ExperimentError(RuntimeError):
@@ -59,3 +60,29 @@ def link_counters(prefix: str, sender: tuple[str, str], receiver: tuple[str, str
 
 def diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after}
+
+
+class LagWindow:
+    """The daemons' scheduling delay over one run: snapshots at :meth:`start` and :meth:`stop`
+    (:mod:`netstack.looplag`), plus what the run's traffic tools reported (``add_tool``)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.before: dict[str, Any] = {}
+        self.lags: dict[str, dict[str, Any] | None] = {}
+
+    def start(self) -> LagWindow:
+        self.before = runtime.loop_lags(self.prefix)
+        return self
+
+    def stop(self) -> dict[str, dict[str, Any] | None]:
+        for key, snap in runtime.loop_lags(self.prefix).items():
+            self.lags[key] = looplag.summary(looplag.diff(snap, self.before.get(key))) if snap else None
+        return self.lags
+
+    def add_tool(self, name: str, result: dict[str, Any] | None) -> None:
+        """A traffic tool's own ``sched`` summary (tools measure theirs, see netstack.traffic)."""
+        self.lags[name] = (result or {}).get("sched")
+
+    def check(self, validity: Validity, **limits: float) -> bool:
+        return validity.not_starved(self.lags, **limits)

@@ -693,6 +693,19 @@ def status(prefix: str) -> dict[str, Any]:
     return out
 
 
+def loop_lags(prefix: str) -> dict[str, dict[str, Any] | None]:
+    """Every daemon's scheduling-delay histogram (:mod:`netstack.looplag`; None: no answer)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for d in daemons_of(load_state(prefix)):
+        if not d.control:
+            continue
+        try:
+            out[d.key] = request(d.control, "loop_lag", timeout=2.0)
+        except (OSError, ControlError, ValueError):
+            out[d.key] = None
+    return out
+
+
 def control(prefix: str, node: str, cmd: str, **args: Any) -> Any:
     """Ask daemon ``node`` (its name: ``ctl-r2``; or a node's name: its first daemon with a
     control socket) ``cmd``."""

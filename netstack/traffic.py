@@ -9,9 +9,11 @@
 
 Every tool prints one JSON object on its last line (progress lines go to stderr), so the
 experiment drivers (``netstack demo``, ``netstack bench linkguardian``) and users alike can
-collect them. Sequenced UDP carries a 4-byte sequence number so the sink measures loss,
-duplicates and reordering exactly; the request/response client measures the flow completion
-time of single-packet exchanges (LinkGuardian §4.3, 143 B is the most frequent RPC size).
+collect them; it carries ``sched``, the tool's own scheduling delay (netstack.looplag), so a
+run can tell a starved tool from a lossy network. Sequenced UDP carries a 4-byte sequence
+number so the sink measures loss, duplicates and reordering exactly; the request/response
+client measures the flow completion time of single-packet exchanges (LinkGuardian §4.3,
+143 B is the most frequent RPC size).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import socket
 import struct
 import sys
 import time
+
+from . import looplag
 
 _SEQ = struct.Struct("!I")
 #: udp-sink reports this many out-of-order arrivals individually (where in the stream they were)
@@ -316,7 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "size", 4) < 4:
         parser.error("--size must be >= 4")
-    print(json.dumps(args.func(args)), flush=True)
+    # every tool measures its own scheduling delay: a run whose tools the machine starved is
+    # not evidence (netstack.validity)
+    with looplag.ThreadSampler() as lag:
+        result = args.func(args)
+    result["sched"] = lag.summary()
+    print(json.dumps(result), flush=True)
     return 0
 
 

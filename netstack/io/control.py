@@ -12,8 +12,11 @@ import contextlib
 import json
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from .. import looplag
 
 Handler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 
@@ -29,12 +32,20 @@ class ControlError(Exception):
 
 
 class ControlServer:
+    """Every daemon's control socket. It also measures the daemon's event-loop lag (its scheduling
+    delay, :mod:`netstack.looplag`) from :meth:`start` on, answered by the built-in ``loop_lag``
+    command, so that every live run can tell whether the machine starved it."""
+
     def __init__(self, path: str, handlers: dict[str, Handler]) -> None:
         self.path = path
-        self.handlers = handlers
+        self.lag = looplag.LagHistogram(time.monotonic_ns())
+        self.handlers = {"loop_lag": lambda req: self.lag.snapshot(), **handlers}
         self._server: asyncio.base_events.Server | None = None
+        self._lag_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        if self._lag_task is None:
+            self._lag_task = asyncio.get_running_loop().create_task(looplag.monitor(self.lag))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         sock = bind_private(self.path)
@@ -47,6 +58,11 @@ class ControlServer:
             raise
 
     async def close(self) -> None:
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lag_task
+            self._lag_task = None
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
