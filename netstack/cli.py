@@ -20,7 +20,7 @@ RUNTIME_ENV = "NETSTACK_RUNTIME"
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES = ("demo", "testbed", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench", "dissect",
-                   "compose", "node", "keys", "fault", "fuzz", "capture", "link", "metrics", "wireshark")
+                   "compose", "node", "keys", "fault", "fuzz", "capture", "link", "metrics", "wireshark", "doctor")
 
 DESCRIPTION = """\
 netstack runs five datacenter-networking research systems as real software on one Linux
