@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import Any
 
 from . import __version__
 from .errors import CommandError
@@ -19,8 +20,9 @@ from .errors import CommandError
 RUNTIME_ENV = "NETSTACK_RUNTIME"
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMAND_MODULES = ("demo", "testbed", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench", "dissect",
-                   "compose", "node", "keys", "fault", "fuzz", "capture", "link", "metrics", "wireshark", "doctor")
+COMMAND_MODULES = ("demo", "testbed", "ls", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench",
+                   "dissect", "compose", "node", "keys", "fault", "fuzz", "capture", "link", "metrics",
+                   "wireshark", "doctor")
 
 DESCRIPTION = """\
 netstack runs five datacenter-networking research systems as real software on one Linux
@@ -40,8 +42,28 @@ examples:
 Run 'netstack COMMAND --help' for a command's options. Docs: docs/ in the source tree."""
 
 
+class _GivenStore(argparse._StoreAction):
+    """argparse's plain ``store``, which also records that the option was given: a subcommand's
+    ``--prefix`` must win over the global one only when given, not with its default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        namespace.given_options = {*getattr(namespace, "given_options", ()), self.dest}
+
+
+class Parser(argparse.ArgumentParser):
+    """Every parser of the CLI: argparse makes the subparsers (and theirs) of the top parser's
+    class, so each command module's plain ``add_argument`` records what was given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _GivenStore)
+        self.register("action", "store", _GivenStore)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="netstack", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -50,13 +72,51 @@ def build_parser() -> argparse.ArgumentParser:
                         help="which deployments commands look at: netns ('netstack up'), compose (containers of "
                              "docker-compose or Swarm, found by their labels), auto (default: a namespace run "
                              "of the prefix, else containers); also NETSTACK_RUNTIME")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    parser.add_argument("--prefix", dest="global_prefix", default=None, metavar="PREFIX",
+                        help="the testbed every command works on (also after the command; the command's own "
+                             "--prefix wins)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"netstack.commands.{name}").register(sub)
     return parser
 
 
+def resolve(args: argparse.Namespace) -> None:
+    """After parsing: options a command takes after a REMAINDER positional (``exec NODE
+    --prefix P -- CMD``), the deprecated ``--runtime live|sim`` of a subcommand as its ``--mode``,
+    then the global ``--prefix`` where the command's own was not given."""
+    late = getattr(args, "late_options", None)
+    if late is not None:
+        late(args)
+    if getattr(args, "mode_alias", None) is not None:
+        from .commands.common import apply_mode_alias
+
+        apply_mode_alias(args)
+    if args.global_prefix is not None and hasattr(args, "prefix") \
+            and "prefix" not in getattr(args, "given_options", ()):
+        args.prefix = args.global_prefix
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The exit codes (docs/testbed.md "The command-line contract"): 0 ok, 1 not found or a
+    failed check, 2 usage / configuration / no such testbed, 3 invalid run, 130 interrupted,
+    141 the reader of stdout went away."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # the standard recipe (Python docs, "Note on SIGPIPE"): no traceback, and point stdout at
+        # /dev/null so that the interpreter's own flush at exit does not complain again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass  # stdout is no file (main() called in-process): nothing flushes it at exit
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -66,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.runtime:
         os.environ[RUNTIME_ENV] = args.runtime  # read by netstack.runtime.load_state
     try:
+        resolve(args)
+        if getattr(args, "acts_on_testbed", False):
+            from .commands.common import refuse_stale
+
+            refuse_stale(getattr(args, "prefix", None))
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -715,3 +715,138 @@ def control(prefix: str, node: str, cmd: str, **args: Any) -> Any:
     if match is not None:
         return request(match.control, cmd, **args)
     raise RuntimeErrorNS(f"no daemon runs on node {node!r} (daemons: {[d.key for d in served]})")
+
+
+# ----------------------------------------------- stale run state, and every testbed (netstack ls)
+def read_run_state(prefix: str) -> dict[str, Any] | None:
+    """The namespace run's ``state.json`` under ``prefix``, or None (none, or unreadable)."""
+    try:
+        return dict(json.loads((run_dir(prefix) / "state.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def missing_namespaces(state: Mapping[str, Any]) -> list[str]:
+    """The namespaces a namespace run's state names that no longer exist: the state outlived them
+    (a crash, a reboot, an ``ip netns del``). A container deployment's state names none."""
+    if state.get("runtime") == "compose":
+        return []
+    return sorted(ns for ns in (state.get("namespaces") or {}).values()
+                  if not os.path.exists(os.path.join(netns.NETNS_DIR, ns)))
+
+
+def stale_reason(prefix: str) -> str | None:
+    """One line saying why ``prefix``'s run state cannot be used (its namespaces are gone), or
+    None: no namespace state of that prefix, or all of it is there. Only reads."""
+    if os.environ.get(RUNTIME_ENV) == "compose":  # the command will not look at namespace runs
+        return None
+    state = read_run_state(prefix)
+    if state is None:
+        return None
+    gone = missing_namespaces(state)
+    if not gone:
+        return None
+    what = ("its namespaces are gone" if len(gone) == len(state.get("namespaces") or {})
+            else f"namespace(s) {', '.join(gone)} of it are gone")
+    return f"testbed {prefix}: {what} (stale state from a crash?); run 'netstack down --prefix {prefix}'"
+
+
+def testbeds() -> list[dict[str, Any]]:
+    """Every testbed of this machine, for ``netstack ls`` (``--runtime`` picks which kinds): the
+    namespace runs under :func:`run_root`, netstack namespaces whose run state is not there
+    (another ``NETSTACK_RUN_DIR``, or lost: state ``orphan``) and container deployments. Only
+    reads: nothing of another user's testbed is changed or waited on."""
+    mode = runtime_mode()
+    out = _namespace_testbeds() if mode != "compose" else []
+    if mode != "netns":
+        out += _container_testbeds()
+    return sorted(out, key=lambda t: (t["prefix"], t["runtime"]))
+
+
+def _namespace_testbeds() -> list[dict[str, Any]]:
+    root = run_root()
+    try:
+        dirs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    except OSError:
+        dirs = []
+    found = {d.name: _run_entry(d) for d in dirs}
+    orphans: dict[str, int] = {}
+    for prefix, _node in netns.running_namespaces().values():  # (needs root to read the markers)
+        if prefix not in found:
+            orphans[prefix] = orphans.get(prefix, 0) + 1
+    for prefix, n in orphans.items():
+        found[prefix] = {"prefix": prefix, "runtime": "netns", "state": "orphan", "topology": None, "started": None,
+                         "age_s": None, "owner": None, "daemons": None, "namespaces": {"present": n, "total": None},
+                         "run_dir": None}
+    return list(found.values())
+
+
+def _run_entry(rdir: Path) -> dict[str, Any]:
+    """One run directory as ``netstack ls`` lists it. States: ``running``; ``degraded`` (a daemon
+    is not alive); ``broken`` (some namespaces gone); ``stale`` (all gone); ``no-state`` (no
+    state.json: ``up`` is building it, or a crash left the directory)."""
+    state = read_run_state(rdir.name)
+    try:
+        mtime = rdir.stat().st_mtime
+    except OSError:
+        mtime = time.time()
+    try:
+        daemons = daemons_of(state) if state is not None else []
+    except TypeError:  # a state file of another netstack version
+        daemons = []
+    names = list((state or {}).get("namespaces", {}).values())
+    gone = missing_namespaces(state) if state is not None else []
+    alive = sum(d.alive() for d in daemons)
+    if state is None:
+        word = "no-state"
+    elif names and len(gone) == len(names):
+        word = "stale"
+    else:
+        word = "broken" if gone else "degraded" if alive < len(daemons) else "running"
+    started = float((state or {}).get("started") or mtime)
+    return {"prefix": rdir.name, "runtime": "netns", "state": word, "topology": (state or {}).get("topology"),
+            "started": started, "age_s": round(max(0.0, time.time() - started), 1), "owner": _owner(rdir, daemons),
+            "daemons": {"alive": alive, "total": len(daemons)},
+            "namespaces": {"present": len(names) - len(gone), "total": len(names)}, "run_dir": str(rdir)}
+
+
+def _owner(rdir: Path, daemons: list[Daemon]) -> dict[str, Any] | None:
+    """Who ran ``netstack up``: the run directory's owner, and the ``SUDO_USER`` its daemons
+    inherited when it ran under sudo (readable by root only; everyone is root on a shared box)."""
+    import pwd
+
+    try:
+        uid = rdir.stat().st_uid
+    except OSError:
+        return None
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    out: dict[str, Any] = {"uid": uid, "user": user}
+    for d in daemons:
+        with contextlib.suppress(OSError):
+            env = Path(f"/proc/{d.pid}/environ").read_bytes().split(b"\0")
+            sudo = next((e[len(b"SUDO_USER="):].decode(errors="replace") for e in env if e.startswith(b"SUDO_USER=")),
+                        None)
+            if sudo:
+                out["sudo_user"] = sudo
+            break
+    return out
+
+
+def _container_testbeds() -> list[dict[str, Any]]:
+    from .container.discover import compose_state, running_prefixes
+
+    out = []
+    for prefix in running_prefixes():
+        state = compose_state(prefix)
+        if state is None:
+            continue  # gone since it was listed
+        nodes = len(state.get("containers") or {})
+        out.append({"prefix": prefix, "runtime": "compose", "state": "starting" if state.get("starting") else "running",
+                    "topology": state.get("topology") or None, "started": None, "age_s": None, "owner": None,
+                    "daemons": {"alive": None, "total": len(state.get("daemons") or [])},
+                    "namespaces": {"present": nodes, "total": nodes + len(state.get("starting") or [])},
+                    "run_dir": None})
+    return out

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..argtypes import positive_float, positive_int
 from ..errors import CommandError
+from .common import add_json, add_mode, finish, print_json, stdout_to_stderr
 
 #: benchmark name -> (module, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -56,9 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=positive_int(), default=None, metavar="N",
                    help="measure every path N times, alternating, and report medians, for load benchmarks "
                         "(default: the benchmark's)")
-    p.add_argument("--runtime", choices=["sim", "live"], default=None,
-                   help="only the virtual-time (sim) or only the live sections, for benchmarks that have both "
-                        "(linkguardian, tcsack; default: both)")
+    add_mode(p, None, "only the virtual-time (sim) or only the live sections, for benchmarks that have both "
+                      "(linkguardian, tcsack, onepipe, sim; default: both)")
     p.add_argument("--workers", type=positive_int(), default=None, metavar="N",
                    help="parallel processes for the virtual-time runs (default: one per CPU)")
     p.add_argument("--frames", type=positive_int(), default=None, metavar="N",
@@ -67,16 +67,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the smallest sizes that still run every section (smoke tests; tcd)")
     p.add_argument("--live", action="store_true",
                    help="also run the live-testbed section, off by default (tcd; needs root)")
+    add_json(p, "the result document (the table goes to stderr)")
     p.set_defaults(func=run)
 
 
+def module_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The arguments a benchmark module reads: its live/sim choice is ``runtime`` there (the
+    modules predate ``--mode``), never the global ``--runtime auto|netns|compose``."""
+    return argparse.Namespace(**{**vars(args), "runtime": args.mode})
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..bench.summary import result_of
+
     if args.compare:
         if args.benchmark:
             raise CommandError("give a benchmark to run or --compare OLD.json NEW.json, not both")
         from ..bench.compare import main as compare
 
-        return compare(args.compare[0], args.compare[1], args.threshold, args.results_dir)
+        started = time.time()
+        with stdout_to_stderr(args.json):
+            status = compare(args.compare[0], args.compare[1], args.threshold, args.results_dir)
+        if args.json:
+            print_json(result_of(args.results_dir, "compare", started)[1])
+        return status
     if not args.benchmark:
         raise CommandError(f"which benchmark? one of {', '.join(sorted(BENCHMARKS))} "
                            "(or --compare OLD.json NEW.json)")
@@ -88,15 +102,19 @@ def run(args: argparse.Namespace) -> int:
     rep = Reporter("bench")
     started = time.time()
     try:
-        status = main(args)
+        with stdout_to_stderr(args.json):
+            status = main(module_args(args))
     except CommandError:
         raise
     except OSError as exc:
         print(f"netstack bench {args.benchmark}: {exc}", file=sys.stderr)
         status = 1
-    if status != 2:  # 2: the benchmark refused its arguments, before measuring anything
-        from ..bench.summary import result_of, summary_line
+    if status == 2:  # the benchmark refused its arguments, before measuring anything
+        return status
+    from ..bench.summary import summary_line
 
-        path, payload = result_of(args.results_dir, args.benchmark, started)
-        rep.summary(summary_line(args.benchmark, status, rep.took(), path, payload))
-    return status
+    path, payload = result_of(args.results_dir, args.benchmark, started)
+    if args.json:
+        print_json(payload)
+    rep.summary(summary_line(args.benchmark, status, rep.took(), path, payload))
+    return finish(payload, status) if payload is not None else status

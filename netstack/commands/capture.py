@@ -8,6 +8,7 @@ import time
 
 from ..argtypes import positive_float, positive_int
 from ..errors import CommandError
+from .common import acts_on_testbed, add_json, print_json
 
 EPILOG = """\
 examples:
@@ -37,7 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=positive_float("the time"), default=None, metavar="S", help="stop after S seconds")
     p.add_argument("--filter", default=None, metavar="BPF", help='a tcpdump filter expression, e.g. "udp port 40040"')
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    add_json(p, "what was captured (without -w, with each frame's decoded line) when it ends")
     p.set_defaults(func=run)
+    acts_on_testbed(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     out = None
     n = 0
+    lines: list[str] = []  # --json without -w: the frames' lines go into the document
     t0 = last = time.monotonic()
     print(f"capturing on {tap.label} ({tap.link}, toward {tap.peer})"
           + (f", filter {args.filter!r}" if args.filter else "") + (" — Ctrl-C stops" if not args.count else ""),
@@ -64,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
         for cap in frames(sock, args.count, args.seconds):
             n += 1
             if out is None:
-                print(summary(tap, cap), flush=True)
+                if args.json:
+                    lines.append(summary(tap, cap))
+                else:
+                    print(summary(tap, cap), flush=True)
                 continue
             out.write(cap)
             if time.monotonic() - last >= 1.0:
@@ -79,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             out.close()
     where = f" into {args.write}" if args.write else ""
-    print(f"captured {n} frames on {tap.label} ({tap.link}) in {time.monotonic() - t0:.1f} s{where}",
-          file=sys.stderr if out is None else sys.stdout, flush=True)
+    took = time.monotonic() - t0
+    print(f"captured {n} frames on {tap.label} ({tap.link}) in {took:.1f} s{where}",
+          file=sys.stderr if out is None or args.json else sys.stdout, flush=True)
+    if args.json:
+        doc = {"link": tap.link, "where": tap.label, "toward": tap.peer, "filter": args.filter, "frames": n,
+               "seconds": round(took, 3), "file": args.write}
+        print_json({**doc, "lines": lines} if out is None else doc)
     return 0

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, add_json, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-frames", type=int, default=2000, help="frames needed before deciding")
     p.add_argument("--mode", choices=["blocking", "nb"], default="blocking")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
-    p.add_argument("--prefix", default="ns")
+    p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    add_json(p, "the link directions it protected, when it stops")
     p.set_defaults(func=run)
+    acts_on_testbed(p)
 
 
 #: seconds between the "still watching" lines (corruptd may run for hours)
@@ -55,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except KeyboardInterrupt:  # the usual way to stop it: still say what it did
         status = 130
-    print(f"corruptd: protected {len(protected)} link direction(s)")
+    if getattr(args, "json", False):
+        print_json({"protected": protected, "interrupted": bool(status)})
+    else:
+        print(f"corruptd: protected {len(protected)} link direction(s)")
     rep.summary(f"watched for {rep.took()}{' (interrupted)' if status else ''}: protected "
                 f"{len(protected)} link direction(s){': ' + ', '.join(protected) if protected else ''}")
     return status

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import CommandError
+from .common import add_json, finish, print_json, stdout_to_stderr
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tcp-seconds", type=float, default=4.0, help="TCP bulk transfer length per phase")
     p.add_argument("--copies", type=int, help="retransmitted copies N (default: Eq. 2 for target 1e-8)")
     p.add_argument("--results-dir", default="results")
+    p.add_argument("--prefix", default=None,
+                   help="the prefix of the testbed it brings up and tears down (default: a fresh one)")
+    add_json(p, "the result document (phases, table, where the JSON went)")
     p.set_defaults(func=run)
 
 
@@ -39,16 +43,21 @@ def run(args: argparse.Namespace) -> int:
     from ..progress import Reporter
 
     rep = Reporter("demo")
+    json_out = getattr(args, "json", False)
     try:
-        out = run_demo(corrupt=args.corrupt, datagrams=args.datagrams, flows=args.flows,
-                       tcp_seconds=args.tcp_seconds, copies=args.copies, results_dir=args.results_dir,
-                       say=lambda m: print(m, file=sys.stderr, flush=True))
+        with stdout_to_stderr(json_out):
+            out = run_demo(corrupt=args.corrupt, datagrams=args.datagrams, flows=args.flows,
+                           tcp_seconds=args.tcp_seconds, copies=args.copies, results_dir=args.results_dir,
+                           prefix=getattr(args, "prefix", None), say=lambda m: print(m, file=sys.stderr, flush=True))
     except (ExperimentError, RuntimeErrorNS) as exc:
         raise CommandError(str(exc)) from None
-    print(out["table"])
-    print(f"\nwrote {out['path']}")
+    if json_out:
+        print_json(out)
+    else:
+        print(out["table"])
+        print(f"\nwrote {out['path']}")
     rep.summary(summary_line(out, args.corrupt, rep.took()))
-    return 0
+    return finish(out)
 
 
 def summary_line(out: dict[str, Any], corrupt: float, took: str) -> str:

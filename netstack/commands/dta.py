@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, add_json, finish, print_json
 
 DESCRIPTION = """\
 Direct Telemetry Access (DTA paper). Reporters send small UDP reports (port 40040) towards the
@@ -88,12 +89,14 @@ def _register_enable(dsub: argparse._SubParsersAction) -> None:
     e.add_argument("--no-seq-tracking", action="store_true",
                    help="do not NACK gaps in retransmittable reports' sequence numbers")
     e.add_argument("--cls", type=int, default=0, help="egress class of the RoCEv2 frames (default: 0)")
+    add_json(e, "the translator's settings and the collector's regions")
     e.set_defaults(func=cmd_enable)
 
 
 def _register_disable_status(dsub: argparse._SubParsersAction) -> None:
     d = dsub.add_parser("disable", help="stop the translator (reports are then forwarded like any frame)")
     _common(d, collector=True)
+    add_json(d, "the translator's last counters")
     d.set_defaults(func=cmd_disable)
 
     s = dsub.add_parser("status", help="translator and collector counters",
@@ -177,6 +180,7 @@ def _register_query(dsub: argparse._SubParsersAction) -> None:
 def _common(p: argparse.ArgumentParser, collector: bool = False) -> None:
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     p.add_argument("--switch", default=None, help="the translator's switch (default: the collector's ToR)")
+    acts_on_testbed(p)
     if collector:
         p.add_argument("--collector", default="c1", help="collector node (default: %(default)s)")
 
@@ -233,6 +237,9 @@ def cmd_enable(args: argparse.Namespace) -> int:
         out = dta.enable_translator(args.prefix, args.switch, args.collector, **opts)
     except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
+    if args.json:
+        print_json(out)
+        return 0
     cfg = out["config"]
     grace = (f"{cfg['grace_reports']} reports" if cfg["grace_reports"] else
              f"{cfg['grace_ns'] / 1e6:g} ms" if cfg["grace_ns"] else "none")
@@ -262,6 +269,9 @@ def cmd_disable(args: argparse.Namespace) -> int:
         out = dta.disable_translator(args.prefix, _switch(args))
     except dta.DTAError as exc:
         raise CommandError(str(exc)) from None
+    if args.json:
+        print_json({"switch": _switch(args), **out})
+        return 0
     if out.get("was_enabled"):
         c = out["counters"]
         print(f"DTA translator disabled on {_switch(args)}/{out['port']} after {c['reports']} reports "
@@ -390,12 +400,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         res = _run_reporter(args.src, node_exec_argv(state, args.src, argv))
     if not args.json:  # its first line is the summary already
         _print_report(args, res, dst, switch)
-        return 0
+        return finish(res)
     print(json.dumps(res))
     rate = f" ({res['sent'] / res['seconds']:.0f}/s)" if res.get("seconds") else ""
     rep.summary(f"{res['sent']} {args.kind} reports {args.src} -> {args.collector} via {switch} in "
                 f"{res.get('seconds', 0):.3f} s{rate}, {rep.took()} in all")
-    return 0
+    return finish(res)
 
 
 def _run_reporter(src: str, argv: list[str]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, print_json
 
 DESCRIPTION = """\
 Inject a fault into a topology 'netstack up' started, and say what the network counted. Each
@@ -89,7 +90,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="priority class paused, 0-7 (default: 0, where untagged best-effort traffic goes)")
     ps.add_argument("--pps", type=_positive, default=100.0, metavar="N",
                     help="pause frames per second (default: 100, well within a pause's lifetime)")
-    ps.add_argument("--json", action="store_true", help="print the account as JSON")
     _common(ps)
     ps.set_defaults(func=cmd_pause_storm)
 
@@ -108,6 +108,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print what was done (and counted) as JSON")
+    acts_on_testbed(p)
 
 
 def _float(text: str) -> float:
@@ -167,7 +169,9 @@ def cmd_kill(args: argparse.Namespace) -> int:
 
     with Reporter("fault").heartbeat(f"{args.node} down", expect_s=args.down_ms / 1000):
         out = _run(faults.kill, args.prefix, args.node, sig=args.sig, restart=args.restart, down_ms=args.down_ms)
-    if args.sig == "STOP" and "frozen_ms" in out:
+    if args.json:
+        print_json(out)
+    elif args.sig == "STOP" and "frozen_ms" in out:
         print(f"{out['kind']} daemon {out['daemon']} (pid {out['pid']}) frozen {out['frozen_ms']:g} ms, "
               f"{'resumed' if out['resumed'] else 'gone since'}")
     elif args.sig == "STOP":
@@ -186,7 +190,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     from .. import faults
 
     out = _run(faults.start, args.prefix, args.node)
-    if out.get("resumed"):
+    if args.json:
+        print_json(out)
+    elif out.get("resumed"):
         print(f"{out['kind']} daemon {out['daemon']} (pid {out['pid']}) resumed")
     else:
         print(f"{out['kind']} daemon {out['daemon']} started again as pid {out['new_pid']}")
@@ -197,6 +203,9 @@ def cmd_link(args: argparse.Namespace) -> int:
     from .. import faults
 
     out = _run(faults.set_link, args.prefix, args.link, args.state == "up", end=args.end)
+    if args.json:
+        print_json(out)
+        return 0
     from .link import switch_summary
 
     oper = ", ".join(f"{k} {v}" for k, v in out["operstate"].items())
@@ -238,6 +247,9 @@ def cmd_clock_jump(args: argparse.Namespace) -> int:
     from .. import faults
 
     out = _run(faults.clock_jump, args.prefix, args.host, args.ms)
+    if args.json:
+        print_json(out)
+        return 0
     procs = ", ".join(f"{n} (pid {p})" for n, p in out["processes"].items())
     print(f"clock of {out['host']} jumped {out['jump_ns'] / 1e6:+g} ms (now {out['offset_ns'] / 1e6:+g} ms in "
           f"total) for {procs}: {out['file']}")

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, finish
 
 #: the targets netstack.fuzz implements (kept here so that ``--help`` imports neither it nor hypothesis)
 TARGETS = ("switch", "linkguardian", "dta", "onepipe", "tcsack", "tcd")
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the result object as JSON")
     p.add_argument("--keep", action="store_true", help="leave the topology it brought up running")
     p.set_defaults(func=run)
+    acts_on_testbed(p)  # (with --prefix: without, it brings up a fresh one)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(fuzz.table(res))
     rep.summary(summary_line(res, rep.took()))
-    return 0 if res.ok else 1
+    return finish(res.to_dict(), 0 if res.ok else 1)
 
 
 def summary_line(res: Any, took: str) -> str:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from ..errors import CommandError
+from .common import add_json, print_json
 
 DESCRIPTION = """\
 Manage a netstack key file: the shared master secrets from which every node derives the keys
@@ -39,11 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = ksub.add_parser("generate", help="write a new key file with one fresh random key (mode 0600)")
     g.add_argument("file", metavar="FILE", help="the key file to create")
     g.add_argument("--force", action="store_true", help="replace an existing file (atomically); its keys are lost")
+    add_json(g, "the file and its current key's id")
     g.set_defaults(func=cmd_generate)
     r = ksub.add_parser("rotate", help="add a new current key; the previous one stays valid for --overlap seconds")
     r.add_argument("file", metavar="FILE", help="the key file to rotate (rewritten atomically, mode 0600)")
     r.add_argument("--overlap", type=float, default=60.0, metavar="SECONDS",
                    help="how long the previous key is still accepted (default: %(default)s; >= 0)")
+    add_json(r, "the file, its new current key's id and the overlap")
     r.set_defaults(func=cmd_rotate)
     s = ksub.add_parser("show", help="list the keys: id, created, not_after, current, valid now (never secrets)")
     s.add_argument("file", metavar="FILE", help="the key file to show")
@@ -58,6 +61,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         kid = generate(args.file, force=args.force)
     except KeyFileError as exc:
         raise CommandError(str(exc)) from None
+    if getattr(args, "json", False):
+        print_json({"file": args.file, "current": kid})
+        return 0
     print(f"wrote {args.file}: key {kid} is current (mode 0600; the secret is not shown)")
     return 0
 
@@ -72,6 +78,9 @@ def cmd_rotate(args: argparse.Namespace) -> int:
         kid = rotate(args.file, overlap_s=overlap, now=time.time())
     except KeyFileError as exc:
         raise CommandError(str(exc)) from None
+    if getattr(args, "json", False):
+        print_json({"file": args.file, "current": kid, "overlap_s": overlap})
+        return 0
     print(f"rotated {args.file}: key {kid} is current; the previous key is accepted for {overlap:g} s more")
     return 0
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, add_json, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,16 +34,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: as fast as the protected link, as on Tofino at 100G), a rate such as "
                         "400Mbit, or 'instant' (held frames leave the moment they are next, at no cost)")
     e.add_argument("--direction", help="sending switch first: A:B (default: the link's a:b)")
-    e.add_argument("--prefix", default="ns")
+    e.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    add_json(e, "both ends' settings")
     e.set_defaults(func=cmd_enable)
     d = lsub.add_parser("disable", help="turn protection off (sender first; buffered frames are released)")
     d.add_argument("link")
-    d.add_argument("--prefix", default="ns")
+    d.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    add_json(d, "the ends turned off")
     d.set_defaults(func=cmd_disable)
     s = lsub.add_parser("status", help="Tx/Rx buffer occupancy, loss notifications, retransmissions, timeouts")
-    s.add_argument("--prefix", default="ns")
+    s.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_status)
+    acts_on_testbed(e, d, s)
 
 
 def recirc_rate(text: str | None) -> int | None:
@@ -66,13 +70,26 @@ def cmd_enable(args: argparse.Namespace) -> int:
                           recirc_rate_bps=recirc_rate(args.recirc_rate))
     except (RuntimeErrorNS, ControlError, LGControlError, ValueError) as exc:
         raise CommandError(str(exc)) from None
+    if args.json:
+        print_json(out)
+        return 0
     p = out["params"]
     print(f"LinkGuardian{'NB' if p['mode'] == 'nb' else ''} on {out['link']}: sender {out['sender']}, "
-          f"receiver {out['receiver']}; copies N={p.get('copies') or 'Eq. 2'} "
-          f"(target {p['target_loss']:g}, actual {p.get('actual_loss')}), ackNoTimeout "
+          f"receiver {out['receiver']}; {copies_text(p)}, ackNoTimeout "
           f"{p['ack_no_timeout_ns'] / 1e6:g} ms, pause/resume {p['pause_threshold_bytes']}/"
           f"{p.get('resume_threshold_bytes')} B, backpressure {'on' if p['backpressure'] else 'off'}")
     return 0
+
+
+def copies_text(p: dict[str, Any]) -> str:
+    """``copies N=3 (Eq. 2: target 1e-08, actual loss 0.01)``: the N the sender uses (its
+    ``n_copies``), where it came from, and the link's loss only when it is known."""
+    n = p.get("n_copies") or p.get("copies")
+    if p.get("copies"):
+        return f"copies N={n} (given)"
+    actual = p.get("actual_loss")
+    known = f", actual loss {actual:g}" if isinstance(actual, int | float) else ""
+    return f"copies N={n if n is not None else '?'} (Eq. 2: target {p['target_loss']:g}{known})"
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
@@ -84,6 +101,9 @@ def cmd_disable(args: argparse.Namespace) -> int:
         done = disable_link(args.prefix, args.link)
     except (RuntimeErrorNS, ControlError, LGControlError) as exc:
         raise CommandError(str(exc)) from None
+    if args.json:
+        print_json({"link": args.link, "disabled": done})
+        return 0
     print(f"LinkGuardian disabled on {args.link}: {', '.join(done) or 'it was not enabled'}")
     return 0
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..argtypes import non_negative_float, positive_float, positive_int
 from ..errors import CommandError
+from .common import acts_on_testbed
 
 EPILOG = """\
 examples:
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
+    acts_on_testbed(p)
 
 
 def run(args: argparse.Namespace) -> int:

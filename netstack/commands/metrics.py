@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..errors import CommandError
+from .common import acts_on_testbed
 
 EPILOG = """\
 examples:
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print {name: [{labels, value}]} instead of Prometheus text")
     p.add_argument("--scrape-config", action="store_true", help="print a Prometheus scrape job for the daemons")
     p.set_defaults(func=run)
+    acts_on_testbed(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, add_json, finish, print_json
 
 EPILOG = """\
 examples:
@@ -42,8 +43,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="beacon interval in ms (default %(default)g: the paper's 3 us, 1000x)")
     e.add_argument("--timeout-beacons", type=int, default=defaults.timeout_beacons,
                    help="an input silent for this many beacon intervals leaves the min (default %(default)s)")
+    add_json(e, "every switch's directions and the timers")
     e.set_defaults(func=cmd_enable)
     d = osub.add_parser("disable", help="turn 1Pipe off in every switch")
+    add_json(d, "which switches had it on")
     d.set_defaults(func=cmd_disable)
     s = osub.add_parser("status", help="every switch's 1Pipe inputs, barriers and beacons; the controller's view")
     s.add_argument("--json", action="store_true",
@@ -65,6 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
     k = osub.add_parser("kill", help="SIGKILL one process of the run in progress (a crash, for reliable 1Pipe)")
     k.add_argument("proc", metavar="PROC", help="the process: its name (p3) or ip:port")
+    add_json(k, "the process killed")
     k.set_defaults(func=cmd_kill)
     from ..onepipe import check
 
@@ -73,6 +77,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(func=cmd_check)
     for q in (e, d, s, r, k):
         q.add_argument("--prefix", default="op", help="the running testbed's prefix (default %(default)s)")
+    acts_on_testbed(e, d, s, r, k)
     r.set_defaults(func=cmd_run)
 
 
@@ -108,6 +113,10 @@ def cmd_enable(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
     done = _call(enable_all, args.prefix, params)
+    if args.json:
+        print_json({"switches": done, "t_beacon_ns": params.t_beacon_ns, "input_timeout_ns": params.input_timeout_ns,
+                    "ack_timeout_ns": params.ack_timeout_ns})
+        return 0
     for sw, r in done.items():
         dirs = r["directions"]
         print(f"1Pipe enabled on {sw}: up {', '.join(p for p in sorted(dirs) if dirs[p] == 'up') or '-'}; "
@@ -119,7 +128,11 @@ def cmd_enable(args: argparse.Namespace) -> int:
 def cmd_disable(args: argparse.Namespace) -> int:
     from ..onepipe.control import disable_all
 
-    for sw, was in _call(disable_all, args.prefix).items():
+    done = _call(disable_all, args.prefix)
+    if args.json:
+        print_json({"switches": done})
+        return 0
+    for sw, was in done.items():
         print(f"{sw}: {'1Pipe disabled' if was else '1Pipe was not enabled'}")
     return 0
 
@@ -262,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print_run(out)
     rep.summary(run_summary(out, args, rep.took()))
-    return 0
+    return finish(out)
 
 
 def run_summary(out: dict[str, Any], args: argparse.Namespace, took: str) -> str:
@@ -304,6 +317,9 @@ def cmd_kill(args: argparse.Namespace) -> int:
     from ..onepipe.runner import kill
 
     got = _call(kill, args.prefix, args.proc)
+    if args.json:
+        print_json(got)
+        return 0
     print(f"killed {got['name']} ({got['addr']} on {got['host']}, pid {got['pid']}) with SIGKILL")
     return 0
 

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CommandError
+from .common import add_mode, finish
 
 EPILOG = """\
 examples:
   netstack sim --list                                        scenarios and shipped topologies
   netstack sim lg-testbed --scenario lg-stream               LinkGuardian at 1e-2, N = 1, in virtual time
-  netstack sim lg-testbed --scenario lg-stream --runtime live   the same file and scenario on the testbed
+  netstack sim lg-testbed --scenario lg-stream --mode live   the same file and scenario on the testbed
   netstack sim lg-100g --scenario lg-stress --param frames=200000 --seeds 1-4 --workers 2
   netstack sim lab.toml --scenario udp-stream --param rate_pps=1000,2000,4000 --seeds 1,2
   netstack sim lab.toml --scenario udp-stream --scheduler tcp://10.0.0.5:8786   on a Dask cluster
@@ -44,8 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", default=None, metavar="A-B|A,B,...", help="sweep seeds, e.g. 1-10 or 1,5,9")
     p.add_argument("--duration", default=None, metavar="TIME",
                    help="virtual (or live) time to run, e.g. 2s or 500ms (default: the scenario's own end)")
-    p.add_argument("--runtime", choices=["sim", "live"], default="sim",
-                   help="sim (default): virtual time; live: the same scenario on real namespaces (root)")
+    add_mode(p, "sim", "sim (default): virtual time; live: the same scenario on real namespaces (root)")
     p.add_argument("--workers", type=int, default=None,
                    help="parallel processes for a sweep (default: one per CPU; 1 = in this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -151,17 +151,17 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     say = Progress()
     rep = Reporter("sim")
-    say(f"netstack sim: {scenario.name} on {topology.name} ({args.runtime}), {len(specs)} run(s)"
+    say(f"netstack sim: {scenario.name} on {topology.name} ({args.mode}), {len(specs)} run(s)"
         + (f" on {args.scheduler}" if args.scheduler else f", {workers or 'one per CPU'} worker(s)"
            if len(specs) > 1 else ""))
-    if args.runtime == "sim" and topology.keys_path() is not None:
+    if args.mode == "sim" and topology.keys_path() is not None:
         # docs/sim.md "Topology files": virtual time runs the protocols without authentication
         say(f"note: {topology.name} names a key file; virtual time runs without it (no frame is sealed "
             "or opened: 'netstack bench auth' measures what keys cost)")
     t0 = time.perf_counter()
     results = _execute(args, specs, workers, say, rep)
     doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
-           "runtime": args.runtime, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
+           "runtime": args.mode, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
            "workers": workers, "scheduler": args.scheduler}
     return _report(args, scenario.name, doc, results, rep)
 
@@ -184,13 +184,13 @@ def _checked(args: argparse.Namespace) -> tuple[Any, Any]:
         topology = sc.resolve_topology(args.topology)
     except (sc.ScenarioError, TopologyError) as exc:
         raise CommandError(str(exc)) from None
-    if args.runtime not in scenario.runtimes:
-        raise CommandError(f"scenario {scenario.name} runs on {', '.join(scenario.runtimes)}, not {args.runtime}")
-    if args.runtime == "live":
+    if args.mode not in scenario.runtimes:
+        raise CommandError(f"scenario {scenario.name} runs on {', '.join(scenario.runtimes)}, not {args.mode}")
+    if args.mode == "live":
         if os.geteuid() != 0:
-            raise CommandError("--runtime live builds namespaces and starts daemons: run as root")
+            raise CommandError("--mode live builds namespaces and starts daemons: run as root")
         if args.scheduler:
-            raise CommandError("--runtime live runs on this machine's namespaces; --scheduler is for virtual time")
+            raise CommandError("--mode live runs on this machine's namespaces; --scheduler is for virtual time")
     return scenario, topology
 
 
@@ -209,8 +209,8 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
             raise CommandError(str(exc)) from None
     topo_arg = args.topology if args.topology is None or Path(args.topology).exists() else str(
         sc.examples().get(args.topology, args.topology))
-    base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.runtime)
-    workers = 1 if args.runtime == "live" else args.workers
+    base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.mode)
+    workers = 1 if args.mode == "live" else args.workers
     return grid(base, seeds, points), workers
 
 
@@ -231,10 +231,10 @@ def _execute(args: argparse.Namespace, specs: list[Any], workers: int | None, sa
         say(f"[{done}/{total}] seed {r.get('seed')} {r.get('params', {})}: {what}")
 
     one = len(specs) == 1 and args.scheduler is None
-    what = f"{specs[0].label()} ({args.runtime}) running" if one else \
+    what = f"{specs[0].label()} ({args.mode}) running" if one else \
         (lambda: f"{finished[0]}/{len(specs)} runs done")
     with rep.heartbeat(what):
-        if one and args.runtime == "live":
+        if one and args.mode == "live":
             try:
                 return [sc.run(specs[0], progress=say)]
             except (sc.ScenarioError, TopologyError) as exc:
@@ -267,7 +267,7 @@ def _report(args: argparse.Namespace, name: str, doc: dict[str, Any], results: l
     if failed:
         print(f"{len(failed)} of {len(results)} run(s) failed; first: {failed[0]['error']}", file=sys.stderr)
     rep.summary(summary_line(doc, results, str(path), rep.took()))
-    return 1 if failed else 0
+    return finish(doc, 1 if failed else 0)
 
 
 def summary_line(doc: dict[str, Any], results: list[dict[str, Any]], path: str, took: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, add_json, add_mode, finish, print_json
 
 DEFAULT_PREFIX = "ns"
 
@@ -62,6 +63,7 @@ def _classes(text: str) -> list[int]:
 
 def _add_prefix(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help="the running testbed's prefix (default %(default)s)")
+    acts_on_testbed(p)
 
 
 def add_enable_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,6 +91,7 @@ def add_enable_parser(actions: argparse._SubParsersAction[argparse.ArgumentParse
     e.add_argument("--ecn-kmax", type=_size, metavar="SIZE", help="RED Kmax (default 200KB)")
     e.add_argument("--ecn-pmax", type=float, metavar="P", help="RED Pmax (default 0.01)")
     _add_prefix(e)
+    add_json(e, "the marker installed and its settings")
     e.set_defaults(func=cmd_enable)
 
 
@@ -97,6 +100,7 @@ def add_disable_parser(actions: argparse._SubParsersAction[argparse.ArgumentPars
     d.add_argument("node")
     d.add_argument("port")
     _add_prefix(d)
+    add_json(d, "the marker removed")
     d.set_defaults(func=cmd_disable)
 
 
@@ -114,7 +118,7 @@ def add_run_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser])
         description="Bring the scenario's topology up (tcd-single or tcd-multi: 4 switches, 20 hosts), start the "
                     "receivers, the long flows F0-F2 and the 15 burst senders A0-A14 as real processes on real "
                     "sockets, read every port's TCD state, tear it down, and report per flow the packets received "
-                    "and CE- and undetermined-marked, and per port P0-P3 the time in each state. --runtime sim "
+                    "and CE- and undetermined-marked, and per port P0-P3 the time in each state. --mode sim "
                     "runs the same topology and workload in virtual time instead (seconds, no root needed).",
         epilog="the JSON (--json) is {\"flows\": {\"F0\": {\"ce\": n, \"undetermined\": n, \"packets\": n, ...}, "
                "...}, \"ports\": {\"P0\": {\"state\", \"time_in_state_ns\": {...}, \"marked_ce\", "
@@ -125,8 +129,7 @@ def add_run_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser])
     r.add_argument("--marker", choices=["ecn", "tcd"], default="tcd",
                    help="the switches' marking: tcd (the ternary detector) or ecn (CE above 200KB, the baseline); "
                         "default tcd")
-    r.add_argument("--runtime", choices=["live", "sim"], default="live",
-                   help="live: namespaces and real processes (root; default); sim: netstack/sim in virtual time")
+    add_mode(r, "live", "live: namespaces and real processes (root; default); sim: netstack/sim in virtual time")
     r.add_argument("--topology", default=None, metavar="FILE",
                    help="another topology file shaped like the shipped tcd-single/tcd-multi (default: those)")
     r.add_argument("--f1", choices=["fixed", "dcqcn"], default="fixed",
@@ -197,6 +200,9 @@ def cmd_enable(args: argparse.Namespace) -> int:
                  "ecn_kmin_bytes": args.ecn_kmin, "ecn_kmax_bytes": args.ecn_kmax, "ecn_pmax": args.ecn_pmax}
     out = _call(enable, args.prefix, args.node, args.port, args.marker,
                 {k: v for k, v in overrides.items() if v is not None})
+    if args.json:
+        print_json(out)
+        return 0
     print(f"{args.marker.upper()} marking on {args.node}/{out['port']}: {_describe(out)}")
     return 0
 
@@ -216,6 +222,9 @@ def cmd_disable(args: argparse.Namespace) -> int:
     from ..tcd.control import disable
 
     out = _call(disable, args.prefix, args.node, args.port)
+    if args.json:
+        print_json(out)
+        return 0
     if out.get("marker") is None:
         print(f"{args.node}/{args.port} had no marker")
     else:
@@ -273,11 +282,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         topology = load_doc(spec, args.marker)
         # a live run waits seconds on its senders without a word: the heartbeat says it is alive
-        with rep.heartbeat(f"{args.scenario}/{args.marker} ({args.runtime})") if args.runtime == "live" \
+        with rep.heartbeat(f"{args.scenario}/{args.marker} ({args.mode})") if args.mode == "live" \
                 else contextlib.nullcontext():
             res = run(RunSpec("tcd", topology=topology,  # type: ignore[arg-type]  # resolve_topology takes it
                               params={"kind": args.scenario, "timeline": args.timeline, "f1": args.f1},
-                              runtime=args.runtime, prefix=args.prefix),
+                              runtime=args.mode, prefix=args.prefix),
                       progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     except (ScenarioError, TopologyError, OSError) as exc:
         raise CommandError(str(exc)) from None
@@ -286,8 +295,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print_result(result)
-    rep.summary(run_summary(result, args.runtime, rep.took()))
-    return 0
+    rep.summary(run_summary(result, args.mode, rep.took()))
+    return finish(res, 0, result)
 
 
 def run_summary(result: dict[str, Any], runtime: str, took: str) -> str:

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..errors import CommandError
+from .common import acts_on_testbed, finish, refuse_stale
 
 EPILOG = """\
 examples:
@@ -54,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--prefix", default="ns")
     t.add_argument("--json", action="store_true", help="print both ends' JSON")
     t.set_defaults(func=cmd_transfer)
+    acts_on_testbed(t)
     for name, what in (("send", "the sending end of one transfer, in a host's namespace"),
                        ("recv", "the receiving end of one transfer, in a host's namespace")):
         e = tsub.add_parser(name, help=what, description=what.capitalize() + ". Progress goes to stderr; "
@@ -95,7 +97,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
         rep.summary(line)  # (stdout stays pure JSON)
     else:
         print(line)
-    return 0 if out["ok"] else 1
+    return finish(out, 0 if out["ok"] else 1)
 
 
 def cmd_end(args: argparse.Namespace) -> int:
@@ -131,6 +133,7 @@ def _host_netns(host: str, prefix: str) -> contextlib.AbstractContextManager[Non
     from ..runtime import RuntimeErrorNS, load_state
     from ..topo.nsenter import in_netns
 
+    refuse_stale(prefix)  # (--host is what makes this end act on the testbed)
     try:
         state = load_state(prefix)
     except RuntimeErrorNS as exc:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..argtypes import non_negative_float
 from ..errors import CommandError
+from .common import acts_on_testbed, add_json, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,18 +49,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "topology on this machine, including what a crashed run left behind.")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     p.add_argument("--all", action="store_true", help="every netstack topology, also after a crash")
+    add_json(p, "the namespaces removed")
     p.set_defaults(func=cmd_down)
 
     p = sub.add_parser("status", help="every switch port's counters",
                        description="Per-port counters of every daemon: rx/tx frames and bytes, FCS errors, "
-                                   "queue drops, PFC pauses sent/received, kernel socket drops.")
+                                   "queue drops, PFC pauses sent/received, kernel socket drops. Exit status 1 "
+                                   "when no daemon answers, 2 when no such testbed runs.")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_status)
+    acts_on_testbed(p)
 
     p = sub.add_parser("exec", help="run a command inside a node (like Mininet's 'h1 ping h2')",
                        description="Run CMD inside NODE's namespace, e.g. 'netstack exec h1 -- ping -c3 10.0.0.2'. "
-                                   "In a container deployment CMD runs in the node's container (docker exec).")
+                                   "In a container deployment CMD runs in the node's container (docker exec). "
+                                   "exec's own options go before NODE or between NODE and '--'.")
     p.add_argument("node", help="node name (h1, sw1, ...)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
@@ -68,7 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "'netstack down' stops it with the node")
     p.add_argument("--log", default=None, metavar="FILE",
                    help="with --detach: where CMD's output goes (default: the run directory's exec/ folder)")
-    p.set_defaults(func=cmd_exec)
+    p.add_argument("--json", action="store_true", help="with --detach: print the pid and log file as JSON")
+    p.set_defaults(func=cmd_exec, late_options=exec_late_options)
+    acts_on_testbed(p)
 
     _register_impair(sub)
 
@@ -114,7 +121,9 @@ def _register_impair(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bad-loss", type=_probability, default=0.0, help="loss rate in the bad state")
     p.add_argument("--clear", action="store_true", help="remove every impairment from the link")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
+    add_json(p, "what each sending end got")
     p.set_defaults(func=cmd_impair)
+    acts_on_testbed(p)
 
 
 def _probability(text: str) -> float:
@@ -230,7 +239,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     rep = Reporter("down")
     with rep.heartbeat("tearing down"):
         removed = down_all() if args.all else down(args.prefix)
-    print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
+    if getattr(args, "json", False):
+        print_json({"removed": removed})
+    else:
+        print(f"removed {len(removed)} namespaces" + (f": {', '.join(removed)}" if removed else ""))
     rep.summary(f"removed {len(removed)} namespaces in {rep.took()}")
     return 0
 
@@ -258,7 +270,30 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     if args.json:
         print(json.dumps(st, indent=2))
-        return 0
+        return _answered(st)
+    _print_status(st)
+    return _answered(st)
+
+
+def _answered(st: dict[str, Any]) -> int:
+    """Exit status of ``status``: 1 with one line on stderr when daemons were asked and none
+    answered (not root: the control sockets are root's; a crash), else 0 (the table says which
+    daemon is silent: one killed by 'netstack fault' is no reason to fail)."""
+    from ..validity import EXIT_FAILED, EXIT_OK
+
+    silent = [k for k, d in st["daemons"].items() if "error" in d]
+    asked = [k for k, d in st["daemons"].items() if set(d) != {"kind", "node", "pid", "alive"}]
+    if not silent or len(silent) < len(asked):
+        return EXIT_OK
+    hint = " (not root: the control sockets are root's; try sudo)" if os.geteuid() != 0 else \
+        f" (crashed? 'netstack down --prefix {st['prefix']}' cleans up)"
+    sys.stdout.flush()
+    print(f"netstack status: no daemon of testbed {st['prefix']} answers ({len(silent)} asked){hint}",
+          file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _print_status(st: dict[str, Any]) -> None:
     from ..bench.common import format_table
 
     cols = ["rx_frames", "tx_frames", "rx_bytes", "tx_bytes", "fcs_errors", "queue_drops", "malformed",
@@ -288,7 +323,6 @@ def cmd_status(args: argparse.Namespace) -> int:
                   _get(i, "duplicated")] for where, i in sorted(st["impairments"].items())]
         print(format_table(["direction", "link", "backend", "corrupt", "loss", "shaping", "corrupted", "dropped",
                             "reordered", "duplicated"], irows))
-    return 0
 
 
 def _shaping_text(imp: dict[str, Any]) -> str:
@@ -354,12 +388,45 @@ def _get(counters: dict[str, Any], key: str) -> Any:
     return sum(value.values()) if isinstance(value, dict) else value
 
 
+#: exec's options, as they may also come between NODE and ``--``: option -> (dest, takes a value)
+EXEC_OPTIONS = {"--prefix": ("prefix", True), "--log": ("log", True), "--detach": ("detach", False),
+                "-d": ("detach", False), "--json": ("json", False)}
+
+
+def exec_late_options(args: argparse.Namespace) -> None:
+    """``netstack exec NODE --prefix P -- CMD``: argparse.REMAINDER gives exec everything after
+    NODE, its own options too; take those written before ``--`` (or before CMD's first word),
+    as if they had come before NODE. (netstack.cli calls it before the global ``--prefix`` is
+    merged in, which this ``--prefix`` wins over.)"""
+    argv = list(args.argv)
+    while argv and argv[0] != "--":
+        name, eq, value = argv[0].partition("=")
+        if name not in EXEC_OPTIONS:
+            break
+        dest, takes_value = EXEC_OPTIONS[name]
+        argv.pop(0)
+        if not takes_value:
+            if eq:
+                raise CommandError(f"{name} takes no value")
+            setattr(args, dest, True)
+            continue
+        if not eq:
+            if not argv or argv[0] == "--":
+                raise CommandError(f"{name} needs a value")
+            value = argv.pop(0)
+        setattr(args, dest, value)
+        args.given_options = {*getattr(args, "given_options", ()), dest}
+    args.argv = argv
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     from ..runtime import RuntimeErrorNS, load_state
 
     argv = args.argv[1:] if args.argv and args.argv[0] == "--" else args.argv
     if not argv:
         raise CommandError("no command given: netstack exec NODE -- CMD ...")
+    if getattr(args, "json", False) and not args.detach:
+        raise CommandError("--json goes with --detach (without it CMD's own output comes here)")
     try:
         state = load_state(args.prefix)
     except RuntimeErrorNS as exc:
@@ -397,7 +464,10 @@ def _detach(args: argparse.Namespace, state: dict[str, Any], ns: str, container:
                            capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise CommandError(f"docker exec -d failed: {r.stderr.strip()}")
-        print(f"{args.node}: started {argv[0]} detached in container {container}; output in {log} (inside it)")
+        if getattr(args, "json", False):
+            print_json({"node": args.node, "container": container, "argv": argv, "pid": None, "log": log})
+        else:
+            print(f"{args.node}: started {argv[0]} detached in container {container}; output in {log} (inside it)")
         return 0
     log_path = Path(args.log) if args.log else run_dir(state["prefix"]) / "exec" / (
         f"{args.node}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log")
@@ -419,6 +489,9 @@ def _detach(args: argparse.Namespace, state: dict[str, Any], ns: str, container:
     if proc.returncode not in (None, 0):
         said = log_path.read_text(errors="replace").strip()[-300:]
         raise CommandError(f"{argv[0]} exited at once with status {proc.returncode}: {said}")
+    if getattr(args, "json", False):
+        print_json({"node": args.node, "container": None, "argv": argv, "pid": proc.pid, "log": str(log_path)})
+        return 0
     print(f"{args.node}: started pid {proc.pid} ({argv[0]}), detached; output in {log_path}; "
           f"'netstack down --prefix {state['prefix']}' stops it")
     return 0
@@ -449,16 +522,20 @@ def cmd_impair(args: argparse.Namespace) -> int:
     a, b = ends
     senders = _senders(args.direction, a, b)
     switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
+    done: list[dict[str, Any]] = []
     for end in senders:
         where = f"{end['node']}>{end['peer']}"
         try:
             if args.clear:
                 _clear_end(args, end, switches)
-                print(f"{args.link} {where}: cleared")
+                done.append({"direction": where, "cleared": True})
+                _say(args, f"{args.link} {where}: cleared")
                 continue
             used = _impair_end(args, end, shaping, end["node"] in switches)
             shaped = f" {_shaping_text(shaping.model())}" if shaping else ""
-            print(f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g}{shaped} [{used}]")
+            done.append({"direction": where, "cleared": False, "corrupt": args.corrupt, "loss": args.loss,
+                         "shaping": shaping.model() if shaping else {}, "backend": used})
+            _say(args, f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g}{shaped} [{used}]")
         except (ImpairmentError, RuntimeErrorNS, ValueError) as exc:
             raise CommandError(str(exc)) from None
         except Exception as exc:
@@ -467,7 +544,15 @@ def cmd_impair(args: argparse.Namespace) -> int:
             if isinstance(exc, ControlError):
                 raise CommandError(str(exc)) from None
             raise
+    if getattr(args, "json", False):
+        print_json({"link": args.link, "ends": done})
     return 0
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    """One sending end done: a line on stdout, or (``--json``: one document at the end) none."""
+    if not getattr(args, "json", False):
+        print(line, flush=True)
 
 
 def _clear_end(args: argparse.Namespace, end: dict[str, Any], switches: set[str]) -> None:
@@ -512,4 +597,5 @@ def _senders(direction: str | None, a: dict[str, Any], b: dict[str, Any]) -> lis
     for end, other in ((a, b), (b, a)):
         if sep and end["node"] == src and other["node"] == dst:
             return [end]
-    raise CommandError(f"--direction {direction!r}: use {a['node']}>{b['node']}, {b['node']}>{a['node']} or both")
+    raise CommandError(f"--direction {direction!r}: use '{a['node']}>{b['node']}', '{b['node']}>{a['node']}' (quoted: "
+                       f"the shell takes > as a redirect), {a['node']}:{b['node']} or both")
