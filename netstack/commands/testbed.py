@@ -416,7 +416,7 @@ def exec_late_options(args: argparse.Namespace) -> None:
             value = argv.pop(0)
         setattr(args, dest, value)
         args.given_options = {*getattr(args, "given_options", ()), dest}
-    args.argv = argv
+    args.argv = argv[1:] if argv and argv[0] == "--" else argv
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
