@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -644,17 +644,23 @@ def cleanup_protocols(prefix: str) -> None:
                 hook(prefix)
 
 
-def down_all() -> list[str]:
-    """Remove every netstack topology, including what a crashed run left behind."""
-    prefixes = set(netns.list_running())
+def down_all(*, prefixes: Collection[str] | None = None) -> list[str]:
+    """Remove every netstack topology, including what a crashed run left behind; with
+    ``prefixes``, only the topologies of those prefixes (found the same way: the tests recover
+    their own crashed runs so, never touching another user's testbed)."""
+    if isinstance(prefixes, str):  # a str is a Collection of one-letter prefixes: never meant
+        raise TypeError("prefixes: a collection of prefixes, not one string")
+    found = set(netns.list_running())
     root = run_root()
     if root.is_dir():
-        prefixes |= {p.name for p in root.iterdir() if p.is_dir()}
+        found |= {p.name for p in root.iterdir() if p.is_dir()}
+    if prefixes is not None:
+        found &= set(prefixes)
     removed: list[str] = []
-    for prefix in sorted(prefixes):
+    for prefix in sorted(found):
         with contextlib.suppress(ValueError):
             removed += down(prefix)
-    removed += netns.teardown_all()
+    removed += netns.teardown_all(prefixes=prefixes)
     return removed
 
 

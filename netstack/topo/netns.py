@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -500,13 +501,20 @@ def teardown(prefix: str, *, kill_processes: bool = True) -> list[str]:
     return removed
 
 
-def teardown_all(*, kill_processes: bool = True) -> list[str]:
+def teardown_all(*, kill_processes: bool = True, prefixes: Collection[str] | None = None) -> list[str]:
     """Tear down every netstack topology on this machine (namespaces carrying the marker and
-    root-namespace ``netstack_*`` nft tables). Returns the namespaces removed."""
+    root-namespace ``netstack_*`` nft tables), or, with ``prefixes``, only those prefixes'
+    topologies and tables: the tests recover their own crashed runs so, never touching another
+    user's testbed on a shared machine. Returns the namespaces removed."""
+    if isinstance(prefixes, str):  # a str is a Collection of one-letter prefixes: never meant
+        raise TypeError("prefixes: a collection of prefixes, not one string")
     removed: list[str] = []
     for prefix in list_running():
-        removed += teardown(prefix, kill_processes=kill_processes)
+        if prefixes is None or prefix in prefixes:
+            removed += teardown(prefix, kill_processes=kill_processes)
     for table in impair.list_nft_tables(None):
-        with contextlib.suppress(impair.ImpairmentError):
-            impair.delete_nft_table(table[len(impair.NFT_TABLE_PREFIX):])
+        owner = table[len(impair.NFT_TABLE_PREFIX):]
+        if prefixes is None or owner in prefixes:
+            with contextlib.suppress(impair.ImpairmentError):
+                impair.delete_nft_table(owner)
     return removed

@@ -133,7 +133,9 @@ def test_without_a_file_each_frame_is_one_line(testbed):
 def test_bad_input_is_refused_clearly_and_nothing_runs(testbed, argv, said):
     r = subprocess.run([*CLI, *argv, "--prefix", testbed["prefix"]], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
-    left = subprocess.run(["pgrep", "-f", f"netstack.cli {argv[0]} "], capture_output=True, text=True)
+    # only this testbed's commands: another user's `netstack capture` may run meanwhile
+    left = subprocess.run(["pgrep", "-f", f"netstack.cli {argv[0]} .*--prefix {testbed['prefix']}$"],
+                          capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
 

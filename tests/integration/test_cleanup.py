@@ -1,14 +1,21 @@
 """netstack down leaves nothing behind: namespaces, veths, nft tables, processes — also after
-a daemon was killed with SIGKILL, and `down --all` after a run whose state was lost."""
+a daemon was killed with SIGKILL, and `down --all` (limited to the test's own prefix) after a run
+whose state was lost.
+
+Every test here touches only the prefix it made: tests/integration/test_foreign_testbed.py runs
+them next to another user's testbed and checks that it survives."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -27,14 +34,25 @@ def _leftovers(prefix: str) -> dict:
     return {"namespaces": namespaces, "processes": procs, "nft": tables}
 
 
+@contextlib.contextmanager
+def scratch_prefix(run_root: Path) -> Iterator[str]:
+    """A fresh prefix whose run directories live under ``run_root``; whatever was made under it
+    is removed on exit (also what test_foreign_testbed.py runs these tests with)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NETSTACK_RUN_DIR", str(run_root))
+        p = "c" + uuid.uuid4().hex[:6]
+        try:
+            yield p
+        finally:
+            runtime.down(p)  # whatever the test did, leave nothing
+
+
 @pytest.fixture
-def prefix(tmp_path, monkeypatch):
+def prefix(tmp_path: Path) -> Iterator[str]:
     if os.geteuid() != 0:
         pytest.skip("namespace tests need root")
-    monkeypatch.setenv("NETSTACK_RUN_DIR", str(tmp_path))
-    p = "c" + uuid.uuid4().hex[:6]
-    yield p
-    runtime.down(p)  # whatever the test did, leave nothing
+    with scratch_prefix(tmp_path) as p:
+        yield p
 
 
 def test_down_after_sigkill(prefix):
@@ -52,10 +70,13 @@ def test_down_after_sigkill(prefix):
 
 
 def test_down_all_after_lost_state(prefix):
-    runtime.up(load_topology(None), prefix, apply_impairments=False)
+    state = runtime.up(load_topology(None), prefix, apply_impairments=False)
     shutil.rmtree(runtime.run_dir(prefix))  # a crashed run: pid files and state are gone
-    removed = runtime.down_all()
-    assert any(n.startswith(prefix) for n in removed)
+    # what `netstack down --all` runs, limited to this test's prefix: unlimited, it would also
+    # remove every other user's testbed on the machine. The prefix is still found the way
+    # --all finds it (by the namespaces' marker: its run directory is gone).
+    removed = runtime.down_all(prefixes=[prefix])
+    assert sorted(removed) == sorted(state["namespaces"].values())
     assert _leftovers(prefix) == {"namespaces": [], "processes": [], "nft": []}
 
 
