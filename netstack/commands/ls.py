@@ -20,7 +20,7 @@ states:
   starting  (containers) some nodes are still joining"""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("ls", help="list the running testbeds: prefix, topology, age, owner, daemons alive",
                        description="List every testbed of this machine: namespace runs ('netstack up', under "
                                    "NETSTACK_RUN_DIR or /run/netstack), netstack namespaces without a run state "

@@ -352,7 +352,7 @@ def _host_tool(which: str, args: argparse.Namespace) -> int:
         raise CommandError(f"tcd {which}: {exc}") from None
     print(json.dumps(out))  # the last stdout line stays the JSON report; the summary goes to stderr
     rep.summary(end_summary(out))
-    return 0
+    return finish(out)
 
 
 def end_summary(out: dict[str, Any]) -> str:

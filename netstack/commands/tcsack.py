@@ -120,7 +120,7 @@ def cmd_end(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"tcsack {args.cmd}: {exc.strerror or exc}") from None
     print(json.dumps(out) if args.json else _summary(out), flush=True)
-    return 0 if out.get("done", out.get("complete")) else 1
+    return finish(out, 0 if out.get("done", out.get("complete")) else 1)
 
 
 def _run_end(args: argparse.Namespace) -> dict[str, Any]:
