@@ -32,6 +32,7 @@ from netstack.auth.context import AuthContext
 from netstack.io.carrier import CarrierWatch
 from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
+from netstack.looplag import LagHistogram
 from netstack.switch import Switch, plugins
 from netstack.switch.config import ConfigError, SwitchConfig
 
@@ -47,6 +48,11 @@ RX_BATCH = 512
 #: never sleep less than this, and release every frame that became due meanwhile.
 MIN_SLEEP_S = 0.001
 STATS_INTERVAL_S = 1.0
+#: a timer that fires this late first reads what waits in the sockets (SwitchShell._on_timer)
+LATE_TIMER_NS = 1_000_000
+#: how often the recent scheduling delay is passed to the engine, and how many times over
+LAG_FOLLOW_S = 0.1
+SLACK_FACTOR = 2
 #: how often the key file is checked for a rotation (and expired keys dropped)
 KEY_POLL_S = 1.0
 
@@ -80,6 +86,12 @@ class SwitchShell:
             if port.take_error():
                 log.warning("port %s: link error (interface down?)", name)
             return
+        self._ingest(name, frames)
+        # a fresh clock: the batch took a while to process, and the frames it put on a fast link
+        # are due by now; sent in this callback, they leave while still in the cache
+        self.flush()
+
+    def _ingest(self, name: str, frames: list[bytes]) -> None:
         now = time.monotonic_ns()
         try:
             self.switch.receive_batch(name, frames, now)
@@ -92,9 +104,6 @@ class SwitchShell:
                     self.switch.receive(name, frame, now)
                 except Exception:
                     self._internal_error(name)
-        # a fresh clock: the batch took a while to process, and the frames it put on a fast link
-        # are due by now; sent in this callback, they leave while still in the cache
-        self.flush()
 
     def _internal_error(self, name: str) -> None:
         self.internal_errors += 1
@@ -128,7 +137,28 @@ class SwitchShell:
 
     def _on_timer(self) -> None:
         self._timer = None
+        now = time.monotonic_ns()
+        if now - self._timer_at > LATE_TIMER_NS:
+            # Woken late (the host was busy): frames that arrived before the deadline may still
+            # wait in the sockets, and the loop may run this timer before their readiness
+            # callbacks. Read them first, so that a timer never declares lost (LinkGuardian's
+            # ackNoTimeout) what is already here.
+            for name, port in self.ports.items():
+                frames = port.recv_batch(RX_BATCH)
+                if frames:
+                    self._ingest(name, frames)
         self.flush()
+
+    async def follow_lag(self, lag: LagHistogram) -> None:
+        """Tell the engine how late this process has recently been scheduled
+        (Switch.set_timer_slack): timers that declare a failure wait that much longer, twice
+        over, as a repair needs two processes scheduled (the peer that resends, this one that
+        reads). docs/testbed.md "Timers on a loaded host"."""
+        while True:
+            await asyncio.sleep(LAG_FOLLOW_S)
+            slack = SLACK_FACTOR * lag.recent_max_ns(time.monotonic_ns())
+            if slack != self.switch.timer_slack_ns:
+                self.switch.set_timer_slack(slack)
 
     def rearm(self, name: str) -> None:
         """Watch ``name``'s socket again: after a pending error (a link that went down and came
@@ -380,6 +410,7 @@ async def amain(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     stats = asyncio.create_task(shell.poll_kernel_stats())
+    lag_task = asyncio.create_task(shell.follow_lag(control.lag))
     key_task = asyncio.create_task(watch.run()) if watch is not None else None
     log.info("switch %s up: ports %s", cfg.name, ", ".join(f"{n}={ifnames.get(n, n)}" for n in ports))
     try:
@@ -387,6 +418,7 @@ async def amain(args: argparse.Namespace) -> int:
     finally:
         log.info("switch %s shutting down", cfg.name)
         stats.cancel()
+        lag_task.cancel()
         if key_task is not None:
             key_task.cancel()
         for port in ports.values():

@@ -23,6 +23,9 @@ from typing import Any
 
 #: how often a sampler asks to wake (5 ms: 200 samples per second, a negligible cost)
 INTERVAL_NS = 5_000_000
+#: how far back :meth:`LagHistogram.recent_max_ns` looks (timers that declare a failure scale
+#: to it: docs/testbed.md "Timers on a loaded host")
+RECENT_NS = 5_000_000_000
 #: upper edges of the histogram's buckets, ns (the last bucket is open)
 EDGES_NS = (500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000, 100_000_000,
             200_000_000, 500_000_000, 1_000_000_000)
@@ -31,7 +34,7 @@ EDGES_NS = (500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000, 50
 class LagHistogram:
     """Cumulative lag samples: bucket counts (:data:`EDGES_NS`), their sum, the largest one."""
 
-    __slots__ = ("counts", "max_ns", "samples", "since_ns", "sum_ns")
+    __slots__ = ("_recent", "counts", "max_ns", "samples", "since_ns", "sum_ns")
 
     def __init__(self, now_ns: int = 0) -> None:
         self.counts = [0] * (len(EDGES_NS) + 1)
@@ -39,9 +42,26 @@ class LagHistogram:
         self.sum_ns = 0
         self.max_ns = 0
         self.since_ns = now_ns
+        #: the largest lag of each of the last seconds: [second, max_ns], oldest first
+        self._recent: list[list[int]] = []
 
-    def record(self, lag_ns: int) -> None:
+    def recent_max_ns(self, now_ns: int, window_ns: int = RECENT_NS) -> int:
+        """The largest lag recorded (with its time) in the last ``window_ns``."""
+        first = (now_ns - window_ns) // 1_000_000_000
+        return max((m for sec, m in self._recent if sec >= first), default=0)
+
+    def record(self, lag_ns: int, now_ns: int | None = None) -> None:
         lag_ns = max(0, lag_ns)
+        if now_ns is not None:
+            sec = now_ns // 1_000_000_000
+            recent = self._recent
+            if recent and recent[-1][0] == sec:
+                if lag_ns > recent[-1][1]:
+                    recent[-1][1] = lag_ns
+            else:
+                recent.append([sec, lag_ns])
+                if len(recent) > RECENT_NS // 1_000_000_000 + 1:
+                    del recent[0]
         i = 0
         for edge in EDGES_NS:
             if lag_ns <= edge:
@@ -111,7 +131,8 @@ async def monitor(hist: LagHistogram, interval_ns: int = INTERVAL_NS) -> None:
         asked = time.monotonic_ns() + interval_ns
         await asyncio.sleep(interval)
         # asyncio may wake a timer up to its clock resolution early; that is no lag
-        hist.record(time.monotonic_ns() - asked)
+        now = time.monotonic_ns()
+        hist.record(now - asked, now)
         if loop.is_closed():  # pragma: no cover - the loop ends by cancelling this task
             return
 
@@ -132,7 +153,8 @@ class ThreadSampler:
             asked = time.monotonic_ns() + self._interval_ns
             if self._stop.wait(interval):
                 return
-            self.hist.record(time.monotonic_ns() - asked)
+            now = time.monotonic_ns()
+            self.hist.record(now - asked, now)
 
     def __enter__(self) -> ThreadSampler:
         self._thread.start()
@@ -146,4 +168,4 @@ class ThreadSampler:
         return summary(self.hist.snapshot())
 
 
-__all__ = ["EDGES_NS", "INTERVAL_NS", "LagHistogram", "ThreadSampler", "diff", "monitor", "summary"]
+__all__ = ["EDGES_NS", "INTERVAL_NS", "RECENT_NS", "LagHistogram", "ThreadSampler", "diff", "monitor", "summary"]

@@ -267,6 +267,10 @@ class LGReceiverFeature(_LGFeature):
         #: still be in flight when protection is disabled, and only the first may pass
         self._passive_seen: dict[int, None] = {}
 
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """ackNoTimeout on a loaded host (Switch.set_timer_slack): LGReceiver.set_timer_slack."""
+        self.engine.set_timer_slack(slack_ns)
+
     # ------------------------------------------------------------- feature interface
     def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
         if frame[12] != _LG_HI or frame[13] != _LG_LO:

@@ -51,6 +51,8 @@ PAPER_SETTINGS: dict[int, tuple[int, int, int]] = {
 }
 
 MODES = ("blocking", "nb")
+#: where a newly held frame joins the recirculating reordering buffer (LGParams.recirc_order)
+RECIRC_ORDERS = ("seq", "fifo")
 
 
 def copies_for(target_loss: float, actual_loss: float) -> int:
@@ -141,6 +143,14 @@ class LGParams:
       (§4.2, Fig. 9b). None (default): the protected link's own rate (the switch feature fills
       it in; an engine on its own drains at once); 0: at once, a software shortcut in which
       waiting costs nothing; else a rate in bit/s.
+    - ``recirc_order``: where a frame that starts waiting joins the recirculating queue.
+      ``"seq"`` (default): in sequence order among the frames already held, so the frames behind
+      a repaired hole leave back to back, and the buffer "drains at 100G" as §4 "Parameters"
+      assumes when it derives resumeThreshold from the port's drain rate. ``"fifo"``: at the
+      queue's tail, wherever the rotation stands; at a steady rate below the port's, each newcomer
+      lands at an arbitrary place in the rotation, the held frames end up scrambled and a pass
+      releases only about one in-order run, so a backlog (one ackNoTimeout's worth) stays until
+      traffic pauses (docs/linkguardian.md "The recirculation queue's order").
     - ``data_class``: the protected, pausable normal classes (an int or a list).
     - ``retx_class``: the highest-priority class for retransmissions and loss notifications.
     - ``mtu_bytes``: the hysteresis unit of §3.3.
@@ -161,6 +171,7 @@ class LGParams:
     reorder_buffer_limit_bytes: int = 200_000
     backpressure: bool = True
     recirc_rate_bps: int | None = None
+    recirc_order: str = "seq"
     data_class: int | tuple[int, ...] = DEFAULT_DATA_CLASSES
     retx_class: int = DEFAULT_RETX_CLASS
     mtu_bytes: int = DEFAULT_MTU
@@ -197,6 +208,9 @@ class LGParams:
                               f"must be >= pause_threshold_bytes ({limit} < {pause}) when backpressure is on")
         if self.recirc_rate_bps is not None:
             set_(self, "recirc_rate_bps", _int(self.recirc_rate_bps, "recirc_rate_bps", 0))
+        if self.recirc_order not in RECIRC_ORDERS:
+            raise ConfigError("linkguardian.recirc_order",
+                              f"must be one of {', '.join(RECIRC_ORDERS)}, got {self.recirc_order!r}")
         set_(self, "data_class", _classes(self.data_class))
         set_(self, "retx_class", _int(self.retx_class, "retx_class", 0, NUM_CLASSES - 1))
         if self.retx_class in self.data_classes:
@@ -326,6 +340,7 @@ __all__ = [
     "DEFAULT_TARGET_LOSS",
     "MAX_COPIES",
     "MODES",
+    "RECIRC_ORDERS",
     "PAPER_SETTINGS",
     "LGParams",
     "copies_for",

@@ -22,10 +22,12 @@ against ``expected``, §3.5):
   ``recirc_rate_bps`` > 0 every held frame keeps cycling: the port serves its queue at
   that rate, and at the end of each pass the frame at the head is checked against
   ``ack_no`` again: forwarded if it is next, else sent round to the tail. Frames arriving
-  out of order join the tail; only the frame ``seq == ack_no`` coming off the link (the
-  repair) is forwarded directly. So the buffer drains only at the recirculation rate minus
-  the arrival rate, and after a repair it may first have to come round once more (the
-  queue is in whatever rotation the cycling left it). With the port as fast as the link
+  out of order join the queue in sequence order among the held ones (``recirc_order`` "seq",
+  the default; "fifo": at the tail, wherever the rotation stands, which scrambles the queue at
+  steady rates below the port's, see LGParams); only the frame ``seq == ack_no`` coming off
+  the link (the repair) is forwarded directly. So the buffer drains only at the recirculation
+  rate minus the arrival rate, and after a repair it may first have to come round once more
+  (the queue is in whatever rotation the cycling left it). With the port as fast as the link
   (the paper's 100G case) and traffic at line rate it never drains: every loss adds its
   hole's worth and the rotation, until backpressure pauses the sender or, without it, the
   buffer overflows (§4.2, Fig. 9b). Rate 0: a software shortcut, held frames leave the
@@ -160,6 +162,7 @@ class LGReceiver(ReceiverCounters):
         #: the reordering buffer (§3.3): absolute counter -> inner frame
         self._rob: dict[int, bytes] = {}
         self.params = params
+        self.timer_slack_ns = 0
         self.set_params(params)
         self.blocking = params.blocking
         #: both ends start at counter 0, so a fresh receiver is in step (and a loss of the
@@ -187,10 +190,13 @@ class LGReceiver(ReceiverCounters):
         if now_ns is not None and now_ns > self._now:
             self._now = now_ns
         self.params = params
-        self._timeout = params.ack_no_timeout_ns
+        self._timeout = params.ack_no_timeout_ns + self.timer_slack_ns
         self._pause_at = params.pause_threshold_bytes
         self._resume_at = params.resume_bytes
         self._bp = params.backpressure
+        fifo = params.recirc_order == "fifo"
+        reorder = getattr(self, "_fifo", fifo) != fifo
+        self._fifo = fifo
         self._rob_limit = params.reorder_buffer_limit_bytes
         self._repeats = params.lack_repeats
         # The most frames the sender's Tx buffer can hold (of minimum size): a gap wider than
@@ -200,7 +206,7 @@ class LGReceiver(ReceiverCounters):
         self._window = max(1, params.tx_buffer_limit_bytes // MIN_FRAME)
         self._resync_ahead = min(RESYNC_DISTANCE, self._window)
         bps = params.recirc_rate_bps or 0
-        if bps != self._recirc_bps:
+        if bps != self._recirc_bps or (reorder and self._ring):  # a new order also restarts the port
             self._recirc_bps = bps
             self._ring.clear()
             if bps and self._rob:  # held frames go onto the port in order, from now
@@ -211,6 +217,19 @@ class LGReceiver(ReceiverCounters):
             self.paused = False
             self.actions.emit(Backpressure(False))
             self.resumes_sent += 1
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """ackNoTimeout plus ``slack_ns`` from now on (0: the configured value).
+
+        §4 "Parameters" sets ackNoTimeout just above the largest retransmission delay measured
+        on the link (5.5 us -> 7 us at 100G). A live daemon on a loaded host adds its own
+        scheduling delay to every repair: the sender must be scheduled to retransmit and this
+        receiver to read the copy. The live shell passes how late its process has recently been
+        scheduled (Switch.set_timer_slack), so that a hole is given up only when its copies are
+        lost, not because a process waited for the CPU. Holes already open keep their detection
+        time; the new value applies to them from the next event."""
+        self.timer_slack_ns = max(0, int(slack_ns))
+        self._timeout = self.params.ack_no_timeout_ns + self.timer_slack_ns
 
     # ----------------------------------------------------------------------- data path
     def receive(self, frame: bytes, now_ns: int) -> list[bytes]:
@@ -291,7 +310,7 @@ class LGReceiver(ReceiverCounters):
                     ns = self._recirc_ns(inner)
                     if not self._ring:
                         self._pass_end = now_ns + ns  # the port was idle
-                    self._ring.append(s)
+                    self._enqueue(s)
                     self._ring_ns += ns
             self._set_leading_ack(self.ack_no - 1)
             if self._bp:
@@ -442,7 +461,7 @@ class LGReceiver(ReceiverCounters):
         out.update(mode="blocking" if self.blocking else "nb", paused=self.paused, expected=self.expected,
                    ack_no=self.ack_no, leading_ack=self.leading_ack, open_holes=len(self._holes),
                    recirculating_frames=self.recirculating, recirc_rate_bps=self._recirc_bps,
-                   synced=self.synced)
+                   synced=self.synced, ack_no_timeout_ns=self._timeout, timer_slack_ns=self.timer_slack_ns)
         return out
 
     # ---------------------------------------------------------------------- internals
@@ -541,6 +560,41 @@ class LGReceiver(ReceiverCounters):
         if n:
             self.reorder_buffer_frames -= n
             self.reorder_buffer_bytes -= nbytes
+
+    def _enqueue(self, s: int) -> None:
+        """``s`` starts waiting on the recirculation port (``recirc_order``, LGParams).
+
+        ``fifo``: at the queue's tail. ``seq``: in sequence order among the held frames. The
+        queue then stays in *circular* order (only its head leaves, and a pass sends the head
+        round to the tail), so it has at most one descent, where the largest counter is
+        followed by the smallest; ``s`` goes just before the first held counter above it in
+        that order. Never before the head, which is on the port now: the same place in the
+        circle is the tail."""
+        ring = self._ring
+        if self._fifo or not ring:
+            ring.append(s)
+            return
+        n = len(ring)
+        j = 0  # where the circular order starts (the smallest counter)
+        prev = ring[0]
+        for i in range(1, n):
+            c = ring[i]
+            if c < prev:
+                j = i
+                break
+            prev = c
+        lo, hi = 0, n  # bisect over the sorted view ring[j:] + ring[:j]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ring[(j + mid) % n] < s:
+                lo = mid + 1
+            else:
+                hi = mid
+        at = (j + lo) % n if lo < n else (j - 1) % n + 1
+        if at == 0:
+            ring.append(s)
+        else:
+            ring.insert(at, s)
 
     def _recirc_ns(self, frame: bytes) -> int:
         """Time ``frame`` takes on the recirculation port (line time, as the switch's pacer counts it)."""

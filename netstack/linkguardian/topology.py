@@ -14,7 +14,8 @@ Options (either end may give the shared ones; giving one differently at the two 
 error): ``role`` (``sender``/``receiver``, required at both ends), ``mode`` (``blocking`` |
 ``nb``), ``copies`` (N; default Eq. 2 from ``actual_loss``, else 2), ``target`` (1e-8),
 ``actual_loss``, ``backpressure`` (true), ``recirc_rate`` (``"link"`` | ``"instant"`` | a rate
-such as ``"400Mbit"``), ``paper_gbps`` (100 or 25: whose settings are scaled to the link's
+such as ``"400Mbit"``), ``recirc_order`` (``"seq"`` | ``"fifo"``: where a frame that starts
+waiting joins the recirculating buffer, LGParams), ``paper_gbps`` (100 or 25: whose settings are scaled to the link's
 rate) and ``params`` (a table of ``LGParams`` fields that override the result). The settings
 are the paper's for ``paper_gbps``, scaled to the link's rate exactly as ``netstack lg enable``
 scales them (docs/architecture.md "Time and scale").
@@ -31,7 +32,8 @@ from .params import DEFAULT_TARGET_LOSS, PAPER_SETTINGS, LGParams, link_params, 
 
 #: options shared by both ends, with their defaults
 SHARED: dict[str, Any] = {"mode": "blocking", "copies": None, "target": DEFAULT_TARGET_LOSS, "actual_loss": None,
-                          "backpressure": True, "recirc_rate": "link", "paper_gbps": 100, "params": None}
+                          "backpressure": True, "recirc_rate": "link", "recirc_order": "seq", "paper_gbps": 100,
+                          "params": None}
 KEYS = {"role", *SHARED}
 
 
@@ -84,6 +86,7 @@ def validate_link(topology: Topology, link: Link, tables: dict[str, Any], path: 
             raise ConfigError("backpressure", f"must be true or false, got {opts['backpressure']!r}")
         params = link_params(link.rate_bps, opts["mode"], opts["target"], opts["copies"], opts["actual_loss"],
                              opts["backpressure"], recirc_rate_bps(opts["recirc_rate"]), gbps)
+        params["recirc_order"] = opts["recirc_order"]
         if opts["params"] is not None:
             if not isinstance(opts["params"], dict):
                 raise ConfigError("params", "must be a table of LGParams fields")

@@ -110,6 +110,8 @@ class Switch:
         self._flushing = False
         self._idle_ports: list[Port] = []
         self._timer_features: list[SwitchFeature] = []
+        #: recent scheduling delay of the live process (set_timer_slack); 0 in virtual time
+        self.timer_slack_ns = 0
         #: ports asserting a PFC pause on some class (their refreshes are the only PFC timers)
         self._asserting: set[Port] = set()
         #: EtherTypes an edge port drops (only switches originate them)
@@ -432,8 +434,22 @@ class Switch:
         p.refresh_hooks()
         if has_timer(feature):
             self._timer_features.append(feature)
+        hook = getattr(feature, "set_timer_slack", None)
+        if hook is not None and self.timer_slack_ns:
+            hook(self.timer_slack_ns)
         self._refresh_idle_ports()
         p.idle_wake = self.now
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """How late the live shell's process has recently been scheduled: every feature with a
+        ``set_timer_slack`` hook (switch/feature.py) extends its failure timers by it. Virtual
+        time never calls this (slack 0)."""
+        self.timer_slack_ns = max(0, int(slack_ns))
+        for p in self.ports:
+            for f in p.features:
+                hook = getattr(f, "set_timer_slack", None)
+                if hook is not None:
+                    hook(self.timer_slack_ns)
 
     def detach_feature(self, port: str, feature: SwitchFeature) -> None:
         p = self._port(port)

@@ -7,6 +7,11 @@ features; a protocol adds its own by implementing :class:`SwitchFeature`, usuall
 subclassing :class:`FeatureBase` and overriding only the hooks it needs: the port calls only
 the hooks a feature overrides, so an unused hook costs nothing on the data path.
 
+A feature whose timer declares a failure (a repair given up, a request timed out) may define
+``set_timer_slack(slack_ns)``: the live shell passes how late its process has recently been
+scheduled (``Switch.set_timer_slack``), and the feature extends such timers by it, so that
+scheduling delay alone never fires them (docs/testbed.md "Timers on a loaded host").
+
 A **marking policy** (``switch.set_marking_policy(port, policy)``) rewrites frames as they
 leave a class queue, knowing the queue they leave behind: the hook for congestion marking
 (TCD's detector, plain ECN thresholds).

@@ -39,9 +39,10 @@ verdicts = st.one_of(
     st.tuples(st.just("late"), st.integers(1, 6)),
 )
 no_reorder = st.sampled_from([OK, OK, OK, LOSE, LOSE, DUP])
-#: recirculation rates: at once, one SIZE frame per slot (the link's rate), half that
+#: recirculation rates: at once, one SIZE frame per slot (the link's rate), half that; and where a
+#: newly held frame joins the recirculating queue (LGParams.recirc_order): both keep the invariants
 LINE_RATE_BPS = (SIZE + 24) * 8 * 1_000_000_000 // SLOT
-recirc_rates = st.sampled_from([0, LINE_RATE_BPS, LINE_RATE_BPS // 2])
+recirc_rates = st.tuples(st.sampled_from([0, LINE_RATE_BPS, LINE_RATE_BPS // 2]), st.sampled_from(["seq", "fifo"]))
 
 
 def scripted(schedule):
@@ -58,10 +59,12 @@ def scripted(schedule):
     return fate
 
 
-def params(mode="blocking", copies=2, timeout_slots=400, backpressure=True, pause=2000, recirc=0):
+def params(mode="blocking", copies=2, timeout_slots=400, backpressure=True, pause=2000, recirc=(0, "seq")):
+    rate, order = recirc if isinstance(recirc, tuple) else (recirc, "seq")
     return LGParams(mode=mode, copies=copies, ack_no_timeout_ns=timeout_slots * SLOT, pause_threshold_bytes=pause,
                     resume_threshold_bytes=pause // 2, backpressure=backpressure,
-                    reorder_buffer_limit_bytes=10**6 if not backpressure else 100_000, recirc_rate_bps=recirc)
+                    reorder_buffer_limit_bytes=10**6 if not backpressure else 100_000, recirc_rate_bps=rate,
+                    recirc_order=order)
 
 
 class Checker:
