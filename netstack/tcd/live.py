@@ -14,7 +14,10 @@ receiver reads each datagram with its TOS byte (``IP_RECVTOS``), hands the engin
 and the source, and sends the engine's CNPs from port 40300 to each flow's source address and
 port. Rates and times follow docs/architecture.md "Time and scale": ``--line-rate 40Mbit
 --time-scale 1000`` runs DCQCN's 40 Gbit/s parameters at 40 Mbit/s with its 50-55 us timers at
-50-55 ms. Each side prints progress on stderr and one JSON object on its last stdout line.
+50-55 ms. Each side prints progress on stderr and one JSON object on its last stdout line,
+which carries ``sched``: the tool's own scheduling delay (:mod:`netstack.looplag`) while it sent
+(from its start time) or received (from its first packet), so that a run can tell a starved end
+host from a congested network (docs/tcd.md "Is a run valid?").
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from netstack.io.paced import (
     wait_readable,
 )
 from netstack.io.pfcgate import PauseGate
+from netstack.looplag import LagHistogram, ThreadSampler
 from netstack.topo.model import parse_delay, parse_rate, parse_size
 from netstack.traffic import resolve_neighbour
 
@@ -48,6 +52,9 @@ from .dcqcn import DcqcnParamError, DcqcnParams, RateSender
 from .np import TcdReceiver
 
 PORT = int(UdpPort.TCD)
+#: the sender starts measuring its scheduling delay this long before its first packet (the
+#: scenario starts its 20 processes before a common zero: their start-up is not the run)
+SCHED_LEAD_NS = 20_000_000
 #: the CLI's modes, and the engine's
 MODES = {"dcqcn": "dcqcn", "tcd": "dcqcn+tcd", "fixed": "fixed"}
 DEFAULT_LINE_RATE = "40Mbit"
@@ -195,12 +202,13 @@ def run_send(args: argparse.Namespace) -> dict[str, Any]:
             print(f"[tcd-send flow {args.flow}] {c['packets_sent']} packets, Rc {c['rc_bps'] / 1e6:.3f} Mbit/s, "
                   f"CNPs {c['cnps_ce']} CE / {c['cnps_ue']} UE", file=sys.stderr, flush=True)
 
+        _sleep_until(eng.start_ns - SCHED_LEAD_NS)
         gate = None
         if args.honour_pfc:
             # the class the switch puts our packets in: IP precedence (DSCP >> 3), its default map
             gate = PauseGate(params.line_rate_bps, cls=args.dscp >> 3)
             raw = open_pfc_listener(args.iface)
-        with raw if gate is not None else contextlib.nullcontext():
+        with raw if gate is not None else contextlib.nullcontext(), ThreadSampler() as lag:
             run = run_sender(sock, eng, max_seconds=max_s, progress=None if args.quiet else progress,
                              pfc=(raw, gate) if gate is not None else None)
     c = eng.counters()
@@ -213,7 +221,15 @@ def run_send(args: argparse.Namespace) -> dict[str, Any]:
             "bytes": c["bytes_sent"], "rate_bps_avg": c["bytes_sent"] * 8 / secs if secs > 0 else 0.0,
             "send_errors": run["send_errors"], "malformed": run["malformed"], "timed_out": run["timed_out"],
             "neighbour_resolved": resolved, "params": params.to_dict(), "counters": c,
-            "rate_log": [list(s) for s in eng.rate_log]}
+            "rate_log": [list(s) for s in eng.rate_log], "sched": lag.summary()}
+
+
+def _sleep_until(t_ns: int) -> None:
+    """Sleep until monotonic ``t_ns`` (nothing if it has passed). Before the PFC listener opens:
+    a pause read after a sleep would be timed when it was read, not when it came."""
+    wait = (t_ns - time.monotonic_ns()) / 1e9
+    if wait > 0:
+        time.sleep(wait)
 
 
 def _recv_socket(args: argparse.Namespace) -> socket.socket:
@@ -249,7 +265,7 @@ def run_recv(args: argparse.Namespace) -> dict[str, Any]:
     params = params_of(args)
     eng = TcdReceiver(params, tcd=args.tcd)
     malformed = send_errors = 0
-    with _recv_socket(args) as sock:
+    with _recv_socket(args) as sock, ThreadSampler() as lag:
         print("ready", file=sys.stderr, flush=True)
         start = last_rx = time.monotonic_ns()
         first: int | None = None
@@ -270,6 +286,7 @@ def run_recv(args: argparse.Namespace) -> dict[str, Any]:
                 last_rx = now
                 if first is None:
                     first = now
+                    lag.hist = LagHistogram(now)  # the run starts here; the wait for it is not the run
             eng.on_timer(time.monotonic_ns())
             for act in eng.actions.take_all():
                 if isinstance(act, SendTo):  # CNPs, to each flow's source
@@ -286,7 +303,8 @@ def run_recv(args: argparse.Namespace) -> dict[str, Any]:
     c = eng.counters()
     return {"tool": "tcd-recv", "tcd": args.tcd, "flows": {str(k): v for k, v in eng.flows().items()},
             "cnps_sent": c["cnps_sent"], "malformed": malformed, "send_errors": send_errors,
-            "seconds": (time.monotonic_ns() - start) / 1e9, "params": params.to_dict(), "counters": c}
+            "seconds": (time.monotonic_ns() - start) / 1e9, "params": params.to_dict(), "counters": c,
+            "sched": lag.summary()}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -44,6 +44,7 @@ from headers.registry import UdpPort
 
 from ..sim.scenario import Context, Scenario, ScenarioError
 from ..topo.model import Topology
+from .verdict import lag_limits, scenario_validity
 
 #: the paper's link rate; a topology's time scale is this over its switch links' rate
 PAPER_RATE_BPS = 40_000_000_000
@@ -224,6 +225,22 @@ def scale_of(topology: Topology) -> float:
     return time_scale(topology, PAPER_RATE_BPS)
 
 
+def t_on_max_ns(topology: Topology) -> int:
+    """P2's T_on^max as its marker derives it (netstack/tcd/params.py ``derive``): from the
+    sw2-sw3 link's rate and delay and the PFC thresholds that pause P2 (72.6 ms at the live
+    scale, 72.6 us at the paper's)."""
+    from .params import TcdParams
+    from .topology import pfc_source
+
+    node, _ = PORTS["P2"]
+    for link in topology.links:
+        if {link.a.node, link.b.node} == {node, "sw3"}:
+            pfc, _ = pfc_source(topology, link, "a" if link.a.node == node else "b")
+            return TcdParams.derive(rate_bps=link.rate_bps, delay_ns=link.delay_ns, xoff_bytes=pfc["xoff_bytes"],
+                                    xon_bytes=pfc["xon_bytes"]).t_on_max_ns
+    raise ScenarioError(f"topology {topology.name} has no link from sw2 to sw3 (P2)")
+
+
 def marker_of(topology: Topology) -> str:
     """Which marker the topology's P ports run (the first ``tcd`` feature found)."""
     for link in topology.links:
@@ -235,7 +252,8 @@ def marker_of(topology: Topology) -> str:
 
 
 # ------------------------------------------------------------------------------ reports
-def flow_report(flows: list[Flow], received: dict[int, dict[str, Any]], sent: dict[str, dict[str, Any]]) -> dict:
+def flow_report(flows: list[Flow], received: dict[int, dict[str, Any]],
+                sent: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``{"F0": {"packets", "ce", "undetermined", "bytes", ...}, ...}``: the stable part first."""
     out = {}
     for f in flows:
@@ -294,10 +312,11 @@ def run_sim(net: Any, ctx: Context) -> dict[str, Any]:
         receivers[host] = TcdReceiver(params, tcd=marker == "tcd")
         TcdReceiverApp(net.host(host), receivers[host])
     senders: dict[str, RateSender] = {}
+    apps: dict[str, EngineSender] = {}
     for f in flows:
         eng = _sender(f, params, scale, marker, t0, int(p["payload"]))
         senders[f.name] = eng
-        EngineSender(net.host(f.src), f.dst, eng, int(UdpPort.TCD), tos=0x02, honour_pfc=True)
+        apps[f.name] = EngineSender(net.host(f.src), f.dst, eng, int(UdpPort.TCD), tos=0x02, honour_pfc=True)
     end = t0 + int(wl.end_ns * scale) + int(0.5e6 * scale)
     while net.loop.next_time() is not None and net.loop.now < end:
         net.loop.run(end, max_events=50_000)
@@ -305,6 +324,9 @@ def run_sim(net: Any, ctx: Context) -> dict[str, Any]:
                      f"{(end - t0) / scale / 1e6:.2f} paper-ms")
     received = {fid: r for rcv in receivers.values() for fid, r in rcv.flows().items()}
     sent = {name: s.counters() for name, s in senders.items()}
+    for name, app in apps.items():
+        if app.gate is not None:  # the host's PFC gate: how long the sender was held
+            sent[name]["pfc_paused_ns"] = app.gate.counters()["pfc_paused_ns"]
     ports = {}
     for name, (node, ifname) in PORTS.items():
         m = markers(net.switch(node)).get(ifname)
@@ -313,8 +335,13 @@ def run_sim(net: Any, ctx: Context) -> dict[str, Any]:
         rep = marker_report(m, net.now)
         tl = _timeline(m) if p["timeline"] else None
         ports[name] = port_report(name, rep, t0, tl)
-    return _result(kind, marker, scale, flows, received, sent, ports, senders["F1"].rate_log if p["timeline"] else None,
-                   t0)
+    result = _result(kind, marker, scale, flows, received, sent, ports,
+                     senders["F1"].rate_log if p["timeline"] else None, t0)
+    # virtual time: nothing can starve a process (no scheduling delay to report), the other
+    # checks are the live run's
+    result["sched"] = {}
+    plans = _plans(flows, params, scale, int(p["payload"]), sent)
+    return scenario_validity(kind, result, plans, None, None).annotate(result)
 
 
 def _timeline(m: Any) -> list[tuple[int, int]] | None:
@@ -345,6 +372,34 @@ def _sender(f: Flow, params: Any, scale: float, marker: str, t0: int, payload: i
     return RateSender(params, flow=f.fid, mode="fixed", rate_bps=rate, payload=payload, duration_ns=dur,
                       burst_bytes=f.burst_bytes, burst_period_ns=int(f.burst_period_ns * scale), start_ns=start,
                       now_ns=t0)
+
+
+def planned_packets(f: Flow, params: Any, scale: float, payload: int) -> int | None:
+    """The packets ``f``'s sender schedules: its own engine run in virtual time, never paused,
+    never cut (None for F1 under DCQCN, whose rate is the run's outcome). What a run's sender is
+    held to (netstack/tcd/verdict.py)."""
+    if f.kind == "dcqcn":
+        return None
+    eng = _sender(f, params, scale, "tcd", 0, payload)
+    count = 0
+    while not eng.done:
+        t = eng.next_deadline()
+        if t is None:  # pragma: no cover - a flow with a duration always ends
+            break
+        count += len(eng.poll(t))
+    return count
+
+
+def _plans(flows: list[Flow], params: Any, scale: float, payload: int,
+           sent: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per flow what verdict.scenario_validity holds its sender to: planned packets, the time its
+    host was paused by PFC (``pfc_paused_ns``, the gate's count), how long it was to send."""
+    out = {}
+    for f in flows:
+        c = sent.get(f.name) or {}
+        out[f.name] = {"packets": planned_packets(f, params, scale, payload), "paused_ns": c.get("pfc_paused_ns"),
+                       "active_ns": int((f.stop_ns - f.start_ns) * scale), "done": bool(c.get("done"))}
+    return out
 
 
 def _result(kind: str, marker: str, scale: float, flows: list[Flow], received: dict[int, dict[str, Any]],
@@ -387,76 +442,109 @@ def _tool(state: dict[str, Any], node: str, *args: str) -> list[str]:
 
 
 def _live(state: dict[str, Any], prefix: str, ctx: Context, kind: str, marker: str, topo: Topology) -> dict[str, Any]:
-    from ..io.control import request
-    from ..runtime import load_state
+    from ..experiment import LagWindow
+    from .dcqcn import DcqcnParams
 
     p = ctx.params
     scale = scale_of(topo)
     rate = int(PAPER_RATE_BPS / scale)
     wl = Workload(kind, bursters=_bursters(topo), burst_load=float(p["burst_load"]), f1=_f1(p["f1"]))
     flows = wl.flows()
-    ips = {n.name: str(n.ip.ip) for n in topo.nodes if n.ip is not None}
     common = ["--line-rate", f"{rate}", "--time-scale", f"{scale:g}", "--quiet"]
     procs: list[subprocess.Popen[str]] = []
     try:
-        recv: dict[str, subprocess.Popen[str]] = {}
-        for host in ("r0", "r1"):
-            argv = _tool(state, host, "recv", "--tcd" if marker == "tcd" else "--no-tcd", "--idle", "1.5",
-                         "--wait", "60", *common)
-            recv[host] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            procs.append(recv[host])
-        for host, proc in recv.items():
-            assert proc.stderr is not None
-            line = proc.stderr.readline().strip()
-            if line != "ready":
-                raise ScenarioError(f"the receiver on {host} did not start: {line} {proc.stderr.read()[-400:]}")
+        recv = _start_receivers(state, marker, common, procs)
         # every sender gets its start as a delay from a common zero, a little ahead so that all
         # of them are up by then (the namespaces share CLOCK_MONOTONIC)
         zero = time.monotonic() + 1.5 + 0.15 * len(flows)
-        t0_ns = int(zero * 1e9)
-        send: dict[str, subprocess.Popen[str]] = {}
-        for f in flows:
-            seconds = (f.stop_ns - f.start_ns) * scale / 1e9
-            args = ["send", "--dst", ips[f.dst], "--flow", str(f.fid), "--seconds", f"{seconds:.3f}",
-                    "--start-at", f"{zero + f.start_ns * scale / 1e9:.6f}", "--payload", str(p["payload"]), *common]
-            if f.kind == "dcqcn":
-                args += ["--mode", "tcd" if marker == "tcd" else "dcqcn"]
-            else:
-                args += ["--mode", "fixed", "--rate", str(int(f.rate_bps / scale))]  # type: ignore[operator]
-                if f.kind == "burst":
-                    args += ["--burst", str(f.burst_bytes), "--burst-period",
-                             f"{int(f.burst_period_ns * scale)}ns"]  # type: ignore[operator]
-            send[f.name] = subprocess.Popen(_tool(state, f.src, *args), stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True)
-            procs.append(send[f.name])
+        send = _start_senders(state, topo, flows, zero, scale, marker, int(p["payload"]), common, procs)
         total = wl.end_ns * scale / 1e9
         ctx.progress(f"live {kind}/{marker}: {len(flows)} senders, {total:.1f} s of traffic")
+        # the switches' scheduling delay over the traffic: from the common zero (the 20 processes'
+        # start-up before it is not the run) to the senders' end
+        time.sleep(max(0.0, zero - time.monotonic()))
+        lags = LagWindow(prefix).start()
         sent = {name: _finish(proc, f"sender {name}", total + 60) for name, proc in send.items()}
+        lags.stop()
         # the ports' state at the end of the traffic, before the receivers' idle wait
-        ports = {}
-        st = load_state(prefix)
-        controls = {d["node"]: d["control"] for d in st["daemons"] if d.get("kind") == "switch"}
-        for name, (node, ifname) in PORTS.items():
-            rep = request(controls[node], "tcd_status", port=ifname, timeline=bool(p["timeline"]), timeout=10.0)
-            port = rep["ports"][ifname]
-            tl = None
-            if p["timeline"] and port.get("timeline"):
-                cls = str(port["summary"]["counters"].get("class", 0))
-                tl = [(int(t), int(s)) for t, s in port["timeline"].get(cls, [])]
-            ports[name] = port_report(name, port["summary"], t0_ns, tl)
-        received = {}
-        for host, proc in recv.items():
-            rep = _finish(proc, f"receiver on {host}", 60)
-            received.update({int(fid): r for fid, r in rep.get("flows", {}).items()})
+        ports = _read_ports(prefix, bool(p["timeline"]), int(zero * 1e9))
+        reports = {host: _finish(proc, f"receiver on {host}", 60) for host, proc in recv.items()}
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5)
+    for name, rep in sent.items():
+        lags.add_tool(f"sender {name}", rep)
+    for host, rep in reports.items():
+        lags.add_tool(f"receiver {host}", rep)
+    received = {int(fid): r for rep in reports.values() for fid, r in rep.get("flows", {}).items()}
+    counters = {n: s.get("counters", s) for n, s in sent.items()}
     f1 = sent.get("F1", {}).get("rate_log") if p["timeline"] else None
-    return _result(kind, marker, scale, flows, received, {n: s.get("counters", s) for n, s in sent.items()},
-                   ports, f1, t0_ns)
+    result = _result(kind, marker, scale, flows, received, counters, ports, f1, int(zero * 1e9))
+    result["sched"] = dict(lags.lags)  # every process's scheduling delay over the traffic
+    plans = _plans(flows, DcqcnParams.scaled(rate, scale), scale, int(p["payload"]), counters)
+    return scenario_validity(kind, result, plans, lags.lags, lag_limits(t_on_max_ns(topo))).annotate(result)
+
+
+def _start_receivers(state: dict[str, Any], marker: str, common: list[str],
+                     procs: list[subprocess.Popen[str]]) -> dict[str, subprocess.Popen[str]]:
+    """R0's and R1's receivers (``python -m netstack.tcd recv``), once each says it is ready."""
+    recv: dict[str, subprocess.Popen[str]] = {}
+    for host in ("r0", "r1"):
+        argv = _tool(state, host, "recv", "--tcd" if marker == "tcd" else "--no-tcd", "--idle", "1.5",
+                     "--wait", "60", *common)
+        recv[host] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(recv[host])
+    for host, proc in recv.items():
+        assert proc.stderr is not None
+        line = proc.stderr.readline().strip()
+        if line != "ready":
+            raise ScenarioError(f"the receiver on {host} did not start: {line} {proc.stderr.read()[-400:]}")
+    return recv
+
+
+def _start_senders(state: dict[str, Any], topo: Topology, flows: list[Flow], zero: float, scale: float, marker: str,
+                   payload: int, common: list[str],
+                   procs: list[subprocess.Popen[str]]) -> dict[str, subprocess.Popen[str]]:
+    """Every flow's sender (``python -m netstack.tcd send``), each starting at its time after ``zero``."""
+    ips = {n.name: str(n.ip.ip) for n in topo.nodes if n.ip is not None}
+    send: dict[str, subprocess.Popen[str]] = {}
+    for f in flows:
+        seconds = (f.stop_ns - f.start_ns) * scale / 1e9
+        args = ["send", "--dst", ips[f.dst], "--flow", str(f.fid), "--seconds", f"{seconds:.3f}",
+                "--start-at", f"{zero + f.start_ns * scale / 1e9:.6f}", "--payload", str(payload), *common]
+        if f.kind == "dcqcn":
+            args += ["--mode", "tcd" if marker == "tcd" else "dcqcn"]
+        else:
+            args += ["--mode", "fixed", "--rate", str(int(f.rate_bps / scale))]  # type: ignore[operator]
+            if f.kind == "burst":
+                args += ["--burst", str(f.burst_bytes), "--burst-period",
+                         f"{int(f.burst_period_ns * scale)}ns"]  # type: ignore[operator]
+        send[f.name] = subprocess.Popen(_tool(state, f.src, *args), stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+        procs.append(send[f.name])
+    return send
+
+
+def _read_ports(prefix: str, timeline: bool, t0_ns: int) -> dict[str, Any]:
+    """P0-P3's markers as their switch daemons report them (``tcd_status``)."""
+    from ..io.control import request
+    from ..runtime import load_state
+
+    st = load_state(prefix)
+    controls = {d["node"]: d["control"] for d in st["daemons"] if d.get("kind") == "switch"}
+    ports = {}
+    for name, (node, ifname) in PORTS.items():
+        rep = request(controls[node], "tcd_status", port=ifname, timeline=timeline, timeout=10.0)
+        port = rep["ports"][ifname]
+        tl = None
+        if timeline and port.get("timeline"):
+            cls = str(port["summary"]["counters"].get("class", 0))
+            tl = [(int(t), int(s)) for t, s in port["timeline"].get(cls, [])]
+        ports[name] = port_report(name, port["summary"], t0_ns, tl)
+    return ports
 
 
 def _finish(proc: subprocess.Popen[str], what: str, timeout: float) -> dict[str, Any]:
@@ -482,7 +570,7 @@ SCENARIOS = [
 ]
 
 __all__ = ["BURST_BYTES", "KINDS", "MARKERS", "PORTS", "SCENARIOS", "Flow", "Workload", "load_doc", "marker_of",
-           "run_live", "run_sim", "scale_of", "topology_doc"]
+           "planned_packets", "run_live", "run_sim", "scale_of", "t_on_max_ns", "topology_doc"]
 
 from .fct import FCT_SCENARIO  # noqa: E402
 
