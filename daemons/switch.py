@@ -203,6 +203,20 @@ class SwitchShell:
                 continue
             if changed:
                 log.info("port %s (%s): carrier %s", name, ifname, "up" if up else "down")
+            if up:
+                # The link's loss left an error pending on the port's socket, and the loop may have
+                # stopped watching it (PacketPort.take_error): clear it and watch the socket again
+                # now, not at the next kernel-stats poll up to a second later, which left the port
+                # deaf after every flap while its peer already sent (LinkGuardian's holes behind
+                # it then overflowed both buffers).
+                port = self.ports[name]
+                with contextlib.suppress(OSError):
+                    port.take_error()
+                self._rearmed[name] = port.link_errors
+                self.rearm(name)
+                frames = port.recv_batch(RX_BATCH)
+                if frames:
+                    self._ingest(name, frames)
         if changes:
             self.flush(now)
 

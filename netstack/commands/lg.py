@@ -33,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the recirculation port the reordering buffer cycles through (LinkGuardian §3.3): 'link' "
                         "(default: as fast as the protected link, as on Tofino at 100G), a rate such as "
                         "400Mbit, or 'instant' (held frames leave the moment they are next, at no cost)")
+    e.add_argument("--recirc-order", choices=["seq", "fifo"], default="seq",
+                   help="where a frame that starts waiting joins the recirculating buffer: seq (default: in "
+                        "sequence order, so it drains at the port's rate) or fifo (at the queue's tail; at a "
+                        "steady rate below the port's the held frames end up scrambled: docs/linkguardian.md)")
     e.add_argument("--direction", help="sending switch first: A:B (default: the link's a:b)")
     e.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     add_json(e, "both ends' settings")
@@ -67,7 +71,7 @@ def cmd_enable(args: argparse.Namespace) -> int:
     try:
         out = enable_link(args.prefix, args.link, mode=args.mode, target=args.target, copies=args.copies,
                           actual=args.actual_loss, backpressure=not args.no_backpressure, direction=args.direction,
-                          recirc_rate_bps=recirc_rate(args.recirc_rate))
+                          recirc_rate_bps=recirc_rate(args.recirc_rate), recirc_order=args.recirc_order)
     except (RuntimeErrorNS, ControlError, LGControlError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     if args.json:

@@ -104,10 +104,11 @@ def measured_loss(prefix: str, sender: dict[str, Any], receiver: dict[str, Any])
 
 def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float = 1e-8, copies: int | None = None,
                 actual: float | None = None, backpressure: bool = True, direction: str | None = None,
-                recirc_rate_bps: int | None = None) -> dict[str, Any]:
+                recirc_rate_bps: int | None = None, recirc_order: str = "seq") -> dict[str, Any]:
     """Protect ``link`` of the testbed running under ``prefix``: the paper's 100G settings scaled
     to the link's rate (``params.link_params``), N = ``copies`` or Eq. 2 from ``actual`` (default:
-    :func:`measured_loss`), receiver first so that no stamped frame meets an unready receiver."""
+    :func:`measured_loss`), receiver first so that no stamped frame meets an unready receiver.
+    ``recirc_order``: where a newly held frame joins the recirculating buffer (LGParams)."""
     from ..runtime import control, load_state
 
     state = load_state(prefix)
@@ -116,6 +117,8 @@ def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float
         actual = measured_loss(prefix, sender, receiver)
     rate = state.get("links", {}).get(link, {}).get("rate_bps") or 100_000_000
     params = link_params(rate, mode, target, copies, actual, backpressure, recirc_rate_bps)
+    params["recirc_order"] = recirc_order
+    LGParams.from_dict(params)  # a clear error here, before either switch sees it
     r = control(prefix, receiver["node"], "lg_enable", port=receiver["ifname"], role="receiver", params=params)
     s = control(prefix, sender["node"], "lg_enable", port=sender["ifname"], role="sender", params=params)
     return {"link": link, "sender": f"{sender['node']}/{sender['ifname']}",

@@ -28,6 +28,14 @@ def _cli(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def _reachable(state, node: str, ip: str, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if sh(state, node, "ping", "-c", "1", "-W", "1", ip).returncode == 0:
+            return True
+    return False
+
+
 def _min_rtt_ms(state) -> float:
     r = sh(state, "h1", "ping", "-c", "5", "-i", "0.2", "-W", "2", "10.0.0.2")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -155,7 +163,10 @@ def test_a_topology_declares_shaping_a_down_link_and_a_flap(tmp_path_factory):
         r = _cli("link", "sw2-h3", "up", "--prefix", prefix)
         assert r.returncode == 0, r.stderr
         assert "sw2/p-h3 carrier up" in r.stdout
-        assert sh(state, "h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.3").returncode == 0
+        # h3 answers now. Not one fixed ping: sw1-sw2's declared flap (from 1.5 s after 'up') may
+        # be taking that link down for 200 ms right now on a slow machine, and the ARP request
+        # lost in it is only repeated a second later; reachable within a few seconds is the claim
+        assert _reachable(state, "h1", "10.0.0.3", within_s=10.0)
         # the declared flap: 2 x 200 ms down after 1.5 s, then the link stays up
         deadline = time.monotonic() + 20
         while runtime.Daemon(**flapper).alive() and time.monotonic() < deadline:
