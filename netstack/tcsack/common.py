@@ -377,6 +377,15 @@ class SenderBase:
         self._last_stamp = now_ns - 1000
         self.started_ns = now_ns
         self.done_ns: int | None = None
+        #: how late the live shell's process has recently been scheduled: the failure timer
+        #: (T/C-SACK's 2T probe, go-back-N's rto) waits that much longer (:meth:`set_timer_slack`)
+        self.timer_slack_ns = 0
+        #: when the first copy of the last packet went out (its slot) and the datagrams (and their
+        #: bytes) sent by then: until then the sender always had a packet for every slot, so they
+        #: give the rate it paced at (the live verdict's "sending rate")
+        self.paced_ns: int | None = None
+        self.paced_datagrams = 0
+        self.paced_bytes = 0
         self.rtt_min_us: int | None = None
         self.rtt_latest_us: int | None = None
         self.srtt_us: float | None = None
@@ -387,6 +396,22 @@ class SenderBase:
     @property
     def done(self) -> bool:
         return self.cum >= self.end
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """The failure timer plus ``slack_ns`` from now on (0: the configured value).
+
+        The draft (§2) probes when no ACK came for 2T, a time that covers the receiver's ACK
+        clock (T) and the path. A live end on a loaded host adds its scheduling delay: the
+        receiver must be scheduled to send its ACK and this sender to read it. The live shell
+        passes twice how late its process has recently been scheduled (as the switch daemon does
+        for LinkGuardian's ackNoTimeout, docs/testbed.md "Timers on a loaded host"), so that a
+        probe means an ACK was lost, not that a process waited for the CPU. Sans-IO: the engine
+        never measures anything itself; virtual time never calls this."""
+        self.timer_slack_ns = max(0, int(slack_ns))
+
+    def timeout_ns(self) -> int | None:
+        """The failure timer as it now stands (its configured value plus the slack), or None."""
+        return None
 
     def payload(self, s: int) -> bytes:
         i = s - self.base
@@ -400,6 +425,9 @@ class SenderBase:
         c = self.c
         c.sent += 1
         c.bytes_sent += len(body) + TcsData.SIZE
+        if self.paced_ns is None and s == self.end - 1:
+            self.paced_ns = now_ns - self.started_ns
+            self.paced_datagrams, self.paced_bytes = c.sent, c.bytes_sent
         return TcsData(self.flow_id, s & SEQ_MASK, us32(now_ns), flags).to_bytes() + body
 
     def _slot_ns(self, s: int) -> int:
@@ -544,7 +572,9 @@ class SenderBase:
     def counters(self) -> dict[str, CounterValue]:
         out: dict[str, CounterValue] = asdict(self.c)
         out.update(packets=self.packets, cum_acked=self.cum - self.base, done=self.done,
-                   rtt_min_us=self.rtt_min_us, srtt_us=None if self.srtt_us is None else round(self.srtt_us, 1))
+                   rtt_min_us=self.rtt_min_us, srtt_us=None if self.srtt_us is None else round(self.srtt_us, 1),
+                   timer_slack_ns=self.timer_slack_ns, timeout_ns=self.timeout_ns(), paced_ns=self.paced_ns,
+                   paced_datagrams=self.paced_datagrams, paced_bytes=self.paced_bytes)
         return out
 
     def check_counters(self) -> dict[str, int]:

@@ -58,16 +58,40 @@ def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, r
 def transfer(state: dict[str, Any], proto: str, nbytes: int, *, src: str = "h1", dst: str = "h2", rate_bps: int,
              t_ms: float, n: int, payload: int, seed: int = 1, timeout: float = 90.0) -> dict[str, Any]:
     """One transfer on a running testbed (its run state): both ends' JSON and a summary;
-    ``ok``: the receiver's SHA-256 of what it got equals the sender's of what it sent."""
+    ``ok``: the receiver's SHA-256 of what it got equals the sender's of what it sent; ``valid``
+    and ``checks``: whether it is a result (netstack/tcsack/verdict.py), ``sched``: every
+    process's scheduling delay over it."""
     for node in (src, dst):
         if node not in state.get("hosts", {}):
             raise TransferError(f"{node!r} is not a host of this topology (hosts: {', '.join(state.get('hosts', {}))})")
+    from ..experiment import LagWindow
+    from .verdict import transfer_validity
+
     extra = ["--t-ms", str(t_ms), "--n", str(n), "--payload", str(payload)]
+    # the switches' scheduling delay over the transfer; the ends report their own (sched)
+    lags = LagWindow(state["prefix"]).start()
     send, recv = live_transfer(state, proto, nbytes, *extra, rate=rate_bps, src=src, dst=dst, timeout=timeout,
                                seed=seed)
+    lags.stop()
+    lags.add_tool(f"sender {src}", send)
+    lags.add_tool(f"receiver {dst}", recv)
     ok = recv.get("sha256") == send.get("sha256") and send.get("done", True)
-    return {"proto": proto, "src": src, "dst": dst, "bytes": nbytes, "ok": bool(ok), "seconds": send.get("seconds"),
-            "goodput_bps": send.get("goodput_bps"), "sender": send, "receiver": recv}
+    out = {"proto": proto, "src": src, "dst": dst, "bytes": nbytes, "ok": bool(ok), "seconds": send.get("seconds"),
+           "goodput_bps": send.get("goodput_bps"), "sender": send, "receiver": recv, "sched": dict(lags.lags)}
+    v = transfer_validity(proto, nbytes, send, recv, rate_bps=None if proto == "tcp" else rate_bps,
+                          t_ns=int(t_ms * 1e6), lags=lags.lags)
+    return v.annotate(out)
 
 
-__all__ = ["TransferError", "live_transfer", "transfer"]
+def verdict_line(out: dict[str, Any]) -> str:
+    """One line for ``netstack tcsack transfer``'s summary: VALID, or INVALID with the reasons."""
+    from ..validity import Validity
+
+    if "valid" not in out:
+        return "validity: not checked"
+    if out["valid"]:
+        return f"VALID ({len(out.get('checks') or ())} checks passed)"
+    return "INVALID: " + "; ".join(Validity.of(out).reasons)
+
+
+__all__ = ["TransferError", "live_transfer", "transfer", "verdict_line"]

@@ -82,15 +82,21 @@ class GbnSender(SenderBase):
     def _has_packet(self) -> bool:
         return self._next < self.end
 
+    def timeout_ns(self) -> int:
+        """RC's retransmission timeout (``rto``), plus the live shell's scheduling slack
+        (SenderBase.set_timer_slack): a go-back of everything in flight must mean no progress,
+        not a process that waited for the CPU."""
+        return self.params.rto + self.timer_slack_ns
+
     def _timer_deadline(self) -> int | None:
         if self._high == self.base:
             return None
-        return self._progress_ns + self.params.rto
+        return self._progress_ns + self.timeout_ns()
 
     def _on_time(self, now_ns: int) -> None:
         if self.done or self._high == self.base:
             return
-        if now_ns >= self._progress_ns + self.params.rto:
+        if now_ns >= self._progress_ns + self.timeout_ns():
             self.c.timeouts += 1
             self._go_back(self.cum)
             self._progress_ns = now_ns

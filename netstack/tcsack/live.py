@@ -12,7 +12,16 @@ socket is connected to the receiver (the kernel drops datagrams from anyone else
 hands the engine each datagram's source, the engine binds to the first data packet's
 (``ReceiverBase.peer``), and the ACKs go there only (docs/security.md#tc-sack). ``--proto tcp``
 moves the same bytes over a kernel TCP connection for comparison. Each side prints one JSON
-object on its last stdout line; the receiver's ``sha256`` must equal the sender's.
+object on its last stdout line; the receiver's ``sha256`` must equal the sender's, and ``sched``
+is the end's own scheduling delay (:mod:`netstack.looplag`; the receiver's from its first data
+packet on), so that a transfer can tell a starved end from a slow path (docs/tcsack.md "Is a
+transfer valid?").
+
+**The failure timer on a loaded host.** The sender's 2T probe (go-back-N: its rto) waits an extra
+:data:`SLACK_FACTOR` times the largest scheduling delay this process saw in the last seconds
+(:class:`SlackFeed`, ``SenderBase.set_timer_slack``), as the switch daemon does for LinkGuardian's
+ackNoTimeout: an ACK needs two processes scheduled, the receiver that sends it and this sender
+that reads it (docs/tcsack.md "The 2T probe on a loaded host").
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from headers.errors import HeaderError
 from headers.registry import UdpPort
 from netstack.engine import Transmit
 from netstack.io.paced import drain, open_udp_sender, run_sender, wait_readable
+from netstack.looplag import LagHistogram, ThreadSampler
 from netstack.topo.model import parse_rate, parse_size
 from netstack.traffic import accept_one, resolve_neighbour
 
@@ -41,6 +51,33 @@ from .params import TcsParamError, TcsParams
 
 PORT = int(UdpPort.TCSACK)  # T/C-SACK's UDP port (headers.registry, docs/wire-formats.md)
 PROTOS = ("tcsack", "gbn", "tcp")
+#: the failure timer's slack is this many times the recent largest scheduling delay (two
+#: processes must be scheduled for an ACK to count: the receiver sends it, the sender reads it;
+#: the switch daemon's rule for ackNoTimeout, daemons/switch.py SLACK_FACTOR)
+SLACK_FACTOR = 2
+#: how often the slack follows the measured delay
+SLACK_EVERY_S = 0.1
+
+
+class SlackFeed:
+    """``run_sender``'s periodic callback: passes the sender engine :data:`SLACK_FACTOR` times
+    the largest scheduling delay ``hist`` recorded recently (``LagHistogram.recent_max_ns``),
+    every :data:`SLACK_EVERY_S`, and calls ``progress`` (if any) about once a second."""
+
+    def __init__(self, engine: SenderBase, hist: Callable[[], LagHistogram],
+                 progress: Callable[[], None] | None = None) -> None:
+        self.engine = engine
+        self.hist = hist
+        self.progress = progress
+        self._calls = 0
+
+    def __call__(self) -> None:
+        slack = SLACK_FACTOR * self.hist().recent_max_ns(time.monotonic_ns())
+        if slack != self.engine.timer_slack_ns:
+            self.engine.set_timer_slack(slack)
+        self._calls += 1
+        if self.progress is not None and self._calls % round(1 / SLACK_EVERY_S) == 0:
+            self.progress()
 
 
 def _params(args: argparse.Namespace) -> TcsParams:
@@ -68,15 +105,16 @@ def send_datagrams(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
         print(f"[{args.proto}] {c['cum_acked']}/{c['packets']} packets acknowledged, "
               f"{c['retx_sent']} resent", file=sys.stderr, flush=True)
 
-    with sock:
-        run = run_sender(sock, eng, max_seconds=args.max_seconds, progress=progress if args.progress else None)
+    with sock, ThreadSampler() as lag:
+        feed = SlackFeed(eng, lambda: lag.hist, progress if args.progress else None)
+        run = run_sender(sock, eng, max_seconds=args.max_seconds, progress=feed, progress_every_s=SLACK_EVERY_S)
     end = eng.done_ns if eng.done_ns is not None else run["ended_ns"]
     secs = (end - t0) / 1e9
     return {"tool": "tcsack-send", "proto": args.proto, "done": eng.done, "bytes": len(data),
             "seconds": secs, "goodput_bps": len(data) * 8 / secs if eng.done and secs > 0 else 0.0,
             "sha256": hashlib.sha256(data).hexdigest(), "send_errors": run["send_errors"],
             "malformed": run["malformed"], "neighbour_resolved": resolved, "params": _params(args).to_dict(),
-            "counters": eng.counters(), "checks": eng.check_counters()}
+            "counters": eng.counters(), "checks": eng.check_counters(), "sched": lag.summary()}
 
 
 def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
@@ -85,8 +123,16 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
     sock.bind(("0.0.0.0", args.port))
     sock.setblocking(False)
-    print("ready", file=sys.stderr, flush=True)
-    eng: ReceiverBase = r_cls(_params(args), flow_id=args.flow, start_seq=args.start_seq)
+    with ThreadSampler() as lag:
+        print("ready", file=sys.stderr, flush=True)
+        eng: ReceiverBase = r_cls(_params(args), flow_id=args.flow, start_seq=args.start_seq)
+        out = _receive(args, sock, eng, lag)
+    out["sched"] = lag.summary()
+    return out
+
+
+def _receive(args: argparse.Namespace, sock: socket.socket, eng: ReceiverBase, lag: ThreadSampler) -> dict[str, Any]:
+    """The receiver's loop on its bound socket, until the transfer is over (or never began)."""
     h = hashlib.sha256()
     first = complete_at = None
     last_rx = time.monotonic_ns()
@@ -116,6 +162,7 @@ def recv_datagrams(args: argparse.Namespace) -> dict[str, Any]:
                 last_rx = now
                 if first is None:
                     first = now
+                    lag.hist = LagHistogram(now)  # the transfer starts here; the wait for it is not it
         eng.on_timer(time.monotonic_ns())
         # ACKs (the receivers' only action) go to the bound peer, whoever else sent datagrams;
         # before the first data packet there is no peer, and nothing to acknowledge
@@ -151,8 +198,10 @@ def send_tcp(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
             "counters": {"total_retrans": retrans}}
 
 
-def recv_tcp(args: argparse.Namespace) -> dict[str, Any]:
+def recv_tcp(args: argparse.Namespace, lag: ThreadSampler | None = None) -> dict[str, Any]:
     conn = accept_one(args.port, args.wait)
+    if lag is not None:
+        lag.hist = LagHistogram(time.monotonic_ns())  # the transfer starts here; the wait for it is not it
     conn.settimeout(None)  # the accepted socket inherits the listener's timeout
     h = hashlib.sha256()
     n = 0
@@ -241,10 +290,12 @@ def check_end_arguments(args: argparse.Namespace) -> str | None:
 def run_end(args: argparse.Namespace) -> dict[str, Any]:
     """One end's transfer, in the namespace the caller is in: its JSON object (``done`` or
     ``complete`` says whether it finished). Raises OSError for socket errors."""
-    if args.cmd == "send":
-        data = data_for(args.bytes, args.seed)
-        return send_tcp(args, data) if args.proto == "tcp" else send_datagrams(args, data)
-    return recv_tcp(args) if args.proto == "tcp" else recv_datagrams(args)
+    if args.proto != "tcp":
+        return send_datagrams(args, data_for(args.bytes, args.seed)) if args.cmd == "send" else recv_datagrams(args)
+    with ThreadSampler() as lag:  # (the datagram ends measure theirs themselves)
+        out = send_tcp(args, data_for(args.bytes, args.seed)) if args.cmd == "send" else recv_tcp(args, lag)
+    out["sched"] = lag.summary()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

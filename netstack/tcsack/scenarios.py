@@ -50,14 +50,28 @@ def transfer_sim(net: Any, ctx: Context) -> dict[str, Any]:
         from ..sim.tcp import bulk_transfer
 
         res = bulk_transfer(net, p["src"], p["dst"], len(data), max_ns=max_ns)
-        return {"proto": "tcp", "ok": res["ok"], "seconds": (res["done_ns"] or 0) / 1e9,
-                "goodput_bps": res["goodput_bps"] or 0.0, "sender": res["sender"], "receiver": res["receiver"]}
+        out = {"proto": "tcp", "ok": res["ok"], "seconds": (res["done_ns"] or 0) / 1e9,
+               "goodput_bps": res["goodput_bps"] or 0.0, "sender": res["sender"], "receiver": res["receiver"]}
+        return _sim_validity(p, out, bool(res["ok"]), res["done_ns"] is not None).annotate(out)
     from ..sim.transport import transfer
 
     res = transfer(net, p["proto"], params_of(p), data, src=p["src"], dst=p["dst"], max_ns=max_ns)
-    return {"proto": p["proto"], "ok": res["delivered_ok"] and res["done_ns"] is not None,
-            "seconds": (res["done_ns"] or 0) / 1e9, "goodput_bps": res["goodput_bps"] or 0.0,
-            "sender": res["sender"], "receiver": res["receiver"]}
+    out = {"proto": p["proto"], "ok": res["delivered_ok"] and res["done_ns"] is not None,
+           "seconds": (res["done_ns"] or 0) / 1e9, "goodput_bps": res["goodput_bps"] or 0.0,
+           "sender": res["sender"], "receiver": res["receiver"]}
+    return _sim_validity(p, out, res["delivered_ok"], res["done_ns"] is not None).annotate(out)
+
+
+def _sim_validity(p: dict[str, Any], out: dict[str, Any], intact: bool, done: bool) -> Any:
+    """The live transfer's checks on a virtual-time run (netstack/tcsack/verdict.py): nothing can
+    starve it; ``intact``: the receiver delivered exactly the data."""
+    from .verdict import transfer_validity
+
+    n = int(p["bytes"])
+    send = {"done": done, "sha256": "data", "counters": out["sender"]}
+    recv = {"complete": intact, "bytes": n if intact else 0, "sha256": "data" if intact else None}
+    return transfer_validity(p["proto"], n, send, recv, rate_bps=None if p["proto"] == "tcp" else int(p["rate_bps"]),
+                             t_ns=int(p["t_ms"] * 1_000_000), lags=None)
 
 
 def transfer_live(ctx: Context, state: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -81,7 +95,8 @@ def transfer_live(ctx: Context, state: dict[str, Any] | None = None) -> dict[str
             runtime.down(prefix)
     send, recv = res["sender"], res["receiver"]
     return {"proto": p["proto"], "ok": res["ok"], "seconds": send["seconds"], "goodput_bps": send["goodput_bps"],
-            "sender": send.get("counters", {}), "receiver": recv.get("counters", {}), "sha256_equal": res["ok"]}
+            "sender": send.get("counters", {}), "receiver": recv.get("counters", {}), "sha256_equal": res["ok"],
+            "valid": res["valid"], "checks": res["checks"]}
 
 
 def path_topology(*, rate_bps: int = 100_000_000, one_way_ns: int = 2_000_000, loss: float = 0.0,

@@ -61,16 +61,20 @@ class TcsSender(SenderBase):
     def _has_packet(self) -> bool:
         return self._probe or bool(self._retx) or self._next_new < self.end
 
+    def timeout_ns(self) -> int:
+        """§2's 2T, plus the live shell's scheduling slack (SenderBase.set_timer_slack)."""
+        return 2 * self.params.t_ns + self.timer_slack_ns
+
     def _timer_deadline(self) -> int | None:
         if self._next_new == self.base:
             return None  # nothing sent yet: nothing to probe
-        return self._ack_clock + 2 * self.params.t_ns
+        return self._ack_clock + self.timeout_ns()
 
     def _on_time(self, now_ns: int) -> None:
         if self.done or self._next_new == self.base:
             return
-        if now_ns >= self._ack_clock + 2 * self.params.t_ns:
-            self._probe = True  # §2: no ACK within 2T: resend the last packet
+        if now_ns >= self._ack_clock + self.timeout_ns():
+            self._probe = True  # §2: no ACK within 2T (+ slack): resend the last packet
             self._ack_clock = now_ns
 
     def _next_packet(self, stamp_ns: int) -> tuple[int, int] | None:

@@ -194,15 +194,17 @@ _RECEIVER_KEYS = ["data_rx", "retx_rx", "probes_rx", "delivered", "bytes_deliver
                   "acks_sent", "acks_count_triggered", "acks_time_triggered"]
 _SENDER_KEYS = ["sent", "sent_new", "retx_sent", "probes_sent", "bytes_sent", "acks_rx", "stale_acks",
                 "bogus_acks", "foreign"]
+# the failure timer on a loaded host (set_timer_slack) and the pacing the live verdict measures
+_TIMER_KEYS = ["timer_slack_ns", "timeout_ns", "paced_ns", "paced_datagrams", "paced_bytes"]
 
 
 @pytest.mark.parametrize(("engine", "keys"), [
     (lambda: TcsReceiver(P), [*_RECEIVER_KEYS, "buffered_max", "buffer_drops", "cum", "complete"]),
     (lambda: GbnReceiver(P), [*_RECEIVER_KEYS, "out_of_order_drops", "naks_sent", "cum", "complete"]),
     (lambda: TcsSender(P, bytes(300)), [*_SENDER_KEYS, "losses_detected", "retx_skipped", "packets", "cum_acked",
-                                        "done", "rtt_min_us", "srtt_us"]),
+                                        "done", "rtt_min_us", "srtt_us", *_TIMER_KEYS]),
     (lambda: GbnSender(P, bytes(300)), [*_SENDER_KEYS, "go_backs", "timeouts", "packets", "cum_acked", "done",
-                                        "rtt_min_us", "srtt_us"]),
+                                        "rtt_min_us", "srtt_us", *_TIMER_KEYS]),
 ])
 def test_engines_keep_the_engine_contract_and_their_counter_keys(engine, keys):
     e = engine()
