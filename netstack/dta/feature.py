@@ -105,6 +105,12 @@ class TranslatorFeature(FeatureBase):
     def next_deadline(self) -> int | None:
         return self.translator.next_deadline()
 
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """The live switch daemon's recent scheduling delay (``Switch.set_timer_slack``, twice the
+        largest lag of the last seconds): the translator's window time-out waits that much longer
+        (:meth:`DTATranslator.set_timer_slack`; docs/dta.md "The window time-out on a loaded host")."""
+        self.translator.set_timer_slack(slack_ns)
+
     def on_timer(self, now_ns: int) -> None:
         self._send(self.translator.on_timer(now_ns), self.port, now_ns)
 

@@ -94,7 +94,10 @@ slow collector), the QP goes back to ``una`` and carries on from there with new 
 (:meth:`DTATranslator._window_timeout` explains why that keeps the collector in sequence),
 with at most ``PROBE_WINDOW`` (16, or the AckReq spacing if larger) requests outstanding until
 the collector answers; ``window_timeouts`` counts these, ``window_rewound`` the PSNs gone back
-over.
+over. On a loaded host the live switch daemon passes its recent scheduling delay
+(:meth:`DTATranslator.set_timer_slack`, twice the largest lag of the last seconds) and the
+time-out waits that much longer: a collector or a switch daemon that merely waited for the CPU
+has not lost anything (docs/dta.md "The window time-out on a loaded host").
 
 Which responses are believed (docs/security.md#dta). The public code rewinds on any
 opcode-0x11 packet; a forged NAK far behind then makes the collector drop every later
@@ -474,6 +477,9 @@ class DTATranslator:
         self._slots: dict[tuple[int, int], tuple[bytes, tuple[int, ...]]] = {}  # SLOT_CACHE
         self._resp_heads: dict[bytes, tuple[TxQp, int, int, int]] = {}  # RESPONSE_SHAPES
         self._now = int(now_ns)
+        #: how late the live shell's process has recently been scheduled: the window time-out
+        #: waits that much longer (:meth:`set_timer_slack`; 0 in virtual time)
+        self.timer_slack_ns = 0
         #: AckReq on every n-th request of a QP (0: never): ``ack_every``, or with a window and no
         #: ``ack_every`` one in window/8, since the window moves only with the collector's ACKs
         self._ack_interval = config.ack_every or (max(1, config.window // 8) if config.window else 0)
@@ -487,6 +493,22 @@ class DTATranslator:
     def now(self) -> int:
         """The latest ``now_ns`` this translator was given (its start time until the first call)."""
         return self._now
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """The window time-out plus ``slack_ns`` from now on (0: ``window_timeout_ns`` as configured).
+
+        The time-out (ours, module docstring "Output window"; DTA §5.3 has no requester timer)
+        declares a window's requests lost when no ACK progress came for ``window_timeout_ns``, and
+        rewinds the QP to ``una`` (the reports sent as duplicates after it are lost). An ACK needs
+        the collector scheduled to answer and the switch daemon scheduled to read it; the live
+        switch daemon passes how late it has recently been scheduled (``Switch.set_timer_slack``:
+        twice the largest lag of the last seconds), so that a time-out means no answer came, not
+        that a process waited for the CPU. Sans-IO: nothing is measured here."""
+        self.timer_slack_ns = max(0, int(slack_ns))
+
+    def window_timeout_ns(self) -> int:
+        """The window time-out as it now stands: configured plus the scheduling slack."""
+        return self.config.window_timeout_ns + self.timer_slack_ns
 
     # ------------------------------------------------------------------ setup
     def _add_region(self, e: dict[str, Any]) -> None:
@@ -1043,7 +1065,7 @@ class DTATranslator:
         limit = self._probe_window if qp.probing else self.config.window
         if ((qp.psn - qp.una) & PSN_MASK) + n <= limit:
             return True
-        if self._now - qp.progress_at >= self.config.window_timeout_ns and qp.psn != qp.una:
+        if self._now - qp.progress_at >= self.window_timeout_ns() and qp.psn != qp.una:
             self._window_timeout(qp)
             return n <= self._probe_window
         return False
@@ -1185,7 +1207,7 @@ class DTATranslator:
         best: int | None = None
         if self._held:  # sketch WRITEs waiting for a full window: its time-out re-opens it
             qp = self._held[0][0]
-            best = qp.progress_at + self.config.window_timeout_ns if self._window_full(qp) else self._now
+            best = qp.progress_at + self.window_timeout_ns() if self._window_full(qp) else self._now
         timeout = self.config.append_flush_ns
         if timeout is None:
             return best
@@ -1193,7 +1215,7 @@ class DTATranslator:
             if lst.oldest_ns is not None:
                 t = lst.oldest_ns + timeout
                 if self._window_full(lst.qp):  # the flush waits for the window (an ACK, or its time-out)
-                    t = max(t, lst.qp.progress_at + self.config.window_timeout_ns)
+                    t = max(t, lst.qp.progress_at + self.window_timeout_ns())
                 if best is None or t < best:
                     best = t
         return best
@@ -1227,6 +1249,9 @@ class DTATranslator:
             out["auth"] = st
         out["in_grace"] = self._grace
         out["grace_reports_left"] = self._grace_left
+        # the scheduling slack, and the window time-out it makes (None: no window, no time-out)
+        out["timer_slack_ns"] = self.timer_slack_ns
+        out["window_timeout_ns"] = self.window_timeout_ns() if self.config.window else None
         out["qps"] = {q.name: {"qpn": q.qpn, "psn": q.psn, "frames": q.frames, "resyncs": q.resyncs,
                                "outstanding": (q.psn - q.una) & PSN_MASK, "window_timeouts": q.window_timeouts}
                       for q in self.qps.values()}
