@@ -316,7 +316,7 @@ def test_mode_and_its_alias_must_agree(capsys):
     assert "disagree" in capsys.readouterr().err
 
 
-def _fake_benchmark(monkeypatch, valid: bool) -> list[argparse.Namespace]:
+def _fake_benchmark(monkeypatch, valid: bool, cross_ok: bool = True) -> list[argparse.Namespace]:
     """``bench headers`` replaced by a module that records its arguments and writes a result."""
     from netstack.bench.output import write_results
     from netstack.commands import bench
@@ -327,7 +327,8 @@ def _fake_benchmark(monkeypatch, valid: bool) -> list[argparse.Namespace]:
         seen.append(args)
         print("| a table |")  # benchmarks print their table on stdout
         checks = [{"name": "sent", "expected": ">= 95% of 10 planned", "measured": 3, "ok": valid}]
-        write_results(args.results_dir, "bench-headers", {"valid": valid, "checks": checks})
+        cross = [{"what": "live agrees with virtual time", "ok": cross_ok}, {"what": "loss vs theory", "ok": True}]
+        write_results(args.results_dir, "bench-headers", {"valid": valid, "checks": checks, "cross_checks": cross})
         return 0
 
     monkeypatch.setitem(sys.modules, "netstack_fake_bench", types.SimpleNamespace(main=main))
@@ -344,6 +345,19 @@ def test_bench_json_is_one_document_and_invalid_exits_3(tmp_path, monkeypatch, c
     assert doc["benchmark"] == "bench-headers" and doc["valid"] is False
     assert "| a table |" in err and err.strip().splitlines()[-1].startswith("INVALID RUN: sent: expected")
     assert seen[0].runtime == "sim"  # the modules read their live/sim choice as 'runtime'
+
+
+def test_bench_whose_cross_check_fails_says_so_last_and_exits_1(tmp_path, monkeypatch, capsys):
+    _fake_benchmark(monkeypatch, valid=True, cross_ok=False)
+    assert cli.main(["bench", "headers", "--results-dir", str(tmp_path)]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == "CROSS-CHECK FAILED: live agrees with virtual time"
+
+
+def test_an_invalid_run_is_not_judged_by_its_cross_checks(tmp_path, monkeypatch, capsys):
+    _fake_benchmark(monkeypatch, valid=False, cross_ok=False)
+    assert cli.main(["bench", "headers", "--results-dir", str(tmp_path)]) == 3
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("INVALID RUN: ")
 
 
 def test_bench_valid_run_exits_0(tmp_path, monkeypatch, capsys):

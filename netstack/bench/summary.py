@@ -76,3 +76,12 @@ def summary_line(name: str, status: int, took: str, path: Path | None, payload: 
     if isinstance(errors, dict) and errors:
         parts.append(f"errors in {', '.join(map(str, errors))}")
     return f"{head}: {'; '.join(parts) or 'done'}; JSON in {path}"
+
+
+def cross_check_failures(payload: dict[str, Any] | None) -> list[str]:
+    """The correctness cross-checks a benchmark's result says failed (``cross_checks``: ``[{"what",
+    "ok"}]``, e.g. live vs virtual time, loss vs theory). A failed one makes ``netstack bench``
+    say so as its last line and exit 1; a missed performance goal is reported, never an error."""
+    if not payload:
+        return []
+    return [str(c.get("what")) for c in payload.get("cross_checks") or () if isinstance(c, dict) and not c.get("ok")]

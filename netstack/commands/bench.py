@@ -111,10 +111,17 @@ def run(args: argparse.Namespace) -> int:
         status = 1
     if status == 2:  # the benchmark refused its arguments, before measuring anything
         return status
-    from ..bench.summary import summary_line
+    from ..bench.summary import cross_check_failures, summary_line
 
     path, payload = result_of(args.results_dir, args.benchmark, started)
     if args.json:
         print_json(payload)
     rep.summary(summary_line(args.benchmark, status, rep.took(), path, payload))
-    return finish(payload, status) if payload is not None else status
+    if payload is None:
+        return status
+    code = finish(payload, status)
+    if code == 0 and (failed := cross_check_failures(payload)):
+        # a correctness cross-check failed (not a missed goal): the last line says which, exit 1
+        print("CROSS-CHECK FAILED: " + "; ".join(failed), file=sys.stderr, flush=True)
+        return 1
+    return code

@@ -162,8 +162,16 @@ def cmd_sim(args: argparse.Namespace) -> int:
     results = _execute(args, specs, workers, say, rep)
     doc = {"command": "netstack sim", "scenario": scenario.name, "topology": topology.name,
            "runtime": args.mode, "runs": results, "wall_s": round(time.perf_counter() - t0, 3),
-           "workers": workers, "scheduler": args.scheduler}
+           "workers": workers, "scheduler": args.scheduler, **runs_validity(results)}
     return _report(args, scenario.name, doc, results, rep)
+
+
+def runs_validity(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs as one verdict (netstack.validity): valid when every run is; the failed
+    checks of the others, each named after its run."""
+    bad = [(r, c) for r in results if r.get("valid") is False for c in r.get("checks", []) if not c["ok"]]
+    checks = [{**c, "name": f"seed {r.get('seed')}: {c['name']}"} for r, c in bad]
+    return {"valid": not any(r.get("valid") is False for r in results), "checks": checks}
 
 
 def _checked(args: argparse.Namespace) -> tuple[Any, Any]:

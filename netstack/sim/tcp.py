@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..ethernet import WIRE_OVERHEAD_BYTES
 from ..traffic import percentiles
+from ..validity import Validity
 from .packets import PROTO_TCP, TCP_HEADERS, ip_payload_end, tcp_fields
 from .reno import RenoConnection, RenoParams, Segment
 from .scenario import Context, Scenario, ScenarioError
@@ -391,10 +392,19 @@ def rr_live(ctx: Context) -> dict[str, Any]:
         server = experiment.start_tool(state, p["dst"], "rr-server", "--port", str(p["port"]), "--size", size)
         dst_ip = str(topo.node(p["dst"]).ip.ip)  # type: ignore[union-attr]
         extra = ["--max-seconds", str(ctx.duration_ns / 1e9)] if ctx.duration_ns else []
+        lag = experiment.LagWindow(prefix).start()
         res = experiment.run_tool(state, p["src"], "rr-client", "--dst", dst_ip, "--port", str(p["port"]),
                                   "--flows", str(p["flows"]), "--size", size, *extra)
-        experiment.finish_tool(server)
-        return res
+        lag.stop()
+        lag.add_tool(f"{p['src']} rr-client", res)
+        lag.add_tool(f"{p['dst']} rr-server", experiment.finish_tool(server))
+        # every exchange planned took place (a duration may cut the run short on purpose), and an
+        # FCT tail is the network's, not a process waiting for the CPU (netstack.validity)
+        v = Validity()
+        if not ctx.duration_ns:
+            v.planned("flows completed", int(res.get("flows", 0)), int(p["flows"]), share=1.0)
+        lag.check(v)
+        return v.annotate(res)
     finally:
         runtime.down(prefix)
 

@@ -127,6 +127,17 @@ def _run_sections(sections: list[str], prefix: str, sizes: Sizes, frame_sizes: l
     return f8, lc, f9, f10
 
 
+def verdicts(rep: Any) -> dict[str, Any]:
+    """The run's validity (its live rows the machine starved: listed, not counted) and its
+    correctness cross-checks (``cross_checks``: their failure makes the benchmark exit 1; a missed
+    performance goal is reported, never an error). netstack/bench/summary.py reads both."""
+    checks = [{"name": r["row"], "expected": "a valid live run", "measured": "; ".join(r["reasons"]), "ok": False}
+              for r in rep.invalid]
+    cross = [{"what": t["what"], "ok": bool(t["met"])} for t in rep.targets
+             if t.get("kind") == "check" and t["met"] is not None]
+    return {"valid": not rep.invalid, "checks": checks, "invalid_rows": rep.invalid, "cross_checks": cross}
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         sizes = sizes_from_args(args)
@@ -164,7 +175,7 @@ def main(args: argparse.Namespace) -> int:
 
     rep = build_report(sc, f8, lc, f9, f10, errors, payload["wall_s"], results_dir)
     payload.update(fig8=f8, live_check=lc, fig9=f9, fig10=f10, targets=rep.targets, tables=rep.tables,
-                   plots=rep.plots, errors=errors)
+                   plots=rep.plots, errors=errors, **verdicts(rep))
     path = write_results(results_dir, "bench-linkguardian", payload)
     md_text = "\n".join(rep.md)
     (results_dir / "bench-linkguardian-latest.md").write_text(md_text)

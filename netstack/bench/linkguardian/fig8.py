@@ -181,6 +181,7 @@ def fig8_targets(loss_rows: list[dict[str, Any]], speed_rows: list[dict[str, Any
                     and not r.get("sensitivity") and r["frame_size"] == size0), None)
         if row is not None:
             targets.append({
+                "kind": "goal",
                 "what": f"Fig. 8: {label(mode)} effective link speed at {SENSITIVITY_RATE:g}, {size0} B frames, "
                         f">= {TARGET_SPEED[mode]:.0%} of unprotected lossless (paper {PAPER_SPEED[mode]:.2%})",
                 "value": row["speed_vs_lossless"], "target": TARGET_SPEED[mode],
@@ -192,6 +193,7 @@ def fig8_targets(loss_rows: list[dict[str, Any]], speed_rows: list[dict[str, Any
     alpha = (1 - CONFIDENCE) / max(1, len(lg_loss))
     min_p = min((r["p_value"] for r in lg_loss), default=1.0)
     targets.append({
+        "kind": "check",
         "what": "Fig. 8: LG / LG_NB effective loss within statistical error of actual^(N+1): exact binomial "
                 f"test per point, family-wise 5 % (Bonferroni: every p >= {alpha:.4g})",
         "value": f"{sum(r['theory_in_ci'] for r in lg_loss)}/{len(lg_loss)} theory in 95% CI, min p {min_p:.3g}",

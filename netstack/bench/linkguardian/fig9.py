@@ -147,7 +147,8 @@ def _tcp_result(proc: subprocess.Popen[str], reader: _LineReader) -> dict[str, A
 
 def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: float,
                   say: Progress, recirc_factor: int = 1) -> dict[str, Any]:
-    from ...experiment import finish_tool, start_tool, tool_argv
+    from ...experiment import LagWindow, finish_tool, start_tool, tool_argv
+    from ...validity import Validity
 
     tag = ("backpressure on" if backpressure else "backpressure off") + (
         f", recirculation {recirc_factor}x link" if recirc_factor != 1 else "")
@@ -162,6 +163,7 @@ def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: floa
         tl = _Timeline(prefix, state["namespaces"]["sw1"], state["namespaces"]["h1"], corrupt, backpressure,
                        recirc_rate_bps, tag, say)
         sink = start_tool(state, "h2", "tcp-sink", "--port", "5001")
+        lag = LagWindow(prefix).start()
         proc = subprocess.Popen(tool_argv(state, "h1", "tcp-send", "--dst", H2_IP, "--seconds", str(seconds),
                                           "--interval", str(FIG9_INTERVAL_S)),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
@@ -173,11 +175,19 @@ def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: floa
             tcp = _tcp_result(proc, reader)
         finally:
             kill(proc, timeout=5)
-        finish_tool(sink)
+        lag.stop()
+        lag.add_tool("h2 tcp-sink", finish_tool(sink))
+        lag.add_tool("h1 tcp-send", tcp)
         # the counters at the end, read in this order before the testbed goes
         end: dict[str, Any] = {"lg": lg_counters(prefix), "tcp_retrans": _tcp_retrans(tl.ns_h1),
                                "queue_drops": queue_drops(prefix), "link": link_counts(prefix)}
     res = _fig9_result(tl, tcp, end, seconds, t_corrupt, t_lg, recirc_factor, state.get("tcp_cc"))
+    # a throughput timeline is the network's only if no process waited for the CPU meanwhile
+    v = Validity()
+    fired = sorted({e["event"] for e in tl.events})
+    v.happened("timeline events fired", {"corrupt", "lg_enable"} <= set(fired), fired, "corrupt and lg_enable")
+    lag.check(v)
+    v.annotate(res)
     ph = res["phases"]
     rx = end["lg"][0]
     say(f"fig9 ({tag}): mean Mbit/s before {ph['before']['mean_mbps']:.1f}, corrupting "

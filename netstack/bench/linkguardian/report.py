@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...validity import Validity
 from .params import FIG9_INTERVAL_S, LIVE_COPIES, LIVE_CORRUPT
 from .plots import plot_fig8, plot_fig9, plot_fig10
 from .scaling import scaling_lines
@@ -25,6 +26,8 @@ class Report:
     tables: dict[str, str] = field(default_factory=dict)
     plots: dict[str, str] = field(default_factory=dict)
     targets: list[dict[str, Any]] = field(default_factory=list)
+    #: live runs the machine starved (netstack.validity): listed, left out of ratios and verdicts
+    invalid: list[dict[str, Any]] = field(default_factory=list)
 
     def plot(self, name: str, title: str, fn: Callable[[dict[str, Any], Path], bool],
              data: dict[str, Any]) -> list[str]:
@@ -56,6 +59,12 @@ def build_report(sc: dict[str, Any], f8: dict[str, Any] | None, lc: dict[str, An
     rep.tables["targets"] = targets_table(rep.targets) if rep.targets else ""
     if rep.targets:
         rep.md += ["## Targets", "", rep.tables["targets"], ""]
+    if rep.invalid:
+        rep.md += ["## Invalid runs (not counted)", "",
+                   "Live runs the machine did not run as planned (netstack.validity: a process waited for the "
+                   "CPU longer than the protocol's timers tolerate, or fewer packets than planned). They are left "
+                   "out of every ratio, verdict and plot above.", "",
+                   *[f"- {r['row']}: {'; '.join(r['reasons'])}" for r in rep.invalid], ""]
     for section, err in errors.items():
         rep.md += [f"**{section} failed:** {err}", ""]
     rep.md += [f"Wall time {wall_s / 60:.1f} min.", ""]
@@ -76,10 +85,15 @@ def _fig8_section(rep: Report, f8: dict[str, Any]) -> None:
 
 def _live_check_section(rep: Report, lc: dict[str, Any]) -> None:
     rep.tables["live_check"] = live_table(lc)
-    rep.targets.append({"what": f"Live cross-check: effective loss at {LIVE_CORRUPT:g}, N={LIVE_COPIES}, and "
+    valid = lc["live"].get("valid", True)
+    rep.targets.append({"kind": "check",
+                        "what": f"Live cross-check: effective loss at {LIVE_CORRUPT:g}, N={LIVE_COPIES}, and "
                                 "reordering agree with virtual time on the same topology file and seed (95 % "
                                 "intervals overlap; actual^(N+1) inside the live one)",
-                        "value": "yes" if lc["agrees"] else "no", "target": "yes", "met": bool(lc["agrees"])})
+                        "value": ("yes" if lc["agrees"] else "no") if valid else "-", "target": "yes",
+                        "met": bool(lc["agrees"]) if valid else None})
+    if not valid:
+        rep.invalid.append({"row": "live cross-check (live run)", "reasons": Validity.of(lc["live"]).reasons})
     rep.md += ["## Fig. 8 live cross-check (real testbed)", "",
                f"{lc['datagrams']:,} sequenced UDP datagrams ({lc['udp_payload_bytes']} B payload, "
                f"{lc['rate_pps']}/s) h1 -> sw1 = sw2 -> h2 through the switch daemons; {lc['backend']} corrupts "
@@ -91,7 +105,11 @@ def _live_check_section(rep: Report, lc: dict[str, Any]) -> None:
 
 def _fig9_section(rep: Report, f9: dict[str, Any]) -> None:
     rep.tables["fig9"] = fig9_table(f9)
-    image = rep.plot("fig9", "Fig. 9", plot_fig9, f9)
+    valid = [r for r in f9["runs"] if r.get("valid", True)]
+    rep.invalid += [{"row": f"fig9 run (backpressure {'on' if r['backpressure'] else 'off'}, recirculation "
+                            f"{r['recirc_factor']}x link)", "reasons": Validity.of(r).reasons}
+                    for r in f9["runs"] if not r.get("valid", True)]
+    image = rep.plot("fig9", "Fig. 9", plot_fig9, {**f9, "runs": valid}) if valid else []
     tl = f9["timeline"]
     rep.md += ["## Fig. 9: kernel TCP throughput over time (live)", "",
                f"Default topology, TCP h1 -> h2 for {tl['seconds']:g} s (tcp-send samples every "
@@ -104,7 +122,10 @@ def _fig9_section(rep: Report, f9: dict[str, Any]) -> None:
 def _fig10_section(rep: Report, f10: dict[str, Any]) -> None:
     rep.tables["fig10"] = fig10_table(f10)
     rep.targets += f10["targets"]
-    image = rep.plot("fig10", "Fig. 10", plot_fig10, f10)
+    rep.invalid += [{"row": f"fig10 phase {p['phase']}", "reasons": Validity.of(p).reasons}
+                    for p in f10["phases"] if not p.get("valid", True)]
+    valid = [p for p in f10["phases"] if p.get("valid", True)]
+    image = rep.plot("fig10", "Fig. 10", plot_fig10, {**f10, "phases": valid}) if valid else []
     rep.md += ["## Fig. 10: FCT of single-packet TCP flows (live)", "",
                f"{f10['flows']:,} request/response exchanges of {f10['size_bytes']} B per phase on one TCP connection "
                "(rr-client / rr-server, TCP_NODELAY), h1 -> h2; the request crosses the corrupting direction.", "",

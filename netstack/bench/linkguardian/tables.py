@@ -95,7 +95,8 @@ def fig10_table(f10: dict[str, Any]) -> str:
         f = p["fct_us"]
         rows.append([p["phase"], f"{p['corrupt']:g}", _e(p["actual_loss"]), "-" if p["copies"] is None else p["copies"],
                      f"{p['flows']:,}", f"{f['p50'] / 1e3:.2f}", f"{f['p99'] / 1e3:.2f}", f"{f['p99.9'] / 1e3:.2f}",
-                     f"{f['p100'] / 1e3:.1f}", f"{p['p999_vs_lossless']:.2f}x" if p["p999_vs_lossless"] else "-"])
+                     f"{f['p100'] / 1e3:.1f}", f"{p['p999_vs_lossless']:.2f}x" if p["p999_vs_lossless"] else
+                     "INVALID run" if p.get("valid") is False else "-"])
     return format_table(["phase", "corruption", "measured actual", "N", "flows", "p50 ms", "p99 ms", "p99.9 ms",
                          "max ms", "p99.9 / lossless"], rows)
 
@@ -109,6 +110,16 @@ def targets_table(targets: list[dict[str, Any]]) -> str:
         tg = t["target"]
         if isinstance(tg, float):
             tg = f">= {tg:.0%}" if "speed" in t["what"] else f"<= {tg:g}x"
-        rows.append([t["what"], v, tg, "met" if t["met"] else "NOT met"])
-    return format_table(["target", "measured", "target value", "verdict"], rows)
+        rows.append([t["what"], KINDS.get(t.get("kind", "goal"), ""), v, tg, verdict(t)])
+    return format_table(["target", "kind", "measured", "target value", "verdict"], rows)
+
+
+#: a target's kind: a correctness cross-check (its failure is an error: exit 1) or a performance goal
+KINDS = {"check": "cross-check", "goal": "goal"}
+
+
+def verdict(t: dict[str, Any]) -> str:
+    if t["met"] is None:
+        return "not judged (invalid run)"
+    return "met" if t["met"] else "NOT met"
 
