@@ -25,7 +25,15 @@ def test_demo_small(tmp_path, monkeypatch):
     assert phases["off"]["udp"]["lost"] > 0
     assert phases["LG"]["udp"]["lost"] < phases["off"]["udp"]["lost"]
     assert phases["LG"]["udp"]["reordered"] == 0
+    # every phase says whether it ran as planned (netstack.validity), and the demo sums them up
+    for p in out["phases"]:
+        names = {c["name"] for c in p["checks"]}
+        assert {"datagrams sent", "scheduling delay", "request/response flows"} <= names
+        assert p["valid"] == all(c["ok"] for c in p["checks"])
+    assert out["valid"] == all(p["valid"] for p in out["phases"])
+    assert "valid run" in out["table"]
     data = json.loads((tmp_path / "demo-latest.json").read_text())
+    assert data["valid"] == out["valid"]
     assert len(data["phases"]) == 3 and "| LinkGuardian" in data["table"]
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "dm" not in " ".join(n for n in left.split() if n.startswith("dm"))
