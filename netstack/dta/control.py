@@ -35,7 +35,9 @@ Orchestration (any process with the run state, e.g. the CLI and tests)
     from that peer only, as a real RC QP is connected to one remote GID and QPN) and then
     sends ``dta_enable`` to the collector's ToR, on the port that ``state.json`` says faces
     the collector. :func:`disable_translator`,
-    :func:`translator_status`, :func:`collector_status`, :func:`memory_dir`.
+    :func:`translator_status`, :func:`collector_status`, :func:`memory_dir`. :func:`run_report`
+    runs the reporter tool and judges the run (netstack/dta/verdict.py: reports as planned, the
+    reporter's and every daemon's scheduling delay).
 """
 
 from __future__ import annotations
@@ -353,6 +355,40 @@ def translator_status(prefix: str, switch_node: str = "sw2", *, quiet: bool = Fa
         raise DTAError(f"DTA is not enabled on {switch_node}: netstack dta enable"
                        + (f" --prefix {prefix}" if prefix != "ns" else ""))
     return st
+
+
+def run_report(prefix: str, src: str, argv: list[str], switch_node: str = "sw2") -> dict[str, Any]:
+    """Run the reporter tool (``argv``: ``python -m netstack.dta.live report ...`` in ``src``'s
+    namespace) and judge the run (netstack/dta/verdict.py): its JSON with ``valid`` and
+    ``checks`` over the reporter's own scheduling delay and every daemon's over the run (the
+    translator's switch, the collector), and ``sched`` with each. DTAError if the tool failed."""
+    import subprocess
+
+    from ..experiment import LagWindow
+    from .verdict import report_validity
+
+    lags = LagWindow(prefix).start()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    lags.stop()
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise DTAError(f"the reporter in {src} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    res: dict[str, Any] = json.loads(lines[-1])
+    lags.add_tool(f"reporter {src}", res)
+    res["sched"] = dict(lags.lags)
+    cfg = (translator_status(prefix, switch_node, quiet=True).get("config") or {})
+    return report_validity(res, lags.lags, window_timeout_ns=cfg.get("window_timeout_ns")).annotate(res)
+
+
+def verdict_line(res: dict[str, Any]) -> str:
+    """One line for ``netstack dta report``: VALID, or INVALID with the reasons."""
+    from ..validity import Validity
+
+    if "valid" not in res:
+        return "validity: not checked"
+    if res["valid"]:
+        return f"VALID ({len(res.get('checks') or ())} checks passed)"
+    return "INVALID: " + "; ".join(Validity.of(res).reasons)
 
 
 def collector_status(prefix: str, collector_node: str = "c1") -> dict[str, Any]:

@@ -11,6 +11,11 @@ cycling through ``--count`` distinct reports. Sketch-Merge streams one column pe
 listens on UDP 40044 for the translator's NACKs, rewinding to the column a NACK asks for
 (:class:`~netstack.dta.reporter.SketchReporter`). The last line of stdout is one JSON object.
 
+The JSON carries ``planned`` (reports, rate, seconds), ``sched`` (the tool's own scheduling delay
+while it sent, :mod:`netstack.looplag`) and ``valid`` / ``checks`` as far as the tool can judge
+them (sent and rate as planned, its own delay; :mod:`netstack.dta.verdict`);
+:func:`netstack.dta.control.run_report` adds the daemons' delay over the run.
+
 ``--key-file FILE`` (``netstack dta report`` passes the topology's key file) seals every report
 with the authentication trailer, under the key derived for this reporter's source address, era
 ``--era`` (default: the start time); a report sent again (``--duration`` cycles) is sealed anew.
@@ -36,8 +41,10 @@ from headers.registry import UdpPort
 
 from ..auth import keys
 from ..auth.frame import Sealer, era_now
+from ..looplag import ThreadSampler
 from .reportauth import reporter_name
 from .reporter import CountMinSketch, Reporter, SketchReporter
+from .verdict import planned, report_validity
 
 _MS = 1_000_000
 
@@ -269,18 +276,24 @@ def _report_main(args: argparse.Namespace) -> int:
                               "sport": sock.getsockname()[1], "neighbour_resolved": resolved, "auth": auth}
     try:
         if args.kind == "sketch":
-            result.update(_report_sketch(args, sock, dst, sealer))
+            with ThreadSampler() as lag:
+                result.update(_report_sketch(args, sock, dst, sealer))
         else:
             payloads = _payloads(args, Reporter())
             if not args.quiet:
                 what = f"for {args.duration:g} s" if args.duration else str(len(payloads))
                 print(f"sending {what} {args.kind} reports to {args.dst}:{UdpPort.DTA}", file=sys.stderr, flush=True)
-            result.update(_send_paced(sock, dst, payloads, args.rate, args.duration,
-                                      sealer.seal if sealer is not None else None))
+            with ThreadSampler() as lag:
+                result.update(_send_paced(sock, dst, payloads, args.rate, args.duration,
+                                          sealer.seal if sealer is not None else None))
     finally:
         sock.close()
     if sealer is not None and auth is not None:
         auth["sealed"] = sealer.sealed
+    result["planned"] = planned(args.kind, args.count, args.rate, args.duration, args.columns)
+    result["sched"] = lag.summary()
+    # what the tool can judge alone; run_report (netstack.dta.control) adds the daemons' delay
+    report_validity(result, {"reporter": result["sched"]}).annotate(result)
     print(json.dumps(result), flush=True)
     return 0
 
