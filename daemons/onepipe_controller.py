@@ -29,6 +29,12 @@ Time is ``time.monotonic_ns()``, the clock the switch daemons stamp with (also t
 ``at_ns``; the engine times only its own timers with it: the T_f it picks are the processes'
 commit timestamps).
 
+**Timers on a loaded host** (docs/onepipe-reliable.md). Every ``LAG_FOLLOW_S`` the daemon gives the
+engine ``SLACK_FACTOR`` times the largest scheduling delay of its own event loop in the last
+seconds (``Controller.set_timer_slack``, through the one queue): a process is declared failed
+for not answering only after the answer timeout plus that slack. ``status`` shows both
+(``timers_in_force``).
+
 **Keys.** With a key file in the config (the topology's ``[topology] keys``; its path, the daemon
 reads it) every datagram is opened with the controller key before the engine sees it and every
 one sent is sealed (``netstack.onepipe.auth.ControllerAuth``; docs/onepipe-reliable.md
@@ -59,6 +65,7 @@ from netstack.auth.frame import era_now
 from netstack.engine import Action, Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release, SendTo
 from netstack.errors import ConfigError
 from netstack.io.control import ControlError, ControlServer
+from netstack.looplag import LagHistogram
 from netstack.onepipe.auth import ControllerAuth, KeyFile, controller_keys
 from netstack.onepipe.controller import Controller, show
 from netstack.onepipe.ctlnode import ControllerConfig, live_timers, load_config
@@ -96,6 +103,11 @@ MIN_SLEEP_S = 0.001
 BIND_TIMEOUT_S = 10.0
 #: how often the key file is checked for a rotation (as the switch daemons do)
 KEY_POLL_S = 1.0
+#: how often the engine's timer slack follows this daemon's scheduling delay, and how many times
+#: the recent maximum it is: an answer that comes late needs two processes scheduled (the process
+#: that answers, this daemon that reads it), as the switch daemon's slack (daemons/switch.py)
+LAG_FOLLOW_S = 0.1
+SLACK_FACTOR = 2
 
 
 _SWITCH_ERRORS = (ControlError, OSError, TimeoutError, ValueError, asyncio.IncompleteReadError)
@@ -213,6 +225,8 @@ class ControllerShell:
         #: with keys: the key file (followed for rotations) and the controller key's sealer and openers
         self.keyfile: KeyFile | None = None
         self.auth: ControllerAuth | None = None
+        #: this daemon's scheduling delay (the control socket measures it): the timer slack follows it
+        self.lag: LagHistogram | None = None
 
     # ------------------------------------------------------------------ control socket
     def handlers(self) -> dict[str, Any]:
@@ -244,6 +258,10 @@ class ControllerShell:
                                                   for n in self.switches},
             "auth": self.auth.counters() if self.auth is not None else None,
             "t_beacon_ns": self.cfg.params.t_beacon_ns, "timers": asdict(self.cfg.controller),
+            # the answer timeout as in force now: configured + slack (docs/onepipe-reliable.md
+            # "Timers on a loaded host")
+            "timers_in_force": None if self.engine is None else {
+                "timer_slack_ns": self.engine.timer_slack_ns, "answer_timeout_ns": self.engine.answer_timeout_ns},
         }
 
     # ------------------------------------------------------------------ leading
@@ -260,6 +278,8 @@ class ControllerShell:
                  *(asyncio.create_task(self._poll(name), name=f"poll-{name}") for name in self.switches)]
         if self.keyfile is not None:
             tasks.append(asyncio.create_task(self._follow_keys(), name="keys"))
+        if self.lag is not None:
+            tasks.append(asyncio.create_task(self._follow_lag(self.lag), name="lag"))
         self._wake()  # the restored engine may have notices and releases to drive at once
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -324,6 +344,17 @@ class ControllerShell:
             ring = self.keyfile.poll()
             self.auth.update_keys(controller_keys(ring, self.cfg.prefix, time.time()))
 
+    async def _follow_lag(self, lag: LagHistogram) -> None:
+        """The engine's timer slack follows this daemon's recent scheduling delay (module docstring),
+        through the one consumer, so that it changes between two events, never inside one."""
+        last = 0
+        while True:
+            await asyncio.sleep(LAG_FOLLOW_S)
+            slack = SLACK_FACTOR * lag.recent_max_ns(time.monotonic_ns())
+            if slack != last:
+                last = slack
+                self.events.put_nowait(("slack", slack))
+
     async def _bind(self) -> None:
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + BIND_TIMEOUT_S
@@ -377,6 +408,8 @@ class ControllerShell:
             engine.receive(data, src, now)
         elif kind == "report":
             engine.report(event[1], event[2], now, reporter=event[3])
+        elif kind == "slack":
+            engine.set_timer_slack(event[1])  # (_consume re-arms the timer after every event)
         elif kind == "timer":
             deadline = engine.next_deadline()
             if deadline is not None and deadline <= now:
@@ -634,6 +667,7 @@ async def amain(args: argparse.Namespace) -> int:
     shell = ControllerShell(cfg, store, replica)
     loop = asyncio.get_running_loop()
     control = ControlServer(str(args.control), shell.handlers())
+    shell.lag = control.lag
     await control.start()
     metrics = await serve_metrics(shell.ctl_status, {"node": cfg.name, "daemon": replica})
     stop = asyncio.Event()

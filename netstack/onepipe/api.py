@@ -39,6 +39,13 @@ arrives, before the engine sees it; refused ones never reach the engine and are 
 The clock never goes back: :meth:`OnePipeEndpoint.now` holds at the highest value it returned
 (design topic §1; a clock stepped back, :meth:`OnePipeEndpoint.set_clock`, stands still until it
 catches up, docs/onepipe.md "Clock jumps").
+
+**Scheduling delay.** The endpoint measures how late its event loop runs (``lag``, a
+:class:`netstack.looplag.LagHistogram` sampled by :func:`netstack.looplag.monitor`; its own unless
+one is passed in, to share between the endpoints of one loop) and, every :data:`LAG_FOLLOW_NS`,
+gives the engine :data:`SLACK_FACTOR` times the largest lag of the last seconds as its timer slack
+(``Endpoint.set_timer_slack``): best effort's ACK timeout waits that much longer
+(docs/onepipe-reliable.md "Timers on a loaded host").
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from typing import Any
 from headers.errors import HeaderError
 from headers.onepipe import OnePipeOpcode, decode_packet
 
+from .. import looplag
 from ..engine import Deliver, ProcFail, SendFail, SendTo
 from .auth import HostAuth
 from .clock import HostClock
@@ -67,6 +75,12 @@ from .reliable import ReliableEndpoint
 Addr = tuple[str, int]
 #: the IP ECN field's CE codepoint (RFC 3168)
 _CE = 0b11
+#: the timer slack is this many times the largest recent loop lag: an ACK that comes late needs
+#: two processes scheduled (the receiver that sends it, this one that reads it), as the switch
+#: daemon's LinkGuardian slack does (daemons/switch.py ``SLACK_FACTOR``)
+SLACK_FACTOR = 2
+#: how often the slack follows the measured lag (it looks back ``looplag.RECENT_NS``)
+LAG_FOLLOW_NS = 100_000_000
 
 
 class SendBufferFull(Exception):
@@ -83,7 +97,8 @@ class OnePipeEndpoint:
                  on_send_fail: Callable[[int, Addr, bytes], None] | None = None,
                  reliable: bool = False, controller: Addr | None = None,
                  on_proc_fail: Callable[[Addr, int], None] | None = None,
-                 on_register: Callable[[int], None] | None = None, auth: HostAuth | None = None) -> None:
+                 on_register: Callable[[int], None] | None = None, auth: HostAuth | None = None,
+                 lag: looplag.LagHistogram | None = None) -> None:
         if reliable and controller is None:
             raise ValueError("a reliable 1Pipe endpoint needs the controller's address: controller=(ip, port)")
         if not reliable and (controller is not None or on_proc_fail is not None or on_register is not None):
@@ -121,6 +136,13 @@ class OnePipeEndpoint:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
+        #: this event loop's scheduling delay: sampled by our own monitor task unless given
+        self.lag = lag if lag is not None else looplag.LagHistogram(time.monotonic_ns())
+        self._own_lag = lag is None
+        self._lag_task: asyncio.Task[None] | None = None
+        self._follow_at = 0
+        #: the largest timer slack the engine was given (counters)
+        self.timer_slack_max_ns = 0
 
     # ------------------------------------------------------------------ lifecycle
     def now(self) -> int:
@@ -162,6 +184,8 @@ class OnePipeEndpoint:
             sock.close()
             raise
         self._sock = sock
+        if self._own_lag and self._lag_task is None:
+            self._lag_task = self._loop.create_task(looplag.monitor(self.lag))
         # (best effort keeps its loop as it was: the reliable one looks at the controller's datagrams)
         self._loop.add_reader(sock.fileno(), self._on_readable_reliable if self.reliable else self._on_readable)
         self._flush()
@@ -173,6 +197,8 @@ class OnePipeEndpoint:
         self._room.set()  # a send() waiting for room raises instead of waiting for ever
         if self._timer is not None:
             self._timer.cancel()
+        if self._lag_task is not None:
+            self._lag_task.cancel()
         if self._sock is not None and self._loop is not None:
             self._loop.remove_reader(self._sock.fileno())
             self._sock.close()
@@ -224,7 +250,8 @@ class OnePipeEndpoint:
 
     def counters(self) -> dict[str, Any]:
         out = {**self.engine.counters(), "send_errors": self.send_errors, "callback_errors": self.callback_errors,
-               "undelivered_queue": len(self._delivered)}
+               "undelivered_queue": len(self._delivered), "timer_slack_ns": self.engine.timer_slack_ns,
+               "timer_slack_max_ns": self.timer_slack_max_ns}
         if self.auth is not None:
             out["auth"] = self.auth.counters()
         return out
@@ -301,8 +328,19 @@ class OnePipeEndpoint:
 
     def _on_timer(self) -> None:
         self._timer = None
+        true_now = time.monotonic_ns()
+        if true_now >= self._follow_at:
+            self._follow_at = true_now + LAG_FOLLOW_NS
+            self._follow_lag(true_now)
         self.engine.on_timer(self.now())
         self._flush()
+
+    def _follow_lag(self, true_now: int) -> None:
+        """Give the engine the slack the recent scheduling delay calls for (module docstring)."""
+        slack = SLACK_FACTOR * self.lag.recent_max_ns(true_now)
+        if slack != self.engine.timer_slack_ns:
+            self.engine.set_timer_slack(slack)
+            self.timer_slack_max_ns = max(self.timer_slack_max_ns, slack)
 
     def _flush(self) -> None:
         """Carry out the engine's actions and re-arm its timer."""
@@ -362,4 +400,4 @@ class OnePipeEndpoint:
             self.send_errors += 1  # a full socket buffer or no route: lost, as on a wire
 
 
-__all__ = ["OnePipeEndpoint", "SendBufferFull"]
+__all__ = ["LAG_FOLLOW_NS", "SLACK_FACTOR", "OnePipeEndpoint", "SendBufferFull"]

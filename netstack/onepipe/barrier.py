@@ -46,6 +46,13 @@ raises one, so output barriers still never decrease. The output *to* a held proc
 again: a process declared failed while still alive (a stall longer than the timeout, a cut) is
 fail-stop, it must not deliver what its senders recall because of its failure.
 
+**Timer slack** (ours; docs/onepipe-reliable.md "Timers on a loaded host"). :meth:`BarrierAggregator.set_timer_slack`
+lengthens the input timeout by how late the live switch daemon has recently been scheduled: the
+switch's feature gives it to the commit aggregator under a controller, whose timeout declares a
+process failed (§8 step 1), so that a switch that waited for a CPU (its sockets full of the
+beacons it has not read yet) does not take that wait for a silent process. Virtual time never
+sets it.
+
 **Time.** Deadlines come from two lazy heaps (an output's beacon, an input's timeout): an entry
 is never later than the event it stands for, and a stale one is re-filed when it comes up, so
 the data path (:meth:`heard`, :meth:`note_sent`) never touches them. The minima come from two
@@ -176,6 +183,8 @@ class BarrierAggregator:
         self._timeout_heap: list[tuple[int, int, _Input]] = []
         #: updates for inputs never declared (refused)
         self.unknown_inputs = 0
+        #: how much longer the input timeout waits on a loaded host (set_timer_slack)
+        self.timer_slack_ns = 0
 
     # ------------------------------------------------------------------ configuration
     def set_params(self, params: OnePipeParams) -> None:
@@ -186,6 +195,23 @@ class BarrierAggregator:
         for inp in self._inputs.values():
             if inp.live and not inp.held:
                 self._file_timeout(inp, force=True)
+
+    @property
+    def timeout_ns(self) -> int:
+        """The input timeout in force: ``params.input_timeout_ns`` plus the timer slack."""
+        return self.params.input_timeout_ns + self.timer_slack_ns
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """How late the live shell's process has recently been scheduled: an input is timed out
+        (and, held, reported failed) only after ``timeout_ns`` = the configured timeout + this,
+        from now on (module docstring). Negative values count as 0."""
+        slack = max(0, int(slack_ns))
+        shorter = slack < self.timer_slack_ns
+        self.timer_slack_ns = slack
+        if shorter:  # filed deadlines may be late now (a longer timeout re-files them when they come up)
+            for inp in self._inputs.values():
+                if inp.live and not inp.held:
+                    self._file_timeout(inp, force=True)
 
     def add_input(self, input_id: InputId, *, down: bool) -> None:
         """Declare an input: ``down`` when it comes from below (a process, a lower-tier switch).
@@ -345,11 +371,11 @@ class BarrierAggregator:
         return b if t is None or b < t else t
 
     def on_timer(self, now_ns: int) -> list[InputId]:
-        """Input timeouts (§6): every live input silent for ``input_timeout_ns`` leaves the
-        minima, or, with ``hold=True``, becomes held in them at its last ``R`` (§8 step 7).
-        Returns those inputs."""
+        """Input timeouts (§6): every live input silent for ``timeout_ns`` (the input timeout
+        plus the timer slack) leaves the minima, or, with ``hold=True``, becomes held in them at
+        its last ``R`` (§8 step 7). Returns those inputs."""
         heap = self._timeout_heap
-        timeout = self.params.input_timeout_ns
+        timeout = self.timeout_ns
         out: list[InputId] = []
         dropped = False
         while heap and heap[0][0] <= now_ns:
@@ -490,6 +516,7 @@ class BarrierAggregator:
         held = [i for i in self._inputs.values() if i.held]
         return {"inputs": len(self._inputs), "inputs_live": self._live - sum(1 for i in held if i.live),
                 "inputs_held": len(held), "outputs": len(self._outputs), "hold": self.hold,
+                "timeout_ns": self.timeout_ns, "timer_slack_ns": self.timer_slack_ns,
                 "unknown_inputs": self.unknown_inputs, "min_all": self._min(self._all),
                 "min_down": self._min(self._down)}
 
@@ -622,7 +649,7 @@ class BarrierAggregator:
     def _file_timeout(self, inp: _Input, at: int | None = None, force: bool = False) -> None:
         if inp.queued and not force:
             return
-        when = inp.heard_at + self.params.input_timeout_ns if at is None else at
+        when = inp.heard_at + self.timeout_ns if at is None else at
         heapq.heappush(self._timeout_heap, (when, next(self._seq), inp))
         inp.queued = True
 

@@ -70,6 +70,12 @@ RECALL for a process that is down is recorded as an undeliverable recall (``Reco
 and answered at once with a RECALL_ACK on its behalf, so the sender's recall completes; a PREPARE
 (or an answer) for it is dropped.
 
+Timer slack (ours; docs/onepipe-reliable.md "Timers on a loaded host"): :meth:`Controller.set_timer_slack`
+gives the engine how late its live daemon has recently been scheduled; the one timer here that
+declares a process failed, ``answer_timeout_ns`` (a notice or a relayed request unanswered), waits
+that much longer, so that a wait for a CPU (ours, or the process's, on the same loaded machine) is
+not taken for a silent process.
+
 Failover: :meth:`Controller.restore` rebuilds a new leader from the store and drives every
 failure of a current incarnation again (notices, callbacks, ``Release``); processes and switches
 take duplicates.
@@ -291,6 +297,8 @@ class Controller:
         self._recalls: dict[tuple[Addr, int], dict[tuple[Addr, int, int], Recall]] = {}
         #: relayed requests not answered yet: (requester, destination) -> when the oldest left
         self._pending: dict[tuple[Addr, Addr], int] = {}
+        #: how much longer the answer timeout waits on a loaded host (set_timer_slack)
+        self.timer_slack_ns = 0
 
     # ------------------------------------------------------------------ inputs
 
@@ -366,6 +374,18 @@ class Controller:
     def next_deadline(self) -> int | None:
         """When ``on_timer`` is due; None when nothing waits."""
         return min(self._deadlines(), default=None)
+
+    @property
+    def answer_timeout_ns(self) -> int:
+        """The answer timeout in force: ``params.answer_timeout_ns`` plus the timer slack."""
+        return self.params.answer_timeout_ns + self.timer_slack_ns
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """How late the live shell's process has recently been scheduled: a process is declared
+        failed for not answering only after :attr:`answer_timeout_ns` (module docstring), for
+        requests already waiting too. Negative values count as 0; the shell asks
+        :meth:`next_deadline` again afterwards."""
+        self.timer_slack_ns = max(0, int(slack_ns))
 
     # ------------------------------------------------------------------ registration
 
@@ -570,7 +590,7 @@ class Controller:
         self.actions.emit(Release(f.addr))
 
     def _expire_callbacks(self) -> None:
-        deadline = self._now - self.params.answer_timeout_ns
+        deadline = self._now - self.answer_timeout_ns
         for f in self._unreleased():
             if not f.waiting or f.asked_at > deadline:
                 continue
@@ -646,7 +666,7 @@ class Controller:
         self.actions.emit(SendTo(s.addr, relay(d.addr, recall(_RECALL_ACK, r))))
 
     def _expire_relays(self) -> None:
-        deadline = self._now - self.params.answer_timeout_ns
+        deadline = self._now - self.answer_timeout_ns
         for key, since in list(self._pending.items()):
             if since > deadline or key not in self._pending:
                 continue
@@ -691,9 +711,9 @@ class Controller:
         for f in self._failures.values():
             if f.waiting and not f.released:
                 yield f.retry_at
-                yield f.asked_at + self.params.answer_timeout_ns
+                yield f.asked_at + self.answer_timeout_ns
         for since in self._pending.values():
-            yield since + self.params.answer_timeout_ns
+            yield since + self.answer_timeout_ns
 
     # ------------------------------------------------------------------ export
 
@@ -704,6 +724,7 @@ class Controller:
             revision=self._revision, processes=len(states), processes_live=states.count(LIVE),
             failures=len(self._failures), failures_pending=len(self._unreleased()),
             pending_relays=len(self._pending), undeliverable_recalls=sum(len(b) for b in self._recalls.values()),
+            timer_slack_ns=self.timer_slack_ns, answer_timeout_ns=self.answer_timeout_ns,
         )
         return out
 

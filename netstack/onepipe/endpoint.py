@@ -39,8 +39,14 @@ Sender (design topics §2, §9):
   message larger than the congestion window goes out alone, once its connection is idle
   (ours: otherwise it could never fit).
 - An ACK settles every PSN below its cumulative point; a NAK fails the message it names; a
-  packet still unsettled ``ack_timeout_ns`` after it left fails its message (tail loss).
-  ``SendFail`` fires once per message. Everything held per packet is freed when it settles.
+  packet still unsettled ``ack_timeout_ns`` (plus the timer slack, below) after it left fails its
+  message (tail loss). ``SendFail`` fires once per message. Everything held per packet is freed
+  when it settles.
+- Timer slack (ours; docs/onepipe-reliable.md "Timers on a loaded host"): :meth:`Endpoint.set_timer_slack`
+  tells the engine how late its live process has recently been scheduled. The ACK timeout, the
+  one timer here that declares something lost, waits that much longer, so that scheduling delay
+  alone (the ACK sat in the socket while the process waited for a CPU) never fails a message.
+  Virtual time never sets it (0).
 
 Receiver (design topics §1, §6):
 
@@ -287,6 +293,8 @@ class Endpoint:
         self._last_ts: int | None = None
         self._adv: int | None = None  # the barrier last advertised (never decreases)
         self._timeout_at: int | None = None
+        #: how much longer the ACK timeout waits on a loaded host (set_timer_slack)
+        self.timer_slack_ns = 0
         # receiver
         self._rx: dict[Addr, _RxConn] = {}
         self._heap: list[_Head] = []
@@ -324,6 +332,22 @@ class Endpoint:
     def queued(self) -> int:
         """Scatterings waiting in the send buffer."""
         return len(self._queue)
+
+    @property
+    def ack_timeout_ns(self) -> int:
+        """The ACK timeout in force: ``params.ack_timeout_ns`` plus the timer slack."""
+        return self.params.ack_timeout_ns + self.timer_slack_ns
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """How late the live shell's process has recently been scheduled (the shell's measure,
+        e.g. twice the largest event-loop lag of the last seconds): the ACK timeout waits that much
+        longer from now on, for packets already in flight too. A timer that declares a message
+        lost must not fire because its process, or its peer, waited for a CPU (docs/onepipe-reliable.md
+        "Timers on a loaded host"). Negative values count as 0."""
+        slack = max(0, int(slack_ns))
+        if slack < self.timer_slack_ns and self._timeout_at is not None:
+            self._timeout_at = min(self._timeout_at, self._now)  # due earlier now: rescan at the next timer
+        self.timer_slack_ns = slack
 
     def send(self, scattering: Sequence[tuple[Addr, bytes]], now_ns: int) -> int | None:
         """Queue a scattering ``[(dst, msg), ...]``; its sequence number (0, 1, 2... per
@@ -550,7 +574,7 @@ class Endpoint:
         self.c.scatterings_sent += 1
         sc.held.clear()
         if self._timeout_at is None:
-            self._timeout_at = now + self.params.ack_timeout_ns
+            self._timeout_at = now + self.ack_timeout_ns
 
     def _fail(self, msg: _TxMsg) -> None:
         if not msg.done:
@@ -640,12 +664,13 @@ class Endpoint:
             self._loss(tx)
 
     def _expire(self) -> None:
-        """Fail what stayed unsettled for ack_timeout_ns (best effort's tail loss: nothing
+        """Fail what stayed unsettled for the ACK timeout (best effort's tail loss: nothing
         after it would have revealed it). Scans every connection, but only when the oldest
         deadline is due."""
         if self._timeout_at is None or self._now < self._timeout_at:
             return
-        limit = self._now - self.params.ack_timeout_ns
+        timeout = self.ack_timeout_ns
+        limit = self._now - timeout
         nxt: int | None = None
         for tx in self._tx.values():
             lost = False
@@ -660,7 +685,7 @@ class Endpoint:
             if lost:
                 self._loss(tx)
             if tx.inflight:
-                due = tx.inflight[0][1] + self.params.ack_timeout_ns
+                due = tx.inflight[0][1] + timeout
                 nxt = due if nxt is None else min(nxt, due)
         self._timeout_at = nxt
 

@@ -274,6 +274,17 @@ class _Timer(FeatureBase):
     def on_timer(self, now_ns: int) -> None:
         self.state.tick(now_ns)
 
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """The live switch daemon's recent scheduling delay (``Switch.set_timer_slack``; once per
+        switch: this feature is the one hook of 1Pipe's state). Under a controller the commit
+        aggregator's timeout declares a process failed (§8 step 1): it waits that much longer.
+        The best-effort input timeout (§6) keeps its 10 T_beacon: it declares nothing for good
+        (the input re-joins under the freeze, §4, and what reaches receivers late is reported
+        lost), and a longer one would stall every receiver longer when a process does die.
+        docs/onepipe-reliable.md "Timers on a loaded host"."""
+        if self.state.controller:
+            self.state.commit.set_timer_slack(slack_ns)
+
 
 _EDGE = bytes((K_EDGE,))
 _FABRIC = bytes((K_FABRIC,))
@@ -694,6 +705,10 @@ class _SwitchState:
                 "processes": len(self.procs), "max_processes": self.max_processes,
                 "beacon_ip": None if self.beacon_ip is None else ".".join(map(str, self.beacon_ip)),
                 "controller": self.controller, "reports": self.report_seq, "reports_dropped": self.reports_dropped,
+                # the timers that time inputs out, as in force now (docs/onepipe-reliable.md "Timers
+                # on a loaded host"): the failure timeout is the commit side's under a controller
+                "timers": {"input_timeout_ns": agg.timeout_ns, "failure_timeout_ns": commit.timeout_ns
+                           if self.controller else None, "timer_slack_ns": commit.timer_slack_ns},
                 "auth": None if self.auth is None else self.auth.status(),
                 "aggregator": agg.counters(), "commit_aggregator": commit.counters(), "ports": ports}
 

@@ -1,8 +1,9 @@
 """Hypothesis drives a few 1Pipe endpoints through a fake in-memory ToR under random
 scatterings, per-link delay (FIFO per link), loss, duplication, CE marks, clock offsets and
 drift, DATA that overtakes the FIFO (so it arrives below the barrier), and across the 48-bit
-timestamp wrap; it checks design topic §12 (docs/papers.md)
-invariants 2-5 and what best effort promises about loss.
+timestamp wrap, and timer slack raised and lowered at any time (``Endpoint.set_timer_slack``, the
+live shell's scheduling delay: docs/onepipe-reliable.md "Timers on a loaded host"); it checks
+design topic §12 (docs/papers.md) invariants 2-5 and what best effort promises about loss.
 
 The ToR is a min-barrier relay, not the real switch engine: each endpoint's latest advertised
 barrier (from DATA, ACK, NAK and BEACON) is kept per input; every packet it forwards leaves
@@ -161,6 +162,10 @@ class Run:
             i, msgs = args
             assert isinstance(i, int) and isinstance(msgs, list)
             self._send(i, msgs)
+        elif kind == "slack":
+            i, slack = args
+            assert isinstance(i, int) and isinstance(slack, int)
+            self._call(i, lambda ep, now: ep.set_timer_slack(slack))
 
     # -------------------------------------------------------------- the ToR (min-barrier relay)
 
@@ -305,6 +310,9 @@ def _check(run: Run) -> None:
 
 SCATTERING = st.lists(st.tuples(st.integers(0, 3), st.integers(ID.size, 3 * MTU + 3)), min_size=1, max_size=4)
 OPS = st.lists(st.tuples(st.integers(0, 3 * T), st.integers(0, 3), SCATTERING), min_size=1, max_size=25)
+#: (when, endpoint, slack): the ACK timeout waits up to twice longer, and the slack may fall back
+SLACKS = st.lists(st.tuples(st.integers(0, 40 * T), st.integers(0, 3), st.integers(0, 2 * PARAMS.ack_timeout_ns)),
+                  max_size=4)
 
 
 @settings(max_examples=100)
@@ -314,13 +322,15 @@ OPS = st.lists(st.tuples(st.integers(0, 3 * T), st.integers(0, 3), SCATTERING), 
     ce=st.sampled_from([0.0, 0.3]), delay_max=st.integers(0, 3 * T), reorder=st.sampled_from([0.0, 0.0, 0.1]),
     offsets=st.lists(st.integers(-2 * T, 2 * T), min_size=4, max_size=4),
     drifts=st.lists(st.sampled_from([0.0, -200.0, 300.0]), min_size=4, max_size=4),
-    start=st.sampled_from([10**7, (1 << 48) - 40 * T]),
+    start=st.sampled_from([10**7, (1 << 48) - 40 * T]), slacks=SLACKS,
 )
 def test_endpoints_behind_a_min_barrier_relay_keep_every_invariant(
-        n, ops, seed, loss, dup, ctl_loss, ce, delay_max, reorder, offsets, drifts, start):
+        n, ops, seed, loss, dup, ctl_loss, ce, delay_max, reorder, offsets, drifts, start, slacks):
     # drift counted from the start of the run (a clock synchronised then, drifting since)
     clocks = [HostClock(offsets[i] - round(start * drifts[i] / 1e6), drifts[i]) for i in range(n)]
     run = Run(n, clocks, random.Random(seed), loss, dup, ctl_loss, ce, delay_max, reorder, start)
+    for at, who, slack in slacks:
+        run._push(start + at, "slack", (who % n, slack))
     t = start
     for gap, sender, msgs in ops:
         t += gap
