@@ -23,7 +23,11 @@ writes, per process ``p``:
   it re-joins after it was declared failed (a recovery); and ``{"proc": its own, "name",
   "stopped": incarnation or null, "at"}`` when it ends normally (a killed process writes none);
 
-and prints one JSON summary on its last stdout line. Logs are written in whole lines (a process
+and prints one JSON summary on its last stdout line. Besides each process's counters it carries
+what the run's validity is judged by (:mod:`.verdict`): ``sched``, the event loop's scheduling
+delay from the join to the end (:func:`netstack.looplag.summary`; the processes of one host
+process share a loop and so a measure), and per process ``scatter``: how late it started
+scattering, how long it took, and how far behind its schedule it fell. Logs are written in whole lines (a process
 killed with SIGKILL loses its last unwritten lines, never leaves half a line); the auxiliary logs
 line by line, the delivery log in batches. A message's payload carries its sender's scattering
 counter (8 bytes) and is padded to ``size`` bytes.
@@ -50,6 +54,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import looplag
 from ..auth.frame import era_now
 from .api import OnePipeEndpoint
 from .auth import HostAuth, KeyFile
@@ -116,7 +121,7 @@ class Process:
 
     def __init__(self, name: str, addr: Addr, names: dict[Addr, str], out: Path, params: OnePipeParams,
                  clock: HostClock, broadcast: str | None = None, controller: Addr | None = None,
-                 auth: HostAuth | None = None) -> None:
+                 auth: HostAuth | None = None, lag: looplag.LagHistogram | None = None) -> None:
         self.name = name
         self.addr = addr
         self.names = names
@@ -127,12 +132,14 @@ class Process:
         rel = controller is not None
         self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed, broadcast=broadcast,
                                   reliable=rel, controller=controller, on_proc_fail=self._proc_failed if rel else None,
-                                  on_register=self._registered if rel else None, auth=auth)
+                                  on_register=self._registered if rel else None, auth=auth, lag=lag)
         self.sent = self.delivered = self.failed = self.proc_failed = 0
         #: the clock jumps applied: ``{"offset_ns": the step, "at": the host clock just after}``
         self.clock_steps: list[dict[str, int]] = []
         self.incarnations: list[int] = []
         self.last_delivery_ns = 0
+        #: how the scattering went against its schedule (``scatter`` in the summary)
+        self.scatter_info: dict[str, float] = {}
 
     def _name(self, addr: Addr) -> str:
         return self.names.get(addr, show(addr))
@@ -154,7 +161,12 @@ class Process:
 
     async def scatter(self, peers: list[Addr], rate: float, seconds: float, fanout: int, size: int,
                       rng: random.Random) -> None:
-        """Send one scattering every 1/rate s (on a fixed schedule: late ones are sent at once)."""
+        """Send one scattering every 1/rate s (on a fixed schedule: late ones are sent at once).
+        ``scatter_info``: ``span_s`` (from the first scattering to one period after the last: the
+        planned ``seconds`` when every one left on time), ``max_behind_s`` (the latest one left
+        this long after its due time), ``scatterings``."""
+        info = self.scatter_info
+        info.update(span_s=0.0, max_behind_s=0.0, scatterings=0)
         if not peers or rate <= 0:
             return
         period = 1 / rate
@@ -168,6 +180,8 @@ class Process:
             delay = due - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+            elif -delay > info["max_behind_s"]:  # the host did not run us in time (or the buffer was full)
+                info["max_behind_s"] = round(-delay, 4)
             dsts = rng.sample(peers, min(fanout, len(peers)))
             # our counter, not the endpoint's: a reliable endpoint numbers nothing when every
             # destination had failed. Listed before it is handed over: a process killed in
@@ -177,6 +191,7 @@ class Process:
             await self.ep.send([(d, msg) for d in dsts])
             self.sent += len(dsts)
             n += 1
+            info.update(span_s=round(time.monotonic() - start + period, 4), scatterings=n)
 
     async def receive(self) -> None:
         async for ts, src, msg in self.ep:
@@ -200,7 +215,7 @@ class Process:
         for log in (self.log, self.fail_log, self.sent_log, self.pf_log):
             log.close()
         out = {"messages_sent": self.sent, "delivered": self.delivered, "send_failed": self.failed,
-               "counters": self.ep.counters()}
+               "counters": self.ep.counters(), "scatter": dict(self.scatter_info)}
         if self.clock_steps:
             out["clock_steps"] = self.clock_steps
         if self.ep.reliable:
@@ -275,21 +290,26 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
         # joined early would starve while the others start, its input would time out at its ToR
         # and, under a controller, it would be declared failed before the run began
         await asyncio.sleep(max(0.0, args.join_at - time.time()))
+    # this loop's scheduling delay from the join on: the run's validity, and the endpoints' timer
+    # slack (api.OnePipeEndpoint), share one measure
+    lag = looplag.LagHistogram(time.monotonic_ns())
+    tasks: list[asyncio.Task[None]] = [asyncio.create_task(looplag.monitor(lag))]
     run: list[Process] = [
         Process(p, procs[p], names, out, params, clock, args.broadcast or None, controller,
                 None if keys is None else HostAuth.from_ring(keys.ring, args.domain, procs[p], era, time.time(),
-                                                             controller))
+                                                             controller), lag)
         for p in mine]
-    tasks: list[asyncio.Task[None]] = []
     if args.clock_file or keys is not None:
         tasks.append(asyncio.create_task(_follow(run, clock, Path(args.clock_file) if args.clock_file else None,
                                                  keys, args.domain)))
+    late = 0.0
     try:
         for p in run:
             await p.ep.start()
         print("ready", file=sys.stderr, flush=True)
         if args.start_at:  # every process starts its scatterings at the same moment
             await asyncio.sleep(max(0.0, args.start_at - time.time()))
+            late = max(0.0, time.time() - args.start_at)
         tasks += [asyncio.create_task(p.receive()) for p in run]
         tasks.append(asyncio.create_task(_flush_every(run, FLUSH_S)))
         await asyncio.gather(*(p.scatter([a for n, a in procs.items() if n != p.name], args.rate, args.seconds,
@@ -302,7 +322,12 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         summary = {p.name: p.close() for p in run}
-    return {"tool": "onepipe-live", "host_procs": mine, "reliable": args.reliable, "processes": summary}
+    sched = looplag.summary(lag.snapshot())
+    for s in summary.values():
+        s["sched"] = sched
+        s["scatter"]["started_late_s"] = round(late, 4)
+    return {"tool": "onepipe-live", "host_procs": mine, "reliable": args.reliable, "sched": sched,
+            "processes": summary}
 
 
 def _addr(text: str) -> Addr:

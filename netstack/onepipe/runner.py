@@ -28,6 +28,12 @@ A topology with a key file (``[topology] keys``) authenticates 1Pipe's frames (d
 :func:`clock_file` (docs/onepipe.md "Clock jumps"): a fault tool writes ``{"offset_ns": N}`` there
 to step that host's clock by N ns during the run; ``DIR/run.json`` lists the steps each process
 applied (``clock_steps``). Stale files are removed when a run starts.
+
+Every run is judged (:mod:`.verdict`, issue 28 "run validity"): the processes report their own
+scheduling delay (``sched``) and how they kept their schedule (``scatter``), the daemons' delay
+over the run comes from their control sockets (:class:`netstack.experiment.LagWindow`), the
+accounting and the failures declared while processes ran from the logs; the summary carries
+``valid`` and ``checks`` (and ``run.json`` too), and the verdict is said at the end.
 """
 
 from __future__ import annotations
@@ -133,6 +139,7 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
         params: OnePipeParams | None = None, reliable: bool = False,
         say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Run the processes; the summary (also written to ``OUT/run.json``)."""
+    from ..experiment import LagWindow
     from ..runtime import load_state
     from ..topo.impair import apply_impairment, clear_impairment
 
@@ -172,7 +179,12 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
         say(f"{procs} {'reliable ' if reliable else ''}processes on {len(placed)} hosts scatter for {seconds:g} s "
             f"({rate:g} scatterings/s each, {fanout} destinations)")
         try:
+            # the daemons' scheduling delay over the run, from the join on, as the processes
+            # measure theirs (starting P interpreters is no part of the run)
+            time.sleep(max(0.0, join_at - time.time()))
+            lags = LagWindow(prefix).start()
             results, killed = _collect(running, timeout=seconds + drain + 60)
+            daemon_lags = lags.stop()
         finally:
             procs_file(prefix).unlink(missing_ok=True)
             with contextlib.suppress(OSError):  # made for a container deployment: empty now
@@ -186,7 +198,62 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
                     loss=[f"{k}:{v:g}" for k, v in losses], reliable=reliable,
                     authenticated=key_file(state) is not None,
                     controller=None if controller is None else f"{controller[1][0]}:{controller[1][1]}")
-    return _summary(out, results, killed, placed, addrs, clocks, params, run_args)
+    summary = _summary(out, results, killed, placed, addrs, clocks, params, run_args)
+    return _judge(prefix, out, summary, daemon_lags, say)
+
+
+def _judge(prefix: str, out: Path, summary: dict[str, Any], daemon_lags: dict[str, Any],
+           say: Callable[[str], None]) -> dict[str, Any]:
+    """The run's validity (:mod:`.verdict`) into ``summary`` and ``OUT/run.json``; said at the end."""
+    from .verdict import account, false_failures, judge, verdict_line
+
+    procs = summary["processes"]
+    summary["sched"] = {**{n: p.get("sched") for n, p in procs.items()}, **daemon_lags}
+    summary["accounting"] = account(out)
+    if summary["reliable"]:
+        summary["failures"] = false_failures(out, {n: p.get("incarnations") or [] for n, p in procs.items()})
+    switches = _switch_status(prefix)
+    summary["input_rejoins"] = None if switches is None else input_rejoins(switches)
+    summary["timer_slack"] = _slacks(prefix, procs, switches or {})
+    judge(summary).annotate(summary)
+    (out / "run.json").write_text(json.dumps(summary, indent=2))
+    say(verdict_line(summary))
+    return summary
+
+
+def _switch_status(prefix: str) -> dict[str, Any] | None:
+    """Every switch's ``onepipe_status`` after the run; None when one does not answer."""
+    from ..io.control import ControlError
+
+    try:
+        return status_all(prefix)
+    except (RuntimeError, OSError, ControlError):
+        return None
+
+
+def input_rejoins(switches: dict[str, Any]) -> dict[str, int]:
+    """``{"switch/port/input": rejoins}`` of every input that timed out and spoke again since 1Pipe
+    was enabled (``onepipe_status``): silent for the input timeout while it still ran (§6)."""
+    out = {}
+    for sw, st in switches.items():
+        for port, p in ((st or {}).get("ports") or {}).items():
+            for key, inp in (p.get("inputs") or {}).items():
+                if inp.get("rejoins"):
+                    out[f"{sw}/{port}/{key}"] = int(inp["rejoins"])
+    return out
+
+
+def _slacks(prefix: str, procs: dict[str, Any], switches: dict[str, Any]) -> dict[str, Any]:
+    """The timer slack the run's timers took (docs/onepipe-reliable.md "Timers on a loaded
+    host"): the largest any process's ACK timeout had, each switch's timers now, and the
+    controller's answer timeout now."""
+    out: dict[str, Any] = {"processes_max_ns": max((p.get("counters", {}).get("timer_slack_max_ns", 0)
+                                                    for p in procs.values()), default=0),
+                           "switches": {sw: st.get("timers") for sw, st in switches.items() if st is not None}}
+    st = controller_status(prefix)
+    if st is not None and "error" not in st:
+        out["controller"] = st.get("timers_in_force")
+    return out
 
 
 def _fresh_out(out: Path) -> Path:
@@ -299,7 +366,7 @@ def _summary(out: Path, procs: dict[str, Any], killed: list[str], placed: dict[s
                "messages_sent": sent, "delivered": delivered, "send_failed": failed,
                "unaccounted": sent - delivered - failed, "killed": sorted(killed, key=_proc_number),
                "processes": dict(sorted(procs.items(), key=lambda kv: _proc_number(kv[0])))}
-    (out / "run.json").write_text(json.dumps(summary, indent=2))
+    (out / "run.json").write_text(json.dumps(summary, indent=2))  # (again with the verdict: _judge)
     return summary
 
 
@@ -439,5 +506,6 @@ def kill(prefix: str, proc: str) -> dict[str, Any]:
 
 
 __all__ = ["CLOCK_FILE", "CONTROLLER_KIND", "PROCS_FILE", "clock_file", "controller_addr", "controller_status",
-           "controllers", "end_hosts", "find_controller", "host_clocks", "key_file", "kill", "parse_loss", "place",
+           "controllers", "end_hosts", "find_controller", "host_clocks", "input_rejoins", "key_file", "kill",
+           "parse_loss", "place",
            "process_alive", "read_procs_file", "run"]

@@ -135,6 +135,9 @@ def test_kill_9_of_a_sender_mid_stream_delivers_up_to_t_f_everywhere_and_nothing
     killed = kill(prefix, "p1")
     summary = _finish(t, got)
     assert summary["killed"] == ["p1"] and killed["name"] == "p1"
+    # validity: the kill is the run's own fault: its failure is no sign of a fooled detector
+    assert "process failures" not in [c["name"] for c in summary["checks"]]
+    assert summary["checks"][0]["measured"]["killed"] == ["p1"]
     _assert_check(out)
     f = _failure(prefix, summary["addresses"]["p1"])
     assert f["t_f"] > 0
@@ -181,6 +184,11 @@ def test_a_process_stopped_past_the_failure_timeout_is_fenced_then_recovers(fabr
     _failure(prefix, summary["addresses"]["p3"])
     p3 = summary["processes"]["p3"]
     assert p3["counters"]["recoveries"] >= 1 and p3["incarnations"][-1] > 1, "p3 recovered"
+    # validity: to the run, a stopped process is a starved one: it measured its own 0.7 s stall,
+    # and its failure is named (nothing was killed, no fault the runner injected)
+    bad = {c["name"]: c["measured"] for c in summary["checks"] if not c["ok"]}
+    assert summary["valid"] is False and bad["scheduling delay"]["worst_max_at"] == "p3"
+    assert any(f.startswith("p3: ") for f in bad["process failures"])
     recalls = sum(p["counters"].get("recalls_sent", 0) for n, p in summary["processes"].items() if n != "p3")
     assert recalls > 0, "nothing was recalled"
     _assert_check(out)  # p3 recovered: judged with the others
