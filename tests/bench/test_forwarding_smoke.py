@@ -57,8 +57,19 @@ def test_forwarding_benchmark_runs_writes_json_and_cleans_up(tmp_path, monkeypat
             assert set(r["switches"]) == ({"sw1"} if r["path"] == "switch1" else {"sw1", "sw2"})
         if r["path"] == "bare":
             assert "kernel_drops" in r["forwarder"]
+    # every measurement says whether it counts (netstack.validity: its duration, and the CPU time
+    # other work took meanwhile); the ratios are made of valid ones only
+    for r in payload["results"]:
+        assert {c["name"] for c in r["checks"]} >= {"generator seconds"} and "foreign_share" in r["cpu"]
+        assert r["valid"] == all(c["ok"] for c in r["checks"])
+        if not r["valid"]:
+            assert r["ratio_vs_bare"] is None
+    assert payload["valid"] == all(r["valid"] for r in payload["results"])
+    assert len(payload["invalid_rows"]) == sum(not r["valid"] for r in payload["results"])
     row = payload["summary"][0]
-    assert "switch1_vs_bare" in row and len(row["switch1_vs_bare_range"]) == 2
+    counted = [r for r in payload["results"] if r["valid"] and r["path"] in ("bare", "switch1")]
+    if {r["round"] for r in counted if r["path"] == "bare"} & {r["round"] for r in counted if r["path"] == "switch1"}:
+        assert "switch1_vs_bare" in row and len(row["switch1_vs_bare_range"]) == 2
 
     out = capsys.readouterr().out
     assert "| round" in out and "switch2" in out and "medians over 2 round(s)" in out

@@ -4,10 +4,13 @@ every path is measured in each round, the paths alternating."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from typing import Any
 
+from ...cpushare import CpuWindow
+from ...validity import Validity
 from ..output import say
 from ..proc import json_result, pin, pinnable_cpus, spawned, wait_ready
 from .chain import Chain, chain_of, chain_toml, make_bridge, wait_bridge_forwarding
@@ -33,8 +36,10 @@ def cpu_plan() -> tuple[list[int], list[int]] | None:
     return usable[:1], usable[1:]
 
 
-def run_load(chain: Chain, size: int, duration: float) -> dict[str, Any]:
-    """Blast ``size``-byte frames from gen for ``duration`` s; count what reaches the sink."""
+def run_load(chain: Chain, size: int, duration: float, dut_pids: list[int] | None = None) -> dict[str, Any]:
+    """Blast ``size``-byte frames from gen for ``duration`` s; count what reaches the sink. The
+    CPU time other work took meanwhile (``dut_pids``: the forwarding processes) decides whether
+    the measurement counts (netstack.cpushare, :func:`validity_of`)."""
     from ...topo.netns import ns_exec_argv
 
     sink = SinkCounter(chain.sink_ns, chain.sink_if)
@@ -45,8 +50,10 @@ def run_load(chain: Chain, size: int, duration: float) -> dict[str, Any]:
         node = chain.gen_ns[len(chain.prefix) + 1:]
         with spawned(ns_exec_argv(chain.prefix, node, argv)) as gen:
             wait_ready(gen, "the generator")
+            cpu = CpuWindow(lambda: [os.getpid(), gen.pid, *(dut_pids or [])]).start()
             sink.reset()  # nothing before the generator's first frame counts
             result = json_result(gen, "the generator", duration + 30)
+            share = cpu.stop()
         time.sleep(DRAIN_S)
         received = sink.read()
     finally:
@@ -63,7 +70,24 @@ def run_load(chain: Chain, size: int, duration: float) -> dict[str, Any]:
         "loss": 1.0 - received / sent if sent else 0.0,
         # below this loss the device kept up with everything offered: its rate is a lower bound
         "dut_saturated": bool(sent) and received < (1.0 - SATURATION_LOSS) * sent,
+        "cpu": share,
+        **validity_of(share, elapsed, duration).to_dict(),
     }
+
+
+#: the share of all CPU time other work may take during a measurement (a busy loop elsewhere takes
+#: 0.5 of this 2-core machine): beyond it the rates measure the neighbour as much as the forwarder
+MAX_FOREIGN_SHARE = 0.15
+
+
+def validity_of(share: dict[str, Any], elapsed: float, duration: float) -> Validity:
+    """A forwarding measurement counts when it ran for its planned duration and other work took
+    almost none of the CPUs meanwhile (netstack.validity)."""
+    v = Validity()
+    v.at_least("generator seconds", round(elapsed, 3), 0.9 * duration, f" (90 % of the planned {duration:g} s)")
+    if share:
+        v.at_most("CPU time taken by other work (share of all CPUs)", share["foreign_share"], MAX_FOREIGN_SHARE)
+    return v
 
 
 def switch_drops(status: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +113,7 @@ def measure_bare(chain: Chain, size: int, duration: float) -> dict[str, Any]:
     argv = helper_argv("bare", rx="p-gen", tx="p-sink", cpus=plan[1] if plan else None)
     with spawned(ns_exec_argv(chain.prefix, "mid", argv)) as fwd:
         wait_ready(fwd, "the bare forwarder")
-        record = run_load(chain, size, duration)
+        record = run_load(chain, size, duration, [fwd.pid])
         fwd.send_signal(signal.SIGTERM)
         record["forwarder"] = json_result(fwd, "the bare forwarder", 10)
     return record
@@ -100,7 +124,8 @@ def measure_switch(chain: Chain, size: int, duration: float, stats_wait_s: float
 
     for node in chain.switches:
         runtime.control(chain.prefix, node, "clear_counters")
-    record = run_load(chain, size, duration)
+    pids = [d.pid for d in runtime.daemons_of(runtime.load_state(chain.prefix))]
+    record = run_load(chain, size, duration, pids)
     time.sleep(stats_wait_s)  # let each daemon fold the kernel's socket drops into its counters
     record["switches"] = switch_drops(runtime.status(chain.prefix))
     return record

@@ -74,9 +74,10 @@ def print_report(records: list[dict[str, Any]], summary: list[dict[str, Any]], p
         ratio = r["ratio_vs_bare"]
         rows.append([r["round"] + 1, f"{r['size_bytes']} B", r["path"], r["offered_fps"], r["rx_fps"],
                      f"{r['loss']:.1%}", "-" if ratio is None else f"{ratio:.0%}",
-                     f"{r['rx_fps'] * r['size_bytes'] * 8 / 1e6:.0f}", where_lost(r)])
-    print(format_table(["round", "size", "path", "offered/s", "rx/s", "loss", "vs bare", "rx Mbit/s", "lost at"],
-                       rows))
+                     f"{r['rx_fps'] * r['size_bytes'] * 8 / 1e6:.0f}", where_lost(r),
+                     "yes" if r.get("valid", True) else "INVALID"])
+    print(format_table(["round", "size", "path", "offered/s", "rx/s", "loss", "vs bare", "rx Mbit/s", "lost at",
+                        "valid"], rows))
     print()
     med = []
     for row in summary:
