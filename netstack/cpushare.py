@@ -51,7 +51,9 @@ def _children_ticks() -> int:
 
 class CpuWindow:
     """CPU use between :meth:`start` and :meth:`stop`; ``pids()`` names the measurement's own
-    processes (asked at both ends: a process may start after :meth:`start`)."""
+    processes (asked at both ends: a process may start after :meth:`start`). Children of this
+    process that end and are reaped inside the window count as its own too (their time has left
+    /proc for this process's children's times, which cannot tell one child from another)."""
 
     def __init__(self, pids: Callable[[], Iterable[int]]) -> None:
         self._pids = pids
