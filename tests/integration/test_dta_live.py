@@ -277,6 +277,37 @@ def test_forged_roce_frames_from_a_stranger_are_dropped_unanswered(dta):
     assert {p.name: p.read_bytes() for p in directory.glob("*.mem")} == snapshot
 
 
+def _starved(res: dict) -> bool:
+    """Whether the run failed a check the machine fails: scheduling delay, or a reporter that fell
+    behind its rate."""
+    return any(not c["ok"] and c["name"] in ("scheduling delay", "report rate (/s)") for c in res["checks"])
+
+
+def test_a_normal_report_run_is_valid_with_its_checks(dta):
+    """netstack.validity: ``control.run_report`` (what ``netstack dta report`` runs) judges a paced
+    Key-Write run: reports sent and rate as planned, the reporter's, the translator's switch's and
+    the collector's scheduling delay. A run the machine starved is run again (at most 3 times),
+    skipped if starved every time. The translator follows its switch's scheduling slack."""
+    state, prefix = dta["state"], dta["prefix"]
+    argv = [sys.executable, "-m", "netstack.dta.live", "report", "keywrite", "--dst", _collector_ip(state),
+            "--key", "8000000", "--count", "500", "--rate", "2000", "--redundancy", "2", "--quiet"]
+    reasons = []
+    for _ in range(3):
+        res = control.run_report(prefix, "h1", ["ip", "netns", "exec", state["namespaces"]["h1"], *argv])
+        if not _starved(res):
+            break
+        reasons.append("; ".join(f"{c['name']}: {c['measured']}" for c in res["checks"] if not c["ok"]))
+    else:
+        pytest.skip("the machine starved every run: " + " | ".join(reasons))
+    assert res["valid"] is True, [c for c in res["checks"] if not c["ok"]]
+    assert [c["name"] for c in res["checks"]] == ["reports sent", "report rate (/s)", "scheduling delay"]
+    assert res["sent"] == 500 and res["planned"] == {"reports": 500, "rate": 2000.0, "seconds": None}
+    assert {"sw1", "sw2", "c1", "reporter h1"} <= set(res["sched"])
+    c = control.translator_status(prefix, "sw2")["counters"]
+    window_timeout = control.translator_status(prefix, "sw2")["config"]["window_timeout_ns"]
+    assert c["window_timeout_ns"] == window_timeout + c["timer_slack_ns"]
+
+
 def test_a_key_write_n4_flood_is_paced_not_collapsed(dta):
     """The output window (docs/dta.md "Output window"): h1 sends Key-Write N=4 reports as fast as
     it can. Without a window the translator overran c1's socket, every drop was a PSN gap, and the

@@ -18,17 +18,61 @@ from netstack.tcd.scenarios import load_doc
 pytestmark = pytest.mark.netns
 
 
+def _verdict(doc: dict) -> dict:
+    """``valid`` and ``checks`` of a run document (the scenario's result carries them; the run
+    document may lift them to its top level)."""
+    src = doc["result"] if "valid" in doc["result"] else doc
+    return {"valid": src["valid"], "checks": src["checks"]}
+
+
+def _starved(verdict: dict) -> bool:
+    """Whether the run failed a check that the machine, not the scenario, fails: scheduling delay,
+    or a sender short of its plan (a sender woken more than the pacer's credit, 2 ms, late loses
+    the slots in between: netstack/tcd/dcqcn.py BURST_NS)."""
+    return any(not c["ok"] and (c["name"] == "scheduling delay" or c["name"].endswith("packets sent"))
+               for c in verdict["checks"])
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
+    """One run per marker. A run the machine starved (its own verdict says so, netstack.validity)
+    is no evidence either way: it is run again (at most 3 times), and the tests are skipped with
+    the reasons when every run was starved (tests/integration/conftest.py ``validated``)."""
     if os.geteuid() != 0:
         pytest.skip("namespace tests need root")
     os.environ.setdefault("NETSTACK_RUN_DIR", str(tmp_path_factory.mktemp("run")))
     out = {}
     for marker in ("ecn", "tcd"):
-        res = run(RunSpec("tcd", topology=load_doc("tcd-single", marker),  # type: ignore[arg-type]
-                          params={"kind": "single"}, runtime="live"))
-        out[marker] = res["result"]
+        reasons = []
+        for _ in range(3):
+            doc = run(RunSpec("tcd", topology=load_doc("tcd-single", marker),  # type: ignore[arg-type]
+                              params={"kind": "single"}, runtime="live"))
+            verdict = _verdict(doc)
+            if not _starved(verdict):
+                break
+            reasons.append("; ".join(f"{c['name']}: {c['measured']}" for c in verdict["checks"] if not c["ok"]))
+        else:
+            pytest.skip(f"the machine starved every {marker} run: " + " | ".join(reasons))
+        out[marker] = {**doc["result"], **verdict}
     return out
+
+
+def test_a_normal_run_is_valid_and_says_what_it_checked(results):
+    """netstack.validity: the run carries valid and its checks (each sender against its plan,
+    lossless delivery, P2 paused, scheduling delay), and every process's delay is in sched."""
+    for marker in ("ecn", "tcd"):
+        res = results[marker]
+        assert res["valid"] is True, (marker, [c for c in res["checks"] if not c["ok"]])
+        names = [c["name"] for c in res["checks"]]
+        assert names[:3] == ["F0 packets sent", "F1 packets sent", "F2 packets sent"]
+        assert {"A0-A14 packets sent", "lossless class delivered everything", "P2 paused by PFC",
+                "scheduling delay"} <= set(names)
+        for c in res["checks"]:
+            assert set(c) == {"name", "expected", "measured", "ok"}
+        # the 4 switch daemons and the 20 end hosts
+        hosts = {"sender F0", "sender F1", "sender F2", "sender A14", "receiver r0", "receiver r1"}
+        assert {"sw0", "sw1", "sw2", "sw3", *hosts} <= set(res["sched"])
+        assert all(s and s["samples"] > 0 for s in res["sched"].values())
 
 
 def test_ecn_marks_the_victim_f0_ce_at_p2(results):
