@@ -141,3 +141,25 @@ def validated(prefix: str, *, attempts: int = 3, **limits: float):
         reasons.append(f"run {i + 1} ({outcome}, not counted): " + "; ".join(attempt.validity.reasons))
     STARVED_RUNS.append("skipped: " + " | ".join(reasons))
     pytest.skip(f"the machine starved this live test {attempts} times: " + " | ".join(reasons))
+
+
+def valid_run(run_once, *, attempts: int = 3):
+    """``run_once()`` -> a run's result document with ``valid``/``checks`` (a live scenario, a
+    benchmark section, ``onepipe run``...): run again while it says the machine starved it (at
+    most ``attempts`` runs; reported like :func:`validated`), and skip if it never ran valid."""
+    import warnings
+
+    from netstack.validity import Validity as _V
+
+    reasons: list[str] = []
+    for i in range(attempts):
+        doc = run_once()
+        if doc.get("valid", True):
+            if reasons:
+                note = f"valid on run {i + 1} after {len(reasons)} invalid: {' | '.join(reasons)}"
+                STARVED_RUNS.append(note)
+                warnings.warn(StarvedRun(note), stacklevel=2)
+            return doc
+        reasons.append(f"run {i + 1}: " + "; ".join(_V.of(doc).reasons))
+    STARVED_RUNS.append("skipped: " + " | ".join(reasons))
+    pytest.skip(f"no valid run in {attempts}: " + " | ".join(reasons))

@@ -77,8 +77,8 @@ FIG9_WHY = (
     "throughput falls about 3x, unmistakably. The mechanism is the paper's: loss-based TCP halves its window "
     "for losses that are not congestion. The price is that at 1e-2 LinkGuardian's own cost is ten times the "
     "paper's too: with the reordering buffer cycling through a recirculation port as fast as the link (the "
-    "100G setting used throughout) every loss pauses the sender for a while (Fig. 8 in virtual time: ~73 % "
-    "effective link speed at 1e-2, ~94 % at 1e-3). The third run gives the port four times the link's rate, "
+    "100G setting used throughout) every loss pauses the sender for a while (Fig. 8 in virtual time: ~78 % "
+    "effective link speed at 1e-2, ~96 % at 1e-3). The third run gives the port four times the link's rate, "
     "the ratio of the paper's Fig. 9 testbed (25G links, 100G recirculation)."
 )
 FIG9_CC_WHY = (
