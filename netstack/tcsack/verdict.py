@@ -38,7 +38,8 @@ def paced_rate_bps(counters: Mapping[str, Any]) -> float | None:
     """The line rate the sender paced at until its last new packet (``SenderBase.paced_*``): every
     datagram with its UDP/IP/Ethernet headers and the wire's preamble, gap and FCS; None when it
     never sent its last packet or did it at once (one slot: no rate to speak of)."""
-    ns, n, nbytes = counters.get("paced_ns"), counters.get("paced_datagrams") or 0, counters.get("paced_bytes") or 0
+    ns = int(counters.get("paced_ns") or 0)
+    n, nbytes = int(counters.get("paced_datagrams") or 0), int(counters.get("paced_bytes") or 0)
     if not ns or n < 2:
         return None
     wire = nbytes + n * (UDP_HEADERS_BYTES + WIRE_OVERHEAD_BYTES)
