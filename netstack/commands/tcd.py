@@ -290,11 +290,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                       progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     except (ScenarioError, TopologyError, OSError) as exc:
         raise CommandError(str(exc)) from None
-    result = res["result"]
+    from ..tcd.verdict import verdict_line
+
+    # the verdict (netstack.validity) sits at the run document's top: the printed result carries it
+    result = {**res["result"], "valid": res.get("valid", True), "checks": res.get("checks", [])}
     if args.json:
         print(json.dumps(result))
     else:
         print_result(result)
+        print(verdict_line(result))
     rep.summary(run_summary(result, args.mode, rep.took()))
     return finish(res, 0, result)
 

@@ -92,11 +92,14 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     line = (f"{out['proto']} {out['src']} -> {out['dst']}: {out['bytes']:,} B in {out['seconds']:.3f} s, "
             f"{(out['goodput_bps'] or 0) / 1e6:.1f} Mbit/s, resent {resent}, "
             f"{'intact' if out['ok'] else 'NOT intact (SHA-256 differs)'}")
+    from ..tcsack.control import verdict_line
+
     if args.json:
         print(json.dumps(out, indent=2))
         rep.summary(line)  # (stdout stays pure JSON)
     else:
         print(line)
+        print(verdict_line(out))
     return finish(out, 0 if out["ok"] else 1)
 
 

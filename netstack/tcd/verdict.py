@@ -31,9 +31,12 @@ from typing import Any
 
 from ..validity import Validity
 
-#: a sender must reach this share of its plan (timer granularity, about 1 ms live, costs a packet
-#: now and then; a starved sender misses whole stretches)
-SHARE = 0.95
+#: a sender must reach this share of its plan. What a sender misses on a machine that gives it
+#: the CPU: the live timers' granularity (about 1 ms) now and then, and after each PFC pause the
+#: wait for its next tick past the resume, which the paused time does not count (F2 is paused tens
+#: of times a run): measured 94-99 % of the plan for F2 on a quiet 2-core machine (2026-12-06). A
+#: starved sender misses whole stretches, and its stalls fail the scheduling-delay check too.
+SHARE = 0.90
 #: the flows checked one by one; the burst senders A0.. are checked together (one check, each
 #: sender held to SHARE)
 LONG_FLOWS = ("F0", "F1", "F2")

@@ -91,14 +91,15 @@ def test_kernel_tcp_has_no_preset_rate_to_check():
     assert v.valid and "sending rate" not in [c.name for c in v.checks]
 
 
-@pytest.mark.parametrize(("who", "lag"), [("receiver h2", {"p99_ms": 5.0}), ("sw2", {"max_ms": 400.0})])
+@pytest.mark.parametrize(("who", "lag"), [("receiver h2", {"p99_ms": 10.0}), ("sw2", {"max_ms": 400.0})])
 def test_a_starved_end_or_switch_makes_the_transfer_invalid(who, lag):
     lags = {"sw1": CALM, "sw2": CALM, "sender h1": CALM, "receiver h2": CALM}
     lags[who] = {**CALM, **lag}
     v = _judge(*_ends(), lags=lags)
     assert _failed(v) == ["scheduling delay"]
-    # p99 within T (2 ms), max within the generic limit
-    assert v.checks[-1].expected == "p99 <= 2 ms and max <= 250 ms in every process"
+    # p99 within T (2 ms here), but no tighter than the live timers' granularity (5 ms); max
+    # within the generic limit
+    assert v.checks[-1].expected == "p99 <= 5 ms and max <= 250 ms in every process"
     assert who in (v.checks[-1].measured["worst_p99_at"], v.checks[-1].measured["worst_max_at"])
 
 
