@@ -13,8 +13,9 @@ A transfer measures how a transport recovers from loss at a preset rate (T/C-SAC
   them: ``TcsParams.packet_ns``) must be the preset rate within :data:`RATE_TOLERANCE`. A sender
   the machine starved falls behind its slots (the pacer gives back at most 4 packets of credit);
 - **no process was starved**: both ends' own scheduling delay and the switch daemons', p99
-  within T, or 5 ms where T is shorter (:data:`MIN_P99_MS`) (the receiver's ACK clock: a receiver late by T sends its ACKs twice as late as the
-  draft's T asks, and every probe and loss decision waits on ACKs) and the largest within the
+  within T, or 5 ms where T is shorter (:data:`MIN_P99_MS`) (the receiver's ACK clock: a
+  receiver late by T sends its ACKs twice as late as the draft's T asks, and every probe and
+  loss decision waits on ACKs) and the largest within the
   generic limit (the 2T probe follows the delay, ``SenderBase.set_timer_slack``, so no protocol
   timer bounds one stall; what a stall costs, the rate check sees).
 
