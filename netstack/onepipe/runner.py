@@ -211,7 +211,7 @@ def _judge(prefix: str, out: Path, summary: dict[str, Any], daemon_lags: dict[st
     summary["sched"] = {**{n: p.get("sched") for n, p in procs.items()}, **daemon_lags}
     summary["accounting"] = account(out)
     if summary["reliable"]:
-        summary["failures"] = false_failures(out, {n: p.get("incarnations") or [] for n, p in procs.items()})
+        summary["failures"] = false_failures(out, procs)
     switches = _switch_status(prefix)
     summary["input_rejoins"] = None if switches is None else input_rejoins(switches)
     summary["timer_slack"] = _slacks(prefix, procs, switches or {})

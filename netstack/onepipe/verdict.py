@@ -186,13 +186,14 @@ def account(out: Path) -> dict[str, Any]:
             "examples": sorted(missing)[:5]}
 
 
-def false_failures(out: Path, incarnations: Mapping[str, list[int]]) -> list[dict[str, Any]]:
-    """The processes of a reliable run declared failed while they ran, from ``out/proc-fail/``
-    (docs/onepipe.md) and each process's registrations (``incarnations``): one that registered
-    again during the run (it was told it had failed, and recovered), or whose failure, as the
-    incarnation it ran as, some process heard of before that process logged its own end. (A
-    process that ends is timed out and declared failed: that is its end, not a failure; a
-    failure of an incarnation from an earlier run is a restart.)"""
+def false_failures(out: Path, procs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The processes of a reliable run declared failed while they ran, from each process's
+    summary in ``procs`` (``incarnations``: the ones it registered as; ``counters.recoveries``:
+    the times it was told it had failed and recovered) and ``out/proc-fail/`` (docs/onepipe.md):
+    one that recovered during the run, or whose failure, as the incarnation it ran as, some process
+    heard of before that process logged its own end. (A process that ends is timed out and
+    declared failed: that is its end, not a failure; a failure of an incarnation from an earlier
+    run is a restart.)"""
     stopped: dict[str, int] = {}
     heard: dict[str, list[tuple[int, int]]] = {}
     for p in sorted((out / "proc-fail").glob("*.jsonl")):
@@ -208,10 +209,14 @@ def false_failures(out: Path, incarnations: Mapping[str, list[int]]) -> list[dic
             elif "incarnation" in e and isinstance(e.get("name"), str) and isinstance(e.get("at"), int):
                 heard.setdefault(e["name"], []).append((e.get("incarnation") or 0, e["at"]))
     found = []
-    for name, incs in sorted(incarnations.items()):
-        if len(incs) > 1:
-            found.append({"name": name, "how": f"re-registered as incarnation {incs[-1]} (recovered from a "
-                                               f"failure of incarnation {incs[0]})"})
+    for name, summary in sorted(procs.items()):
+        incs = list(summary.get("incarnations") or [])
+        recovered = int((summary.get("counters") or {}).get("recoveries") or 0)
+        if recovered or len(incs) > 1:
+            # (an incarnation replaced within one batch of datagrams is not in ``incarnations``:
+            # the engine's own count of recoveries is the one to trust)
+            found.append({"name": name, "how": f"declared failed while it ran: recovered {max(recovered, 1)} "
+                                               f"time(s), ended as incarnation {incs[-1] if incs else '?'}"})
             continue
         if not incs:
             continue

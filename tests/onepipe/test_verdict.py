@@ -78,10 +78,10 @@ def test_a_delivered_message_reported_lost_is_invalid_unless_loss_was_injected()
 
 
 def test_a_process_declared_failed_with_no_fault_injected_is_invalid_and_named():
-    fails = [{"name": "p3", "how": "re-registered as incarnation 2 (recovered from a failure of incarnation 1)"}]
+    fails = [{"name": "p3", "how": "declared failed while it ran: recovered 1 time(s), ended as incarnation 2"}]
     v = judge(summary(reliable=True, failures=fails))
     assert failing(v) == ["process failures"]
-    assert "p3: re-registered as incarnation 2" in v.reasons[0]
+    assert "p3: declared failed while it ran" in v.reasons[0]
 
 
 def test_killing_a_process_is_a_fault_the_run_injected_and_its_share_is_not_planned():
@@ -143,7 +143,7 @@ def test_scheduling_delay_limits_come_from_the_protocol_timers():
 
 
 def test_a_clock_step_is_a_fault_the_run_injected():
-    doc = summary(reliable=True, failures=[{"name": "p2", "how": "re-registered as incarnation 2"}])
+    doc = summary(reliable=True, failures=[{"name": "p2", "how": "declared failed while it ran: recovered 1 time(s)"}])
     doc["processes"]["p2"]["clock_steps"] = [{"offset_ns": -60_000_000, "at": 123}]
     assert judge(doc).valid  # a step back past the input timeout may get p2 declared failed: documented
     be = summary(accounting={**summary()["accounting"], "delivered_and_reported": 3})
@@ -192,9 +192,14 @@ def test_false_failures_are_failures_of_this_runs_incarnations_before_they_ended
                              {"proc": "10.0.0.3:40101", "name": "p3", "stopped": 4, "at": 700}])
     _write(pf / "p4.jsonl", [{"proc": "10.0.0.1:40101", "name": "p1", "incarnation": 1, "t_f": 5, "at": 1400},
                              {"proc": "10.0.0.3:40101", "name": "p3", "incarnation": 4, "t_f": 5, "at": 1200}])
-    got = false_failures(tmp_path, {"p1": [1], "p2": [4], "p3": [4], "p4": [1, 2]})
+    procs = {"p1": {"incarnations": [1]}, "p2": {"incarnations": [4]}, "p3": {"incarnations": [4]},
+             "p4": {"incarnations": [1, 2], "counters": {"recoveries": 1}},
+             # told it failed in the batch that registered it: only its recovery count says so
+             "p5": {"incarnations": [2], "counters": {"recoveries": 1}}}
+    got = false_failures(tmp_path, procs)
     assert got == [{"name": "p2", "how": "incarnation 4 declared failed before it ended (1 processes heard)"},
-                   {"name": "p4", "how": "re-registered as incarnation 2 (recovered from a failure of incarnation 1)"}]
+                   {"name": "p4", "how": "declared failed while it ran: recovered 1 time(s), ended as incarnation 2"},
+                   {"name": "p5", "how": "declared failed while it ran: recovered 1 time(s), ended as incarnation 2"}]
 
 
 def test_input_rejoins_are_read_from_the_switches_status():
