@@ -23,6 +23,16 @@
     ``tcd-single`` / ``tcd-multi``, marker switched as ``netstack tcd run --marker`` does), both
     markers, the same table as ``scenarios``. About 10 s of traffic and set-up per run.
 
+Targets (``targets``, the table at the end): the §3.1 outcome of every runtime that ran (ECN marks
+the victim F0 CE, TCD marks it undetermined and never CE, ...: :data:`CLAIMS`) is a *correctness
+cross-check* (kind ``check``; live: the testbed agrees with virtual time and the paper); the FCT gain
+against the paper's abstract is a *performance goal* (kind ``goal``, reported, never an error).
+Every run carries its verdict (netstack.validity; ``valid``/``checks`` of the run document, from
+netstack/tcd/verdict.py); a run that is not valid (in practice a live one the machine starved) is
+left out of the tables, plots and targets and listed (``invalid_rows``, "Invalid runs (not
+counted)"); ``netstack bench tcd`` then exits 3 (``INVALID RUN``), or 1 when a cross-check failed
+(``CROSS-CHECK FAILED``).
+
 ``--quick`` (the smoke test): the scenarios as above, the FCT section with 40 flows, one seed and
 no bursts. Output: ``<results>/bench-tcd-<UTC>.json`` (+ ``-latest``, every run in the
 ``netstack.run/1`` schema under ``runs``), the tables printed and written to
@@ -54,6 +64,7 @@ from ..tcd.scenarios import (
     topology_doc,
 )
 from ..traffic import percentiles
+from ..validity import Validity
 from .output import Progress, format_table, loadavg, write_results
 from .plot import pyplot, save
 from .proc import sigterm_unwinds
@@ -292,6 +303,123 @@ def plot_fct(docs: list[dict[str, Any]], meta: list[tuple[str, str, int]], path:
     return True
 
 
+# ------------------------------------------------------------------- validity and targets
+#: What §3.1's scenarios exist to show, per scenario: the outcome tests/tcd/test_scenarios.py
+#: (virtual time) and tests/integration/test_tcd_live.py (live) check. A run that breaks one is a
+#: wrong result, not a slow one: each is a correctness cross-check of the benchmark.
+CLAIMS = {
+    "single": "ECN marks the victim F0 CE; TCD marks it undetermined and never CE, P2 (only paused) is "
+              "undetermined and never in congestion; the contributor F1 is CE under both",
+    "multi": "TCD: P2 is a congestion point (F0 + F2 overload it) and undetermined while P3, in congestion, "
+             "pauses it (the covered root, §3.2.1)",
+}
+#: the markers each scenario's claims read
+CLAIM_MARKERS = {"single": ("ecn", "tcd"), "multi": ("tcd",)}
+
+
+def _flow(res: dict[str, Any], name: str, key: str) -> int:
+    return int((res["flows"].get(name) or {}).get(key) or 0)
+
+
+def _state_ns(res: dict[str, Any], port: str, state: str) -> int:
+    tis = (res["ports"].get(port) or {}).get("time_in_state_ns") or {}
+    return int(tis.get(state) or 0)
+
+
+def claims_hold(kind: str, results: dict[str, dict[str, Any]]) -> dict[str, bool]:
+    """Each claim of :data:`CLAIMS` on the scenario's results by marker (run documents' ``result``)."""
+    tcd = results["tcd"]
+    if kind == "single":
+        ecn = results["ecn"]
+        return {"ECN: F0 marked CE": _flow(ecn, "F0", "ce") > 0,
+                "TCD: F0 never CE": _flow(tcd, "F0", "ce") == 0,
+                "TCD: F0 marked undetermined": _flow(tcd, "F0", "undetermined") > 0,
+                "TCD: P2 undetermined": _state_ns(tcd, "P2", "undetermined") > 0,
+                "TCD: P2 never in congestion": _state_ns(tcd, "P2", "congestion") == 0,
+                "F1 CE under ECN and TCD": _flow(ecn, "F1", "ce") > 0 and _flow(tcd, "F1", "ce") > 0}
+    return {"TCD: P2 in congestion": _state_ns(tcd, "P2", "congestion") > 0,
+            "TCD: P2 undetermined": _state_ns(tcd, "P2", "undetermined") > 0,
+            "TCD: P3 in congestion": _state_ns(tcd, "P3", "congestion") > 0}
+
+
+def scenario_targets(docs: list[dict[str, Any]], runtime: str) -> list[dict[str, Any]]:
+    """One correctness cross-check per §3.1 scenario run in ``runtime``; not judged (``met``
+    None) when a run it reads is invalid (netstack.validity)."""
+    targets = []
+    for kind in KINDS:
+        runs = {d["result"]["marker"]: d for d in docs
+                if d["runtime"] == runtime and d["result"].get("scenario") == kind}
+        if not all(m in runs for m in CLAIM_MARKERS[kind]):
+            continue
+        where = ("live, agrees with virtual time and the paper" if runtime == "live"
+                 else "virtual time, the paper's 40 Gbit/s")
+        target: dict[str, Any] = {"kind": "check", "what": f"§3.1 {TITLES[kind]} ({where}): {CLAIMS[kind]}",
+                                  "target": "yes", "value": "-", "met": None}
+        if all(runs[m].get("valid", True) for m in CLAIM_MARKERS[kind]):
+            held = claims_hold(kind, {m: runs[m]["result"] for m in CLAIM_MARKERS[kind]})
+            failed = [name for name, ok in held.items() if not ok]
+            target.update(value="yes" if not failed else "no: " + "; ".join(failed), met=not failed,
+                          claims=held)
+        targets.append(target)
+    return targets
+
+
+def fct_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paper's FCT gain (its abstract): a performance goal, reported, never an error."""
+    out = []
+    for r in rows:
+        if r["marker"] != "tcd":
+            continue
+        for q in ("median", "p99"):
+            v = r.get(f"ratio_{q}")
+            out.append({"kind": "goal", "what": f"FCT slowdown DCQCN / DCQCN + TCD, {q}, {r['variant']} "
+                                                "(the paper's abstract)",
+                        "value": v, "target": PAPER_RATIO[q], "met": v >= PAPER_RATIO[q] if v is not None else None})
+    return out
+
+
+def targets_table(targets: list[dict[str, Any]]) -> str:
+    rows = []
+    for t in targets:
+        v, tg = t["value"], t["target"]
+        verdict = "not judged (invalid run)" if t["met"] is None else ("met" if t["met"] else "NOT met")
+        rows.append([t["what"], "cross-check" if t["kind"] == "check" else "goal",
+                     f"{v:.2f}x" if isinstance(v, float) else v, f">= {tg:g}x" if isinstance(tg, float) else tg,
+                     verdict])
+    return format_table(["target", "kind", "measured", "target value", "verdict"], rows)
+
+
+def counted(docs: list[dict[str, Any]], section: str, out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs that count; the others go to ``out["invalid_rows"]`` with their reasons."""
+    for d in docs:
+        if not d.get("valid", True):
+            res = d["result"]
+            out["invalid_rows"].append({"row": f"{section} {res.get('scenario')} {res.get('marker')}",
+                                        "reasons": Validity.of(d).reasons or ["the run says it is invalid"]})
+    return [d for d in docs if d.get("valid", True)]
+
+
+def verdicts(out: dict[str, Any]) -> dict[str, Any]:
+    """``valid``, ``checks`` (each invalid run a failed check), ``cross_checks`` (the targets of kind
+    check that were judged): what ``netstack bench`` ends with (netstack/bench/summary.py)."""
+    invalid = out["invalid_rows"]
+    return {"valid": not invalid,
+            "checks": [{"name": r["row"], "expected": "a valid run", "measured": "; ".join(r["reasons"]),
+                        "ok": False} for r in invalid],
+            "cross_checks": [{"what": t["what"], "ok": bool(t["met"])} for t in out["targets"]
+                             if t["kind"] == "check" and t["met"] is not None]}
+
+
+def invalid_lines(invalid: list[dict[str, Any]]) -> list[str]:
+    if not invalid:
+        return []
+    return ["## Invalid runs (not counted)", "",
+            "Runs that did not happen as planned (netstack.validity, netstack/tcd/verdict.py: a sender short of "
+            "its plan, P2 never paused, a process that waited for the CPU longer than TCD's timers tolerate). "
+            "They are left out of every table, plot and target above.", "",
+            *[f"- {r['row']}: {'; '.join(r['reasons'])}" for r in invalid], ""]
+
+
 # ---------------------------------------------------------------------------------- main
 def _run(specs: list[RunSpec], what: str, workers: int | None, say: Progress) -> list[dict[str, Any]]:
     def progress(done: int, total: int, r: dict[str, Any]) -> None:
@@ -319,6 +447,8 @@ def section_scenarios(workers: int | None, results_dir: Path, say: Progress, out
     say("scenarios: §3.1 single and multi, ECN and TCD, at 40 Gbit/s / 4 us in virtual time")
     docs = _run(scenario_specs("sim"), "scenarios", workers, say)
     out["runs"] += docs
+    out["targets"] += scenario_targets(docs, "sim")  # an invalid run: its target is not judged
+    docs = counted(docs, "scenarios", out)  # virtual time: valid by construction, checked all the same
     fr, pr = scenario_rows(docs)
     out["scenarios"] = {"flows": fr, "ports": pr, "seed": SCENARIO_SEED}
     png = results_dir / "bench-tcd-states.png"
@@ -342,6 +472,7 @@ def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progre
     docs = _run(specs, "fct", workers, say)
     out["runs"] += docs
     rows = fct_rows(docs, meta)
+    out["targets"] += fct_targets(rows)
     out["fct"] = {"rows": rows, "flows": flows, "seeds": list(seeds), "params": FCT_BASE,
                   "variants": [{"name": n, **e} for n, e in variants], "paper_ratio": PAPER_RATIO,
                   "topology": "the tcd-single chain at 40 Gbit/s / 4 us (time scale 1)"}
@@ -358,10 +489,13 @@ def section_live(say: Progress, out: dict[str, Any]) -> list[str]:
     say("live: §3.1 single and multi, ECN and TCD, on the testbed at 40 Mbit/s (time scale 1000)")
     docs = _run(scenario_specs("live"), "live", 1, say)
     out["runs"] += docs
-    fr, pr = scenario_rows(docs)
-    out["live"] = {"flows": fr, "ports": pr}
-    return ["## §3.1 live (40 Mbit/s, x1000): marks per flow", "", flow_table(fr), "",
-            "## §3.1 live: time per state per port (paper ms)", "", port_table(pr), ""]
+    # a run the machine starved (netstack/tcd/verdict.py) shows no §3.1: listed, not tabulated
+    out["targets"] += scenario_targets(docs, "live")  # an invalid run: its target is not judged
+    valid = counted(docs, "live", out)
+    fr, pr = scenario_rows(valid)
+    out["live"] = {"flows": fr, "ports": pr, "runs_valid": len(valid), "runs": len(docs)}
+    return [f"## §3.1 live (40 Mbit/s, x1000): marks per flow ({len(valid)} of {len(docs)} runs valid)", "",
+            flow_table(fr), "", "## §3.1 live: time per state per port (paper ms)", "", port_table(pr), ""]
 
 
 def _sections(args: argparse.Namespace) -> list[str]:
@@ -389,7 +523,7 @@ def main(args: argparse.Namespace) -> int:
         f"{PAPER_RATE_BPS / 1e9:g} Gbit/s links, {PAPER_DELAY_NS / 1e3:g} us each (time scale 1, virtual time)")
     out: dict[str, Any] = {"sections": sections, "quick": quick, "loadavg_before": loadavg(),
                            "scale": {"rate_bps": PAPER_RATE_BPS, "delay_ns": PAPER_DELAY_NS, "time_scale": 1.0},
-                           "runs": [], "plots": {}}
+                           "runs": [], "plots": {}, "targets": [], "invalid_rows": []}
     errors: dict[str, str] = {}
     md = ["# netstack bench tcd", "", "\"Congestion Detection in Lossless Networks\" (TCD, SIGCOMM 2021).", ""]
     started = time.monotonic()
@@ -406,7 +540,10 @@ def main(args: argparse.Namespace) -> int:
                 errors["live"] = f"{type(exc).__name__}: {exc}"
                 say(f"live: FAILED ({errors['live']})")
     md += [f"![{k}]({Path(v).name})" for k, v in out["plots"].items()]
-    out.update(errors=errors, wall_s=time.monotonic() - started, loadavg_after=loadavg())
+    if out["targets"]:
+        md += ["", "## Targets", "", targets_table(out["targets"]), ""]
+    md += invalid_lines(out["invalid_rows"])
+    out.update(errors=errors, wall_s=time.monotonic() - started, loadavg_after=loadavg(), **verdicts(out))
     path = write_results(results_dir, "bench-tcd", out)
     text = "\n".join(md) + "\n"
     (results_dir / "bench-tcd-latest.md").write_text(text)
