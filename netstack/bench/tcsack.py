@@ -19,9 +19,17 @@ sw1 = sw2, data and ACKs alike: ``path_topology``), in one of two runtimes (``--
     control), ``--rounds`` times, median reported.
 
 Baselines measured in the same run: each protocol's lossless transfer, go-back-N and TCP at
-every loss rate. Output: ``<results>/bench-tcsack-<UTC>.json`` (+ ``-latest``; every run in the
-``netstack.run/1`` schema under ``runs``), a Markdown table printed and written to
-``bench-tcsack-latest.md``, a PNG plot beside it; progress on stderr.
+every loss rate. Every transfer carries its verdict (netstack.validity, netstack/tcsack/verdict.py:
+completed, bytes intact, paced at the preset rate, no process starved; virtual time cannot be
+starved). A live row is the median of the rounds that count; a transfer that is not valid is left
+out of every median, ratio (``of_lossless``, ``vs_gbn``) and the plot, and listed
+(``invalid_rows``, "Invalid transfers (not counted)"): ``netstack bench tcsack`` then exits 3
+(``INVALID RUN``). The correctness cross-check (``cross_checks``): every transfer that completed
+delivered exactly the bytes sent; its failure exits 1 (``CROSS-CHECK FAILED``).
+
+Output: ``<results>/bench-tcsack-<UTC>.json`` (+ ``-latest``; every run in the ``netstack.run/1``
+schema under ``runs``), a Markdown table printed and written to ``bench-tcsack-latest.md``, a PNG
+plot beside it; progress on stderr.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from ..sim.scenario import Context, RunSpec, document, get
 from ..sim.sweep import sweep
 from ..tcsack.scenarios import path_topology, transfer_live
 from ..topo.model import topology_from_dict
+from ..validity import Validity
 from .output import Progress, format_table, loadavg, write_results
 from .plot import pyplot, save
 from .proc import sigterm_unwinds
@@ -64,17 +73,84 @@ PROTOS = ("tcsack", "gbn", "tcp")
 
 def _row(doc: dict[str, Any], section: str, rtt_ms: float) -> dict[str, Any]:
     res = doc["result"]
-    c = res.get("sender", {})
+    c = res.get("sender") or {}
     p = doc["params"]
     row: dict[str, Any] = {"section": section, "rtt_ms": rtt_ms, "t_ms": p["t_ms"], "loss": doc["loss"],
-                           "proto": p["proto"], "ok": res["ok"], "seconds": res["seconds"],
-                           "goodput_mbps": (res["goodput_bps"] or 0.0) / 1e6}
+                           "proto": p["proto"], "ok": res["ok"], "valid": doc.get("valid", True),
+                           "seconds": res["seconds"], "goodput_mbps": (res["goodput_bps"] or 0.0) / 1e6}
     if p["proto"] == "tcp":
         row["retx"] = c.get("retransmits", c.get("total_retrans", 0)) or 0
-    else:
-        row.update(retx=c["retx_sent"], probes=c["probes_sent"], timeouts=c.get("timeouts", 0),
-                   sent_per_needed=c["sent"] / c["packets"], acks=c["acks_rx"])
+    else:  # .get: a transfer that failed may have no counters to report
+        row.update(retx=c.get("retx_sent"), probes=c.get("probes_sent"), timeouts=c.get("timeouts", 0),
+                   sent_per_needed=c["sent"] / c["packets"] if c.get("packets") else None, acks=c.get("acks_rx"))
+    if not row["valid"]:  # not a result: no number of it is counted
+        row.update(seconds=None, goodput_mbps=None)
     return row
+
+
+def _label(doc: dict[str, Any], section: str) -> str:
+    p = doc["params"]
+    where = f"loss {doc['loss']:g}, {p['proto']}"
+    return f"{section} {where}" + (f" round {doc['round']}" if "round" in doc else f", T {p['t_ms']:g} ms")
+
+
+def invalid_rows(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every transfer that is not a result (netstack/tcsack/verdict.py), with its reasons."""
+    return [{"row": _label(d, d["runtime"]), "reasons": Validity.of(d).reasons or ["the run says it is invalid"]}
+            for d in docs if not d.get("valid", True)]
+
+
+def live_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One live (loss, protocol) row: medians over the rounds whose transfer is valid; no numbers
+    (None) when none is."""
+    valid = [d for d in runs if d.get("valid", True)]
+    row = _row(valid[0] if valid else runs[0], "live", 2 * DELAY_NS / 1e6)
+    row.update(rounds=len(runs), rounds_valid=len(valid), valid=bool(valid))
+    if not valid:
+        for key in ("retx", "probes", "timeouts", "sent_per_needed", "acks"):
+            if key in row:
+                row[key] = None
+        return row
+    row["seconds"] = statistics.median(d["result"]["seconds"] for d in valid)
+    row["goodput_mbps"] = statistics.median(d["result"]["goodput_bps"] for d in valid) / 1e6
+    per = [_row(d, "live", 0) for d in valid]
+    for key in ("retx", "probes", "timeouts", "sent_per_needed"):
+        vals = [x[key] for x in per if x.get(key) is not None]
+        if key in row:
+            row[key] = statistics.median(vals) if vals else None
+    return row
+
+
+def ratios(rows: list[dict[str, Any]]) -> None:
+    """``of_lossless`` (goodput over the same protocol's lossless goodput, same section and RTT) and
+    ``vs_gbn`` (T/C-SACK's over go-back-N's at the same loss): None where either side has no valid
+    number."""
+    def key(r: dict[str, Any], *extra: Any) -> tuple[Any, ...]:
+        return (r["section"], r["rtt_ms"], *extra)
+
+    lossless = {key(r, r["proto"]): r["goodput_mbps"] for r in rows if r["loss"] == 0}
+    gbn = {key(r, r["loss"]): r["goodput_mbps"] for r in rows if r["proto"] == "gbn"}
+    for r in rows:
+        g, b = r["goodput_mbps"], lossless.get(key(r, r["proto"]))
+        r["of_lossless"] = g / b if g is not None and b else None
+        if r["proto"] == "tcsack":
+            b = gbn.get(key(r, r["loss"]))
+            r["vs_gbn"] = g / b if g is not None and b else None
+
+
+#: the correctness cross-check: a transport that says it delivered everything delivered exactly that
+INTEGRITY = "every transfer that completed delivered exactly the bytes sent (count and SHA-256)"
+
+
+def integrity_check(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """:data:`INTEGRITY` over every transfer: a completed one whose bytes differ is a protocol bug,
+    not a starved machine (an incomplete one is an invalid run, no more)."""
+    bad = []
+    for d in docs:
+        ok = {c["name"]: c["ok"] for c in d.get("checks") or ()}
+        if ok.get("transfer completed") and ok.get("bytes delivered intact") is False:
+            bad.append(_label(d, d["runtime"]))
+    return {"what": INTEGRITY, "ok": not bad, "failed": bad}
 
 
 # ----------------------------------------------------------------------------------- sim
@@ -113,7 +189,6 @@ def run_sim(say: Progress, workers: int | None) -> tuple[list[dict[str, Any]], l
 def run_live(rounds: int, say: Progress) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from .. import runtime
 
-    sc = get("tcsack-transfer")
     rows, docs = [], []
     for loss in LOSSES:
         topo = topology_from_dict(path_topology(one_way_ns=DELAY_NS, loss=loss), "<bench tcsack path>")
@@ -122,48 +197,61 @@ def run_live(rounds: int, say: Progress) -> tuple[list[dict[str, Any]], list[dic
         state = runtime.up(topo, prefix)
         try:
             for proto in PROTOS:
-                runs = []
-                for r in range(rounds):
-                    ctx = Context(topo, r + 1, None, sc.check_params(
-                        {"proto": proto, "bytes": LIVE_BYTES, "rate_bps": RATE, "t_ms": T_NS / 1e6, "n": N,
-                         "payload": PAYLOAD}), prefix, say)
-                    t0 = time.perf_counter()
-                    res = transfer_live(ctx, state=state)
-                    if not res["ok"]:
-                        raise RuntimeError(f"{proto}: the receiver's bytes differ from the sender's")
-                    doc = document(sc, "live", ctx, res, {"wall_s": round(time.perf_counter() - t0, 3)})
-                    doc["loss"] = loss
-                    docs.append(doc)
-                    runs.append(doc)
-                    say(f"live: loss {loss:g}, {proto} round {r + 1}/{rounds}: "
-                        f"{res['goodput_bps'] / 1e6:.1f} Mbit/s in {res['seconds']:.2f} s")
-                row = _row(runs[0], "live", 2 * DELAY_NS / 1e6)
-                row["rounds"] = rounds
-                row["seconds"] = statistics.median(d["result"]["seconds"] for d in runs)
-                row["goodput_mbps"] = statistics.median(d["result"]["goodput_bps"] for d in runs) / 1e6
-                per = [_row(d, "live", 0) for d in runs]
-                for key in ("retx", "probes", "timeouts", "sent_per_needed"):
-                    if key in row:
-                        row[key] = statistics.median(x[key] for x in per)
-                rows.append(row)
+                runs = [_live_transfer(topo, state, prefix, proto, loss, r, rounds, say) for r in range(rounds)]
+                docs += runs
+                rows.append(live_row(runs))
         finally:
             runtime.down(prefix)
     return rows, docs
 
 
+def _live_transfer(topo: Any, state: dict[str, Any], prefix: str, proto: str, loss: float, r: int, rounds: int,
+                   say: Progress) -> dict[str, Any]:
+    """One live transfer as a run document (``valid``/``checks`` from netstack/tcsack/verdict.py)."""
+    sc = get("tcsack-transfer")
+    ctx = Context(topo, r + 1, None, sc.check_params(
+        {"proto": proto, "bytes": LIVE_BYTES, "rate_bps": RATE, "t_ms": T_NS / 1e6, "n": N, "payload": PAYLOAD}),
+        prefix, say)
+    t0 = time.perf_counter()
+    res = transfer_live(ctx, state=state)
+    doc = document(sc, "live", ctx, res, {"wall_s": round(time.perf_counter() - t0, 3)})
+    doc["loss"], doc["round"] = loss, r + 1
+    verdict = "valid" if doc["valid"] else "INVALID (not counted): " + "; ".join(Validity.of(doc).reasons)
+    say(f"live: loss {loss:g}, {proto} round {r + 1}/{rounds}: "
+        f"{(res['goodput_bps'] or 0) / 1e6:.1f} Mbit/s in {res['seconds'] or 0:.2f} s; {verdict}")
+    return doc
+
+
 # ---------------------------------------------------------------------------------- output
 def _table(rows: list[dict[str, Any]]) -> str:
-    base = {(r["section"], r["rtt_ms"], r["proto"]): r["goodput_mbps"] for r in rows if r["loss"] == 0}
+    def num(v: float | None, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
     out = []
     for r in rows:
-        b = base.get((r["section"], r["rtt_ms"], r["proto"]))
+        counted = f"{r['rounds_valid']}/{r['rounds']}" if "rounds" in r else ("yes" if r["valid"] else "INVALID")
+        lossless, gbn = r["of_lossless"], r.get("vs_gbn")
         out.append([r["section"], f"{r['rtt_ms']:g}", f"{r['t_ms']:g}", f"{r['loss']:g}", r["proto"],
-                    f"{r['goodput_mbps']:.1f}", f"{100 * r['goodput_mbps'] / b:.0f} %" if b else "-",
-                    f"{r['seconds']:.3f}", r.get("retx", "-"), r.get("probes", "-"), r.get("timeouts", "-"),
-                    f"{r['sent_per_needed']:.3f}" if "sent_per_needed" in r else "-"])
+                    num(r["goodput_mbps"], ".1f"), "-" if lossless is None else f"{100 * lossless:.0f} %",
+                    "-" if gbn is None else f"{gbn:.2f}x", num(r["seconds"], ".3f"), _cell(r.get("retx")),
+                    _cell(r.get("probes")), _cell(r.get("timeouts")), num(r.get("sent_per_needed"), ".3f"), counted])
     return format_table(["section", "RTT ms", "T ms", "loss (each way)", "proto", "goodput Mbit/s",
-                         "of own lossless", "completion s", "resent pkts", "2T probes", "timeouts",
-                         "sent / needed"], out)
+                         "of own lossless", "vs go-back-N", "completion s", "resent pkts", "2T probes", "timeouts",
+                         "sent / needed", "valid (rounds)"], out)
+
+
+def _cell(v: Any) -> str:
+    return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def invalid_lines(invalid: list[dict[str, Any]]) -> list[str]:
+    if not invalid:
+        return []
+    return ["## Invalid transfers (not counted)", "",
+            "Transfers that did not happen as planned (netstack/tcsack/verdict.py: incomplete, the sender "
+            "behind its preset rate, a process that waited for the CPU longer than T). They are left out of "
+            "every median, ratio and the plot above.", "",
+            *[f"- {r['row']}: {'; '.join(r['reasons'])}" for r in invalid], ""]
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
@@ -174,7 +262,8 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
     for ax, (section, rtt) in zip(axes[0], groups, strict=True):
         for proto, style in (("tcsack", "o-"), ("gbn", "s--"), ("tcp", "^:")):
-            pts = [r for r in rows if r["section"] == section and r["rtt_ms"] == rtt and r["proto"] == proto]
+            pts = [r for r in rows if r["section"] == section and r["rtt_ms"] == rtt and r["proto"] == proto
+                   and r["goodput_mbps"] is not None]  # no point of an invalid row
             if pts:
                 ax.plot([max(r["loss"], 1e-4) for r in pts], [r["goodput_mbps"] for r in pts], style, label=proto)
         ax.set_xscale("log")
@@ -186,6 +275,38 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> bool:
         ax.legend()
     save(plt, fig, path, dpi=110)
     return True
+
+
+def _run_sections(sections: list[str], rounds: int, workers: int | None,
+                  say: Progress) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+    """(rows, run documents, errors) of the sections; a live failure is recorded, the sim rows stand."""
+    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    errors: dict[str, str] = {}
+    if "sim" in sections:
+        r, d = run_sim(say, workers)
+        rows += r
+        runs += d
+    if "live" in sections:
+        try:
+            r, d = run_live(rounds, say)
+            rows += r
+            runs += d
+        except Exception as exc:  # reported and recorded; the sim rows are still written
+            errors["live"] = f"{type(exc).__name__}: {exc}"
+            say(f"live: FAILED ({errors['live']}); its testbed was torn down")
+    return rows, runs, errors
+
+
+def verdicts(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``valid``, ``checks`` (each invalid transfer a failed check), ``invalid_rows`` and
+    ``cross_checks``: what ``netstack bench`` ends with (netstack/bench/summary.py)."""
+    invalid = invalid_rows(runs)
+    cross = integrity_check(runs) if runs else None
+    return {"valid": not invalid,
+            "checks": [{"name": r["row"], "expected": "a valid transfer", "measured": "; ".join(r["reasons"]),
+                        "ok": False} for r in invalid],
+            "invalid_rows": invalid, "cross_checks": [cross] if cross else []}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -213,24 +334,12 @@ def main(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = {"sections": sections, "loadavg_before": loadavg(), "rate_bps": RATE,
                                "payload": PAYLOAD, "n": N, "t_ns": T_NS, "delay_ns": DELAY_NS, "rounds": rounds,
                                "time_scale": 1000.0}
-    rows: list[dict[str, Any]] = []
-    runs: list[dict[str, Any]] = []
-    errors: dict[str, str] = {}
     started = time.monotonic()
     with sigterm_unwinds():
-        if "sim" in sections:
-            r, d = run_sim(say, workers)
-            rows += r
-            runs += d
-        if "live" in sections:
-            try:
-                r, d = run_live(rounds, say)
-                rows += r
-                runs += d
-            except Exception as exc:  # reported and recorded; the sim rows are still written
-                errors["live"] = f"{type(exc).__name__}: {exc}"
-                say(f"live: FAILED ({errors['live']}); its testbed was torn down")
-    payload.update(rows=rows, runs=runs, errors=errors, wall_s=time.monotonic() - started, loadavg_after=loadavg())
+        rows, runs, errors = _run_sections(sections, rounds, workers, say)
+    ratios(rows)
+    payload.update(rows=rows, runs=runs, errors=errors, wall_s=time.monotonic() - started, loadavg_after=loadavg(),
+                   **verdicts(runs))
     table = _table(rows)
     results_dir.mkdir(parents=True, exist_ok=True)
     png = results_dir / "bench-tcsack-latest.png"
@@ -238,9 +347,10 @@ def main(args: argparse.Namespace) -> int:
         payload["plot"] = str(png)
     path = write_results(results_dir, "bench-tcsack", payload)
     md = ["# netstack bench tcsack", "",
-          "T/C-SACK (draft-chen-tsvwg-updated-ack-00) vs go-back-N (RoCE RC) and TCP.", "", table, ""]
+          "T/C-SACK (draft-chen-tsvwg-updated-ack-00) vs go-back-N (RoCE RC) and TCP.", "", table, "",
+          *invalid_lines(payload["invalid_rows"])]
     (results_dir / "bench-tcsack-latest.md").write_text("\n".join(md))
-    print(table)
+    print("\n".join(md[4:]))
     print(f"\nresults: {path}" + (f"; plot: {png}" if "plot" in payload else ""))
     if errors:
         print(f"errors: {errors}", file=sys.stderr)
