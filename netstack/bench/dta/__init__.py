@@ -34,6 +34,15 @@ read) and queries every key back; Fig. 9 does the same at load factor 1 with N =
 checksum widths 8..32 bits and counts wrong answers for written keys and for keys never
 written.
 
+Every live measurement says whether it counts (``measure.validity_of``, netstack.validity): the
+processes measured are busy on purpose, so what decides is the CPU time other work took while the
+reporter ran (netstack.cpushare, at most 15 % of all CPUs, as ``netstack bench forwarding``) and
+whether the reporter sent for its planned duration. A measurement that does not count ends its
+case's rate search; the case has no sustained rate, no ``vs_naive`` ratio and no bar in the plot,
+and the measurement is listed (``invalid_rows``, "Invalid measurements (not counted)"):
+``netstack bench dta`` then exits 3 (``INVALID RUN``). The benchmark has no correctness
+cross-check (``cross_checks`` is empty).
+
 Modules: ``params``, ``testbed`` (the generated topology, CPU placement), ``measure`` (one live
 run, DTA or naive), ``search`` (the rate search), ``naive`` (the naive collector process,
 ``python -m netstack.bench.dta --role naive``), ``keywrite`` (Figs. 7 and 9), ``tables`` and
@@ -73,12 +82,12 @@ from .params import (
     WINDOWS_ENV,
 )
 from .plots import plots
-from .search import find_rate, keeps_up
+from .search import find_rate, invalid_runs, keeps_up, vs_naive
 from .tables import tables
 from .testbed import cpu_plan, topology_toml
 
 __all__ = ["main", "find_rate", "keeps_up", "fig7", "fig9", "inproc", "live_cases", "run_live", "measure_dta",
-           "measure_naive", "plots", "tables"]
+           "measure_naive", "plots", "tables", "invalid_runs", "vs_naive", "verdicts"]
 
 
 def _case_label(kind: str, param: int) -> str:
@@ -186,6 +195,15 @@ def _notes(duration: float, plan: dict[str, list[int]] | None, live_on: bool, lo
     return notes
 
 
+def verdicts(invalid: list[dict[str, Any]]) -> dict[str, Any]:
+    """``valid``, ``checks`` (each measurement that does not count a failed check), ``invalid_rows``
+    and ``cross_checks`` (none here): what ``netstack bench`` ends with (netstack/bench/summary.py)."""
+    return {"valid": not invalid,
+            "checks": [{"name": r["row"], "expected": "a valid measurement", "measured": "; ".join(r["reasons"]),
+                        "ok": False} for r in invalid],
+            "invalid_rows": invalid, "cross_checks": []}
+
+
 def main(args: argparse.Namespace) -> int:
     duration = float(getattr(args, "duration", None) or DEFAULT_DURATION_S)
     only = getattr(args, "only", None)
@@ -222,6 +240,8 @@ def main(args: argparse.Namespace) -> int:
     if do9:
         say(f"[fig9] wrong answers vs checksum width {FIG9_WIDTHS}, {FIG9_SLOTS} slots ...")
         f9 = fig9()
+    vs_naive(live_records)
+    invalid = invalid_runs(live_records)
     pngs = plots(results_dir, live_records, f7, f9)
     table = tables(live_records, f7, f9, engines)
     path = write_results(results_dir, "bench-dta", {
@@ -230,7 +250,7 @@ def main(args: argparse.Namespace) -> int:
         "duration_s": duration, "prefix": prefix,
         "link": {"rate": LINK_RATE, "delay": "0", "buffer": LINK_BUFFER},
         "cpu_plan": plan, "notes": notes, "plots": pngs, "loadavg_before": load_before, "loadavg_after": loadavg(),
-        "live": live_records, "fig7": f7, "fig9": f9, "inproc": engines,
+        "live": live_records, "fig7": f7, "fig9": f9, "inproc": engines, **verdicts(invalid),
     })
     md = results_dir / "bench-dta-latest.md"
     md.write_text(table + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")

@@ -8,6 +8,12 @@ for a while, and what got ingested is read from counters.
   warm-up).
 - **naive CPU collector**: the same reports to a Python process in c1 (``naive.py``) that
   receives them on a UDP socket, decodes each and inserts it into a dict / list / counter.
+
+Every measurement says whether it counts (:func:`validity_of`, netstack.validity): the reporter,
+the collector and the switch are busy on purpose, so their scheduling delay says nothing; what
+does is the CPU time *other* work took while the reporter ran (netstack.cpushare, at most
+:data:`MAX_FOREIGN_SHARE` of all CPUs, as ``netstack bench forwarding``) and whether the reporter
+sent for its planned duration.
 """
 
 from __future__ import annotations
@@ -20,8 +26,31 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...cpushare import CpuWindow
+from ...validity import Validity
+from ..forwarding.measure import MAX_FOREIGN_SHARE
 from ..proc import json_result, spawned, wait_ready
 from .params import DISTINCT_REPORTS, DRAIN_S, SAMPLE_S, SUBNET, WARMUP_S
+
+#: the share of its planned seconds the reporter must have sent for
+DURATION_SHARE = 0.9
+
+
+def validity_of(share: dict[str, Any], seconds: float, duration: float) -> Validity:
+    """A measurement counts when the reporter sent for its planned ``duration`` and other work
+    took at most :data:`MAX_FOREIGN_SHARE` of all CPUs meanwhile (the forwarding benchmark's rule:
+    beyond it the rate measures the neighbour as much as the path)."""
+    v = Validity()
+    v.at_least("reporter seconds", round(seconds, 3), DURATION_SHARE * duration,
+               f" ({DURATION_SHARE:.0%} of the planned {duration:g} s)")
+    if share:
+        v.at_most("CPU time taken by other work (share of all CPUs)", share["foreign_share"], MAX_FOREIGN_SHARE)
+    return v
+
+
+def _ours(*pids: int) -> list[int]:
+    """This driver and the measurement's processes (the daemons, the reporter, a collector)."""
+    return [os.getpid(), *pids]
 
 # --------------------------------------------------------------------------- reporter
 
@@ -150,11 +179,13 @@ def measure_dta(prefix: str, pids: dict[str, int], kind: str, param: int, durati
     cpu0 = {n: cpu_seconds(p) for n, p in pids.items()}
     samples: list[tuple[float, dict[str, Any], dict[str, Any]]] = []
     with spawned(_reporter_argv(prefix, kind, param, duration, rate, plan, seed)) as proc:
+        cpu = CpuWindow(lambda: _ours(proc.pid, *pids.values())).start()
         deadline = time.monotonic() + duration + 30
         while proc.poll() is None and time.monotonic() < deadline:
             samples.append(sample())
             time.sleep(SAMPLE_S)
         rep = json_result(proc, "the reporter", 30)
+        share = cpu.stop()
     _quiesce(prefix)
     _, tr1, col1 = sample()
     cpu1 = {n: cpu_seconds(p) for n, p in pids.items()}
@@ -188,7 +219,7 @@ def measure_dta(prefix: str, pids: dict[str, int], kind: str, param: int, durati
         "collector_wakeups": col1.get("rx_wakeups", 0) - col0.get("rx_wakeups", 0),
         "switch_cpu_us_per_report": _per_report_us(cpu1["sw2"] - cpu0["sw2"], total_ingested),
         "collector_cpu_us_per_report": _per_report_us(cpu1["c1"] - cpu0["c1"], total_ingested),
-        "samples": len(samples),
+        "samples": len(samples), "cpu": share, **validity_of(share, rep["seconds"], duration).to_dict(),
     }
 
 
@@ -206,7 +237,9 @@ def measure_naive(prefix: str, pids: dict[str, int], kind: str, param: int, dura
         drops0 = _sw2_drops(prefix)
         cpu0 = {"sw2": cpu_seconds(pids["sw2"]), "c1": cpu_seconds(naive.pid)}
         with spawned(_reporter_argv(prefix, kind, param, duration, rate, plan, seed)) as proc:
+            cpu = CpuWindow(lambda: _ours(proc.pid, naive.pid, *pids.values())).start()
             rep = json_result(proc, "the reporter", duration + 30)
+            share = cpu.stop()
         time.sleep(DRAIN_S)
         cpu1 = {"sw2": cpu_seconds(pids["sw2"]), "c1": cpu_seconds(naive.pid)}
         naive.send_signal(signal.SIGTERM)
@@ -223,6 +256,7 @@ def measure_naive(prefix: str, pids: dict[str, int], kind: str, param: int, dura
         "sw2_drops": _delta(drops1, drops0),
         "switch_cpu_us_per_report": _per_report_us(cpu1["sw2"] - cpu0["sw2"], res["count"]),
         "collector_cpu_us_per_report": _per_report_us(cpu1["c1"] - cpu0["c1"], res["count"]),
+        "cpu": share, **validity_of(share, rep["seconds"], duration).to_dict(),
     }
 
 

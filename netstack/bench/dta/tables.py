@@ -7,7 +7,7 @@ from typing import Any
 
 from ..output import format_table
 from .params import SEEDS
-from .search import sustained
+from .search import invalid_runs, sustained
 
 
 def _k(v: float | None) -> str:
@@ -36,15 +36,17 @@ def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[s
         out.append(format_table(["case", "RoCEv2 frames/report", "translator us/report", "translator us/frame",
                                  "responder us/frame", "translator us/response"], rows))
         out.append("")
-    naive = {c["kind"]: c for c in live if c["path"] == "naive"}
+    # a case whose search a measurement that does not count ended is listed below, not tabulated
+    counted = [c for c in live if c.get("valid", True)]
+    naive = {c["kind"]: c for c in counted if c["path"] == "naive"}
     rows = []
-    for c in live:
+    for c in counted:
         if c["path"] != "dta":
             continue
         s, o = c["sustained"], c["overload"]
         nv = naive.get(c["kind"])
         nrate = sustained(nv) if nv else None
-        ratio = (sustained(c) / nrate) if nrate and sustained(c) else None
+        ratio = c.get("vs_naive")
         ref = s or o
         rows.append([c["label"], _k(sustained(c)), f"{ref['rdma_ops_per_report']:.3g}"
                      if ref["rdma_ops_per_report"] is not None else "-",
@@ -60,7 +62,7 @@ def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[s
                                  "overload: loss", "overload: resyncs/c1 socket drops", "naive collector/s",
                                  "DTA / naive"], rows))
     nrows = []
-    for c in live:
+    for c in counted:
         if c["path"] != "naive":
             continue
         s, o = c["sustained"], c["overload"]
@@ -72,6 +74,7 @@ def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[s
         out.append("\nNaive CPU collector (translator off; UDP socket + decode + insert into a dict/list in c1):\n")
         out.append(format_table(["same reports as", "ingest/s", "c1 CPU us/report", "sw2 CPU us/report",
                                  "overload: offered/s", "overload: loss", "limit"], nrows))
+    out += invalid_lines(invalid_runs(live))
     if f7:
         lfs = sorted({r["load_factor"] for r in f7})
         rows = []
@@ -91,3 +94,12 @@ def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[s
         out.append(format_table(["checksum bits", "right", "not found", "wrong (written keys)",
                                  "wrong (absent keys)", "absent: model"], rows))
     return "\n".join(out)
+
+
+def invalid_lines(invalid: list[dict[str, Any]]) -> list[str]:
+    """The measurements that do not count, with their reasons (the cases they ended: not above)."""
+    if not invalid:
+        return []
+    return ["\nInvalid measurements (not counted; their cases are left out of the tables, ratios and plot above: "
+            "other work took the CPUs, or the reporter fell short of its duration):\n",
+            *[f"- {r['row']}: {'; '.join(r['reasons'])}" for r in invalid]]
