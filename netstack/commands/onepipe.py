@@ -170,6 +170,12 @@ def print_switches(st: dict[str, Any]) -> None:
     print(format_table(["switch", "port", *STATUS_COLS], rows))
     print("(inputs/live: per process on an edge port, the port on a fabric port; barrier: the lowest any "
           "output of the port carried, in the switch's clock)")
+    for sw, status in st.items():
+        t = (status or {}).get("timers")
+        if t:  # the failure timers in force on a loaded host (docs/onepipe-reliable.md)
+            fail = t.get("failure_timeout_ns")
+            print(f"{sw}: input timeout {t['input_timeout_ns'] / 1e6:g} ms, failure timeout "
+                  f"{'-' if fail is None else f'{fail / 1e6:g} ms'} in force (slack {t['timer_slack_ns'] / 1e6:g} ms)")
 
 
 def print_controller(ctl: dict[str, Any], names: dict[str, str]) -> None:
@@ -183,6 +189,10 @@ def print_controller(ctl: dict[str, Any], names: dict[str, str]) -> None:
         return
     view = ctl.get("view")
     print(f"{head}: {ctl.get('role', '?')}, replica {ctl.get('replica', '?')}, store {ctl.get('store', '?')}")
+    force, conf = ctl.get("timers_in_force") or {}, ctl.get("timers") or {}
+    if force.get("answer_timeout_ns") is not None:
+        print(f"answer timeout {force['answer_timeout_ns'] / 1e6:g} ms in force = configured "
+              f"{(conf.get('answer_timeout_ns') or 0) / 1e6:g} + slack {(force.get('timer_slack_ns') or 0) / 1e6:g} ms")
     if not isinstance(view, dict):
         print("no view: this replica does not lead (yet)")
         return
@@ -311,6 +321,10 @@ def print_run(out: dict[str, Any]) -> None:
                                                    else "") + f"; logs in {out['out']}")
     what = "the order and atomicity" if reliable else "the order"
     print(f"check {what}: netstack onepipe check {out['out']}" + (" --allow-empty" if killed else ""))
+    if "checks" in out:
+        from ..onepipe.verdict import verdict_line
+
+        print(verdict_line(out))  # netstack.validity: did the run happen as planned
 
 
 def cmd_kill(args: argparse.Namespace) -> int:
