@@ -15,11 +15,21 @@ Two parts, in one run:
     goodput over the link rate (the effective link speed), the switch daemons' CPU (user+system
     seconds per second of the run), and the control frames sealed and accepted. Off and on are
     alternated ``--rounds`` times (default 2) and medians reported.
+
+    Each run says whether it counts (netstack.validity), as Fig. 9 of ``netstack bench
+    linkguardian``, the same kind of run: TCP is held to the emulated link's rate by the switch
+    daemons' pacer, so nothing is busy on purpose and what decides is scheduling delay (every
+    switch daemon's, ``experiment.LagWindow``, and both TCP tools' own), within the generic
+    limits. A run that does not count is left out of the medians and of the keys-on / keys-off
+    ratio (``on_vs_off``: the median of each round's on / off, a round counting only when both of
+    its runs do) and listed (``invalid_rows``, "Invalid runs (not counted)"): ``netstack bench
+    auth`` then exits 3 (``INVALID RUN``). No correctness cross-check (``cross_checks`` is empty).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import statistics
@@ -30,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..validity import Validity
 from .common import format_table
 from .output import Progress, loadavg, write_results
 
@@ -93,7 +104,8 @@ def _cpu_s(pid: int) -> float:
 
 
 def lg_run(prefix: str, keys_file: Path | None, corrupt: float, seconds: float, say: Progress) -> dict[str, Any]:
-    """One live run: up (with or without keys), corruption, LinkGuardian, kernel TCP h1 -> h2."""
+    """One live run: up (with or without keys), corruption, LinkGuardian, kernel TCP h1 -> h2;
+    ``valid``/``checks``: whether it counts (module docstring)."""
     from .. import runtime
     from ..linkguardian.control import enable_link
     from ..topo import impair
@@ -109,26 +121,7 @@ def lg_run(prefix: str, keys_file: Path | None, corrupt: float, seconds: float, 
         impair.apply_impairment(prefix, state["namespaces"]["sw1"], "p-sw2", corrupt=corrupt, backend="nft")
         enable_link(prefix, "sw1-sw2", copies=COPIES)
         pids = {d["node"]: d["pid"] for d in state["daemons"] if d["kind"] == "switch"}
-        sink = subprocess.Popen(runtime.node_exec_argv(state, "h2", [sys.executable, "-m", "netstack.traffic",
-                                                                   "tcp-sink"]),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(0.5)
-            cpu0 = {n: _cpu_s(p) for n, p in pids.items()}
-            t0 = time.monotonic()
-            r = subprocess.run(runtime.node_exec_argv(state, "h1", [
-                sys.executable, "-m", "netstack.traffic", "tcp-send", "--dst", "10.0.0.2",
-                "--seconds", str(seconds)]), capture_output=True, text=True, timeout=seconds + 60, check=False)
-            wall = time.monotonic() - t0
-            cpu = {n: (_cpu_s(p) - cpu0[n]) / wall for n, p in pids.items()}
-        finally:
-            sink.kill()
-            sink.wait()
-        if r.returncode != 0:
-            raise RuntimeError(f"tcp-send failed: {r.stderr[-500:]}")
-        import json
-
-        sent = json.loads(r.stdout.strip().splitlines()[-1])
+        sent, cpu, v = _tcp(state, prefix, pids, seconds)
         snd = runtime.control(prefix, "sw1", "lg_status")["p-sw2"]["sender"]["counters"]
         rcv = runtime.control(prefix, "sw2", "lg_status")["p-sw1"]["receiver"]["counters"]
         rate = topo.link("sw1-sw2").rate_bps
@@ -136,9 +129,137 @@ def lg_run(prefix: str, keys_file: Path | None, corrupt: float, seconds: float, 
                 "cpu": cpu, "auth_sealed": rcv.get("auth_sealed", 0), "auth_ok": snd.get("auth_ok", 0),
                 "auth_refused": sum((snd.get("auth_refused") or {}).values()),
                 "retransmissions": snd.get("retransmissions"), "holes": rcv.get("holes_detected"),
-                "timeouts": rcv.get("timeouts")}
+                "timeouts": rcv.get("timeouts"), **v.to_dict()}
     finally:
         runtime.down(prefix)
+
+
+def _tcp(state: dict[str, Any], prefix: str, pids: dict[str, int],
+         seconds: float) -> tuple[dict[str, Any], dict[str, float], Validity]:
+    """Kernel TCP h1 -> h2 for ``seconds``: tcp-send's JSON, the switch daemons' CPU (s/s), and the
+    run's checks (every process's scheduling delay over it)."""
+    from ..experiment import ExperimentError, LagWindow, finish_tool, start_tool, tool_argv
+
+    sink = start_tool(state, "h2", "tcp-sink")
+    try:
+        cpu0 = {n: _cpu_s(p) for n, p in pids.items()}
+        lag = LagWindow(prefix).start()
+        t0 = time.monotonic()
+        r = subprocess.run(tool_argv(state, "h1", "tcp-send", "--dst", "10.0.0.2", "--seconds", str(seconds)),
+                           capture_output=True, text=True, timeout=seconds + 60, check=False)
+        wall = time.monotonic() - t0
+        lag.stop()
+        cpu = {n: (_cpu_s(p) - cpu0[n]) / wall for n, p in pids.items()}
+        if r.returncode != 0:
+            raise RuntimeError(f"tcp-send failed: {r.stderr[-500:]}")
+        sent = json.loads(r.stdout.strip().splitlines()[-1])
+        lag.add_tool("h1 tcp-send", sent)
+        try:  # the sink ends when the sender closes; one that reports nothing is named, not starved
+            lag.add_tool("h2 tcp-sink", finish_tool(sink, timeout=30))
+        except ExperimentError:
+            lag.add_tool("h2 tcp-sink", None)
+    finally:
+        if sink.poll() is None:
+            sink.kill()
+            sink.wait()
+    v = Validity()
+    lag.check(v)
+    return sent, cpu, v
+
+
+def lg_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians per side over the runs that count, and ``on_vs_off``: the median of each round's
+    keys-on / keys-off effective link speed, over the rounds whose two runs both count (each
+    keys-on run carries its round's ratio, ``vs_keys_off``; None where it does not count)."""
+    summary: dict[str, Any] = {}
+    for keyed in (False, True):
+        mine = [r for r in runs if r["auth"] == keyed]
+        ok = [r for r in mine if r.get("valid", True)]
+        side: dict[str, Any] = {"runs": len(mine), "runs_valid": len(ok)}
+        for k in ("mbps", "effective_link_speed"):
+            side[k] = statistics.median(r[k] for r in ok) if ok else None
+        side["cpu"] = {n: statistics.median(r["cpu"][n] for r in ok) if ok else None for n in ("sw1", "sw2")}
+        summary["on" if keyed else "off"] = side
+    for r in runs:
+        r["vs_keys_off"] = _round_ratio(r, runs)
+    ratios = [r["vs_keys_off"] for r in runs if r["vs_keys_off"] is not None]
+    summary["on_vs_off"] = statistics.median(ratios) if ratios else None
+    summary["on_vs_off_range"] = [min(ratios), max(ratios)] if ratios else None
+    summary["rounds_counted"] = len(ratios)
+    return summary
+
+
+def _round_ratio(run: dict[str, Any], runs: list[dict[str, Any]]) -> float | None:
+    """A keys-on run's effective link speed over its round's keys-off run's; None for a keys-off
+    run, or when either run does not count."""
+    if not run["auth"] or not run.get("valid", True):
+        return None
+    off = next((o for o in runs if not o["auth"] and o["round"] == run["round"]), None)
+    if off is None or not off.get("valid", True) or not off["effective_link_speed"]:
+        return None
+    return float(run["effective_link_speed"] / off["effective_link_speed"])
+
+
+def invalid_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"row": f"linkguardian round {r['round']}, keys {'on' if r['auth'] else 'off'}",
+             "reasons": Validity.of(r).reasons or ["the run says it is invalid"]}
+            for r in runs if not r.get("valid", True)]
+
+
+def verdicts(invalid: list[dict[str, Any]]) -> dict[str, Any]:
+    """``valid``, ``checks`` (each invalid run a failed check), ``invalid_rows``, ``cross_checks``
+    (none): what ``netstack bench`` ends with (netstack/bench/summary.py)."""
+    return {"valid": not invalid,
+            "checks": [{"name": r["row"], "expected": "a valid live run", "measured": "; ".join(r["reasons"]),
+                        "ok": False} for r in invalid],
+            "invalid_rows": invalid, "cross_checks": []}
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def print_lg(summary: dict[str, Any], runs: list[dict[str, Any]], invalid: list[dict[str, Any]], rounds: int) -> None:
+    rows = []
+    for side, label in (("off", "off (baseline)"), ("on", "on")):
+        s = summary[side]
+        mine = [r for r in runs if r["auth"] == (side == "on") and r.get("valid", True)]
+        rows.append([label, f"{s['runs_valid']}/{s['runs']}", _num(s["mbps"], ".1f"),
+                     _num(s["effective_link_speed"], ".3f"), _num(s["cpu"]["sw1"], ".2f"), _num(s["cpu"]["sw2"], ".2f"),
+                     sum(r["auth_sealed"] for r in mine), sum(r["auth_ok"] for r in mine),
+                     sum(r["auth_refused"] for r in mine)])
+    print(f"\nLinkGuardian, {CORRUPT:g} corruption on sw1 -> sw2, kernel TCP h1 -> h2, medians of the valid runs of "
+          f"{rounds} alternating rounds:")
+    print(format_table(["auth", "valid runs", "TCP Mbit/s", "effective link speed", "sw1 CPU s/s", "sw2 CPU s/s",
+                        "control sealed", "accepted", "refused"], rows))
+    ratio, rng = summary["on_vs_off"], summary["on_vs_off_range"]
+    print(f"keys on / off, effective link speed: {_num(ratio, '.3f')}"
+          + (f" (median of {summary['rounds_counted']} round(s), range {rng[0]:.3f}-{rng[1]:.3f})" if rng else
+             " (no round whose two runs both count)"))
+    if invalid:
+        print("\nInvalid runs (not counted; left out of the medians and the ratio above):")
+        for r in invalid:
+            print(f"- {r['row']}: {'; '.join(r['reasons'])}")
+
+
+def lg_runs(rounds: int, seconds: float, say: Progress) -> list[dict[str, Any]]:
+    """Keys off, keys on, alternated ``rounds`` times, each under a fresh prefix."""
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="netstack-bench-auth-") as d:
+        from ..auth.keys import generate
+
+        keyfile = Path(d) / "bench.keys"
+        generate(keyfile)
+        for i in range(rounds):
+            for keyed in (False, True):
+                prefix = f"ba{secrets.token_hex(3)}"
+                say(f"linkguardian: round {i + 1}/{rounds}, auth {'on' if keyed else 'off'}: {CORRUPT:g} "
+                    f"corruption, LG N={COPIES}, kernel TCP for {seconds:g} s ...")
+                run = {"round": i + 1, **lg_run(prefix, keyfile if keyed else None, CORRUPT, seconds, say)}
+                if not run["valid"]:
+                    say("linkguardian: INVALID (not counted): " + "; ".join(Validity.of(run).reasons))
+                runs.append(run)
+    return runs
 
 
 def main(args: argparse.Namespace) -> int:
@@ -160,35 +281,14 @@ def main(args: argparse.Namespace) -> int:
                            [[r["size"], f"{r['copy']:.2f}", f"{r['fresh CMAC']:.2f}", f"{r['seal']:.2f}",
                              f"{r['open']:.2f}"] for r in payload["mac"]]))
     if "linkguardian" in parts:
-        runs: list[dict[str, Any]] = []
-        with tempfile.TemporaryDirectory(prefix="netstack-bench-auth-") as d:
-            from ..auth.keys import generate
-
-            keyfile = Path(d) / "bench.keys"
-            generate(keyfile)
-            for i in range(rounds):
-                for keyed in (False, True):
-                    prefix = f"ba{secrets.token_hex(3)}"
-                    say(f"linkguardian: round {i + 1}/{rounds}, auth {'on' if keyed else 'off'}: {CORRUPT:g} "
-                        f"corruption, LG N={COPIES}, kernel TCP for {seconds:g} s ...")
-                    runs.append(lg_run(prefix, keyfile if keyed else None, CORRUPT, seconds, say))
+        runs = lg_runs(rounds, seconds, say)
+        invalid = invalid_rows(runs)
         payload["linkguardian_runs"] = runs
-        rows = []
-        summary = {}
-        for keyed in (False, True):
-            mine = [r for r in runs if r["auth"] == keyed]
-            med = {k: statistics.median(r[k] for r in mine) for k in ("mbps", "effective_link_speed")}
-            cpu = {n: statistics.median(r["cpu"][n] for r in mine) for n in ("sw1", "sw2")}
-            summary["on" if keyed else "off"] = {**med, "cpu": cpu}
-            rows.append(["on" if keyed else "off (baseline)", f"{med['mbps']:.1f}",
-                         f"{med['effective_link_speed']:.3f}", f"{cpu['sw1']:.2f}", f"{cpu['sw2']:.2f}",
-                         sum(r["auth_sealed"] for r in mine),
-                         sum(r["auth_ok"] for r in mine), sum(r["auth_refused"] for r in mine)])
-        payload["linkguardian"] = summary
-        print(f"\nLinkGuardian, {CORRUPT:g} corruption on sw1 -> sw2, kernel TCP h1 -> h2, medians of {rounds} "
-              "alternating runs:")
-        print(format_table(["auth", "TCP Mbit/s", "effective link speed", "sw1 CPU s/s", "sw2 CPU s/s",
-                            "control sealed", "accepted", "refused"], rows))
+        payload["linkguardian"] = lg_summary(runs)
+        payload.update(verdicts(invalid))
+        print_lg(payload["linkguardian"], runs, invalid, rounds)
+    else:
+        payload.update(verdicts([]))  # the mac part measures no run that could be starved
     payload["loadavg_after"] = loadavg()
     path = write_results(Path(getattr(args, "results_dir", "results")), "bench-auth", payload)
     print(f"wrote {path}")
