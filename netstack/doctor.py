@@ -108,6 +108,28 @@ class Need:
 
 _LIVE = ("root", "netns")
 
+
+def _run_limits() -> tuple[dict[str, float], ...]:
+    """The scheduling-delay limits the live runs themselves apply (netstack.validity), so that
+    the doctor's verdict and a run's own never disagree: LinkGuardian's stream, 1Pipe (best
+    effort, the shipped parameters), TCD (T_on^max at the live scale), DTA, T/C-SACK."""
+    from .dta.verdict import lag_limits as dta_limits
+    from .onepipe.params import OnePipeParams
+    from .onepipe.verdict import limits as onepipe_limits
+    from .sim.scenarios import STREAM_LAG_LIMITS
+    from .tcd.verdict import lag_limits as tcd_limits
+    from .tcsack.params import TcsParams
+    from .tcsack.verdict import lag_limits as tcsack_limits
+
+    tcd = tcd_limits(TCD_T_ON_MAX_NS)
+    return (dict(STREAM_LAG_LIMITS), onepipe_limits(OnePipeParams(), reliable=False),
+            {"p99_ms": tcd.p99_ms, "max_ms": tcd.max_ms}, dta_limits(), tcsack_limits(TcsParams().t_ns))
+
+
+#: T_on^max of TCD's §3.1 scenario at the live x1000 scale (netstack/tcd/scenarios.py)
+TCD_T_ON_MAX_NS = 72_600_000
+_LG, _ONEPIPE, _TCD, _DTA, _TCSACK = _run_limits()
+
 #: Every experiment's requirements, in one place. Live times are the papers' x 1000
 #: (docs/architecture.md "Time and scale"); "well below" a timer is taken as half of it.
 NEEDS: dict[str, Need] = {
@@ -116,33 +138,31 @@ NEEDS: dict[str, Need] = {
         source="netstack/validity.py DEFAULT_P99_MS and DEFAULT_MAX_MS: what every live run's scheduling-delay "
                "check holds each process to; namespaces need root; the daemons run on uvloop, built with pyroute2"),
     "linkguardian": Need(
-        "LinkGuardian live (demo, bench linkguardian)", p99_ms=3.5, max_ms=DEFAULT_MAX_MS, core_share=ONE_CORE,
-        cpus=MIN_CPUS, caps=(*_LIVE, "loss_injection"),
-        source="p99: half the scaled ackNoTimeout, 7 us x 1000 = 7 ms (LinkGuardian §4; netstack/linkguardian/"
-               "params.py PAPER_SETTINGS): a receiver woken later gives up a hole a retransmission would have "
-               "filled; a core for two switch daemons and the traffic tools; corruption by nft or netem"),
+        "LinkGuardian live (demo, bench linkguardian)", **_LG, core_share=ONE_CORE, cpus=MIN_CPUS,
+        caps=(*_LIVE, "loss_injection"),
+        source="the limits a live stream's run holds every process to (netstack/sim/scenarios.py "
+               "STREAM_LAG_LIMITS): p99 well inside the scaled ackNoTimeout, 7 ms, which the switch daemon "
+               "extends by twice its recent delay; no stall longer than the 200 KB buffers hold at the "
+               "stream's rate; a core for two switch daemons and the traffic tools; corruption by nft or netem"),
     "onepipe": Need(
-        "1Pipe (onepipe run --procs 8)", p99_ms=1.5, max_ms=30.0, loops=("uvloop",), core_share=ONE_CORE,
-        cpus=MIN_CPUS, caps=_LIVE,
-        source="p99: half the beacon interval, T_beacon 3 us x 1000 = 3 ms (netstack/onepipe/params.py); max: "
-               "the input timeout, 10 beacon intervals = 30 ms: a process held that long leaves the barrier "
-               "minimum as if failed; a core for 8 processes and the switch daemons, all on uvloop "
-               "(netstack/onepipe/live.py)"),
+        "1Pipe (onepipe run --procs 8)", **_ONEPIPE, loops=("uvloop",), core_share=ONE_CORE, cpus=MIN_CPUS,
+        caps=_LIVE,
+        source="the limits onepipe run holds every process to (netstack/onepipe/verdict.py limits, best effort): "
+               "p99 and max within the input timeout, 10 beacon intervals = 30 ms live, the shortest timer that "
+               "declares anything; a core for 8 processes and the switch daemons, all on uvloop"),
     "tcd": Need(
-        "TCD live (tcd run single|multi)", p99_ms=DEFAULT_P99_MS, max_ms=72.0, core_share=ONE_CORE, cpus=MIN_CPUS,
-        caps=_LIVE,
-        source="max: T_on^max at the live scale, 72.6 ms (docs/tcd.md): a daemon stalled longer makes an ON "
-               "period look longer than any PFC loop explains; a core for 4 switch daemons and 20 hosts' tools"),
+        "TCD live (tcd run single|multi)", **_TCD, core_share=ONE_CORE, cpus=MIN_CPUS, caps=_LIVE,
+        source="the limits tcd run holds every process to (netstack/tcd/verdict.py lag_limits): max T_on^max at "
+               "the live scale, 72.6 ms, p99 a quarter of it; a core for 4 switch daemons and 20 hosts' tools"),
     "dta": Need(
-        "DTA (dta report)", p99_ms=DEFAULT_P99_MS, max_ms=50.0, core_share=ONE_CORE, cpus=MIN_CPUS, caps=_LIVE,
-        source="max: the translator's window time-out, 50 ms (netstack/dta/translator.py window_timeout_ns, "
-               "docs/dta.md): a collector held longer makes the translator resend a whole window; a core for "
-               "the reporter, the switch daemons and the collector"),
+        "DTA (dta report)", **_DTA, core_share=ONE_CORE, cpus=MIN_CPUS, caps=_LIVE,
+        source="the limits dta report holds every process to (netstack/dta/verdict.py lag_limits): max the "
+               "translator's window time-out, 50 ms; a core for the reporter, the switch daemons and the collector"),
     "tcsack": Need(
-        "T/C-SACK (tcsack transfer)", p99_ms=2.0, max_ms=DEFAULT_MAX_MS, core_share=ONE_CORE, cpus=MIN_CPUS,
-        caps=_LIVE,
-        source="p99: T = 2 ms (netstack/tcsack/params.py t_ns): the sender probes after 2T without an ACK, so a "
-               "receiver late by T sends needless probes; a core for both ends and the switch daemons"),
+        "T/C-SACK (tcsack transfer)", **_TCSACK, core_share=ONE_CORE, cpus=MIN_CPUS, caps=_LIVE,
+        source="the limits tcsack transfer holds every process to (netstack/tcsack/verdict.py lag_limits): p99 "
+               "within T = 2 ms, no tighter than the live timers' 5 ms granularity; a core for both ends and the "
+               "switch daemons"),
     "containers": Need(
         "containers (docker-compose, Swarm)", caps=("root", "docker"), optional=True,
         source="docs/containers.md: a Docker engine that answers (and the row of the protocol run in them)"),
