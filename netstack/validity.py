@@ -134,6 +134,19 @@ class Validity:
         return cls(Check(c["name"], c["expected"], c["measured"], c["ok"]) for c in doc.get("checks") or ())
 
 
+def verdict_line(doc: Mapping[str, Any], names: bool = False) -> str:
+    """A run's verdict in one line for a human summary: ``VALID (N checks passed)`` (``names``:
+    ``VALID (N checks: a, b)``), ``INVALID: <reasons>``, or ``validity: not checked``."""
+    if "valid" not in doc:
+        return "validity: not checked"
+    v = Validity.of(doc)
+    if doc["valid"]:
+        if names:
+            return f"VALID ({len(v.checks)} checks: {', '.join(c.name for c in v.checks)})"
+        return f"VALID ({len(v.checks)} checks passed)"
+    return "INVALID: " + "; ".join(v.reasons or ["the run says it is invalid"])
+
+
 def invalid_line(reasons: Iterable[str]) -> str:
     return "INVALID RUN: " + "; ".join(reasons)
 
@@ -150,4 +163,5 @@ def finish(doc: Mapping[str, Any], ok_code: int = EXIT_OK, stream: TextIO | None
 
 
 __all__ = ["DEFAULT_MAX_MS", "DEFAULT_P99_MS", "EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_USAGE", "Check",
-           "Validity", "finish", "invalid_line"]
+           "Validity", "finish", "invalid_line",
+           "verdict_line"]

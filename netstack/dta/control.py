@@ -52,6 +52,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..validity import verdict_line as verdict_line  # (re-exported: netstack dta report prints it)
+
 #: Switch-side options of ``dta_enable`` -> (TranslatorConfig field, scale to ns or None).
 _MS = 1_000_000
 TRANSLATOR_OPTIONS = {
@@ -378,17 +380,6 @@ def run_report(prefix: str, src: str, argv: list[str], switch_node: str = "sw2")
     res["sched"] = dict(lags.lags)
     cfg = (translator_status(prefix, switch_node, quiet=True).get("config") or {})
     return report_validity(res, lags.lags, window_timeout_ns=cfg.get("window_timeout_ns")).annotate(res)
-
-
-def verdict_line(res: dict[str, Any]) -> str:
-    """One line for ``netstack dta report``: VALID, or INVALID with the reasons."""
-    from ..validity import Validity
-
-    if "valid" not in res:
-        return "validity: not checked"
-    if res["valid"]:
-        return f"VALID ({len(res.get('checks') or ())} checks passed)"
-    return "INVALID: " + "; ".join(Validity.of(res).reasons)
 
 
 def collector_status(prefix: str, collector_node: str = "c1") -> dict[str, Any]:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..validity import Validity
+from ..validity import verdict_line as _verdict_line
 from .params import OnePipeParams
 
 #: how late a process may send its last scattering, as a share of ``seconds`` (at least
@@ -229,11 +230,8 @@ def false_failures(out: Path, procs: Mapping[str, Mapping[str, Any]]) -> list[di
 
 
 def verdict_line(doc: Mapping[str, Any]) -> str:
-    """The human summary's verdict: ``VALID (N checks)`` or ``INVALID: reason; reason``."""
-    v = Validity.of(doc)
-    if v.valid:
-        return f"VALID ({len(v.checks)} checks: {', '.join(c.name for c in v.checks)})"
-    return "INVALID: " + "; ".join(v.reasons)
+    """The human summary's verdict, naming the checks (netstack.validity.verdict_line)."""
+    return _verdict_line(doc, names=True)
 
 
 __all__ = ["LATE_SHARE", "MIN_LATE_S", "account", "false_failures", "judge", "limits", "planned_messages",

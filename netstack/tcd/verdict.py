@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..validity import Validity
+from ..validity import Validity, verdict_line
 
 #: a sender must reach this share of its plan. What a sender misses on a machine that gives it
 #: the CPU: the live timers' granularity (about 1 ms) now and then, and after each PFC pause the
@@ -155,16 +155,6 @@ def scenario_validity(kind: str, result: Mapping[str, Any], plans: Mapping[str, 
         assert limits is not None
         v.not_starved(lags, p99_ms=limits.p99_ms, max_ms=limits.max_ms)
     return v
-
-
-def verdict_line(result: Mapping[str, Any]) -> str:
-    """One line for the tables of ``netstack tcd run``: VALID, or INVALID with the reasons."""
-    if "valid" not in result:
-        return "validity: not checked"
-    v = Validity.of(result)
-    if result["valid"]:
-        return f"VALID ({len(v.checks)} checks passed)"
-    return "INVALID: " + "; ".join(v.reasons)
 
 
 __all__ = ["LONG_FLOWS", "SHARE", "LagLimits", "lag_limits", "scenario_validity", "sender_plan", "verdict_line"]

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from typing import Any
 
+from ..validity import verdict_line
+
 
 class TransferError(RuntimeError):
     """A transfer between two hosts failed: the message has both ends' last words."""
@@ -81,17 +83,6 @@ def transfer(state: dict[str, Any], proto: str, nbytes: int, *, src: str = "h1",
     v = transfer_validity(proto, nbytes, send, recv, rate_bps=None if proto == "tcp" else rate_bps,
                           t_ns=int(t_ms * 1e6), lags=lags.lags)
     return v.annotate(out)
-
-
-def verdict_line(out: dict[str, Any]) -> str:
-    """One line for ``netstack tcsack transfer``'s summary: VALID, or INVALID with the reasons."""
-    from ..validity import Validity
-
-    if "valid" not in out:
-        return "validity: not checked"
-    if out["valid"]:
-        return f"VALID ({len(out.get('checks') or ())} checks passed)"
-    return "INVALID: " + "; ".join(Validity.of(out).reasons)
 
 
 __all__ = ["TransferError", "live_transfer", "transfer", "verdict_line"]
