@@ -354,8 +354,17 @@ def test_bench_whose_cross_check_fails_says_so_last_and_exits_1(tmp_path, monkey
     assert last == "CROSS-CHECK FAILED: live agrees with virtual time"
 
 
-def test_an_invalid_run_is_not_judged_by_its_cross_checks(tmp_path, monkeypatch, capsys):
+def test_a_failed_cross_check_is_said_last_even_when_rows_were_invalid(tmp_path, monkeypatch, capsys):
+    """A benchmark judges its cross-checks on the rows that count: one that failed is a protocol
+    bug, said after the INVALID RUN line, exit 1."""
     _fake_benchmark(monkeypatch, valid=False, cross_ok=False)
+    assert cli.main(["bench", "headers", "--results-dir", str(tmp_path)]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-2].startswith("INVALID RUN: ") and lines[-1].startswith("CROSS-CHECK FAILED: ")
+
+
+def test_an_invalid_run_whose_cross_checks_hold_exits_3(tmp_path, monkeypatch, capsys):
+    _fake_benchmark(monkeypatch, valid=False, cross_ok=True)
     assert cli.main(["bench", "headers", "--results-dir", str(tmp_path)]) == 3
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("INVALID RUN: ")
 

@@ -100,6 +100,11 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     else:
         print(line)
         print(verdict_line(out))
+    if not out["ok"] and out["sender"].get("done"):
+        # the transport says it delivered everything and the bytes differ: a protocol failure,
+        # whatever the run's validity says
+        print("FAILED: the receiver's bytes differ from the sender's (SHA-256)", file=sys.stderr, flush=True)
+        return 1
     return finish(out, 0 if out["ok"] else 1)
 
 

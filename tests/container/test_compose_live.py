@@ -6,6 +6,7 @@ corruption on sw1-sw2 for a sequenced stream, the CLI reads and drives the conta
 from __future__ import annotations
 
 import subprocess
+import warnings
 
 import pytest
 
@@ -115,7 +116,12 @@ def test_onepipe_and_its_controller_run_in_containers(image, tmp_path):
         out = tmp_path / "run"
         r = cli("onepipe", "run", "--prefix", prefix, "--procs", "4", "--seconds", "1", "--out", str(out),
                 timeout=180)
-        assert r.returncode == 0, r.stderr[-2000:]
+        # 3: the run happened but the machine starved it (netstack.validity: containers and VXLAN cost
+        # more than namespaces). Its timing numbers are no result, but total order is a safety
+        # property that must hold whatever the timing: the check below judges it either way.
+        assert r.returncode in (0, 3), r.stderr[-2000:]
+        if r.returncode == 3:
+            warnings.warn(f"1Pipe in containers ran starved: {r.stderr.strip().splitlines()[-1][:300]}", stacklevel=1)
         r = cli("onepipe", "check", str(out))
         assert r.returncode == 0 and r.stdout.startswith("ok:"), r.stdout + r.stderr
     finally:

@@ -98,8 +98,9 @@ def test_netstack_tcsack_transfer_command(lossy, capsys):
     rc = main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--bytes", "200KB", "--rate", "40Mbit"])
     said = capsys.readouterr()
     assert rc == 0 or (rc == 3 and ("scheduling delay" in said.err or "sending rate" in said.err)), said.err
-    line = said.out.strip()
+    line, verdict = said.out.strip().splitlines()
     assert line.startswith("tcsack h1 -> h2: 200,000 B in") and line.endswith("intact")
+    assert verdict.startswith("VALID (" if rc == 0 else "INVALID: ")  # the run's verdict, its own line
     rc = main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--proto", "gbn", "--bytes", "100000",
                "--rate", "40Mbit", "--json"])
     out = json.loads(capsys.readouterr().out)
