@@ -56,6 +56,8 @@ def test_linkguardian_benchmark_runs_writes_results_and_cleans_up(tmp_path, monk
     assert bench.main(args) == 0
 
     payload = json.loads((results / "bench-linkguardian-latest.json").read_text())
+    phases = payload["fig10"]["phases"]
+    lc = payload["live_check"]
     for key in ("benchmark", "machine", "sections", "sizes", "scaling", "fig8", "live_check", "fig9", "fig10",
                 "targets", "tables", "plots", "prefix", "errors"):
         assert key in payload, key
@@ -70,7 +72,6 @@ def test_linkguardian_benchmark_runs_writes_results_and_cleans_up(tmp_path, monk
         assert r["effective"]["frames"] == 2000 and len(r["effective"]["ci95"]) == 2
     assert {r["mode"] for r in f8["speed"]} == {"off", "blocking", "nb"}
     assert all("speed_vs_lossless" in r for r in f8["speed"])
-    lc = payload["live_check"]
     assert lc["datagrams"] == 300 and "agrees" in lc
     for runtime_name in ("live", "sim"):  # the same topology file, scenario and seed, both ways
         doc = lc[runtime_name]
@@ -83,12 +84,23 @@ def test_linkguardian_benchmark_runs_writes_results_and_cleans_up(tmp_path, monk
     for r in payload["fig9"]["runs"]:
         assert r["tcp"]["samples"] and {e["event"] for e in r["events"]} == {"corrupt", "lg_enable"}
         assert "reorder_drops" in r["receiver"] and "pauses_sent" in r["receiver"]
-    phases = payload["fig10"]["phases"]
     assert [p["phase"] for p in phases] == [name for name, _, _ in bench.FIG10_PHASES]
     assert all(p["flows"] == 30 and "p99.9" in p["fct_us"] for p in phases)
-    assert all("met" in t for t in payload["targets"])
-    for name in ("fig8", "fig9", "fig10"):
-        assert os.path.getsize(payload["plots"][name]) > 0
+    assert all("met" in t and t["kind"] in ("check", "goal") for t in payload["targets"])
+    # every live row says whether it counts (netstack.validity); an invalid one is listed, judged
+    # nowhere and left out of the plots -- whether this shared machine made one invalid is not
+    # up to the test
+    live_rows = [lc["live"], *payload["fig9"]["runs"], *phases]
+    assert all("valid" in r and r["checks"] for r in live_rows)
+    invalid = [r for r in live_rows if not r["valid"]]
+    assert payload["valid"] is (not invalid) and len(payload["invalid_rows"]) == len(invalid)
+    assert {c["what"] for c in payload["cross_checks"]} <= {t["what"] for t in payload["targets"]
+                                                          if t["kind"] == "check"}
+    if not lc["live"]["valid"]:
+        assert next(t for t in payload["targets"] if t["what"].startswith("Live cross-check"))["met"] is None
+    assert os.path.getsize(payload["plots"]["fig8"]) > 0
+    for name, rows in (("fig9", payload["fig9"]["runs"]), ("fig10", phases)):
+        assert (name in payload["plots"]) == any(r["valid"] for r in rows)
     md = (results / "bench-linkguardian-latest.md").read_text()
     assert "## Fig. 8" in md and "## Fig. 9" in md and "## Fig. 10" in md and "| actual" in md
 
