@@ -142,7 +142,7 @@ def _markdown(figs: dict[str, Any], notes: dict[str, str], results_dir: Path) ->
                    f"{100 * sat['onepipe_min_delivered_over_offered']:.1f} % of what it is offered at every P.", ""]
         if f8["live"]:
             md += ["## Fig. 8 (live, 1000x)", "", report.live_table(f8["live"]), ""]
-        if report.plot_fig8(f8["sim"], f8["live"], results_dir / f"{NAME}-fig8.png"):
+        if report.plot_fig8(f8["sim"], _counted(f8["live"]), results_dir / f"{NAME}-fig8.png"):
             plots.append(f"{NAME}-fig8.png")
     f9a = figs.get("fig9a")
     if f9a:
@@ -156,10 +156,24 @@ def _markdown(figs: dict[str, Any], notes: dict[str, str], results_dir: Path) ->
     if f9b:
         rows = f9b["sim"] + f9b["live"]
         md += ["## Fig. 9b: latency vs loss", "", report.fig9b_table(rows), ""]
-        if report.plot_fig9b(rows, results_dir / f"{NAME}-fig9b.png"):
+        if report.plot_fig9b(f9b["sim"] + _counted(f9b["live"]), results_dir / f"{NAME}-fig9b.png"):
             plots.append(f"{NAME}-fig9b.png")
     md += _reliable_markdown(figs)
     return md, plots
+
+
+def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The live rows that count (netstack.validity): the plots show no other."""
+    return [r for r in rows if r.get("valid", True)]
+
+
+def _invalid_markdown(invalid: list[dict[str, Any]]) -> list[str]:
+    if not invalid:
+        return []
+    return ["## Invalid runs (not counted)", "",
+            "Live runs the machine did not run as planned (netstack/onepipe/verdict.py). They stay in the tables "
+            "with their numbers, are left out of the plots, and their order check still counts.", "",
+            *[f"- {r['row']}: {'; '.join(r['reasons'])}" for r in invalid], ""]
 
 
 def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
@@ -210,10 +224,12 @@ def main(args: argparse.Namespace) -> int:
         sim, live = _run(sections, runtimes, seconds, workers, prefix, say, errors)
     figs = _assemble(sim, live)
     results_dir.mkdir(parents=True, exist_ok=True)
+    verdict = live_mod.verdicts(live)
     md, plots = _markdown(figs, notes, results_dir)
+    md += _invalid_markdown(verdict["invalid_rows"])
     runs = [d for part in (sim, live) for sec in part.values() for d in sec["runs"]]
     payload.update(figs, runs=runs, plots=plots, errors=errors, wall_s=time.monotonic() - started,
-                   loadavg_after=loadavg())
+                   loadavg_after=loadavg(), **verdict)
     path = write_results(results_dir, NAME, payload)
     text = "\n".join(md)
     (results_dir / f"{NAME}-latest.md").write_text(text)

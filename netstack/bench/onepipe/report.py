@@ -36,10 +36,11 @@ def fig8_table(rows: list[dict[str, Any]]) -> str:
 def live_table(rows: list[dict[str, Any]]) -> str:
     out = [[r["procs"], _f(r["loss"], "{:g}"), f"{r['offered_per_proc']:.0f}", f"{r['delivered_per_proc']:.0f}",
             r["send_failed"], r["unaccounted"], _f(r["live_mean_ms"]), _f(r["mean_us"]), _f(r["p50_us"]),
-            _f(r["p99_us"]), r["late_dropped"], "ok" if r["check_ok"] else "FAILED"] for r in rows]
+            _f(r["p99_us"]), r["late_dropped"], "ok" if r["check_ok"] else "FAILED",
+            "yes" if r.get("valid", True) else "INVALID"] for r in rows]
     return format_table(["P", "loss tor1-spine1", "offered msg/s/proc", "delivered msg/s/proc", "send-fails",
                          "unaccounted", "mean ms (live)", "mean us (paper scale)", "p50 us", "p99 us",
-                         "late drops", "onepipe check"], out)
+                         "late drops", "onepipe check", "valid run"], out)
 
 
 def fig9a_table(rows: list[dict[str, Any]]) -> str:
