@@ -130,8 +130,13 @@ class Validity:
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> Validity:
-        """The checks a result document carries (none: a valid, unchecked run)."""
-        return cls(Check(c["name"], c["expected"], c["measured"], c["ok"]) for c in doc.get("checks") or ())
+        """The checks a result document carries (none: a valid, unchecked run). A ``checks`` that
+        is not a list of checks (a tool's own counters of that name) carries none."""
+        checks = doc.get("checks")
+        if not isinstance(checks, list):
+            return cls()
+        return cls(Check(c["name"], c["expected"], c["measured"], c["ok"]) for c in checks
+                   if isinstance(c, Mapping) and {"name", "expected", "measured", "ok"} <= c.keys())
 
 
 def verdict_line(doc: Mapping[str, Any], names: bool = False) -> str:
