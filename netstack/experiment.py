@@ -3,50 +3,39 @@ benchmarks share (host tools run with ``ip netns exec``, counters read from the 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from typing import Any
 
-from . import looplag, runtime
+from . import looplag, runtime, toolproc
 from .validity import Validity
 
 
-class ExperimentError(RuntimeError):
-    pass
+class ExperimentError(toolproc.ToolError):
+    """A traffic tool did not start, did not finish, or failed."""
 
 
 def tool_argv(state: dict[str, Any], node: str, *args: str) -> list[str]:
     return runtime.node_exec_argv(state, node, [sys.executable, "-m", "netstack.traffic", *args])
 
 
-def start_tool(state: dict[str, Any], node: str, *args: str) -> subprocess.Popen:
-    """Start a server-side tool and wait until it says it is ready."""
-    proc = subprocess.Popen(tool_argv(state, node, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline().strip()
-    if line != "ready":
-        proc.kill()
-        raise ExperimentError(f"{args[0]} in {node} did not start: {line} {proc.stderr.read()[-500:]}")
-    return proc
+def start_tool(state: dict[str, Any], node: str, *args: str) -> subprocess.Popen[str]:
+    """Start a server-side tool and wait until it says it is ready (the traffic tools say so on
+    stderr)."""
+    return toolproc.start(tool_argv(state, node, *args), f"{args[0]} in {node}", ready_on="stderr",
+                          error=ExperimentError)
 
 
-def finish_tool(proc: subprocess.Popen, timeout: float = 300) -> dict[str, Any]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise ExperimentError("a traffic tool did not finish in time") from None
-    if proc.returncode != 0:
-        raise ExperimentError(f"traffic tool failed: {err[-500:]}")
-    return json.loads(out.strip().splitlines()[-1])
+def finish_tool(proc: subprocess.Popen[str], timeout: float = 300) -> dict[str, Any]:
+    """A tool's JSON result once it exits (killed after ``timeout`` s)."""
+    return toolproc.result(proc, "a traffic tool", timeout, error=ExperimentError)
 
 
-def run_tool(state: dict[str, Any], node: str, *args: str, timeout: float = 600, progress: bool = False) -> dict:
-    r = subprocess.run(tool_argv(state, node, *args), stdout=subprocess.PIPE,
-                       stderr=None if progress else subprocess.PIPE, text=True, timeout=timeout, check=False)
-    if r.returncode != 0:
-        raise ExperimentError(f"{args[0]} in {node} failed: {(r.stderr or '')[-500:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+def run_tool(state: dict[str, Any], node: str, *args: str, timeout: float = 600,
+             progress: bool = False) -> dict[str, Any]:
+    """Run a client-side tool to its end: its JSON result; ``progress`` passes its stderr through."""
+    return toolproc.run(tool_argv(state, node, *args), f"{args[0]} in {node}", timeout, progress=progress,
+                        error=ExperimentError)
 
 
 def link_counters(prefix: str, sender: tuple[str, str], receiver: tuple[str, str]) -> dict[str, int]:

@@ -52,7 +52,7 @@ from headers import strategies as hs
 from headers.fcs import append_fcs, fcs_ok
 from headers.linkguardian import ETHERTYPE as LG_ETHERTYPE
 
-from . import runtime
+from . import runtime, toolproc
 from .io.control import ControlError, request
 from .switch.forwarding import is_link_local
 from .topo.model import load_topology
@@ -1416,46 +1416,26 @@ class DcqcnFlow:
     ``seconds``; ``finish`` waits for both ends and returns their reports and exit statuses."""
 
     def __init__(self, state: dict[str, Any], src: str, dst: str, seconds: float) -> None:
-        import subprocess
-
         def argv(node: str, *args: str) -> list[str]:
             return runtime.node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcd", *args])
 
-        self.recv = subprocess.Popen(argv(dst, "recv", "--quiet", "--idle", "3", "--wait", "30"),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        ready = self.recv.stderr.readline().strip() if self.recv.stderr else ""
-        if ready != "ready":
-            self.recv.kill()
-            raise FuzzError(f"the TCD receiver did not start: {ready}")
-        self.send = subprocess.Popen(argv(src, "send", "--quiet", "--dst", state["hosts"][dst].split("/")[0],
-                                          "--seconds", f"{seconds:g}", "--mode", "tcd", "--max-seconds",
-                                          f"{seconds + 60:g}"),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.recv = toolproc.start(argv(dst, "recv", "--quiet", "--idle", "3", "--wait", "30"),
+                                   "the TCD receiver", ready_on="stderr", error=FuzzError)
+        self.send = toolproc.popen(argv(src, "send", "--quiet", "--dst", state["hosts"][dst].split("/")[0],
+                                        "--seconds", f"{seconds:g}", "--mode", "tcd", "--max-seconds",
+                                        f"{seconds + 60:g}"))
         self.timeout = seconds + 90
 
     def finish(self) -> dict[str, Any]:
-        import subprocess
-
         out: dict[str, Any] = {}
         for name, proc in (("sender", self.send), ("receiver", self.recv)):
-            try:
-                so, se = proc.communicate(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                so, se = proc.communicate()
-            lines = so.strip().splitlines()
-            try:
-                report = json.loads(lines[-1]) if lines else {}
-            except ValueError:
-                report = {}
-            out[name] = {"rc": proc.returncode, "report": report, "stderr": se.strip()[-300:]}
+            done = toolproc.finish(proc, self.timeout)
+            out[name] = {"rc": done.returncode, "report": done.json() or {}, "stderr": done.err.strip()[-300:]}
         return out
 
     def kill(self) -> None:
         for proc in (self.send, self.recv):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            toolproc.kill(proc)
 
 
 def run_tcd(opts: Options) -> Result:

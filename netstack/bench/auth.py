@@ -29,11 +29,9 @@ Two parts, in one run:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -138,6 +136,7 @@ def _tcp(state: dict[str, Any], prefix: str, pids: dict[str, int],
          seconds: float) -> tuple[dict[str, Any], dict[str, float], Validity]:
     """Kernel TCP h1 -> h2 for ``seconds``: tcp-send's JSON, the switch daemons' CPU (s/s), and the
     run's checks (every process's scheduling delay over it)."""
+    from .. import toolproc
     from ..experiment import ExperimentError, LagWindow, finish_tool, start_tool, tool_argv
 
     sink = start_tool(state, "h2", "tcp-sink")
@@ -145,23 +144,18 @@ def _tcp(state: dict[str, Any], prefix: str, pids: dict[str, int],
         cpu0 = {n: _cpu_s(p) for n, p in pids.items()}
         lag = LagWindow(prefix).start()
         t0 = time.monotonic()
-        r = subprocess.run(tool_argv(state, "h1", "tcp-send", "--dst", "10.0.0.2", "--seconds", str(seconds)),
-                           capture_output=True, text=True, timeout=seconds + 60, check=False)
+        sent = toolproc.run(tool_argv(state, "h1", "tcp-send", "--dst", "10.0.0.2", "--seconds", str(seconds)),
+                            "tcp-send", seconds + 60)  # a ToolError (RuntimeError) if it fails
         wall = time.monotonic() - t0
         lag.stop()
         cpu = {n: (_cpu_s(p) - cpu0[n]) / wall for n, p in pids.items()}
-        if r.returncode != 0:
-            raise RuntimeError(f"tcp-send failed: {r.stderr[-500:]}")
-        sent = json.loads(r.stdout.strip().splitlines()[-1])
         lag.add_tool("h1 tcp-send", sent)
         try:  # the sink ends when the sender closes; one that reports nothing is named, not starved
             lag.add_tool("h2 tcp-sink", finish_tool(sink, timeout=30))
         except ExperimentError:
             lag.add_tool("h2 tcp-sink", None)
     finally:
-        if sink.poll() is None:
-            sink.kill()
-            sink.wait()
+        toolproc.kill(sink)
     v = Validity()
     lag.check(v)
     return sent, cpu, v

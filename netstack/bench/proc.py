@@ -1,16 +1,17 @@
-"""Helper processes of the live benchmarks: starting, waiting for, reading and killing them,
-CPU pinning, and unwinding on SIGTERM."""
+"""Helper processes of the live benchmarks: starting, waiting for, reading and killing them
+(netstack/toolproc.py, with the benchmarks' conventions: ``ready`` on stdout within
+``READY_TIMEOUT_S``, SIGTERM counts as a clean end), CPU pinning, and unwinding on SIGTERM."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import signal
 import subprocess
 from collections.abc import Iterator
 from typing import Any
+
+from .. import toolproc
 
 #: set to 0 to run the benchmarks' processes unpinned
 PIN_ENV = "NETSTACK_BENCH_PIN"
@@ -41,58 +42,24 @@ def pin(pid: int, cpus: list[int]) -> None:
             os.sched_setaffinity(tid, cpus)
 
 
-def kill(proc: subprocess.Popen[str] | None, timeout: float = 2.0) -> None:
-    """SIGKILL ``proc`` if it is still running and reap it (waiting at most ``timeout`` s)."""
-    if proc is None or proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=timeout)
-
-
-def popen(argv: list[str]) -> subprocess.Popen[str]:
-    """``argv`` started with its stdout and stderr as text pipes and no stdin."""
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True)
-
-
-@contextlib.contextmanager
-def spawned(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
-    """:func:`popen`, killed on leaving the block whatever happened inside it."""
-    proc = popen(argv)
-    try:
-        yield proc
-    finally:
-        kill(proc)
+#: the shared runner's pieces, under the names the benchmarks use (netstack/toolproc.py)
+kill = toolproc.kill
+popen = toolproc.popen
+spawned = toolproc.spawned
 
 
 def wait_ready(proc: subprocess.Popen[str], what: str, timeout: float = READY_TIMEOUT_S) -> None:
-    """Wait for the ``ready`` line a helper prints once it is set up; kill it and raise if
-    anything else (or nothing, within ``timeout``) comes."""
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    line = proc.stdout.readline() if ready else ""
-    if line.strip() != "ready":
-        kill(proc)
-        err = proc.stderr.read() if proc.stderr else ""
-        raise RuntimeError(f"{what} did not start (got {line.strip()!r}): {err.strip()[-800:]}")
+    """Wait for the ``ready`` line a helper prints on stdout once it is set up; kill it and raise
+    (a RuntimeError) if anything else (or nothing, within ``timeout``) comes."""
+    toolproc.wait_ready(proc, what, on="stdout", timeout=timeout)
 
 
 def json_result(proc: subprocess.Popen[str], what: str, timeout: float) -> dict[str, Any]:
     """The last JSON object line ``proc`` prints before it exits (within ``timeout`` s).
 
     Exit status 0 and death by SIGTERM (a helper told to stop and report) both count as
-    success; anything else, or no JSON line, raises with the end of its stderr."""
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill(proc)
-        raise RuntimeError(f"{what} did not finish within {timeout:.0f} s") from None
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    if proc.returncode not in (0, -signal.SIGTERM) or not lines:
-        raise RuntimeError(f"{what} failed (exit {proc.returncode}): {err.strip()[-800:]}")
-    return json.loads(lines[-1])
+    success; anything else, or no JSON line, raises (a RuntimeError) with the end of its stderr."""
+    return toolproc.result(proc, what, timeout, ok=(0, -signal.SIGTERM))
 
 
 @contextlib.contextmanager

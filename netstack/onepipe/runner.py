@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import toolproc
 from .control import CONTROLLER_KIND, OnePipeControlError, enable_all, status_all, switches_of
 from .params import PORT, PORT_RANGE, OnePipeParams
 
@@ -309,14 +310,13 @@ def _spawn(prefix: str, state: dict[str, Any], placed: dict[str, list[str]], add
                 sys.executable, "-m", "netstack.onepipe.live", "--procs", name, *common,
                 "--clock-offset-ns", str(offset), "--clock-drift-ppm", str(drift), "--broadcast", bcast,
                 "--clock-file", str(clock_file(prefix, host))])
-            running[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            running[name] = toolproc.popen(argv)
         _write_procs_file(prefix, {"out": str(out), "runner": os.getpid(), "reliable": reliable, "started": time.time(),
                                    "processes": {n: {"pid": running[n].pid, "host": hosts[n],
                                                      "addr": f"{addrs[n][0]}:{addrs[n][1]}"} for n in running}})
     except BaseException:
         for proc in running.values():
-            proc.kill()
-            proc.wait()
+            toolproc.kill(proc)
         raise
     return running
 
@@ -330,24 +330,21 @@ def _collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> tuple
     errors = []
     try:
         for name, proc in running.items():
-            try:
-                so, se = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            done = toolproc.finish(proc, max(1.0, deadline - time.monotonic()))
+            if done.timed_out:
                 errors.append(f"{name}: did not finish in time")
                 continue
-            if proc.returncode == -signal.SIGKILL:
+            if done.returncode == -signal.SIGKILL:
                 killed.append(name)  # netstack onepipe kill, or anyone's kill -9: a crash the run is about
                 continue
-            lines = so.strip().splitlines()
-            if proc.returncode != 0 or not lines:
-                errors.append(f"{name}: exit {proc.returncode}: {se.strip()[-400:]}")
+            doc = done.json()
+            if done.returncode != 0 or doc is None:
+                errors.append(f"{name}: exit {done.returncode}: {done.err.strip()[-400:]}")
                 continue
-            results.update(json.loads(lines[-1])["processes"])
+            results.update(doc["processes"])
     finally:
         for proc in running.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            toolproc.kill(proc)
     if errors:
         raise OnePipeControlError("1Pipe processes failed: " + "; ".join(errors))
     return results, killed

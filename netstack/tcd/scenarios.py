@@ -30,8 +30,6 @@ F1 comes on top.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import subprocess
 import sys
 import time
@@ -42,6 +40,7 @@ from typing import Any
 
 from headers.registry import UdpPort
 
+from .. import toolproc
 from ..sim.scenario import Context, Scenario, ScenarioError
 from ..topo.model import Topology
 from .verdict import lag_limits, scenario_validity
@@ -290,11 +289,12 @@ def _counter(rep: dict[str, Any], key: str) -> int:
 # ----------------------------------------------------------------------------------- sim
 def run_sim(net: Any, ctx: Context) -> dict[str, Any]:
     """The scenario in virtual time on ``net`` (built from ``ctx.topology``)."""
-    from ..sim.transport import EngineSender, TcdReceiverApp
+    from ..sim.transport import EngineSender
     from .control import markers
     from .control import port_report as marker_report
     from .dcqcn import DcqcnParams, RateSender
     from .np import TcdReceiver
+    from .simhosts import TcdReceiverApp
 
     p = ctx.params
     kind = p["kind"]
@@ -471,10 +471,7 @@ def _live(state: dict[str, Any], prefix: str, ctx: Context, kind: str, marker: s
         reports = {host: _finish(proc, f"receiver on {host}", 60) for host, proc in recv.items()}
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(5)
+            toolproc.kill(proc, timeout=5)
     for name, rep in sent.items():
         lags.add_tool(f"sender {name}", rep)
     for host, rep in reports.items():
@@ -495,13 +492,10 @@ def _start_receivers(state: dict[str, Any], marker: str, common: list[str],
     for host in ("r0", "r1"):
         argv = _tool(state, host, "recv", "--tcd" if marker == "tcd" else "--no-tcd", "--idle", "1.5",
                      "--wait", "60", *common)
-        recv[host] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        recv[host] = toolproc.popen(argv)
         procs.append(recv[host])
     for host, proc in recv.items():
-        assert proc.stderr is not None
-        line = proc.stderr.readline().strip()
-        if line != "ready":
-            raise ScenarioError(f"the receiver on {host} did not start: {line} {proc.stderr.read()[-400:]}")
+        toolproc.wait_ready(proc, f"the receiver on {host}", on="stderr", error=ScenarioError)
     return recv
 
 
@@ -522,8 +516,7 @@ def _start_senders(state: dict[str, Any], topo: Topology, flows: list[Flow], zer
             if f.kind == "burst":
                 args += ["--burst", str(f.burst_bytes), "--burst-period",
                          f"{int(f.burst_period_ns * scale)}ns"]  # type: ignore[operator]
-        send[f.name] = subprocess.Popen(_tool(state, f.src, *args), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        send[f.name] = toolproc.popen(_tool(state, f.src, *args))
         procs.append(send[f.name])
     return send
 
@@ -548,17 +541,7 @@ def _read_ports(prefix: str, timeline: bool, t0_ns: int) -> dict[str, Any]:
 
 
 def _finish(proc: subprocess.Popen[str], what: str, timeout: float) -> dict[str, Any]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise ScenarioError(f"the {what} did not finish in {timeout:.0f} s") from None
-    if proc.returncode != 0 or not out.strip():
-        raise ScenarioError(f"the {what} failed (exit {proc.returncode}): {err.strip()[-400:]}")
-    try:
-        return dict(json.loads(out.strip().splitlines()[-1]))
-    except ValueError:
-        raise ScenarioError(f"the {what} printed no JSON report: {out.strip()[-200:]}") from None
+    return toolproc.result(proc, f"the {what}", timeout, error=ScenarioError)
 
 
 PARAMS: dict[str, Any] = {"kind": "single", "payload": 1400, "timeline": False, "burst_load": 0.9, "f1": "fixed"}

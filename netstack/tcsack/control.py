@@ -9,15 +9,15 @@ starts both ends there and returns what each printed.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from typing import Any
 
+from .. import toolproc
+from ..errors import NetstackError
 from ..validity import verdict_line
 
 
-class TransferError(RuntimeError):
+class TransferError(NetstackError, RuntimeError):
     """A transfer between two hosts failed: the message has both ends' last words."""
 
 
@@ -31,30 +31,22 @@ def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, r
         return node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcsack", *args])
 
     dst_ip = state["hosts"][dst].split("/")[0]
-    recv = subprocess.Popen(argv(dst, "recv", "--proto", proto, "--wait", "20", *extra),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        ready = recv.stderr.readline().strip() if recv.stderr else ""
-        if ready != "ready":
-            said = ready or (recv.stderr.read() if recv.stderr else "")
-            raise TransferError(f"tcsack receiver did not start: {said}")
-        send = subprocess.run(argv(src, "send", "--proto", proto, "--dst", dst_ip, "--bytes", str(nbytes),
+    with toolproc.spawned(argv(dst, "recv", "--proto", proto, "--wait", "20", *extra)) as recv:
+        toolproc.wait_ready(recv, "tcsack receiver", on="stderr", error=TransferError)
+        with toolproc.spawned(argv(src, "send", "--proto", proto, "--dst", dst_ip, "--bytes", str(nbytes),
                                    "--rate", str(rate), "--max-seconds", str(timeout * 0.6), "--seed", str(seed),
-                                   *extra),
-                              capture_output=True, text=True, timeout=timeout, check=False)
+                                   *extra)) as sender:
+            send = toolproc.finish(sender, timeout)
         if send.returncode != 0:
-            recv.kill()  # it would wait for a sender that is gone
-        out, err = recv.communicate(timeout=timeout)
-    finally:
-        if recv.poll() is None:
-            recv.kill()
-            recv.wait()
-    if send.returncode != 0 or recv.returncode != 0:
+            toolproc.kill(recv)  # it would wait for a sender that is gone
+        got = toolproc.finish(recv, timeout)
+    sent, received = send.json(), got.json()
+    if send.returncode != 0 or got.returncode != 0 or sent is None or received is None:
         # an unfinished sender exits 1 with its JSON (counters) on stdout: that says why
-        said = send.stderr.strip()[-300:] or send.stdout.strip()[-1500:]
+        said = send.err.strip()[-300:] or send.out.strip()[-1500:]
         raise TransferError(f"{proto} transfer failed: sender rc {send.returncode} {said}; "
-                           f"receiver rc {recv.returncode} {err.strip()[-300:]}")
-    return json.loads(send.stdout.strip().splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
+                            f"receiver rc {got.returncode} {got.err.strip()[-300:]}")
+    return sent, received
 
 
 def transfer(state: dict[str, Any], proto: str, nbytes: int, *, src: str = "h1", dst: str = "h2", rate_bps: int,

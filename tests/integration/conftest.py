@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from netstack import runtime
+from netstack import runtime, toolproc
 from netstack.experiment import LagWindow
 from netstack.topo.model import load_topology
 from netstack.validity import Validity
@@ -65,20 +64,15 @@ def traffic(state: dict, node: str, *args: str, background: bool = False) -> Any
     process once it said ``ready``."""
     argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
     if background:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr is not None and proc.stderr.readline().strip() == "ready"
-        return proc
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        return toolproc.start(argv, f"{args[0]} in {node}", ready_on="stderr")
+    return toolproc.run(argv, f"{args[0]} in {node}", 300)
 
 
 def udp_stream(state: dict, n: int, rate: int, size: int = 400) -> dict:
     """A sequenced UDP stream h1 -> h2 (10.0.0.2): what h2's sink counted (lost, reordered, duplicates)."""
     sink = traffic(state, "h2", "udp-sink", "--quiet", "1.5", "--expect", str(n), background=True)
     traffic(state, "h1", "udp-send", "--dst", "10.0.0.2", "--count", str(n), "--rate", str(rate), "--size", str(size))
-    out, _ = sink.communicate(timeout=120)
-    return json.loads(out.strip().splitlines()[-1])
+    return toolproc.result(sink, "udp-sink in h2", 120)
 
 
 # ----------------------------------------------------------------- run validity (issue 28)

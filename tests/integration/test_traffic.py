@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 
 import pytest
+
+from netstack import toolproc
 
 pytestmark = pytest.mark.netns
 
@@ -14,19 +14,14 @@ pytestmark = pytest.mark.netns
 def _tool(state, node: str, *args: str, background: bool = False):
     argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
     if background:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr.readline().strip() == "ready"
-        return proc
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        return toolproc.start(argv, f"{args[0]} in {node}", ready_on="stderr")
+    return toolproc.run(argv, f"{args[0]} in {node}", 120)
 
 
 def test_sequenced_udp_counts(testbed):
     sink = _tool(testbed, "h2", "udp-sink", "--quiet", "1", "--expect", "2000", background=True)
     sent = _tool(testbed, "h1", "udp-send", "--dst", "10.0.0.2", "--count", "2000", "--rate", "4000")
-    out, _ = sink.communicate(timeout=60)
-    res = json.loads(out.strip().splitlines()[-1])
+    res = toolproc.result(sink, "udp-sink in h2", 60)
     assert sent["sent"] == 2000
     assert res["unique"] == 2000 and res["lost"] == 0 and res["duplicates"] == 0 and res["reordered"] == 0
 
@@ -54,8 +49,7 @@ def test_udp_send_resolves_the_next_hop_first_so_nothing_is_reordered(testbed):
             assert sh(testbed, node, "ip", "neigh", "flush", "all").returncode == 0
         sink = _tool(testbed, "h2", "udp-sink", "--quiet", "1", "--expect", "1500", background=True)
         sent = _tool(testbed, "h1", "udp-send", "--dst", "10.0.0.2", "--count", "1500", "--rate", "6000")
-        out, _ = sink.communicate(timeout=60)
-        res = json.loads(out.strip().splitlines()[-1])
+        res = toolproc.result(sink, "udp-sink in h2", 60)
         assert sent["neighbour_resolved"] is True
         assert res["received"] == 1500, res  # the probe is not counted
         assert res["reordered"] == 0 and res["late"] == [] and res["lost"] == 0, res

@@ -9,7 +9,6 @@ Fig. 9 ratio of recirculation port to link rate.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import threading
@@ -18,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ... import toolproc
 from ..output import Progress
-from ..proc import kill
 from .params import (
     FIG9_CC_WHY,
     FIG9_CORRUPT,
@@ -139,10 +138,11 @@ def _tcp_result(proc: subprocess.Popen[str], reader: _LineReader) -> dict[str, A
     proc.wait(timeout=30)
     reader.join(timeout=5)
     out = proc.stdout.read() if proc.stdout else ""
-    if proc.returncode != 0 or not out.strip():
+    doc = toolproc.last_json(out)
+    if proc.returncode != 0 or doc is None:
         raise ExperimentError(f"tcp-send failed (exit {proc.returncode}): "
                               f"{' '.join(ln for _, ln in reader.lines)[-500:]}")
-    return json.loads(out.strip().splitlines()[-1])
+    return doc
 
 
 def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: float,
@@ -164,9 +164,8 @@ def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: floa
                        recirc_rate_bps, tag, say)
         sink = start_tool(state, "h2", "tcp-sink", "--port", "5001")
         lag = LagWindow(prefix).start()
-        proc = subprocess.Popen(tool_argv(state, "h1", "tcp-send", "--dst", H2_IP, "--seconds", str(seconds),
-                                          "--interval", str(FIG9_INTERVAL_S)),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        proc = toolproc.popen(tool_argv(state, "h1", "tcp-send", "--dst", H2_IP, "--seconds", str(seconds),
+                                        "--interval", str(FIG9_INTERVAL_S)))
         try:
             started = time.monotonic()
             reader = _LineReader(proc.stderr)
@@ -174,7 +173,7 @@ def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: floa
             tl.follow(proc, reader.origin(started), [("corrupt", t_corrupt), ("lg_enable", t_lg)])
             tcp = _tcp_result(proc, reader)
         finally:
-            kill(proc, timeout=5)
+            toolproc.kill(proc, timeout=5)
         lag.stop()
         lag.add_tool("h2 tcp-sink", finish_tool(sink))
         lag.add_tool("h1 tcp-send", tcp)
