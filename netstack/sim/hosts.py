@@ -11,7 +11,8 @@ counts what no app claimed. Host models in this package:
   either way;
 - :mod:`netstack.sim.tcp`: a loss-based TCP model (NewReno, :mod:`netstack.sim.reno`) with bulk
   transfers, request/response FCT and open-loop flow workloads (:mod:`netstack.sim.workload`);
-- :mod:`netstack.sim.transport`: the T/C-SACK and go-back-N engines, unchanged, over UDP.
+- :mod:`netstack.sim.transport`: paced sender and timer-driven receiver engines over UDP, the
+  skeleton of the protocols' own simulated hosts (``netstack.tcsack.simhosts``, ``netstack.tcd.simhosts``).
 
 An app is any object; it usually keeps the host, binds handlers in its constructor and
 schedules itself with ``host.loop.call_at``. ``result()`` (JSON-able) is what scenarios report.

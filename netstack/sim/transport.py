@@ -1,17 +1,17 @@
-"""The T/C-SACK and go-back-N engines (``netstack.tcsack``) and TCD's end hosts (``netstack.tcd``),
-unchanged, as simulated host apps.
+"""Paced sender engines and timer-driven receiver engines, unchanged, as simulated host apps: the
+skeleton every protocol's simulated transport hosts share (T/C-SACK's and go-back-N's in
+``netstack.tcsack.simhosts``, TCD's in ``netstack.tcd.simhosts``).
 
-The engines are sans-IO: the live shell (``netstack.tcsack.live``) owns a UDP socket and the
-clock; here :class:`EngineSender` and :class:`EngineReceiver` own a simulated host's UDP port
-and the virtual clock, and do the same thing: send what ``poll`` returns and the receiver's
-``Transmit`` actions (its ACKs), feed every datagram to the engine, wake at its next deadline.
-:func:`transfer` moves bytes from one host to another and reports what the live tool and the
-old virtual-time path reported.
+The engines are sans-IO: a live shell (``netstack.io.paced``) owns a UDP socket and the clock;
+here :class:`EngineSender` owns a simulated host's UDP port and the virtual clock and does the
+same thing: send what ``poll`` returns, feed every datagram from its peer to the engine, wake
+at its next deadline, and, as a RoCE NIC, hold while its host is paused (:func:`pause_gate`).
+:class:`EngineTimer` is the receiver apps' half: wake the engine at its deadline, then flush
+what it emitted.
 
-Whom they listen to is the live tool's too (docs/security.md#tc-sack): the sender takes ACKs only
-from the receiver's address and port (the live sender's socket is connected: the kernel drops
-the rest), and the receiver hands the engine each datagram's source: the engine binds to the
-first data packet's, drops anyone else's, and the ACKs go to that peer only.
+Whom a sender listens to is the live tool's rule too (docs/security.md#tc-sack): it takes
+datagrams only from the receiver's address and port (the live sender's socket is connected:
+the kernel drops the rest).
 """
 
 from __future__ import annotations
@@ -19,19 +19,11 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from headers.errors import HeaderError
-from headers.registry import EtherType, UdpPort
+from headers.registry import EtherType
 
-from ..engine import SendTo, Transmit
 from ..io.pfcgate import PauseGate
-from ..tcd.np import TcdReceiver
-from ..tcsack import ENGINES
-from ..tcsack.common import ReceiverBase
-from ..tcsack.params import TcsParams
 from .hosts import Host
 from .packets import UDP_HEADERS, ip_payload_end
-
-#: T/C-SACK's UDP port (headers.registry, docs/wire-formats.md)
-PORT = int(UdpPort.TCSACK)
 
 
 class SenderEngine(Protocol):
@@ -49,10 +41,11 @@ class SenderEngine(Protocol):
 
 
 class EngineSender:
-    """A sender engine on ``host``, sending to ``dst``'s UDP ``dport`` from an ephemeral port, with
-    IP TOS ``tos`` (a TCD sender's ECT(0), 0x02, so that switches can mark its packets)."""
+    """A sender engine on ``host``, sending to ``dst``'s UDP ``dport`` (the protocol's port) from an
+    ephemeral port, with IP TOS ``tos`` (a TCD sender's ECT(0), 0x02, so that switches can mark its
+    packets)."""
 
-    def __init__(self, host: Host, dst: str, engine: SenderEngine, dport: int = PORT, tos: int = 0,
+    def __init__(self, host: Host, dst: str, engine: SenderEngine, dport: int, tos: int = 0,
                  honour_pfc: bool = False) -> None:
         self.host = host
         self.engine = engine
@@ -134,7 +127,7 @@ def pause_gate(host: Host, sender: EngineSender) -> PauseGate:
     return entry[0]
 
 
-class _EngineTimer:
+class EngineTimer:
     """The receiver apps' timer: wake the engine at its next deadline (one pending wake-up, the
     earliest; a superseded one is ignored), then flush what it emitted."""
 
@@ -160,121 +153,4 @@ class _EngineTimer:
             self.host.loop.call_at(d, self._tick, d)
 
 
-class EngineReceiver(_EngineTimer):
-    """A receiver engine on ``host``'s UDP ``port``; ACKs go back to the engine's peer, the source
-    of the first data packet of its flow (``ReceiverBase.peer``)."""
-
-    def __init__(self, host: Host, engine: ReceiverBase, port: int = PORT) -> None:
-        self.host = host
-        self.engine = engine
-        self.port = port
-        self.delivered: list[bytes] = []
-        self.malformed = 0
-        self._timer: int | None = None
-        host.bind_udp(port, self.on_frame)
-        host.add(self)
-
-    def on_frame(self, frame: bytes) -> None:
-        now = self.host.loop.now
-        src = (frame[26:30], frame[34] << 8 | frame[35])
-        try:
-            out = self.engine.receive(frame[UDP_HEADERS:ip_payload_end(frame)], now, src)
-        except HeaderError:
-            self.malformed += 1
-            return
-        self.delivered.extend(out)
-        self._flush()
-
-
-    def _flush(self) -> None:
-        eng = self.engine
-        # checked first: most data packets produce no ACK, and take_all() would allocate a list
-        if eng.actions:
-            acts = eng.actions.take_all()
-            peer = eng.peer
-            if isinstance(peer, tuple):  # bound (always, once there is an ACK): (ip bytes, port)
-                ip, sport = peer
-                flow = self.host.flow(ip)
-                for act in acts:
-                    if isinstance(act, Transmit):  # ACKs: the receivers' only action
-                        self.host.send(flow.udp(self.port, sport, act.data))
-        self._arm_timer()
-
-
-class TcdReceiverApp(_EngineTimer):
-    """TCD's receiver and NP (``netstack.tcd.np.TcdReceiver``) on ``host``'s UDP ``port``: each data
-    packet goes to the engine with its source (ip bytes, port) and its IP ECN bits; the CNPs (its
-    ``SendTo`` actions) go from ``port`` to the flow's source address and port, with IP TOS
-    ``cnp_tos``, as the live receiver sends them."""
-
-    def __init__(self, host: Host, receiver: TcdReceiver, port: int = int(UdpPort.TCD), cnp_tos: int = 0) -> None:
-        self.host = host
-        self.engine = receiver
-        self.port = port
-        self.cnp_tos = cnp_tos
-        self.malformed = 0
-        self._timer: int | None = None
-        host.bind_udp(port, self.on_frame)
-        host.add(self)
-
-    def on_frame(self, frame: bytes) -> None:
-        src = (frame[26:30], frame[34] << 8 | frame[35])
-        try:
-            self.engine.receive(frame[UDP_HEADERS:ip_payload_end(frame)], self.host.loop.now, src, frame[15] & 3)
-        except HeaderError:
-            self.malformed += 1
-            return
-        self._flush()
-
-
-    def _flush(self) -> None:
-        eng, host = self.engine, self.host
-        if eng.actions:
-            for act in eng.actions.take_all():
-                if isinstance(act, SendTo):  # CNPs: the NP's only action
-                    ip, sport = act.dst
-                    host.send(host.flow(ip, tos=self.cnp_tos).udp(self.port, sport, act.data))
-        self._arm_timer()
-
-    def result(self) -> dict[str, Any]:
-        return {"flows": {str(k): v for k, v in self.engine.flows().items()}, **self.engine.counters(),
-                "malformed": self.malformed}
-
-
-def transfer(net: Any, kind: str, params: TcsParams, data: bytes, *, src: str = "h1", dst: str = "h2",
-             start_seq: int = 0, max_ns: int = 60_000_000_000, port: int = PORT) -> dict[str, Any]:
-    """Move ``data`` from ``src`` to ``dst`` with ``kind`` (``tcsack`` or ``gbn``) over ``net``.
-
-    ``delivered_ok``: the receiver handed on exactly ``data``, in order, once. ``done_ns``: when the
-    sender saw everything acknowledged, from the start of the transfer (None if ``max_ns`` passed).
-    """
-    try:
-        s_cls, r_cls = ENGINES[kind]
-    except KeyError:
-        raise ValueError(f"unknown protocol {kind!r} (one of: {', '.join(ENGINES)})") from None
-    t0 = net.now
-    snd = s_cls(params, data, start_seq=start_seq, now_ns=t0)
-    rcv = r_cls(params, start_seq=start_seq)
-    receiver = EngineReceiver(net.host(dst), rcv, port)
-    sender = EngineSender(net.host(src), dst, snd, port)
-    loop = net.loop
-    while not snd.done and loop.next_time() is not None and loop.now <= t0 + max_ns:
-        loop.run(t0 + max_ns, max_events=10_000)
-    got = b"".join(receiver.delivered)
-    done = None if snd.done_ns is None else snd.done_ns - t0
-    return {
-        "kind": kind,
-        "done_ns": done,
-        "delivered_ok": got == data and len(receiver.delivered) == snd.packets,
-        "delivered_packets": len(receiver.delivered),
-        "receiver_complete": rcv.complete,
-        "sender": snd.counters(),
-        "receiver": rcv.counters(),
-        "malformed": sender.malformed + receiver.malformed,
-        "sender_checks": {**snd.check_counters(), "foreign_src": sender.foreign_src},
-        "receiver_checks": rcv.check_counters(),
-        "goodput_bps": (len(data) * 8e9 / done) if done else None,
-    }
-
-
-__all__ = ["PORT", "EngineReceiver", "EngineSender", "SenderEngine", "TcdReceiverApp", "transfer"]
+__all__ = ["EngineSender", "EngineTimer", "SenderEngine", "pause_gate"]

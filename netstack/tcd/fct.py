@@ -278,7 +278,7 @@ class _Run:
         self.arrivals: dict[int, int] = {}
 
     def receiver(self, host: str, rcv: Any) -> Any:
-        from ..sim.transport import TcdReceiverApp
+        from .simhosts import TcdReceiverApp
 
         TcdReceiverApp(self.net.host(host), rcv)
         return rcv

@@ -1,7 +1,7 @@
 """The ``tcsack-transfer`` scenario: move bytes from one host to another with T/C-SACK (T/C-SACK draft
 §2), the go-back-N baseline or TCP, in virtual time or on the live testbed.
 
-- virtual time (``netstack.sim``): the engines as host apps (``netstack.sim.transport``) through
+- virtual time (``netstack.sim``): the engines as host apps (``netstack.tcsack.simhosts``) through
   the topology's real switches; ``proto = tcp`` is the simulator's Reno model (``netstack.sim.tcp``);
 - live: ``python -m netstack.tcsack send|recv`` in the hosts' namespaces (``tcp`` = kernel TCP),
   the receiver's SHA-256 checked against the sender's.
@@ -53,7 +53,7 @@ def transfer_sim(net: Any, ctx: Context) -> dict[str, Any]:
         out = {"proto": "tcp", "ok": res["ok"], "seconds": (res["done_ns"] or 0) / 1e9,
                "goodput_bps": res["goodput_bps"] or 0.0, "sender": res["sender"], "receiver": res["receiver"]}
         return _sim_validity(p, out, bool(res["ok"]), res["done_ns"] is not None).annotate(out)
-    from ..sim.transport import transfer
+    from .simhosts import transfer
 
     res = transfer(net, p["proto"], params_of(p), data, src=p["src"], dst=p["dst"], max_ns=max_ns)
     out = {"proto": p["proto"], "ok": res["delivered_ok"] and res["done_ns"] is not None,

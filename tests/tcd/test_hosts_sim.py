@@ -5,9 +5,10 @@ ECN threshold: two DCQCN flows into one 1 Gbit/s port cut their rates; fixed flo
 from __future__ import annotations
 
 from netstack.sim.network import Network
-from netstack.sim.transport import EngineSender, TcdReceiverApp
+from netstack.sim.transport import EngineSender
 from netstack.tcd.dcqcn import DcqcnParams, RateSender
 from netstack.tcd.np import TcdReceiver
+from netstack.tcd.simhosts import TcdReceiverApp
 from netstack.topo.model import loads_topology
 
 GBIT = 1_000_000_000

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from netstack.sim.network import Network
-from netstack.sim.transport import transfer
 from netstack.tcsack import TcsParams
+from netstack.tcsack.simhosts import transfer
 from netstack.topo.model import topology_from_dict
 
 #: (lost, duplicated, extra delay in ns) for the i-th frame on a direction
@@ -26,7 +26,7 @@ def run(kind: str, params: TcsParams, data: bytes, *, fwd: Fate | None = None, r
         delay_ns: int = 1_000_000, rate_bps: int = 100_000_000, start_seq: int = 0,
         max_ns: int = 60_000_000_000) -> dict[str, Any]:
     """``data`` from h1 to h2 over one link of ``rate_bps`` and ``delay_ns`` each way; ``fwd`` and
-    ``rev`` script the data and the ACK directions. The result of ``netstack.sim.transport.transfer``
+    ``rev`` script the data and the ACK directions. The result of ``netstack.tcsack.simhosts.transfer``
     plus what each direction lost (``fwd_lost``, ``rev_lost``)."""
     net = Network(topology_from_dict({
         "topology": {"name": "tcsack-direct"},

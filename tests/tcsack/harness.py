@@ -7,7 +7,7 @@ extra delay: a larger extra delay than the next datagram's reorders them). The a
 datagrams at any time: to the sender (as if from the receiver: the ACK checks must stand on their
 own), or to the receiver from any source address (``SND`` is the genuine sender's, ``EVIL`` the
 attacker's own). The receiver is handed the source of every datagram, as the shells
-(``netstack.tcsack.live``, ``netstack.sim.transport``) hand it.
+(``netstack.tcsack.live``, ``netstack.tcsack.simhosts``) hand it.
 """
 
 from __future__ import annotations

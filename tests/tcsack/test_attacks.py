@@ -20,10 +20,11 @@ import pytest
 
 from headers.tcsack import SEQ_MASK, TcsAck, TcsAckFlag, TcsData, TcsDataFlag
 from netstack.sim.network import Network
-from netstack.sim.transport import PORT, EngineReceiver, EngineSender
+from netstack.sim.transport import EngineSender
 from netstack.tcsack import ENGINES, TcsParams, TcsReceiver, TcsSender
 from netstack.tcsack import live as tcs_live
 from netstack.tcsack.common import us32
+from netstack.tcsack.simhosts import PORT, EngineReceiver
 from netstack.topo.model import topology_from_dict
 
 from .harness import EVIL, SND, T0, Path
@@ -267,7 +268,7 @@ def test_finding4_the_simulated_receiver_acks_only_its_peer(kind):
     data = bytes(range(256)) * 20
     snd, rcv = s_cls(P, data, now_ns=net.now), r_cls(P)
     receiver = EngineReceiver(h2, rcv)
-    sender = EngineSender(h1, "h2", snd)
+    sender = EngineSender(h1, "h2", snd, PORT)
     evil_port, evil_rx = 45_000, []
     h1.bind_udp(evil_port, evil_rx.append)
     flow = h1.flow("h2")
@@ -287,7 +288,7 @@ def test_the_simulated_sender_takes_acks_only_from_the_receiver():
     data = bytes(2000)
     snd, rcv = TcsSender(P, data, now_ns=net.now), TcsReceiver(P)
     EngineReceiver(h2, rcv)
-    sender = EngineSender(h1, "h2", snd)
+    sender = EngineSender(h1, "h2", snd, PORT)
     # numbered ahead of the genuine ACKs, echoing the first stamp, sent once everything was sent
     # and arriving (200 us later) before the receiver's ACK for the last packet (an RTT later)
     forged = TcsAck(0, 10, snd.end, us32(net.now), (), TcsAckFlag.FIN_SEEN).to_bytes()
