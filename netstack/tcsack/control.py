@@ -13,11 +13,10 @@ import sys
 from typing import Any
 
 from .. import toolproc
-from ..errors import NetstackError
 from ..validity import verdict_line
 
 
-class TransferError(NetstackError, RuntimeError):
+class TransferError(RuntimeError):
     """A transfer between two hosts failed: the message has both ends' last words."""
 
 
