@@ -29,6 +29,8 @@ from typing import Any
 from headers.errors import HeaderError
 from headers.fcs import FCS_LEN, fcs_ok
 
+from .errors import NetstackError
+
 ETH_P_ALL = 0x0003
 SO_ATTACH_FILTER = 26
 #: sockaddr_ll.sll_pkttype of a frame the interface sent (linux/if_packet.h)
@@ -40,7 +42,7 @@ SNAPLEN = 65535
 DLT_EN10MB = 1
 
 
-class CaptureError(Exception):
+class CaptureError(NetstackError):
     """Something the user can fix: an unknown link or end, a bad filter, a file not writable."""
 
 

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from . import __version__
-from .errors import CommandError
+from .errors import NetstackError
 
 #: the environment variable ``--runtime`` sets (netstack.runtime.RUNTIME_ENV; not imported from
 #: there so that ``--help`` stays light)
@@ -135,9 +135,11 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except CommandError as exc:
+    except NetstackError as exc:
+        # every error netstack explains (a protocol's, the runtime's, a daemon's refusal, a
+        # command's own): one line and the class's exit code, here and not in each command
         print(f"netstack {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     finally:  # main() called in-process (tests, scripts) leaves the environment as it was
         if args.runtime:
             if before is None:

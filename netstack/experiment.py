@@ -8,10 +8,11 @@ import sys
 from typing import Any
 
 from . import looplag, runtime, toolproc
+from .errors import NetstackError
 from .validity import Validity
 
 
-class ExperimentError(toolproc.ToolError):
+class ExperimentError(NetstackError, toolproc.ToolError):
     """A traffic tool did not start, did not finish, or failed."""
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import runtime
+from .errors import NetstackError
 from .io.control import ControlError
 
 #: Signals ``kill`` sends: KILL (a crash), TERM (a clean stop), STOP (a freeze, then CONT)
@@ -48,7 +49,7 @@ MAX_JUMP_MS = 3_600_000.0
 Say = Callable[[str], None]
 
 
-class FaultError(Exception):
+class FaultError(NetstackError):
     """A fault that cannot be injected as asked; the message says why and what to do."""
 
 

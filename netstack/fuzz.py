@@ -53,6 +53,7 @@ from headers.fcs import append_fcs, fcs_ok
 from headers.linkguardian import ETHERTYPE as LG_ETHERTYPE
 
 from . import runtime, toolproc
+from .errors import NetstackError
 from .io.control import ControlError, request
 from .switch.forwarding import is_link_local
 from .topo.model import load_topology
@@ -93,7 +94,7 @@ SETTLE_MAX_S = 8.0
 FORBIDDEN_TRIES = 20
 
 
-class FuzzError(RuntimeError):
+class FuzzError(NetstackError, RuntimeError):
     """The campaign could not be run (not a failed check): the message says why."""
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocols
+from .errors import NetstackError
 from .io.control import ControlError, request
 from .topo import netns
 from .topo.model import NodeKind, Topology, load_topology
@@ -39,7 +40,7 @@ READY_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 3.0
 
 
-class RuntimeErrorNS(RuntimeError):
+class RuntimeErrorNS(NetstackError, RuntimeError):
     """netstack up/down failed; the message says what and where the logs are."""
 
 

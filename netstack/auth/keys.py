@@ -36,6 +36,8 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from ..errors import NetstackError
+
 FORMAT = "netstack-keys"
 VERSION = 1
 SECRET_LEN = 32
@@ -57,7 +59,7 @@ _ENTRY_FIELDS = frozenset({"id", "secret", "created", "not_after"})
 _FILE_FIELDS = frozenset({"format", "version", "keys"})
 
 
-class KeyFileError(ValueError):
+class KeyFileError(NetstackError, ValueError):
     """Anything wrong with a key file: missing, unreadable, readable by others, malformed."""
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from ..errors import NetstackError
 from ..topo.model import Topology
 
 #: The base range the per-link subnets are carved from unless told otherwise; chosen outside
@@ -48,7 +49,7 @@ NODE_STATE = "node-{node}.json"
 JOINING, READY = "joining", "ready"
 
 
-class PlanError(ValueError):
+class PlanError(NetstackError, ValueError):
     """The topology does not fit the underlay range (or another container-mode limit)."""
 
 

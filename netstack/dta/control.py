@@ -52,6 +52,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import NetstackError
 from ..validity import verdict_line as verdict_line  # (re-exported: netstack dta report prints it)
 
 #: Switch-side options of ``dta_enable`` -> (TranslatorConfig field, scale to ns or None).
@@ -213,7 +214,7 @@ def default_translator_ip(collector_ip: str) -> str:
 # =========================================================================== orchestration
 
 
-class DTAError(RuntimeError):
+class DTAError(NetstackError, RuntimeError):
     """A DTA operation on the running testbed failed; the message says what to do."""
 
 

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import looplag
+from ..errors import NetstackError
 
 Handler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 
@@ -27,7 +28,7 @@ MAX_REQUEST = 1 << 20
 SOCKET_UMASK = 0o177
 
 
-class ControlError(Exception):
+class ControlError(NetstackError):
     """Raised by a handler for a request it refuses; sent back as ``{"ok": false}``."""
 
 

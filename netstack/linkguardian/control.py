@@ -21,13 +21,13 @@ import time
 from dataclasses import fields
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NetstackError
 from ..io.control import ControlError
 from .feature import disable, enable_receiver, enable_sender, status
 from .params import LGParams, link_params
 
 
-class LGControlError(RuntimeError):
+class LGControlError(NetstackError, RuntimeError):
     """A LinkGuardian operation on the running testbed cannot be done: the message says why."""
 
 

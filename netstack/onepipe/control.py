@@ -32,13 +32,13 @@ import contextlib
 import time
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NetstackError
 from ..io.control import ControlError
 from .params import OnePipeParams
 from .topology import CONTROLLER_KIND
 
 
-class OnePipeControlError(RuntimeError):
+class OnePipeControlError(NetstackError, RuntimeError):
     """A 1Pipe operation on the running testbed cannot be done: the message says why."""
 
 

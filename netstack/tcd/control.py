@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..errors import NetstackError
 from ..io.control import ControlError
 from .marker import EcnMarker, TcdMarker, marker_from_options
 from .params import ECN_OVERRIDES, TCD_OVERRIDES, TcdParamError, marker_options
@@ -37,7 +38,7 @@ _clock = time.monotonic_ns
 _REQUEST_KEYS = {"cmd", "port", "marker", "classes", *TCD_OVERRIDES, *ECN_OVERRIDES}
 
 
-class TcdControlError(RuntimeError):
+class TcdControlError(NetstackError, RuntimeError):
     """A TCD operation on the running testbed cannot be done: the message says why."""
 
 

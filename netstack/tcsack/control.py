@@ -13,10 +13,11 @@ import sys
 from typing import Any
 
 from .. import toolproc
+from ..errors import NetstackError
 from ..validity import verdict_line
 
 
-class TransferError(RuntimeError):
+class TransferError(NetstackError, RuntimeError):
     """A transfer between two hosts failed: the message has both ends' last words."""
 
 

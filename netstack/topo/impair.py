@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import NetstackError
 from .model import MAX_DELAY_NS, Backend, netns_name
 from .nsenter import iproute, netns_exec_argv, netns_path
 
@@ -71,7 +72,7 @@ _COMMENT_RE = re.compile(r"^netstack (loss|corrupt) (\d+)/(\d+)(?: offset (\d+))
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
 
 
-class ImpairmentError(RuntimeError):
+class ImpairmentError(NetstackError, RuntimeError):
     """An impairment could not be applied, read or removed (the message says which and why)."""
 
 

@@ -28,6 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import NetstackError
+
 #: Linux IFNAMSIZ is 16 including the terminating NUL.
 IFNAME_MAX = 15
 #: Node names must leave room for the ``p-`` of a switch port named after its peer.
@@ -86,7 +88,7 @@ _DELAY_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9}
 _SIZE_UNITS = {"b": 1, "kb": 10**3, "kib": 2**10, "mb": 10**6, "mib": 2**20, "gb": 10**9, "gib": 2**30}
 
 
-class TopologyError(ValueError):
+class TopologyError(NetstackError, ValueError):
     """A topology file (or dict) is invalid. ``errors`` lists ``(field_path, problem)``."""
 
     def __init__(self, errors: list[tuple[str, str]], source: str = "<topology>") -> None:

@@ -27,6 +27,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import NetstackError
 from . import impair
 from .model import Backend, Link, NodeKind, Topology, netns_name, validate_prefix
 
@@ -57,7 +58,7 @@ REQUIRED_OFF = (
 )
 
 
-class BuildError(RuntimeError):
+class BuildError(NetstackError, RuntimeError):
     """Building a topology failed; everything it had created has been removed again."""
 
 
