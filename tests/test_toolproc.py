@@ -64,11 +64,13 @@ def test_a_tool_that_takes_too_long_is_killed():
 
 
 def test_sigterm_counts_when_the_caller_says_so():
-    code = READY_OUT + "print('{\"stopped\": true}', flush=True); time.sleep(30)"
-    proc = toolproc.start(_py(code), "child", timeout=10)
+    # the result before the ready line (on the other stream), so that it is there when SIGTERM comes
+    code = ("import sys, time; print('{\"stopped\": true}', flush=True); "
+            "print('ready', file=sys.stderr, flush=True); time.sleep(30)")
+    proc = toolproc.start(_py(code), "child", ready_on="stderr", timeout=10)
     proc.terminate()
     assert toolproc.result(proc, "child", 10, ok=(0, -signal.SIGTERM)) == {"stopped": True}
-    proc = toolproc.start(_py(code), "child", timeout=10)
+    proc = toolproc.start(_py(code), "child", ready_on="stderr", timeout=10)
     proc.terminate()
     with pytest.raises(toolproc.ToolError, match=r"exit -15"):
         toolproc.result(proc, "child", 10)
