@@ -217,6 +217,34 @@ def test_an_absent_testbed_exits_2(fresh, capsys):
         assert "no topology is running under prefix 'nosuch'" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv", [["lg", "status"], ["lg", "disable", "sw1-sw2"], ["dta", "status"],
+                                  ["onepipe", "status"], ["tcd", "status"], ["capture", "sw1-sw2"],
+                                  ["fault", "link", "sw1-sw2", "down"], ["link", "sw1-sw2", "down"],
+                                  ["tcsack", "transfer"], ["corruptd"], ["metrics"], ["ls"]])
+def test_a_protocols_error_reaches_the_cli_as_one_line_and_exit_2(fresh, monkeypatch, capsys, argv):
+    """No command translates a NetstackError (netstack/errors.py): cli.main prints it, whichever
+    protocol or layer raised it (here the runtime's, or ls's for a runtime that does not exist)."""
+    if argv == ["ls"]:
+        monkeypatch.setenv("NETSTACK_RUNTIME", "nosuch")
+    code = cli.main([*argv, "--prefix", "nosuch"] if argv != ["ls"] else argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"netstack {argv[0]}: error: ") and err.count("\n") == 1, err
+
+
+def test_a_not_found_error_exits_1_and_any_netstack_error_is_one_line(fresh, monkeypatch, capsys):
+    from netstack.errors import NetstackError, NotFound
+    from netstack.linkguardian import control
+
+    for exc, code in ((NotFound("no such thing"), 1), (control.LGControlError("no link 'x'"), 2),
+                      (NetstackError("generic"), 2)):
+        def fail(prefix: str, exc: Exception = exc) -> None:
+            raise exc
+
+        monkeypatch.setattr(control, "status_all", fail)
+        assert cli.main(["lg", "status", "--prefix", "nosuch"]) == code
+        assert capsys.readouterr().err == f"netstack lg: error: {exc}\n"
+
+
 def _stale_state(run: Path, prefix: str = "zzstale") -> None:
     (run / prefix).mkdir()
     (run / prefix / "state.json").write_text(json.dumps({

@@ -7,7 +7,6 @@ import sys
 import time
 
 from ..argtypes import positive_float, positive_int
-from ..errors import CommandError
 from .common import acts_on_testbed, add_json, print_json
 
 EPILOG = """\
@@ -44,18 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..capture import CaptureError, PcapngOut, compile_filter, frames, open_socket, resolve, summary, writable
-    from ..runtime import RuntimeErrorNS, load_state
+    from ..capture import PcapngOut, compile_filter, frames, open_socket, resolve, summary, writable
+    from ..runtime import load_state
 
-    try:
-        state = load_state(args.prefix)
-        tap = resolve(state, args.link, args.end)
-        if args.write:
-            writable(args.write)
-        program = compile_filter(args.filter) if args.filter else None
-        sock = open_socket(tap, program)
-    except (RuntimeErrorNS, CaptureError) as exc:
-        raise CommandError(str(exc)) from None
+    state = load_state(args.prefix)
+    tap = resolve(state, args.link, args.end)
+    if args.write:
+        writable(args.write)
+    program = compile_filter(args.filter) if args.filter else None
+    sock = open_socket(tap, program)
     out = None
     n = 0
     lines: list[str] = []  # --json without -w: the frames' lines go into the document
@@ -77,8 +73,6 @@ def run(args: argparse.Namespace) -> int:
             if time.monotonic() - last >= 1.0:
                 last = time.monotonic()
                 print(f"captured {n} frames", file=sys.stderr, flush=True)
-    except CaptureError as exc:
-        raise CommandError(str(exc)) from None
     except KeyboardInterrupt:
         pass
     finally:

@@ -71,8 +71,7 @@ def parse_place(values: list[str]) -> dict[str, str]:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from ..container.compose import ComposeOptions, generate
-    from ..container.plan import PlanError
-    from ..topo.model import TopologyError, load_topology_spec, shipped_topologies, validate_prefix
+    from ..topo.model import load_topology_spec, shipped_topologies, validate_prefix
 
     placement = parse_place(args.place)
     if placement and not args.swarm:
@@ -81,7 +80,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         topology = load_topology_spec(args.topology)
         if args.prefix is not None:
             validate_prefix(args.prefix)
-    except (TopologyError, ValueError) as exc:
+    except ValueError as exc:  # a parser's plain ValueError (TopologyError is one too, and says the same)
         raise CommandError(str(exc)) from None
     path = Path(args.topology)
     if path.is_file():
@@ -89,12 +88,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     else:
         spec, text = args.topology, None
         assert spec in shipped_topologies()
-    try:
-        out = generate(topology, spec, text,
-                       ComposeOptions(prefix=args.prefix, image=args.image, underlay=args.underlay,
-                                      swarm=args.swarm, placement=placement))
-    except PlanError as exc:
-        raise CommandError(str(exc)) from None
+    out = generate(topology, spec, text,
+                   ComposeOptions(prefix=args.prefix, image=args.image, underlay=args.underlay,
+                                  swarm=args.swarm, placement=placement))
     if args.output:
         try:
             Path(args.output).write_text(out)

@@ -33,8 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..demo import run_demo
-    from ..experiment import ExperimentError
-    from ..runtime import RuntimeErrorNS
 
     if os.geteuid() != 0:
         raise CommandError("needs root (namespaces, veths, nft): run with sudo")
@@ -44,13 +42,10 @@ def run(args: argparse.Namespace) -> int:
 
     rep = Reporter("demo")
     json_out = getattr(args, "json", False)
-    try:
-        with stdout_to_stderr(json_out):
-            out = run_demo(corrupt=args.corrupt, datagrams=args.datagrams, flows=args.flows,
-                           tcp_seconds=args.tcp_seconds, copies=args.copies, results_dir=args.results_dir,
-                           prefix=getattr(args, "prefix", None), say=lambda m: print(m, file=sys.stderr, flush=True))
-    except (ExperimentError, RuntimeErrorNS) as exc:
-        raise CommandError(str(exc)) from None
+    with stdout_to_stderr(json_out):
+        out = run_demo(corrupt=args.corrupt, datagrams=args.datagrams, flows=args.flows,
+                       tcp_seconds=args.tcp_seconds, copies=args.copies, results_dir=args.results_dir,
+                       prefix=getattr(args, "prefix", None), say=lambda m: print(m, file=sys.stderr, flush=True))
     if json_out:
         print_json(out)
     else:

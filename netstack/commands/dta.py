@@ -205,10 +205,7 @@ def _switch(args: argparse.Namespace) -> str:
     dta = _dta()
     if args.switch:
         return args.switch
-    try:
-        return dta.collector_tor(dta.run_state(args.prefix), args.collector)
-    except dta.DTAError as exc:
-        raise CommandError(str(exc)) from None
+    return dta.collector_tor(dta.run_state(args.prefix), args.collector)
 
 
 # --------------------------------------------------------------------------- enable / disable / status
@@ -232,10 +229,7 @@ def cmd_enable(args: argparse.Namespace) -> int:
                               ("no_nak_window_time", "nak_window_ms", None)):
         if getattr(args, flag):
             opts[option] = off
-    try:
-        out = dta.enable_translator(args.prefix, args.switch, args.collector, **opts)
-    except dta.DTAError as exc:
-        raise CommandError(str(exc)) from None
+    out = dta.enable_translator(args.prefix, args.switch, args.collector, **opts)
     if args.json:
         print_json(out)
         return 0
@@ -264,10 +258,7 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
 def cmd_disable(args: argparse.Namespace) -> int:
     dta = _dta()
-    try:
-        out = dta.disable_translator(args.prefix, _switch(args))
-    except dta.DTAError as exc:
-        raise CommandError(str(exc)) from None
+    out = dta.disable_translator(args.prefix, _switch(args))
     if args.json:
         print_json({"switch": _switch(args), **out})
         return 0
@@ -294,11 +285,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     dta = _dta()
     switch = _switch(args)
-    try:
-        tr = dta.translator_status(args.prefix, switch, quiet=True)
-        col = dta.collector_status(args.prefix, args.collector)
-    except dta.DTAError as exc:
-        raise CommandError(str(exc)) from None
+    tr = dta.translator_status(args.prefix, switch, quiet=True)
+    col = dta.collector_status(args.prefix, args.collector)
     if args.json:
         print(json.dumps({"translator": tr, "collector": col}, indent=2))
         return 0
@@ -466,10 +454,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from ..dta.query import CollectorQuery, QueryError
 
     dta = _dta()
-    try:
-        directory = dta.memory_dir(args.prefix, args.collector)
-    except dta.DTAError as exc:
-        raise CommandError(str(exc)) from None
+    directory = dta.memory_dir(args.prefix, args.collector)
     try:
         q = CollectorQuery.open(directory)
     except (OSError, ValueError) as exc:

@@ -151,14 +151,8 @@ def _say(msg: str) -> None:
 
 
 def _run(fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    from ..faults import FaultError
-    from ..io.control import ControlError
-    from ..runtime import RuntimeErrorNS
-
     try:
         return dict(fn(*args, say=_say, **kwargs))
-    except (FaultError, RuntimeErrorNS, ControlError) as exc:
-        raise CommandError(str(exc)) from None
     except PermissionError as exc:
         raise CommandError(f"needs root (namespaces, signals to the daemons): {exc}") from None
 

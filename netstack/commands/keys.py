@@ -55,12 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ..auth.keys import KeyFileError, generate
+    from ..auth.keys import generate
 
-    try:
-        kid = generate(args.file, force=args.force)
-    except KeyFileError as exc:
-        raise CommandError(str(exc)) from None
+    kid = generate(args.file, force=args.force)
     if getattr(args, "json", False):
         print_json({"file": args.file, "current": kid})
         return 0
@@ -69,15 +66,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_rotate(args: argparse.Namespace) -> int:
-    from ..auth.keys import KeyFileError, rotate
+    from ..auth.keys import rotate
 
     overlap = args.overlap
     if not math.isfinite(overlap) or overlap < 0:
         raise CommandError(f"--overlap must be a finite number of seconds >= 0, not {overlap}")
-    try:
-        kid = rotate(args.file, overlap_s=overlap, now=time.time())
-    except KeyFileError as exc:
-        raise CommandError(str(exc)) from None
+    kid = rotate(args.file, overlap_s=overlap, now=time.time())
     if getattr(args, "json", False):
         print_json({"file": args.file, "current": kid, "overlap_s": overlap})
         return 0
@@ -86,13 +80,10 @@ def cmd_rotate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ..auth.keys import KeyFileError, describe, load
+    from ..auth.keys import describe, load
 
     now = time.time()
-    try:
-        ring = load(args.file)
-    except KeyFileError as exc:
-        raise CommandError(str(exc)) from None
+    ring = load(args.file)
     rows = describe(ring, now)
     if args.json:
         print(json.dumps({"file": args.file, "now": now, "current": ring.current, "keys": rows}, indent=2))

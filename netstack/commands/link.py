@@ -48,21 +48,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..faults import FaultError, link_ports, run_state, set_link
+    from ..faults import link_ports, run_state, set_link
 
     if args.action != "flap" and (args.down_ms is not None or args.up_ms is not None or args.count != 1
                                   or args.after_ms):
         raise CommandError("--down-ms, --up-ms, --count and --after-ms go with 'flap'")
     if args.action == "flap" and (args.down_ms is None or args.up_ms is None):
         raise CommandError("flap needs --down-ms and --up-ms")
-    try:
-        link_ports(run_state(args.prefix), args.link, args.end)  # a bad link or end fails before any change
-        if args.action != "flap":
-            out = set_link(args.prefix, args.link, args.action == "up", args.end)
-        else:
-            out = _flap(args, set_link)
-    except FaultError as exc:
-        raise CommandError(str(exc)) from None
+    link_ports(run_state(args.prefix), args.link, args.end)  # a bad link or end fails before any change
+    if args.action != "flap":
+        out = set_link(args.prefix, args.link, args.action == "up", args.end)
+    else:
+        out = _flap(args, set_link)
     if args.json:
         print(json.dumps(out, indent=2))
     elif args.action == "flap":

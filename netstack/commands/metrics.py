@@ -37,12 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, load_state
+    from ..runtime import load_state
 
-    try:
-        state = load_state(args.prefix)
-    except RuntimeErrorNS as exc:
-        raise CommandError(str(exc)) from None
+    state = load_state(args.prefix)
     daemons = [d for d in state.get("daemons", []) if d.get("metrics")]
     if not daemons:
         raise CommandError(f"the daemons of {args.prefix!r} serve no metrics: start the topology with "

@@ -181,13 +181,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    from ..io.control import ControlError
-    from ..runtime import RuntimeErrorNS
-    from ..tcd.control import TcdControlError
-
     try:
         return fn(*args, **kwargs)
-    except (RuntimeErrorNS, TcdControlError, ControlError, OSError) as exc:
+    except OSError as exc:  # a daemon's socket gone (the NetstackErrors reach cli.main as they are)
         raise CommandError(str(exc)) from None
 
 
@@ -275,7 +271,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..progress import Reporter
     from ..sim.scenario import RunSpec, ScenarioError, run
     from ..tcd.scenarios import load_doc
-    from ..topo.model import TopologyError
 
     rep = Reporter("tcd run")
     spec = args.topology or f"tcd-{args.scenario}"
@@ -288,7 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                               params={"kind": args.scenario, "timeline": args.timeline, "f1": args.f1},
                               runtime=args.mode, prefix=args.prefix),
                       progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-    except (ScenarioError, TopologyError, OSError) as exc:
+    except (ScenarioError, OSError) as exc:  # (ScenarioError is no NetstackError: netstack.sim's own)
         raise CommandError(str(exc)) from None
     from ..tcd.verdict import verdict_line
 

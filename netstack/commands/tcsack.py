@@ -72,21 +72,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, load_state
-    from ..tcsack.control import TransferError, transfer
+    from ..runtime import load_state
+    from ..tcsack.control import transfer
 
     if args.bytes < 1:
         raise CommandError("--bytes must be at least 1")
     from ..progress import Reporter
 
     rep = Reporter("tcsack transfer")
-    try:
-        state = load_state(args.prefix)
-        with rep.heartbeat(f"{args.proto} {args.src} -> {args.dst}, {args.bytes:,} B"):
-            out = transfer(state, args.proto, args.bytes, src=args.src, dst=args.dst, rate_bps=args.rate,
-                           t_ms=args.t_ms, n=args.n, payload=args.payload, seed=args.seed, timeout=args.timeout)
-    except (RuntimeErrorNS, TransferError) as exc:
-        raise CommandError(str(exc)) from None
+    state = load_state(args.prefix)
+    with rep.heartbeat(f"{args.proto} {args.src} -> {args.dst}, {args.bytes:,} B"):
+        out = transfer(state, args.proto, args.bytes, src=args.src, dst=args.dst, rate_bps=args.rate,
+                       t_ms=args.t_ms, n=args.n, payload=args.payload, seed=args.seed, timeout=args.timeout)
     c = out["sender"].get("counters", {})
     resent = c.get("retx_sent", c.get("retransmits", "-"))
     line = (f"{out['proto']} {out['src']} -> {out['dst']}: {out['bytes']:,} B in {out['seconds']:.3f} s, "
@@ -138,14 +135,11 @@ def _run_end(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _host_netns(host: str, prefix: str) -> contextlib.AbstractContextManager[None]:
-    from ..runtime import RuntimeErrorNS, load_state
+    from ..runtime import load_state
     from ..topo.nsenter import in_netns
 
     refuse_stale(prefix)  # (--host is what makes this end act on the testbed)
-    try:
-        state = load_state(prefix)
-    except RuntimeErrorNS as exc:
-        raise CommandError(str(exc)) from None
+    state = load_state(prefix)
     hosts = state.get("hosts", {})
     if host not in hosts or host not in state.get("namespaces", {}):
         raise CommandError(f"{host!r} is not a host of the testbed {prefix!r} (hosts: {', '.join(hosts) or 'none'})")

@@ -175,9 +175,8 @@ def _metrics_port(text: str) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, check_options, up
-    from ..topo.model import TopologyError, load_topology_spec
-    from ..topo.netns import BuildError
+    from ..runtime import check_options, up
+    from ..topo.model import load_topology_spec
 
     try:
         topology = load_topology_spec(args.topology)
@@ -186,18 +185,13 @@ def cmd_up(args: argparse.Namespace) -> int:
             topology = dataclasses.replace(topology, metrics_port=metrics_port)
         options = up_options(args)
         check_options(topology, options)  # before asking for root: a wrong option is wrong for anyone
-    except (TopologyError, RuntimeErrorNS) as exc:
-        raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot read {args.topology}: {exc}") from None
     from ..progress import Reporter
 
     _need_root()
     rep = Reporter("up")
-    try:
-        state = up(topology, args.prefix, apply_impairments=not args.no_impair, options=options, progress=rep)
-    except (RuntimeErrorNS, BuildError, TopologyError) as exc:
-        raise CommandError(str(exc)) from None
+    state = up(topology, args.prefix, apply_impairments=not args.no_impair, options=options, progress=rep)
     summary = (f"{state['topology']} under prefix {state['prefix']} in {rep.took()}: {len(state['namespaces'])} "
                f"namespaces, {len(state['daemons'])} daemons, {len(state['ports'])} ports")
     if args.json:
@@ -262,12 +256,9 @@ def _refuse_containers(prefix: str) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, status
+    from ..runtime import status
 
-    try:
-        st = status(args.prefix)
-    except RuntimeErrorNS as exc:
-        raise CommandError(str(exc)) from None
+    st = status(args.prefix)
     if args.json:
         print(json.dumps(st, indent=2))
         return _answered(st)
@@ -420,17 +411,14 @@ def exec_late_options(args: argparse.Namespace) -> None:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, load_state
+    from ..runtime import load_state
 
     argv = args.argv[1:] if args.argv and args.argv[0] == "--" else args.argv
     if not argv:
         raise CommandError("no command given: netstack exec NODE -- CMD ...")
     if getattr(args, "json", False) and not args.detach:
         raise CommandError("--json goes with --detach (without it CMD's own output comes here)")
-    try:
-        state = load_state(args.prefix)
-    except RuntimeErrorNS as exc:
-        raise CommandError(str(exc)) from None
+    state = load_state(args.prefix)
     ns = state["namespaces"].get(args.node)
     if ns is None:
         raise CommandError(f"no node {args.node!r}; nodes: {', '.join(state['namespaces'])}")
@@ -504,15 +492,12 @@ def _shell_quote(text: str) -> str:
 
 
 def cmd_impair(args: argparse.Namespace) -> int:
-    from ..runtime import RuntimeErrorNS, load_state
-    from ..topo.impair import ImpairmentError, Shaping
+    from ..runtime import load_state
+    from ..topo.impair import Shaping
 
     _need_root()
-    try:
-        state = load_state(args.prefix)
-        shaping = Shaping(round(args.delay * 1e6), round(args.jitter * 1e6), args.duplicate, args.reorder)
-    except (RuntimeErrorNS, ImpairmentError) as exc:
-        raise CommandError(str(exc)) from None
+    state = load_state(args.prefix)
+    shaping = Shaping(round(args.delay * 1e6), round(args.jitter * 1e6), args.duplicate, args.reorder)
     if args.gilbert and args.backend != "switch":
         raise CommandError("--gilbert needs --backend switch (netem/nft draw independent losses)")
     ends = [p for p in state["ports"] if p["link"] == args.link]
@@ -536,14 +521,8 @@ def cmd_impair(args: argparse.Namespace) -> int:
             done.append({"direction": where, "cleared": False, "corrupt": args.corrupt, "loss": args.loss,
                          "shaping": shaping.model() if shaping else {}, "backend": used})
             _say(args, f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g}{shaped} [{used}]")
-        except (ImpairmentError, RuntimeErrorNS, ValueError) as exc:
+        except ValueError as exc:  # a backend's plain ValueError (a bad Gilbert-Elliott pair, ...)
             raise CommandError(str(exc)) from None
-        except Exception as exc:
-            from ..io.control import ControlError
-
-            if isinstance(exc, ControlError):
-                raise CommandError(str(exc)) from None
-            raise
     if getattr(args, "json", False):
         print_json({"link": args.link, "ends": done})
     return 0

@@ -7,6 +7,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from ..errors import NotFound
+
 DESCRIPTION = """\
 Wireshark/tshark dissectors for netstack's headers (LinkGuardian tags, DTA reports and NACKs,
 1Pipe, T/C-SACK, TCD data/CNPs and marks, the authentication and software-FCS trailers), as one
@@ -46,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.print_help()
         print(f"\nplugin: {PLUGIN}")
         return 2
-    if not PLUGIN.is_file():
-        return _fail(f"the plugin is missing from the package ({PLUGIN}); reinstall netstack")
+    if not PLUGIN.is_file():  # exit 1, as before: something asked for is not there
+        raise NotFound(f"the plugin is missing from the package ({PLUGIN}); reinstall netstack")
     if args.print_path:
         print(PLUGIN)
     if args.install or args.dir is not None:

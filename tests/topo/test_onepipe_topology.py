@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from netstack import runtime
 from netstack.commands import testbed
-from netstack.errors import CommandError
+from netstack.errors import NetstackError
 from netstack.onepipe import clock
 from netstack.topo import netns as topo_netns
 from netstack.topo.model import (
@@ -137,7 +137,7 @@ def test_up_takes_a_name_and_lists_the_names_in_its_help(capsys):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cmd_up checks for root first")
 def test_up_refuses_an_unknown_name_before_building_anything():
-    with pytest.raises(CommandError, match="not a shipped topology"):
+    with pytest.raises(NetstackError, match="not a shipped topology"):  # (a TopologyError: exit 2)
         testbed.cmd_up(argparse.Namespace(topology="nope", prefix=None, no_impair=False, json=False))
 
 
