@@ -97,7 +97,8 @@ class TranslatorControl:
         from ..io.control import ControlError
         from ..switch.config import derived_mac
         from .feature import TranslatorFeature
-        from .translator import DEFAULT_WINDOW, DTATranslator, TranslatorConfig
+        from .requester import DEFAULT_WINDOW
+        from .translator import DTATranslator, TranslatorConfig
 
         switch = self.shell.switch
         port = req.get("port")

@@ -10,6 +10,12 @@ registered memory and keeps the RDMA state (QPN, rkey, per-QP PSN) the reporters
     t.on_roce_response(ack_or_nak_frame, now_ns)    # from the collector (resync, §5.3)
     t.next_deadline() / t.on_timer(now_ns)          # idle Append flushes, time-based grace
 
+The translator is the report side: it parses reports and turns each primitive into writes
+and atomics at the right addresses. The RoCEv2 requester it composes,
+:class:`~netstack.dta.requester.RoceRequester` (:attr:`DTATranslator.requester`), owns the
+queue pairs: PSNs, the output window and its time-out, the requests' wire format, and which
+of the collector's responses are believed (its module docstring has the details).
+
 Every output is a whole Ethernet frame. What the calls return is RoCEv2 (UDP 4791) for
 the collector; DTA NACKs (UDP 40044), which go the other way (back to the reporter), are
 :class:`netstack.engine.Transmit` actions in :attr:`DTATranslator.actions`, the contract
@@ -76,78 +82,13 @@ ends when reports arrive; held writes and due flushes are emitted with the repor
 ends it. The grace period is per collector NIC (shared by all QPs), like the public
 per-egress-port register.
 
-Output window (ours; docs/dta.md "Output window"). The paper's translator sends whatever
-the reports ask for and relies on the grace period (§5.3) when the collector's NIC falls
-behind; a software responder that falls behind loses requests in its socket, every loss is
-a PSN gap, and with the grace period dropping the next reports after every NAK the ingest
-rate collapses. With ``window`` > 0 each QP keeps at most ``window`` requests (PSNs)
-outstanding: sent at or after ``una`` (below). A report whose requests would not fit is
-dropped *before* it becomes a request (``window_dropped``; an Append entry only when it
-would complete a batch, so it is dropped before the head pointer and the list has no hole;
-idle flushes and Sketch-Merge WRITEs wait for room instead, the latter bounded by
-``MAX_HELD``). The window moves with the collector's ACKs: with a window, AckReq is set on
-every ``ack_every``-th request (one in ``window // 8`` if ``ack_every`` is 0) and on those
-that nearly fill the window, and the collector coalesces ACKs (``--ack-every`` there).
-**No deadlock**: when a full window has seen no progress (``una`` moving, a resync) for
-``window_timeout_ns`` (default 50 ms; a request lost with its NAK, a lost ACK, a dead or
-slow collector), the QP goes back to ``una`` and carries on from there with new reports
-(:meth:`DTATranslator._window_timeout` explains why that keeps the collector in sequence),
-with at most ``PROBE_WINDOW`` (16, or the AckReq spacing if larger) requests outstanding until
-the collector answers; ``window_timeouts`` counts these, ``window_rewound`` the PSNs gone back
-over. On a loaded host the live switch daemon passes its recent scheduling delay
-(:meth:`DTATranslator.set_timer_slack`, twice the largest lag of the last seconds) and the
-time-out waits that much longer: a collector or a switch daemon that merely waited for the CPU
-has not lost anything (docs/dta.md "The window time-out on a loaded host").
-
-Which responses are believed (docs/security.md#dta). The public code rewinds on any
-opcode-0x11 packet; a forged NAK far behind then makes the collector drop every later
-WRITE as a duplicate. A response is acted on only when it is
-
-1. from our collector: its source MAC and IP from ``connect_info``, and UDP source port
-   ``udp_sport`` (our collector answers from the port the request came from); else
-   ``responses_rejected_source``;
-2. for us: destination MAC/IP ``mac``/``ip`` and UDP port ``connect_info["udp_port"]``;
-   else ``responses_rejected_dest``;
-3. an ACKNOWLEDGE / ATOMIC ACKNOWLEDGE with an AETH (``response_unexpected``) for one of
-   our QPs (``response_unknown_qp``);
-4. inside the QP's **sequence window** of PSNs it actually sent and that are not known to
-   be executed (else ``naks_rejected_window`` / ``acks_rejected_window``).
-
-``high`` is one past the newest PSN ever sent on the QP (the next PSN, unless a resync
-moved it back); ``una`` the oldest PSN not yet known to be executed: an ACK (or an access /
-invalid-request NAK) for PSN p proves the responder executed or consumed everything up to
-p, and an accepted PSN-sequence NAK for e that everything before e was executed.
-
-- An ACK, ATOMIC ACK or any NAK other than a sequence error is believed for a PSN in
-  ``[una, high)``; it only moves ``una`` forward (never the PSN).
-- A PSN-sequence NAK for e is believed for ``una <= e <= high - 2``: the responder NAKs e
-  only when a later PSN x > e reached it, so a NAK for ``high - 1`` (or for ``high``,
-  "nothing is missing") cannot come from a genuine loss. While responses keep moving
-  ``una`` (one did in the last ``nak_window_ns``, as with ``ack_every`` or Fetch&Adds,
-  each of which is answered) that is the whole window: the requests in flight. Otherwise
-  (ACKs off, the public translator's mode, where ``una`` only moves at a resync) e must
-  also be among what was sent recently: no older than the oldest PSN sent within the last
-  ``nak_window_ns`` (default 10 s), read from a short send history (one entry per
-  ``nak_window_ns / 16``), minus ``nak_window_slack`` PSNs (default 1024).
-- Never more than 2**23 behind ``high`` (the responder's own half-space of "behind";
-  ``_age_out`` pulls the bounds along so their ages never wrap).
-
-Why that is enough: a genuine sequence NAK names the first PSN e the responder misses,
-which we sent (e < high), which nothing acknowledged (e >= una), and which precedes the
-first later request x that reached the responder; x was sent at most one round trip plus
-the backlogs on the way (the ToR's own queues included) before the NAK is handled, and the
-run of requests lost between e and x is short, or was sent recently, or within the slack
-(a request lost just before the QP went idle for long is covered without it: the history
-keeps its newest entry older than the horizon). A forged NAK must name a PSN inside the
-window (the requests in flight; without ACKs, at most ten seconds of sending, about 10**5
-of the 2**24 PSNs at the testbed's rates; and a 24-bit QPN besides), and even then can
-rewind the QP only by what the window holds, never by 2**23. The time bound is generous
-because the emulated ToR can be slow to read responses: under overload on the live
-testbed it handled the collector's ATOMIC ACKs more than a second after sending the
-requests (docs/security.md#dta).
-
-Anything rejected is counted and changes nothing: no PSN moves, no grace period starts.
-A positive ACK never moves the PSN either; it only advances ``una``.
+Output window and responses (ours; docs/dta.md "Output window", docs/security.md#dta): the
+requester's (:mod:`netstack.dta.requester`). What the translator does with it: with ``window``
+> 0 a Key-Write or Key-Increment report whose requests would not fit its QP's window is
+dropped *before* it becomes a request (``window_dropped``), an Append entry only when it
+would complete a batch (so it is dropped before the head pointer and the list has no hole),
+and idle flushes and Sketch-Merge WRITEs wait for room instead, the latter bounded by
+``MAX_HELD``. A PSN-sequence NAK the requester believed starts the grace period above.
 
 Authenticated reports (docs/dta.md "Authenticated reports"). With ``auth`` (a
 :class:`~netstack.dta.reportauth.ReportAuth`: one replay-windowed opener per reporter source
@@ -167,10 +108,9 @@ from __future__ import annotations
 
 import json
 import struct
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
-from zlib import crc32
 
 from headers.dta import (
     MAX_KEYWRITE_WORDS,
@@ -189,29 +129,14 @@ from headers.dta import (
 from headers.errors import HeaderError
 from headers.inet import UdpFrame, ip_bytes, mac_bytes, parse_udp_frame
 from headers.registry import UdpPort
-from headers.roce import (
-    AethKind,
-    NakCode,
-    Opcode,
-    RoceFrame,
-    decode_syndrome,
-    parse_roce_frame,
-)
 
 from ..engine import ActionQueue, Engine, Transmit
+from .counters import TranslatorCounters
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, key_checksum, slot_index
 from .memory import APPEND_BATCHES
 from .reportauth import ReportAuth
-from .rocewire import ATOMIC_TAIL, HEAD, ICRC, LRH_CRC, WRITE_TAIL, RoceTemplate
+from .requester import DEFAULT_WINDOW_TIMEOUT_NS, PSN_HALF, RequesterConfig, RoceRequester, TxQp
 
-PSN_MASK = 0xFFFFFF
-PSN_HALF = 1 << 23
-#: Send-history entries per ``nak_window_ns`` (the window's time resolution is 1/16 of it).
-MARKS_PER_WINDOW = 16
-NEVER = 1 << 62
-#: Every 2**16 new PSNs the window's bounds are pulled to at most MAX_AGE behind (``_age_out``).
-AGE_CHECK_MASK = 0xFFFF
-MAX_AGE = PSN_HALF - 2 * (AGE_CHECK_MASK + 1)
 COLUMN_MASK = 0xFFFFFFFF
 U32_MAX = 0xFFFFFFFF
 #: Reporters whose sequence numbers we track (the public register has 65,536 entries).
@@ -230,17 +155,8 @@ _APPEND = struct.Struct("!II")
 #: (key, N) -> slot addresses (and checksum) kept for the keys seen last; the hashes are pure, so
 #: this only saves recomputing CRC32 + mix32 per copy (§7.2.2) for recurring keys. Bounded.
 SLOT_CACHE = 1 << 16
-#: Response header shapes whose verdict the fast path remembers (:meth:`DTATranslator._fast_response`).
-RESPONSE_SHAPES = 1024
-#: The output window (module docstring, "Output window"): what ``dta_enable`` uses when not told
-#: (:mod:`netstack.dta.control`; the engine's own default is 0, no window), and the time a full
-#: window may go without ACK progress before the QP goes back to its oldest un-acknowledged PSN.
-DEFAULT_WINDOW = 1536
-DEFAULT_WINDOW_TIMEOUT_NS = 50_000_000
 #: Sketch WRITEs held while their QP's window is full are at most this many (the oldest go first).
 MAX_HELD = 4096
-#: After a time-out, at least this many requests (``window`` if smaller) go out before an answer.
-PROBE_WINDOW = 16
 
 
 @dataclass(frozen=True)
@@ -258,11 +174,11 @@ class TranslatorConfig:
     asking one reporter for the same column. ``ack_every``: set AckReq on every n-th
     request of a QP (0 = never, as the public translator). ``nak_window_ns`` /
     ``nak_window_slack``: how far back a response's PSN may be when ACKs do not bound it
-    (the module docstring, "Which responses are believed"; None = no time bound).
+    (:mod:`netstack.dta.requester`, "Which responses are believed"; None = no time bound).
     ``window``: at most this many un-acknowledged requests (PSNs) per QP, 0 = no window (the
     public behaviour); ``window_timeout_ns``: how long a full window may see no ACK progress
-    before the QP goes back to its oldest un-acknowledged PSN (module docstring, "Output
-    window").
+    before the QP goes back to its oldest un-acknowledged PSN (:mod:`netstack.dta.requester`,
+    "Output window").
     """
 
     connect_info: dict[str, Any] | str
@@ -312,87 +228,6 @@ class TranslatorConfig:
             raise ValueError(f"window={self.window} must be below 2**22 (0: no window)")
         if self.window and not self.window_timeout_ns:
             raise ValueError("a window needs window_timeout_ns > 0 (else a lost ACK stalls it for ever)")
-
-
-@dataclass
-class TranslatorCounters:
-    reports: int = 0
-    malformed: int = 0
-    not_for_collector: int = 0
-    keywrite: int = 0
-    keyincrement: int = 0
-    append: int = 0
-    sketch: int = 0
-    unsupported: int = 0
-    no_store: int = 0
-    unknown_list: int = 0
-    unknown_sketch: int = 0
-    bad_data_size: int = 0
-    redundancy_capped: int = 0
-    seq_nacks: int = 0
-    grace_dropped: int = 0
-    grace_periods: int = 0
-    sketch_nacks: int = 0
-    sketch_nacks_held: int = 0
-    sketch_duplicates: int = 0
-    sketch_bad_shape: int = 0
-    sketch_unknown_reporter: int = 0
-    sketch_columns_completed: int = 0
-    sketch_columns_abandoned: int = 0
-    roce_frames: int = 0
-    writes: int = 0
-    fetch_adds: int = 0
-    append_batches: int = 0
-    append_flushes: int = 0
-    sketch_writes: int = 0
-    responses: int = 0
-    response_malformed: int = 0
-    response_icrc_errors: int = 0
-    responses_rejected_source: int = 0
-    responses_rejected_dest: int = 0
-    response_unexpected: int = 0
-    response_unknown_qp: int = 0
-    naks_rejected_window: int = 0
-    acks_rejected_window: int = 0
-    acks: int = 0
-    rnr_naks: int = 0
-    resyncs: int = 0
-    naks_access: int = 0
-    naks_invalid: int = 0
-    naks_other: int = 0
-    internal_errors: int = 0
-    window_dropped: int = 0
-    window_timeouts: int = 0
-    window_rewound: int = 0
-    window_held: int = 0
-
-
-@dataclass
-class TxQp:
-    """Requester side of one RC connection (one collector region)."""
-
-    name: str
-    qpn: int  # the collector's QPN: BTH destination of our requests
-    local_qpn: int  # ours: BTH destination of the collector's responses
-    psn: int
-    rkey: int
-    base_va: int
-    size: int
-    layout: dict[str, Any]
-    frames: int = 0
-    resyncs: int = 0
-    # the sequence window (module docstring, "Which responses are believed"), set up by the translator
-    high: int = 0  # one past the newest PSN ever sent: psn, unless a resync moved psn back
-    una: int = 0  # the oldest PSN not known to be executed
-    una_at: int | None = None  # when a response last moved una (None: never)
-    marks: deque[tuple[int, int]] = field(default_factory=deque)  # (time, first PSN sent at or after it)
-    mark_due: int = 0  # when the next send adds a history entry
-    # the output window (module docstring, "Output window"): when the window last made progress
-    # (una moved, a resync or a time-out, or a request went out on an empty window)
-    progress_at: int = 0
-    window_timeouts: int = 0
-    probing: bool = False  # since a time-out and until progress: only ``_probe_window`` outstanding
-    tmpl: RoceTemplate | None = field(default=None, repr=False)  # the fixed headers of our requests
 
 
 @dataclass
@@ -459,12 +294,12 @@ class DTATranslator:
             self.collector_udp_port = int(info.get("udp_port", UdpPort.ROCEV2))
         except (TypeError, ValueError):
             raise ValueError(f"connect_info udp_port {info.get('udp_port')!r} is not a port") from None
-        window = config.nak_window_ns
-        #: spacing of send-history entries (never, without a time bound)
-        self._mark_every = max(1, window // MARKS_PER_WINDOW) if window is not None else None
         self.c = TranslatorCounters()
-        self.qps: dict[str, TxQp] = {}
-        self._by_local_qpn: dict[int, TxQp] = {}
+        #: the RoCEv2 side: queue pairs, PSNs, the output window, the collector's answers
+        self.requester = RoceRequester(RequesterConfig(
+            config.mac, config.ip, config.udp_sport, self.collector_mac, self.collector_ip, self.collector_udp_port,
+            config.ack_every, config.nak_window_ns, config.nak_window_slack, config.window, config.window_timeout_ns),
+            self.c, now_ns)
         self._keywrite: tuple[TxQp, KeyWriteLayout] | None = None
         self._keyinc: tuple[TxQp, int, int, str] | None = None
         self._lists: dict[int, _AppendList] = {}
@@ -475,17 +310,7 @@ class DTATranslator:
         self._grace_until: int | None = None
         self._held: list[tuple[TxQp, int, bytes]] = []  # sketch WRITEs waiting for the grace period to end
         self._slots: dict[tuple[int, int], tuple[bytes, tuple[int, ...]]] = {}  # SLOT_CACHE
-        self._resp_heads: dict[bytes, tuple[TxQp, int, int, int]] = {}  # RESPONSE_SHAPES
         self._now = int(now_ns)
-        #: how late the live shell's process has recently been scheduled: the window time-out
-        #: waits that much longer (:meth:`set_timer_slack`; 0 in virtual time)
-        self.timer_slack_ns = 0
-        #: AckReq on every n-th request of a QP (0: never): ``ack_every``, or with a window and no
-        #: ``ack_every`` one in window/8, since the window moves only with the collector's ACKs
-        self._ack_interval = config.ack_every or (max(1, config.window // 8) if config.window else 0)
-        #: what a QP may have outstanding after a time-out until the collector answers (the old
-        #: requests may still be queued there: a whole window again could overflow its buffer)
-        self._probe_window = min(config.window, max(PROBE_WINDOW, self._ack_interval))
         for entry in info["regions"]:
             self._add_region(entry)
 
@@ -494,41 +319,30 @@ class DTATranslator:
         """The latest ``now_ns`` this translator was given (its start time until the first call)."""
         return self._now
 
-    def set_timer_slack(self, slack_ns: int) -> None:
-        """The window time-out plus ``slack_ns`` from now on (0: ``window_timeout_ns`` as configured).
+    @property
+    def qps(self) -> dict[str, TxQp]:
+        """The queue pairs by region name (the requester's)."""
+        return self.requester.qps
 
-        The time-out (ours, module docstring "Output window"; DTA §5.3 has no requester timer)
-        declares a window's requests lost when no ACK progress came for ``window_timeout_ns``, and
-        rewinds the QP to ``una`` (the reports sent as duplicates after it are lost). An ACK needs
-        the collector scheduled to answer and the switch daemon scheduled to read it; the live
-        switch daemon passes how late it has recently been scheduled (``Switch.set_timer_slack``:
-        twice the largest lag of the last seconds), so that a time-out means no answer came, not
-        that a process waited for the CPU. Sans-IO: nothing is measured here."""
-        self.timer_slack_ns = max(0, int(slack_ns))
+    @property
+    def timer_slack_ns(self) -> int:
+        """The scheduling slack the window time-out currently waits on top (the requester's)."""
+        return self.requester.timer_slack_ns
+
+    def set_timer_slack(self, slack_ns: int) -> None:
+        """The window time-out plus ``slack_ns`` from now on: :meth:`.RoceRequester.set_timer_slack`
+        (docs/dta.md "The window time-out on a loaded host"; the live switch daemon calls it)."""
+        self.requester.set_timer_slack(slack_ns)
 
     def window_timeout_ns(self) -> int:
         """The window time-out as it now stands: configured plus the scheduling slack."""
-        return self.config.window_timeout_ns + self.timer_slack_ns
+        return self.requester.window_timeout_ns()
 
     # ------------------------------------------------------------------ setup
     def _add_region(self, e: dict[str, Any]) -> None:
         if not isinstance(e, dict):
             raise ValueError(f"connect_info region {e!r} is not an object")
-        try:
-            qp = TxQp(str(e["name"]), int(e["qpn"]), int(e["peer_qpn"]), int(e["initial_psn"]) & PSN_MASK,
-                      int(e["rkey"]), int(e["base_va"]), int(e["size"]), dict(e.get("layout") or {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"connect_info region {e!r}: {exc}") from None
-        if qp.name in self.qps or qp.local_qpn in self._by_local_qpn:
-            raise ValueError(f"connect_info: duplicate region or QPN in {e!r}")
-        qp.high = qp.una = qp.psn  # nothing sent yet: an empty window
-        qp.tmpl = RoceTemplate(self.config.mac, self.collector_mac, self.config.ip, self.collector_ip,
-                               self.config.udp_sport, qp.qpn)
-        qp.marks.append((self._now, qp.psn))
-        qp.progress_at = self._now
-        qp.mark_due = self._now + self._mark_every if self._mark_every is not None else NEVER
-        self.qps[qp.name] = qp
-        self._by_local_qpn[qp.local_qpn] = qp
+        qp = self.requester.add_qp(e)
         lay = qp.layout
         kind = lay.get("kind")
         try:
@@ -709,7 +523,8 @@ class DTATranslator:
             c.bad_data_size += 1
             return
         n = self._cap(redundancy, lay.max_redundancy)
-        if self.config.window and not self._room(qp, n):
+        rq = self.requester
+        if self.config.window and not rq.room(qp, n):
             c.window_dropped += 1
             return
         c.keywrite += 1
@@ -719,7 +534,7 @@ class DTATranslator:
                                                tuple(qp.base_va + lay.slot_offset(key, i) for i in range(n))))
         payload = slots[0] + data  # checksum(key) || data (§6.1.1)
         for va in slots[1]:
-            self._write(qp, va, payload, out)
+            rq.write(qp, va, payload, out)
 
     def _cache_slots(self, key: int, n: int, entry: tuple[bytes, tuple[int, ...]]) -> tuple[bytes, tuple[int, ...]]:
         if len(self._slots) >= SLOT_CACHE:
@@ -734,7 +549,8 @@ class DTATranslator:
             return
         qp, slots, store_max, mode = self._keyinc
         n = self._cap(redundancy, store_max)
-        if self.config.window and not self._room(qp, n):
+        rq = self.requester
+        if self.config.window and not rq.room(qp, n):
             c.window_dropped += 1
             return
         c.keyincrement += 1
@@ -743,8 +559,7 @@ class DTATranslator:
             cached = self._cache_slots(key, -n, (b"", tuple(qp.base_va + slot_index(key, i, slots, mode) * 8
                                                             for i in range(n))))
         for va in cached[1]:
-            self._request(qp, Opcode.FETCH_ADD, ATOMIC_TAIL, va, counter, b"", out)
-            c.fetch_adds += 1
+            rq.fetch_add(qp, va, counter, out)
 
     def _append(self, list_id: int, data: int, out: list[bytes]) -> None:
         c = self.c
@@ -752,7 +567,7 @@ class DTATranslator:
         if lst is None:
             c.unknown_list += 1
             return
-        if self.config.window and len(lst.buf) + 1 == lst.batch and not self._room(lst.qp, 1):
+        if self.config.window and len(lst.buf) + 1 == lst.batch and not self.requester.room(lst.qp, 1):
             c.window_dropped += 1  # the entry that would need the WRITE; dropped before the head: no hole
             return
         c.append += 1
@@ -774,7 +589,7 @@ class DTATranslator:
             return
         qp = lst.qp
         va = qp.base_va + (lst.head + lst.written) * 4
-        self._write(qp, va, b"".join(x.to_bytes(4, "big") for x in todo), out)
+        self.requester.write(qp, va, b"".join(x.to_bytes(4, "big") for x in todo), out)
         lst.written = len(lst.buf)
 
     def _flush_due(self, out: list[bytes]) -> None:
@@ -783,7 +598,7 @@ class DTATranslator:
             return
         for lst in self._lists.values():
             if lst.oldest_ns is not None and lst.oldest_ns + timeout <= self._now:
-                if self.config.window and not self._room(lst.qp, 1):
+                if self.config.window and not self.requester.room(lst.qp, 1):
                     continue  # again when the window opens (an ACK, or its time-out: next_deadline)
                 self._append_write(lst, out)
                 lst.oldest_ns = None
@@ -869,67 +684,27 @@ class DTATranslator:
         self.c.sketch_writes += 1
         if self._grace:
             self._held.append((qp, va, payload))
-        elif self.config.window and (self._held or not self._room(qp, 1)):
+        elif self.config.window and (self._held or not self.requester.room(qp, 1)):
             self._hold(qp, va, payload)
         else:
-            self._write(qp, va, payload, out)
-
-    # ------------------------------------------------------------------ RoCEv2 out
-    def _write(self, qp: TxQp, va: int, payload: bytes, out: list[bytes]) -> None:
-        self._request(qp, Opcode.RDMA_WRITE_ONLY, WRITE_TAIL, va, len(payload), payload, out)
-        self.c.writes += 1
-
-    def _request(self, qp: TxQp, opcode: int, tail: struct.Struct, va: int, arg: int, payload: bytes,
-                 out: list[bytes]) -> None:
-        """One request on ``qp``: ``tail`` packs the BTH's PSN word and the extended header, RETH
-        (``arg`` = DMA length) or AtomicETH (``arg`` = the addend; compare 0); the QP's template
-        adds the fixed headers and the ICRC (:mod:`.rocewire`)."""
-        cfg = self.config
-        qp.frames += 1
-        psn = qp.psn
-        if self._now >= qp.mark_due:
-            self._mark(qp, psn)
-        ai = self._ack_interval
-        if cfg.window:
-            if psn == qp.una:  # the first request on an empty window: its time-out counts from now
-                qp.progress_at = self._now
-            # AckReq also near a full window, so the collector acknowledges what fills it
-            ack = ai and (qp.frames % ai == 0 or qp.probing or (psn - qp.una) & PSN_MASK >= cfg.window - ai)
-        else:
-            ack = ai and qp.frames % ai == 0
-        word = psn | 0x80000000 if ack else psn  # AckReq
-        qp.psn = nxt = (psn + 1) & PSN_MASK
-        if psn == qp.high:  # a new PSN (after a resync, psn catches up with high first)
-            qp.high = nxt
-            if not nxt & AGE_CHECK_MASK:
-                self._age_out(qp)
-        assert qp.tmpl is not None  # set with the QP
-        if tail is WRITE_TAIL:
-            out.append(qp.tmpl.packed(opcode, WRITE_TAIL.pack(word, va, qp.rkey, arg), payload))
-        else:
-            out.append(qp.tmpl.packed(opcode, tail.pack(word, va, qp.rkey, arg, 0)))
-        self.c.roce_frames += 1
+            self.requester.write(qp, va, payload, out)
 
     # ------------------------------------------------------------------ responses and resync
     def on_roce_response(self, frame: bytes | bytearray | memoryview, now_ns: int) -> list[bytes]:
-        """Handle an ACK / ATOMIC ACK / NAK from the collector (§5.3). Only a response from our
-        collector, for us, on one of our QPs and inside the QP's sequence window is acted on
-        (module docstring, "Which responses are believed"); anything else is a counted drop
-        that never moves a PSN nor starts a grace period. Returns frames only when the clock
-        ending a time-based grace period releases held writes."""
+        """Handle an ACK / ATOMIC ACK / NAK from the collector (§5.3): the requester judges it
+        (:meth:`.RoceRequester.on_response`: only a response from our collector, for us, on one
+        of our QPs and inside the QP's sequence window is acted on; anything else is a counted
+        drop that never moves a PSN nor starts a grace period) and a PSN-sequence NAK it believed
+        starts the grace period here. Returns frames only when the clock ending a time-based
+        grace period, or a window the response opened, releases held writes."""
         out: list[bytes] = []
         self._clock(now_ns)
         c = self.c
         c.responses += 1
         try:
             self._check_grace_end(out)
-            if not self._fast_response(frame):
-                resp = parse_roce_frame(frame)
-                qp = self._responding_qp(resp)
-                if qp is not None:
-                    assert resp.aeth is not None  # _responding_qp checked it
-                    kind, value = decode_syndrome(resp.aeth.syndrome)
-                    self._on_response(qp, kind, value, resp.bth.psn)
+            if self.requester.on_response(frame):
+                self._start_grace()
             if self.config.window and (self._held or self._flush_pending()):
                 self._release(out)  # the window may have opened
         except HeaderError:
@@ -938,165 +713,7 @@ class DTATranslator:
             c.internal_errors += 1
         return out
 
-    def _responding_qp(self, resp: RoceFrame) -> TxQp | None:
-        """The QP ``resp`` answers for, if it comes from our collector and is addressed to us."""
-        c = self.c
-        if not resp.icrc_ok:
-            c.response_icrc_errors += 1
-            return None
-        if (resp.eth.src != self.collector_mac or resp.ip.src != self.collector_ip
-                or resp.udp.sport != self.config.udp_sport):
-            c.responses_rejected_source += 1
-            return None
-        if (resp.eth.dst != self.config.mac or resp.ip.dst != self.config.ip
-                or resp.udp.dport != self.collector_udp_port):
-            c.responses_rejected_dest += 1
-            return None
-        if resp.aeth is None or resp.bth.opcode not in (Opcode.ACKNOWLEDGE, Opcode.ATOMIC_ACKNOWLEDGE):
-            c.response_unexpected += 1
-            return None
-        qp = self._by_local_qpn.get(resp.bth.dqpn)
-        if qp is None:
-            c.response_unknown_qp += 1
-        return qp
-
-    def _fast_response(self, frame: bytes | bytearray | memoryview) -> bool:
-        """An ACKNOWLEDGE / ATOMIC ACKNOWLEDGE from our collector to us on one of our QPs, read at
-        fixed offsets (IPv4 without options, ICRC right, a defined AETH syndrome): acted on, and
-        True. False, with nothing touched, for anything else (the full checks then count it).
-        The collector's responses of one kind repeat their headers up to the PSN byte for byte, so
-        the verdict on bytes 0-49 and the ICRC's state after them are learnt once per shape."""
-        head = self._resp_heads.get(bytes(frame[0:50]))  # bytes: a bytearray's slice is no dict key
-        if head is None:
-            head = self._learn_response(frame)
-            if head is None:
-                return False
-        qp, ip_end, end, state = head
-        if len(frame) < ip_end:
-            return False
-        syndrome = frame[54]
-        if (syndrome & 0x80 or syndrome >> 5 == AethKind.RESERVED
-                or ICRC.unpack_from(frame, end - 4)[0] != crc32(frame[50:end - 4], state)):
-            return False
-        self._on_response(qp, syndrome >> 5, syndrome & 0x1F, int.from_bytes(frame[51:54], "big"))
-        return True
-
-    def _learn_response(self, frame: bytes | bytearray | memoryview) -> tuple[TxQp, int, int, int] | None:
-        """What bytes 0-49 of a response decide (all the full path checks but the frame's length,
-        the AETH and the ICRC), remembered; None: not for the fast path."""
-        n = len(frame)
-        if n < 62:
-            return None
-        (src_mac, etype, vihl, tot, proto, ip_src, ip_dst, sport, dport, ulen, opcode, b1, _, w1, _) = \
-            HEAD.unpack_from(frame)
-        end = 34 + ulen
-        need = 4 if opcode == Opcode.ACKNOWLEDGE else 12 if opcode == Opcode.ATOMIC_ACKNOWLEDGE else 0
-        cfg = self.config
-        if (not need or etype != 0x0800 or vihl != 0x45 or proto != 17 or dport != UdpPort.ROCEV2
-                or end > 14 + tot or end - 58 - (b1 >> 4 & 3) < need or src_mac != self.collector_mac
-                or ip_src != self.collector_ip or sport != cfg.udp_sport or ip_dst != cfg.ip
-                or dport != self.collector_udp_port or frame[0:6] != cfg.mac):
-            return None
-        qp = self._by_local_qpn.get(w1 & 0xFFFFFF)
-        if qp is None:
-            return None
-        masked = bytearray(frame[14:50])  # the ICRC's view: what routers may change, as ones
-        masked[1] = masked[8] = masked[10] = masked[11] = masked[26] = masked[27] = masked[32] = 0xFF
-        head = (qp, 14 + tot, end, crc32(masked, LRH_CRC))
-        if len(self._resp_heads) >= RESPONSE_SHAPES:
-            self._resp_heads.clear()  # bounded whatever arrives
-        self._resp_heads[bytes(frame[0:50])] = head
-        return head
-
-    def _on_response(self, qp: TxQp, kind: int, value: int, psn: int) -> None:
-        """Act on a believable response's AETH ``kind`` and ``value`` (:func:`decode_syndrome`) for ``psn``."""
-        c = self.c
-        age = (qp.high - psn) & PSN_MASK  # how far behind the next new PSN: 1 = the newest sent
-        if kind == AethKind.NAK and value == NakCode.PSN_SEQUENCE_ERROR:
-            if not 2 <= age <= self._nak_window(qp):
-                c.naks_rejected_window += 1
-                return
-            qp.una = psn  # everything before psn was executed; psn is the first missing
-            qp.una_at = qp.progress_at = self._now
-            qp.probing = False
-            self._rewind(qp, psn)
-            qp.resyncs += 1
-            c.resyncs += 1
-            self._start_grace()
-            return
-        # any other response only says the responder has everything up to psn: it may move una
-        # forward (never the PSN), so the window for it is just what was sent and not yet covered
-        if not 1 <= age <= (qp.high - qp.una) & PSN_MASK:
-            if kind == AethKind.ACK:
-                c.acks_rejected_window += 1
-            else:
-                c.naks_rejected_window += 1
-            return
-        if kind == AethKind.RNR_NAK:
-            c.rnr_naks += 1
-            return
-        qp.una = una = (psn + 1) & PSN_MASK  # ACK / access / invalid NAK: executed or consumed up to psn
-        qp.una_at = qp.progress_at = self._now
-        qp.probing = False
-        if self.config.window and 0 < (una - qp.psn) & PSN_MASK < PSN_HALF:
-            qp.psn = una  # after a time-out went back: the collector has these, skip them
-        if kind == AethKind.ACK:
-            c.acks += 1
-        elif value == NakCode.REMOTE_ACCESS_ERROR:
-            c.naks_access += 1
-        elif value == NakCode.INVALID_REQUEST:
-            c.naks_invalid += 1
-        else:
-            c.naks_other += 1
-
-    def _rewind(self, qp: TxQp, psn: int) -> None:
-        """Send from ``psn`` (behind ``qp.psn``) again: the send history's entries newer than it
-        now stand for ``psn``, as what is sent from now on starts there."""
-        age = (qp.high - psn) & PSN_MASK
-        qp.psn = psn
-        for i, (t, p) in enumerate(qp.marks):
-            if (qp.high - p) & PSN_MASK < age:
-                qp.marks[i] = (t, psn)
-
     # ------------------------------------------------------------------ output window
-    def _room(self, qp: TxQp, n: int) -> bool:
-        """Whether ``n`` more requests fit ``qp``'s window (module docstring, "Output window").
-        A full window that saw no ACK progress for ``window_timeout_ns`` is re-opened first."""
-        limit = self._probe_window if qp.probing else self.config.window
-        if ((qp.psn - qp.una) & PSN_MASK) + n <= limit:
-            return True
-        if self._now - qp.progress_at >= self.window_timeout_ns() and qp.psn != qp.una:
-            self._window_timeout(qp)
-            return n <= self._probe_window
-        return False
-
-    def _window_timeout(self, qp: TxQp) -> None:
-        """No ACK progress for ``window_timeout_ns`` on a full window: go back to ``una``, the
-        oldest PSN not known to be executed, as an RC requester's transport timer retries from
-        its oldest un-acknowledged PSN (IBTA vol. 1 ch. 9; DTA §5.3 has no requester timer), but
-        resending nothing: the next requests carry new reports from ``una`` on. The collector's
-        expected PSN e is in ``[una, psn]`` (it executed everything before ``una``, nothing past
-        what we sent), so every later request is either a duplicate (PSN < e: never executed
-        again; with AckReq its ACK moves ``una``, and with it our PSN, forward) or in sequence:
-        no PSN gap, no NAK, no grace period, whatever was lost (a request and its NAK, which the
-        collector sends once per gap, or an ACK) or if the collector is only slow. The cost: the
-        reports sent as duplicates are lost. Until the collector answers, the QP keeps at most
-        ``_probe_window`` requests outstanding (and asks for an ACK on each): the old requests may
-        still be queued at a collector that is only slow, and a whole new window on top of them
-        could overflow its buffer; so a spurious time-out costs at most that many requests."""
-        c = self.c
-        c.window_timeouts += 1
-        c.window_rewound += (qp.psn - qp.una) & PSN_MASK
-        qp.window_timeouts += 1
-        qp.progress_at = self._now
-        qp.probing = True
-        self._rewind(qp, qp.una)
-
-    def _window_full(self, qp: TxQp) -> bool:
-        """Without side effects: whether ``qp`` has no room for one more request right now."""
-        limit = self._probe_window if qp.probing else self.config.window
-        return bool(limit) and (qp.psn - qp.una) & PSN_MASK >= limit
-
     def _hold(self, qp: TxQp, va: int, payload: bytes) -> None:
         """Keep a sketch WRITE until its QP's window has room (bounded: the oldest goes first)."""
         self.c.window_held += 1
@@ -1111,57 +728,15 @@ class DTATranslator:
             return
         held = self._held
         sent = 0
+        rq = self.requester
         for qp, va, payload in held:
-            if self.config.window and not self._room(qp, 1):
+            if self.config.window and not rq.room(qp, 1):
                 break
-            self._write(qp, va, payload, out)
+            rq.write(qp, va, payload, out)
             sent += 1
         if sent:
             del held[:sent]
         self._flush_due(out)
-
-    def _nak_window(self, qp: TxQp) -> int:
-        """How far behind ``qp.high`` a PSN-sequence NAK's PSN may be (its "age"): the PSNs sent
-        and not known to be executed; unless responses moved ``una`` in the last
-        ``nak_window_ns`` (then ``una`` is a live bound by itself), only those sent in the last
-        ``nak_window_ns``, plus the slack."""
-        high = qp.high
-        limit = (high - qp.una) & PSN_MASK
-        window_ns = self.config.nak_window_ns
-        if window_ns is not None and (qp.una_at is None or qp.una_at < self._now - window_ns):
-            horizon = self._now - window_ns
-            anchor = qp.marks[0][1]
-            for t, p in qp.marks:  # the newest entry at or before the horizon
-                if t > horizon:
-                    break
-                anchor = p
-            limit = min(limit, ((high - anchor) & PSN_MASK) + self.config.nak_window_slack)
-        return min(limit, PSN_HALF - 1)
-
-    def _age_out(self, qp: TxQp) -> None:
-        """Keep the window's bounds (``una``, the send history) less than 2**23 behind ``high``:
-        with ACKs off ``una`` would otherwise stay put while 2**24 PSNs go by, and its age,
-        taken modulo 2**24, would shrink the window to nothing. Called every
-        AGE_CHECK_MASK + 1 new PSNs, so ages stay below MAX_AGE + AGE_CHECK_MASK + 1."""
-        floor = (qp.high - MAX_AGE) & PSN_MASK
-        if (qp.high - qp.una) & PSN_MASK > MAX_AGE:
-            qp.una = floor
-        for i, (t, p) in enumerate(qp.marks):
-            if (qp.high - p) & PSN_MASK > MAX_AGE:
-                qp.marks[i] = (t, floor)
-
-    def _mark(self, qp: TxQp, psn: int) -> None:
-        """Add a send-history entry: ``psn`` is the first PSN sent at or after now. Entries older
-        than the window are dropped but the newest of them, so the history stays bounded
-        (at most MARKS_PER_WINDOW + 2 entries)."""
-        assert self._mark_every is not None and self.config.nak_window_ns is not None
-        now = self._now
-        marks = qp.marks
-        marks.append((now, psn))
-        qp.mark_due = now + self._mark_every
-        horizon = now - self.config.nak_window_ns
-        while len(marks) > 2 and marks[1][0] <= horizon:
-            marks.popleft()
 
     def _start_grace(self) -> None:
         cfg = self.config
@@ -1205,17 +780,18 @@ class DTATranslator:
                 return self._grace_until
             return None
         best: int | None = None
+        rq = self.requester
         if self._held:  # sketch WRITEs waiting for a full window: its time-out re-opens it
             qp = self._held[0][0]
-            best = qp.progress_at + self.window_timeout_ns() if self._window_full(qp) else self._now
+            best = rq.timeout_at(qp) if rq.window_full(qp) else self._now
         timeout = self.config.append_flush_ns
         if timeout is None:
             return best
         for lst in self._lists.values():
             if lst.oldest_ns is not None:
                 t = lst.oldest_ns + timeout
-                if self._window_full(lst.qp):  # the flush waits for the window (an ACK, or its time-out)
-                    t = max(t, lst.qp.progress_at + self.window_timeout_ns())
+                if rq.window_full(lst.qp):  # the flush waits for the window (an ACK, or its time-out)
+                    t = max(t, rq.timeout_at(lst.qp))
                 if best is None or t < best:
                     best = t
         return best
@@ -1236,7 +812,7 @@ class DTATranslator:
 
     def _clock(self, now_ns: int) -> None:
         if now_ns > self._now:
-            self._now = int(now_ns)
+            self._now = self.requester.now = int(now_ns)  # one clock for both halves
 
     # ------------------------------------------------------------------ state
     def counters(self) -> dict[str, Any]:
@@ -1250,11 +826,9 @@ class DTATranslator:
         out["in_grace"] = self._grace
         out["grace_reports_left"] = self._grace_left
         # the scheduling slack, and the window time-out it makes (None: no window, no time-out)
-        out["timer_slack_ns"] = self.timer_slack_ns
-        out["window_timeout_ns"] = self.window_timeout_ns() if self.config.window else None
-        out["qps"] = {q.name: {"qpn": q.qpn, "psn": q.psn, "frames": q.frames, "resyncs": q.resyncs,
-                               "outstanding": (q.psn - q.una) & PSN_MASK, "window_timeouts": q.window_timeouts}
-                      for q in self.qps.values()}
+        out["timer_slack_ns"] = self.requester.timer_slack_ns
+        out["window_timeout_ns"] = self.requester.window_timeout_ns() if self.config.window else None
+        out["qps"] = self.requester.qp_status()
         out["lists"] = {str(x.list_id): {"head": x.head, "buffered": len(x.buf), "written": x.written}
                         for x in self._lists.values()}
         out["sketches"] = {str(s.sketch_id): {"open_columns": len(s.agg),

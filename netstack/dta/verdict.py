@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..validity import DEFAULT_P99_MS, Validity
-from .translator import DEFAULT_WINDOW_TIMEOUT_NS
+from .requester import DEFAULT_WINDOW_TIMEOUT_NS
 
 #: a reporter must send this share of its planned reports
 SHARE = 0.95

@@ -32,7 +32,8 @@ from headers.roce import (
 )
 from netstack.dta import BufferedResponder, DTATranslator, RoceResponder, TranslatorConfig, TranslatorFeature
 from netstack.dta.collector import ATOMIC_REPLAY
-from netstack.dta.translator import MARKS_PER_WINDOW, MAX_OPEN_COLUMNS_FACTOR, MAX_TRACKED_REPORTERS
+from netstack.dta.requester import MARKS_PER_WINDOW
+from netstack.dta.translator import MAX_OPEN_COLUMNS_FACTOR, MAX_TRACKED_REPORTERS
 
 from . import (
     COLLECTOR_IP,

@@ -103,7 +103,7 @@ def translator_twins(**config):
     fast = DTATranslator(TranslatorConfig(info, TRANSLATOR_MAC, TRANSLATOR_IP, **config), now_ns=0)
     slow = DTATranslator(TranslatorConfig(info, TRANSLATOR_MAC, TRANSLATOR_IP, **config), now_ns=0)
     slow._fast_report = _no_fast
-    slow._fast_response = _no_fast
+    slow.requester._fast_response = _no_fast
     bind(nic, fast)
     return nic, fast, slow
 

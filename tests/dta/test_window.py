@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from headers.roce import parse_roce_frame
 from netstack.dta import DTATranslator, Reporter, RoceResponder, TranslatorConfig
-from netstack.dta.translator import DEFAULT_WINDOW, DEFAULT_WINDOW_TIMEOUT_NS, PROBE_WINDOW, PSN_MASK
+from netstack.dta.requester import DEFAULT_WINDOW, DEFAULT_WINDOW_TIMEOUT_NS, PROBE_WINDOW, PSN_MASK
 from netstack.io.packet import RING_FRAMES
 
 from . import (
@@ -209,7 +209,7 @@ def test_after_a_time_out_only_the_probe_window_goes_out_until_an_answer():
     held = []
     for i in range(16):  # 64 requests, none delivered: the window is full
         held += tr.on_report(rig.reporter.frame(kw(rig, i)), 0)
-    assert outstanding(tr, "keywrite") == 64 and tr._probe_window == 16
+    assert outstanding(tr, "keywrite") == 64 and tr.requester.probe_window == 16
     for f in held:
         rig.nic.receive(f, 0)  # the collector has them all; its ACKs are lost
     probes = []
@@ -286,7 +286,7 @@ class WindowMachine(RuleBasedStateMachine):
         self.to_nic.extend(self.tr.on_report(self.rep.frame(p), self.now))
         if self.tr.c.window_dropped > dropped:  # refused: only while the window is not overdue
             qp = self.tr.qps[self._qp_of(kind)]
-            assert self.now - qp.progress_at < TIMEOUT or n > self.tr._probe_window
+            assert self.now - qp.progress_at < TIMEOUT or n > self.tr.requester.probe_window
 
     @rule(k=st.integers(1, 40), lose=st.integers(0, 100))
     def deliver_requests(self, k, lose):
