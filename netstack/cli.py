@@ -12,17 +12,16 @@ import os
 import sys
 from typing import Any
 
-from . import __version__
+from . import __version__, protocols
 from .errors import NetstackError
 
 #: the environment variable ``--runtime`` sets (netstack.runtime.RUNTIME_ENV; not imported from
 #: there so that ``--help`` stays light)
 RUNTIME_ENV = "NETSTACK_RUNTIME"
 
-#: Subcommand modules, in the order ``--help`` lists them.
-COMMAND_MODULES = ("demo", "testbed", "ls", "lg", "corruptd", "dta", "onepipe", "tcd", "tcsack", "sim", "bench",
-                   "dissect", "compose", "node", "keys", "fault", "fuzz", "capture", "link", "metrics",
-                   "wireshark", "doctor")
+#: Subcommand modules, in the order ``--help`` lists them: the generic ones and each protocol's, from
+#: the registry (netstack.protocols.commands; it imports nothing)
+COMMAND_MODULES = protocols.commands()
 
 DESCRIPTION = """\
 netstack runs five datacenter-networking research systems as real software on one Linux

@@ -52,38 +52,16 @@ from headers import strategies as hs
 from headers.fcs import append_fcs, fcs_ok
 from headers.linkguardian import ETHERTYPE as LG_ETHERTYPE
 
-from . import runtime, toolproc
+from . import protocols, runtime, toolproc
 from .errors import NetstackError
 from .io.control import ControlError, request
 from .switch.forwarding import is_link_local
 from .topo.model import load_topology
 from .topo.nsenter import in_netns, iproute
 
-#: what each target fuzzes; the order is the order of implementation priority
-TARGETS = {
-    "switch": "plain forwarding and edge filtering: frames from h1 into sw1's edge port p-h1 "
-              "(invariant: a sequenced UDP stream h1 -> h2 through that port arrives complete and in "
-              "order, and h1 pings h2 afterwards)",
-    "linkguardian": "LinkGuardian on sw1-sw2: frames into sw2's receiver (sent on sw1's p-sw2) and into "
-                    "sw1's sender (sent on sw2's p-sw1), with and without a valid FCS (invariant: the "
-                    "stream h1 -> h2 stays complete and in order while frames the protocol is meant "
-                    "to withstand arrive; then, after forged LinkGuardian and PFC frames with a valid "
-                    "FCS, the receiver's state stayed bounded and a new stream is complete and in order)",
-    "dta": "DTA's translator on sw2: reports and anything else from h2 into p-h2, RoCEv2 responses and anything "
-           "else from c1 into p-c1, while h1's genuine Key-Writes flow (invariant: afterwards, every genuine "
-           "Key-Write is executed by the collector and reads back its value)",
-    "onepipe": "1Pipe on the onepipe topology: beacons, barriers, DATA and anything else from h1 into tor1's p-h1 "
-               "and from spine1 into tor1's p-spine1 (with and without a valid FCS) while four 1Pipe processes "
-               "scatter (invariant: netstack onepipe check passes on their delivery logs: total order, FIFO, "
-               "causality, no duplicates; every message delivered or reported failed; the controller alive)",
-    "tcsack": "T/C-SACK transfers h1 -> h2: data, ACKs and anything else from h1 into sw1's p-h1 toward the receiver "
-              "and from h2 into sw2's p-h2 toward the sender, spoofing the peers' addresses and ports (invariant: "
-              "every transfer completes and the receiver's SHA-256 matches the sender's)",
-    "tcd": "TCD on tcd-single: TCD data, CNPs, PFC and anything else from r0 into sw3's p-r0, whose egress carries "
-           "TCD's marker, during a DCQCN flow s0 -> r0 (invariant: both ends of the flow run to the end; per class, "
-           "the detector's times in its three states add up to the time since it was created, no counter "
-           "negative, no clock regression)",
-}
+#: what each target fuzzes and its invariant, in ``netstack fuzz --help``'s order: the generic ``switch``
+#: and each protocol's, from the registry (netstack.protocols.fuzz_targets); target NAME runs ``run_NAME``
+TARGETS: dict[str, str] = protocols.fuzz_targets()
 DEFAULT_RATE = 5000
 BATCH = 50
 PROGRESS_S = 1.0
@@ -1537,9 +1515,8 @@ def _flow_rows(ends: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ============================================================================ entry point
-RUNNERS: dict[str, Callable[[Options], Result]] = {"switch": run_switch, "linkguardian": run_linkguardian,
-                                                   "dta": run_dta, "onepipe": run_onepipe, "tcsack": run_tcsack,
-                                                   "tcd": run_tcd}
+#: each target's runner, by name (a target the registry lists without its ``run_<name>`` here fails at import)
+RUNNERS: dict[str, Callable[[Options], Result]] = {name: globals()[f"run_{name}"] for name in TARGETS}
 
 
 def run(opts: Options) -> Result:

@@ -16,7 +16,16 @@ under ``netstack/`` with the same parts (docs/architecture.md, "Adding a protoco
   ``netstack.runtime``'s docstring; ``SHARES_RUN_DIR = True`` when its daemons use other nodes'
   control sockets, so that containers of one deployment share their run directory,
   ``netstack.container.compose``);
-- **scenarios** for ``netstack sim`` and the benchmarks (``scenarios``: a module with ``SCENARIOS``).
+- **scenarios** for ``netstack sim`` and the benchmarks (``scenarios``: a module with ``SCENARIOS``);
+- what it adds to the command line and the checks: its **commands** (modules in
+  ``netstack/commands/`` with ``register(subparsers)``), its **benches** (``netstack bench NAME``:
+  the module with ``main(args)`` and a one-line description), its **fuzz** targets
+  (``netstack fuzz NAME``: what the campaign fuzzes and the invariant it checks; the runner is
+  ``netstack.fuzz.run_NAME``) and its **typed** modules (``mypy --strict``, tests/test_typing.py).
+
+The CLI's, ``netstack bench``'s, ``netstack fuzz``'s and the type check's lists are built here:
+the generic entries below, and each protocol's where ``"*"`` stands, in registry order (a few
+protocol entries are named in the order lists to keep the help texts' order as it was).
 
 Everything here is a module *name*: nothing is imported until it is used, so reading this
 registry costs nothing and cannot create an import cycle.
@@ -28,6 +37,9 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -43,34 +55,130 @@ class ProtocolPlugin:
     scenarios: str | None = None
     #: EtherTypes only switches may originate: a switch's edge ports drop them from hosts
     switch_only_ethertypes: tuple[int, ...] = ()
+    #: CLI command modules (names in ``netstack/commands/``), in ``netstack --help``'s order
+    commands: tuple[str, ...] = ()
+    #: ``netstack bench`` benchmarks: name -> (module with ``main(args)``, one-line description)
+    benches: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: ``netstack fuzz`` targets: name -> what it fuzzes and its invariant (runner: ``netstack.fuzz.run_<name>``)
+    fuzz: Mapping[str, str] = field(default_factory=dict)
+    #: modules or packages that must pass ``mypy --strict`` (the engines, at least)
+    typed: tuple[str, ...] = ()
 
 
 PROTOCOLS: tuple[ProtocolPlugin, ...] = (
     ProtocolPlugin("linkguardian", "Masking Corruption Packet Losses in Datacenter Networks with Link-local "
                    "Retransmission (LinkGuardian)",
                    control="netstack.linkguardian.control",
+                   commands=("lg", "corruptd"),
+                   benches={"linkguardian": ("netstack.bench.linkguardian",
+                                           "LinkGuardian Figs. 8-10: effective loss/link speed (virtual time + "
+                                           "live check), TCP, FCT")},
+                   fuzz={"linkguardian": "LinkGuardian on sw1-sw2: frames into sw2's receiver (sent on sw1's p-sw2) "
+                                        "and into sw1's sender (sent on sw2's p-sw1), with and without a valid FCS "
+                                        "(invariant: the stream h1 -> h2 stays complete and in order while frames "
+                                        "the protocol is meant to withstand arrive; then, after forged "
+                                        "LinkGuardian and PFC frames with a valid FCS, the receiver's state stayed "
+                                        "bounded and a new stream is complete and in order)"},
+                   typed=("netstack.linkguardian.sender", "netstack.linkguardian.receiver",
+                          "netstack.linkguardian.params", "netstack.linkguardian.corruptd",
+                          "netstack.linkguardian.feature", "netstack.linkguardian.control",
+                          "netstack.linkguardian.topology"),
                    features={"linkguardian": "netstack.linkguardian.topology"},
                    scenarios="netstack.linkguardian.scenarios",
                    switch_only_ethertypes=(0xABCD,)),  # its tags (headers.registry EtherType.LINKGUARDIAN)
     ProtocolPlugin("dta", "A Novel Transport Protocol for Network Telemetry Collection (Direct Telemetry Access)",
                    control="netstack.dta.control",
+                   commands=("dta",),
+                   benches={"dta": ("netstack.bench.dta",
+                                  "DTA reports/s ingested end to end vs a naive CPU collector; Fig. 7 and Fig. 9")},
+                   fuzz={"dta": "DTA's translator on sw2: reports and anything else from h2 into p-h2, RoCEv2 "
+                               "responses and anything else from c1 into p-c1, while h1's genuine Key-Writes flow "
+                               "(invariant: afterwards, every genuine Key-Write is executed by the collector and "
+                               "reads back its value)"},
+                   typed=("netstack.dta.translator", "netstack.dta.control", "netstack.dta.collector",
+                          "netstack.dta.memory", "netstack.dta.keywrite", "netstack.dta.reporter",
+                          "netstack.dta.query", "netstack.dta.feature"),
                    node_kinds={"collector": "netstack.dta.control"}),
     ProtocolPlugin("onepipe", "1Pipe: Scalable Total Order Communication in Data Center Networks",
                    control="netstack.onepipe.control",
+                   commands=("onepipe",),
+                   benches={"onepipe": ("netstack.bench.onepipe",
+                                      "1Pipe Figs. 8, 9a, 9b, 10; reliable vs best effort; the controller store")},
+                   fuzz={"onepipe": "1Pipe on the onepipe topology: beacons, barriers, DATA and anything else from "
+                                   "h1 into tor1's p-h1 and from spine1 into tor1's p-spine1 (with and without a "
+                                   "valid FCS) while four 1Pipe processes scatter (invariant: netstack onepipe "
+                                   "check passes on their delivery logs: total order, FIFO, causality, no "
+                                   "duplicates; every message delivered or reported failed; the controller alive)"},
+                   typed=("netstack.onepipe.params", "netstack.onepipe.clock", "netstack.onepipe.endpoint",
+                          "netstack.onepipe.barrier", "netstack.onepipe.feature", "netstack.onepipe.topology",
+                          "netstack.onepipe.control", "netstack.onepipe.check", "netstack.onepipe.api",
+                          "netstack.onepipe.store", "netstack.onepipe.etcd", "netstack.onepipe.ctlwire",
+                          "netstack.onepipe.reliable", "netstack.onepipe.controller", "netstack.onepipe.ctlnode",
+                          "netstack.onepipe.auth", "netstack.onepipe.authbench", "daemons.onepipe_controller"),
                    # reliable 1Pipe's controller (design topic §8): its replicas run on this node
                    node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},
                    scenarios="netstack.onepipe.scenarios"),
     ProtocolPlugin("tcd", "Congestion Detection in Lossless Networks (TCD)",
                    control="netstack.tcd.control",
+                   commands=("tcd",),
+                   benches={"tcd": ("netstack.bench.tcd",
+                                  "TCD §3.1 marks and port states at 40 Gbit/s (virtual time); FCT slowdown, "
+                                  "DCQCN vs DCQCN + TCD; --live: §3.1 on the testbed")},
+                   fuzz={"tcd": "TCD on tcd-single: TCD data, CNPs, PFC and anything else from r0 into sw3's p-r0, "
+                               "whose egress carries TCD's marker, during a DCQCN flow s0 -> r0 (invariant: both "
+                               "ends of the flow run to the end; per class, the detector's times in its three "
+                               "states add up to the time since it was created, no counter negative, no clock "
+                               "regression)"},
+                   typed=("netstack.tcd.detector", "netstack.tcd.params", "netstack.tcd.marker", "netstack.tcd.dcqcn",
+                          "netstack.tcd.np"),
                    features={"tcd": "netstack.tcd.topology"},
                    scenarios="netstack.tcd.scenarios"),
     ProtocolPlugin("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",
                    control="netstack.tcsack.control",
+                   commands=("tcsack",),
+                   benches={"tcsack": ("netstack.bench.tcsack",
+                                     "T/C-SACK vs go-back-N (RoCE RC) vs kernel TCP: goodput under loss and delay")},
+                   fuzz={"tcsack": "T/C-SACK transfers h1 -> h2: data, ACKs and anything else from h1 into sw1's "
+                                  "p-h1 toward the receiver and from h2 into sw2's p-h2 toward the sender, "
+                                  "spoofing the peers' addresses and ports (invariant: every transfer completes "
+                                  "and the receiver's SHA-256 matches the sender's)"},
+                   typed=("netstack.tcsack.common", "netstack.tcsack.sender", "netstack.tcsack.receiver",
+                          "netstack.tcsack.gbn", "netstack.tcsack.params", "netstack.tcsack.rangeset"),
                    scenarios="netstack.tcsack.scenarios"),
 )
 
 #: scenario modules that belong to no protocol (the simulator's generic traffic, the TCP model)
 GENERIC_SCENARIOS = ("netstack.sim.scenarios", "netstack.sim.tcp")
+
+#: where a list below puts every protocol's entries it does not name, in registry order
+PROTOCOLS_HERE = "*"
+#: the CLI's commands that belong to no protocol, in ``netstack --help``'s order
+GENERIC_COMMANDS = ("demo", "testbed", "ls", PROTOCOLS_HERE, "sim", "bench", "dissect", "compose", "node", "keys",
+                    "fault", "fuzz", "capture", "link", "metrics", "wireshark", "doctor")
+#: ``netstack bench``'s benchmarks that belong to no protocol
+GENERIC_BENCHES: Mapping[str, tuple[str, str]] = {
+    "headers": ("netstack.bench.headers", "encode/decode rate per header: fast codec vs Scapy"),
+    "forwarding": ("netstack.bench.forwarding",
+                   "frames/s through 1 and 2 userspace switches vs a bare forwarder and the kernel bridge"),
+    "sim": ("netstack.bench.sim", "the virtual-time runtime: events/s and cost per frame per scenario vs the bare "
+                                  "event loop; LinkGuardian Fig. 8 at the paper's 25/100 Gbit/s"),
+    "auth": ("netstack.bench.auth", "authenticated frames: seal/open per frame vs a copy and a fresh CMAC; "
+                                    "LinkGuardian's effective link speed with keys off vs on (live)"),
+}
+#: the order ``netstack bench --help`` lists them in (the order they were added)
+BENCH_ORDER = ("headers", "forwarding", "dta", "linkguardian", "tcsack", "onepipe", "sim", "auth", PROTOCOLS_HERE)
+#: ``netstack fuzz``'s targets that belong to no protocol
+GENERIC_FUZZ: Mapping[str, str] = {
+    "switch": "plain forwarding and edge filtering: frames from h1 into sw1's edge port p-h1 (invariant: a "
+              "sequenced UDP stream h1 -> h2 through that port arrives complete and in order, and h1 pings h2 "
+              "afterwards)",
+}
+#: the order ``netstack fuzz --help`` lists them in (the order they were implemented)
+FUZZ_ORDER = ("switch", "linkguardian", "dta", "onepipe", "tcsack", PROTOCOLS_HERE)
+#: typed modules and packages that belong to no protocol (``mypy --strict``, tests/test_typing.py)
+GENERIC_TYPED = ("headers", "netstack.io.pfcgate", "netstack.engine", "netstack.protocols", "netstack.ethernet",
+                 "netstack.errors", "netstack.auth", "netstack.switch", "netstack.sim.reno", "netstack.sim.loop",
+                 "netstack.progress")
 
 
 def load(module: str) -> ModuleType:
@@ -116,5 +224,51 @@ def scenario_modules() -> tuple[str, ...]:
     return GENERIC_SCENARIOS + tuple(p.scenarios for p in PROTOCOLS if p.scenarios)
 
 
-__all__ = ["GENERIC_SCENARIOS", "PROTOCOLS", "ProtocolPlugin", "control_modules", "features", "load", "node_kinds",
-           "scenario_modules", "switch_only_ethertypes"]
+def _arranged(generic: Mapping[str, T], contributed: Mapping[str, Mapping[str, T]], order: tuple[str, ...],
+              what: str) -> dict[str, T]:
+    """``generic`` and every protocol's ``contributed`` entries in ``order``: the names it gives where
+    they stand, every other entry where :data:`PROTOCOLS_HERE` stands (the protocols' in registry
+    order). A name registered twice, or named in ``order`` and registered by nobody, is an error."""
+    entries: dict[str, T] = dict(generic)
+    for proto, own in contributed.items():
+        for name, value in own.items():
+            if name in entries:
+                raise RuntimeError(f"{what} {name!r} registered twice ({proto})")
+            entries[name] = value
+    named = [n for n in order if n != PROTOCOLS_HERE]
+    if missing := [n for n in named if n not in entries]:
+        raise RuntimeError(f"{what} order names {missing}, which nobody registers")
+    rest = [n for n in entries if n not in named]
+    out: dict[str, T] = {}
+    for n in order:
+        for m in (rest if n == PROTOCOLS_HERE else [n]):
+            out[m] = entries[m]
+    return out
+
+
+def commands() -> tuple[str, ...]:
+    """The CLI's command modules (``netstack/commands/<name>.py``), in ``netstack --help``'s order."""
+    own = {p.name: dict.fromkeys(p.commands, p.name) for p in PROTOCOLS}
+    generic = {c: "" for c in GENERIC_COMMANDS if c != PROTOCOLS_HERE}
+    return tuple(_arranged(generic, own, GENERIC_COMMANDS, "command"))
+
+
+def benches() -> dict[str, tuple[str, str]]:
+    """``netstack bench``'s benchmarks: name -> (module with ``main(args)``, description), in its help's order."""
+    return _arranged(GENERIC_BENCHES, {p.name: p.benches for p in PROTOCOLS}, BENCH_ORDER, "benchmark")
+
+
+def fuzz_targets() -> dict[str, str]:
+    """``netstack fuzz``'s targets: name -> what it fuzzes and its invariant, in its help's order (the
+    runner of target NAME is ``netstack.fuzz.run_NAME``)."""
+    return _arranged(GENERIC_FUZZ, {p.name: p.fuzz for p in PROTOCOLS}, FUZZ_ORDER, "fuzz target")
+
+
+def typed_modules() -> tuple[str, ...]:
+    """Every module or package that must pass ``mypy --strict`` (tests/test_typing.py runs it on them)."""
+    return GENERIC_TYPED + tuple(m for p in PROTOCOLS for m in p.typed)
+
+
+__all__ = ["GENERIC_BENCHES", "GENERIC_COMMANDS", "GENERIC_FUZZ", "GENERIC_SCENARIOS", "GENERIC_TYPED", "PROTOCOLS",
+           "PROTOCOLS_HERE", "ProtocolPlugin", "benches", "commands", "control_modules", "features", "fuzz_targets",
+           "load", "node_kinds", "scenario_modules", "switch_only_ethertypes", "typed_modules"]

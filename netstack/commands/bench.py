@@ -8,27 +8,14 @@ import sys
 import time
 from collections.abc import Callable
 
+from .. import protocols
 from ..argtypes import positive_float, positive_int
 from ..errors import CommandError
 from .common import add_json, add_mode, finish, print_json, stdout_to_stderr
 
-#: benchmark name -> (module, one-line description)
-BENCHMARKS: dict[str, tuple[str, str]] = {
-    "headers": ("netstack.bench.headers", "encode/decode rate per header: fast codec vs Scapy"),
-    "forwarding": ("netstack.bench.forwarding",
-                   "frames/s through 1 and 2 userspace switches vs a bare forwarder and the kernel bridge"),
-    "dta": ("netstack.bench.dta", "DTA reports/s ingested end to end vs a naive CPU collector; Fig. 7 and Fig. 9"),
-    "linkguardian": ("netstack.bench.linkguardian",
-                     "LinkGuardian Figs. 8-10: effective loss/link speed (virtual time + live check), TCP, FCT"),
-    "tcsack": ("netstack.bench.tcsack", "T/C-SACK vs go-back-N (RoCE RC) vs kernel TCP: goodput under loss and delay"),
-    "onepipe": ("netstack.bench.onepipe", "1Pipe Figs. 8, 9a, 9b, 10; reliable vs best effort; the controller store"),
-    "sim": ("netstack.bench.sim", "the virtual-time runtime: events/s and cost per frame per scenario vs the bare "
-                                  "event loop; LinkGuardian Fig. 8 at the paper's 25/100 Gbit/s"),
-    "auth": ("netstack.bench.auth", "authenticated frames: seal/open per frame vs a copy and a fresh CMAC; "
-                                    "LinkGuardian's effective link speed with keys off vs on (live)"),
-    "tcd": ("netstack.bench.tcd", "TCD §3.1 marks and port states at 40 Gbit/s (virtual time); FCT slowdown, "
-                                  "DCQCN vs DCQCN + TCD; --live: §3.1 on the testbed"),
-}
+#: benchmark name -> (module, one-line description), in ``--help``'s order: the generic ones and each
+#: protocol's, from the registry (netstack.protocols.benches; it imports nothing)
+BENCHMARKS: dict[str, tuple[str, str]] = protocols.benches()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
