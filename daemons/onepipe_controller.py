@@ -62,11 +62,12 @@ from typing import Any, TypeVar
 from daemons.common import daemon_parser, run_daemon, serve_metrics
 from headers.onepipe import ts_max
 from netstack.auth.frame import era_now
+from netstack.auth.watch import KeyFileWatch
 from netstack.engine import Action, Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release, SendTo
 from netstack.errors import ConfigError
 from netstack.io.control import ControlError, ControlServer
 from netstack.looplag import LagHistogram
-from netstack.onepipe.auth import ControllerAuth, KeyFile, controller_keys
+from netstack.onepipe.auth import ControllerAuth, controller_keys
 from netstack.onepipe.controller import Controller, show
 from netstack.onepipe.ctlnode import ControllerConfig, live_timers, load_config
 from netstack.onepipe.ctlwire import Addr, parse_proc, proc_id
@@ -101,8 +102,6 @@ IDLE_POLL_S = 0.1
 MIN_SLEEP_S = 0.001
 #: a leader keeps trying to bind ip:port this long (the previous leader's socket may linger)
 BIND_TIMEOUT_S = 10.0
-#: how often the key file is checked for a rotation (as the switch daemons do)
-KEY_POLL_S = 1.0
 #: how often the engine's timer slack follows this daemon's scheduling delay, and how many times
 #: the recent maximum it is: an answer that comes late needs two processes scheduled (the process
 #: that answers, this daemon that reads it), as the switch daemon's slack (daemons/switch.py)
@@ -223,7 +222,7 @@ class ControllerShell:
         self._dropped = dict.fromkeys(self.switches, 0)  # each switch's last "dropped"
         self.lead_ns: int | None = None  # when this replica started to lead
         #: with keys: the key file (followed for rotations) and the controller key's sealer and openers
-        self.keyfile: KeyFile | None = None
+        self.keyfile: KeyFileWatch | None = None
         self.auth: ControllerAuth | None = None
         #: this daemon's scheduling delay (the control socket measures it): the timer slack follows it
         self.lag: LagHistogram | None = None
@@ -327,7 +326,7 @@ class ControllerShell:
         first whole second after this one took the lead; it waits for it, under a second)."""
         if not self.cfg.keys:
             return
-        self.keyfile = KeyFile(self.cfg.keys)  # KeyFileError (a ValueError): this replica cannot lead
+        self.keyfile = KeyFileWatch(self.cfg.keys, log=log)  # KeyFileError (a ValueError): this replica cannot lead
         era = era_now(time.time()) + 1
         await asyncio.sleep(max(0.0, era - time.time()))
         if not self.store.is_leader(self.cfg.election):
@@ -339,10 +338,10 @@ class ControllerShell:
 
     async def _follow_keys(self) -> None:
         assert self.keyfile is not None and self.auth is not None
-        while True:
-            await asyncio.sleep(KEY_POLL_S)
-            ring = self.keyfile.poll()
-            self.auth.update_keys(controller_keys(ring, self.cfg.prefix, time.time()))
+        auth = self.auth
+        # re-derived after every poll, changed or not: an old key also ends with time alone
+        await self.keyfile.follow(lambda ring, _reloaded: auth.update_keys(
+            controller_keys(ring, self.cfg.prefix, time.time())))
 
     async def _follow_lag(self, lag: LagHistogram) -> None:
         """The engine's timer slack follows this daemon's recent scheduling delay (module docstring),

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ from daemons.common import daemon_parser, run_daemon, serve_metrics
 from netstack import protocols
 from netstack.auth import keys
 from netstack.auth.context import AuthContext
+from netstack.auth.watch import KeyFileWatch
 from netstack.io.carrier import CarrierWatch
 from netstack.io.control import ControlError, ControlServer
 from netstack.io.packet import PacketPort
@@ -53,8 +55,6 @@ LATE_TIMER_NS = 1_000_000
 #: how often the recent scheduling delay is passed to the engine, and how many times over
 LAG_FOLLOW_S = 0.1
 SLACK_FACTOR = 2
-#: how often the key file is checked for a rotation (and expired keys dropped)
-KEY_POLL_S = 1.0
 
 
 class SwitchShell:
@@ -335,8 +335,9 @@ def load_config(path: Path) -> tuple[SwitchConfig, dict[str, str], dict[str, Any
     return cfg, ifnames, features, auth
 
 
-def start_auth(switch: Switch, auth: dict[str, Any]) -> KeyWatch | None:
-    """Load the key file the config names into ``switch.auth`` (before any feature attaches)."""
+def start_auth(switch: Switch, auth: dict[str, Any]) -> KeyFileWatch | None:
+    """Load the key file the config names into ``switch.auth`` (before any feature attaches);
+    the watcher that follows it (:func:`apply_keys`)."""
     if not auth.get("keys"):
         return None
     try:
@@ -346,43 +347,16 @@ def start_auth(switch: Switch, auth: dict[str, Any]) -> KeyWatch | None:
     links = auth.get("links") or {}
     switch.auth = AuthContext.start(ring, time.time(), {str(k): str(v) for k, v in links.items()})
     log.info("authenticated frames: keys from %s (key %d current)", ring.source, ring.current)
-    return KeyWatch(switch.auth, auth["keys"])
+    return KeyFileWatch(auth["keys"], ring, log)
 
 
-class KeyWatch:
-    """Follows the key file: a rotation (new file) reaches every sealer and opener, and an old
-    key stops being accepted when its overlap ends (netstack keys rotate)."""
-
-    def __init__(self, ctx: AuthContext, path: str) -> None:
-        self.ctx = ctx
-        self.path = path
-        self._stamp = self._stat()
-
-    def _stat(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    def poll(self) -> None:
-        stamp = self._stat()
-        if stamp is not None and stamp != self._stamp:
-            try:
-                ring = keys.load(self.path)
-            except keys.KeyFileError as exc:
-                log.warning("key file changed but cannot be read (keeping the old keys): %s", exc)
-            else:
-                self._stamp = stamp
-                self.ctx.reload(ring, time.time())
-                log.info("key file reloaded: key %d current, valid %s", ring.current, ring.valid_ids(time.time()))
-                return
-        self.ctx.refresh(time.time())
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(KEY_POLL_S)
-            self.poll()
+def apply_keys(ctx: AuthContext, ring: keys.KeyRing, reloaded: bool) -> None:
+    """After each poll of the key file: a rotation (new file) reaches every sealer and opener,
+    and an old key stops being accepted when its overlap ends (netstack keys rotate)."""
+    if reloaded:
+        ctx.reload(ring, time.time())
+    else:
+        ctx.refresh(time.time())
 
 
 async def amain(args: argparse.Namespace) -> int:
@@ -425,7 +399,8 @@ async def amain(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     stats = asyncio.create_task(shell.poll_kernel_stats())
     lag_task = asyncio.create_task(shell.follow_lag(control.lag))
-    key_task = asyncio.create_task(watch.run()) if watch is not None else None
+    key_task = (asyncio.create_task(watch.follow(functools.partial(apply_keys, switch.auth)))
+                if watch is not None else None)
     log.info("switch %s up: ports %s", cfg.name, ", ".join(f"{n}={ifnames.get(n, n)}" for n in ports))
     try:
         await stop.wait()

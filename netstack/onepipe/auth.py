@@ -1,5 +1,6 @@
-"""Authenticated 1Pipe frames: who seals what, with which context, and who opens it (sans-IO but
-for :class:`KeyFile`). docs/onepipe.md "Authenticated beacons and barriers" is the design.
+"""Authenticated 1Pipe frames: who seals what, with which context, and who opens it (sans-IO: the
+key file is followed by :class:`netstack.auth.watch.KeyFileWatch`). docs/onepipe.md
+"Authenticated beacons and barriers" is the design.
 
 With a key file in the topology (``[topology] keys``) every 1Pipe datagram carries the 17-byte
 trailer of :mod:`headers.auth` after its 1Pipe packet (the UDP payload is ``header | payload |
@@ -42,7 +43,6 @@ that peer sent before: see docs/onepipe.md.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -54,7 +54,7 @@ from headers.auth import TRAILER_LEN
 from headers.onepipe import BARRIER_OPCODES
 
 from ..auth.frame import REASONS, AuthFailure, Opener, Sealer
-from ..auth.keys import PURPOSE_ONEPIPE_CONTROLLER, PURPOSE_ONEPIPE_DOMAIN, DerivedKeys, KeyRing, load
+from ..auth.keys import PURPOSE_ONEPIPE_CONTROLLER, PURPOSE_ONEPIPE_DOMAIN, DerivedKeys, KeyRing
 
 #: sealed by a 1Pipe process (to its ToR, or end to end: PREPARE, same-host datagrams)
 K_HOST = 1
@@ -262,7 +262,7 @@ class HostAuth:
         return self._peers.open(src, context(K_HOST, src, self.me), data, self.c["peer"])
 
     def update_keys(self, domain: DerivedKeys, controller: DerivedKeys | None = None) -> None:
-        """A rotated key file, or an old key's end (:class:`KeyFile`)."""
+        """A rotated key file, or an old key's end (:class:`netstack.auth.watch.KeyFileWatch`)."""
         self._sealer.update_keys(domain)
         self._tor.update_keys(domain)
         self._peers.update_keys(domain)
@@ -310,39 +310,6 @@ class ControllerAuth:
         return {**self.c.to_dict(), "refused": self.c.refused, "peers": len(self._peers), "era": self._sealer.era}
 
 
-class KeyFile:
-    """A key file followed for rotations, as the switch daemons follow theirs: :meth:`poll` (about
-    once a second) reloads it when it changed and says whether the keys may have: the caller
-    then re-derives (an old key also expires with time alone: re-derive on every poll is cheap)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.ring = load(path)
-        self._stamp = self._stat()
-        self.reloads = 0
-        self.errors = 0
-
-    def _stat(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    def poll(self) -> KeyRing:
-        """The current ring: reloaded if the file changed (a broken file keeps the old keys)."""
-        stamp = self._stat()
-        if stamp is not None and stamp != self._stamp:
-            try:
-                self.ring = load(self.path)
-            except ValueError:  # KeyFileError: keep the keys we have
-                self.errors += 1
-            else:
-                self._stamp = stamp
-                self.reloads += 1
-        return self.ring
-
-
 __all__ = ["K_EDGE", "K_FABRIC", "K_FROM_CTL", "K_HOST", "K_TO_CTL", "MAX_PEERS", "MIN_SEALED", "WINDOW",
-           "AuthCounters", "ControllerAuth", "HostAuth", "KeyFile", "PeerOpeners", "check", "context",
+           "AuthCounters", "ControllerAuth", "HostAuth", "PeerOpeners", "check", "context",
            "controller_keys", "domain_keys", "fabric_hop", "frame_context", "ip4", "open_with", "same_keys", "seal"]

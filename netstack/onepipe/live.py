@@ -56,8 +56,9 @@ from typing import Any
 
 from .. import looplag
 from ..auth.frame import era_now
+from ..auth.watch import KEY_POLL_S, KeyFileWatch
 from .api import OnePipeEndpoint
-from .auth import HostAuth, KeyFile
+from .auth import HostAuth
 from .clock import HostClock
 from .params import OnePipeParams
 
@@ -69,8 +70,6 @@ FLUSH_S = 0.1
 AUX_DIRS = ("send-fail", "sent", "proc-fail")
 #: how often the clock-jump file is read (the hook's resolution)
 CLOCK_POLL_S = 0.1
-#: how often the key file is checked for a rotation (as the switch daemons do)
-KEY_POLL_S = 1.0
 
 
 def message_id(src: str, seq: int, dst: str) -> str:
@@ -244,7 +243,7 @@ def read_clock_step(path: Path, previous: int) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) else previous
 
 
-async def _follow(procs: list[Process], base: HostClock, clock_file: Path | None, keys: KeyFile | None,
+async def _follow(procs: list[Process], base: HostClock, clock_file: Path | None, keys: KeyFileWatch | None,
                   domain: str) -> None:
     """The clock-jump hook and the key file: a step read from ``clock_file`` becomes every
     process's clock (the topology's, ``base``, stepped); a rotated key file reaches every sealer
@@ -283,7 +282,7 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
     params = OnePipeParams(**json.loads(args.params)) if args.params else OnePipeParams()
     clock = HostClock(args.clock_offset_ns, args.clock_drift_ppm, args.clock_epoch_ns)
     controller = _addr(args.controller) if args.reliable else None
-    keys = KeyFile(args.keys) if args.keys else None  # the file's path only: we read it ourselves
+    keys = KeyFileWatch(args.keys) if args.keys else None  # the file's path only: we read it ourselves
     era = era_now(time.time())
     if args.join_at:
         # every process of the run joins at once, once every interpreter has started: one that

@@ -41,7 +41,7 @@ from netstack.onepipe import ctlnode
 from netstack.onepipe import feature as op
 from netstack.onepipe import topology as optopo
 from netstack.onepipe.api import OnePipeEndpoint
-from netstack.onepipe.auth import ControllerAuth, HostAuth, KeyFile, controller_keys
+from netstack.onepipe.auth import ControllerAuth, HostAuth, controller_keys
 from netstack.onepipe.clock import HostClock
 from netstack.onepipe.control import peers_of
 from netstack.onepipe.controller import ControllerParams
@@ -445,20 +445,6 @@ async def test_the_controller_daemon_opens_and_seals_with_the_controller_key(tmp
         await store.close()
         await sw.server.close()
         sock.close()
-
-
-def test_a_key_file_is_followed_for_rotations(tmp_path: Path) -> None:
-    from netstack.auth.keys import rotate
-
-    path = _keyfile(tmp_path)
-    kf = KeyFile(str(path))
-    assert kf.poll() is kf.ring and kf.reloads == 0
-    rotate(path, overlap_s=5, now=WALL + 1)
-    os.utime(path, ns=(1, 1))  # (a rotation within the mtime's resolution would look unchanged)
-    assert kf.poll().current == 2 and kf.reloads == 1
-    path.write_text("not json")
-    os.utime(path, ns=(2, 2))
-    assert kf.poll().current == 2 and kf.errors == 1  # a broken file keeps the keys we have
 
 
 # --------------------------------------------------------------------------- an attacker on the links
