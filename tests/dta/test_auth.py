@@ -506,13 +506,13 @@ def _switch_with_keys():
 
 
 def test_enable_on_a_switch_with_keys_authenticates_reports():
-    from daemons import collector as cd
     from netstack.dta import CollectorMemory
+    from netstack.dta import layout as dl
 
     shell = _switch_with_keys()
     h = control.switch_handlers(shell)
     mem = CollectorMemory("c1", directory=None, rng=random.Random(2))
-    cd.build_memory(mem, cd.resolve_layout(None))
+    dl.build_memory(mem, dl.resolve_layout(None))
     info = RoceResponder(mem, COLLECTOR_MAC, COLLECTOR_IP, rng=random.Random(3)).connect_info()
     with pytest.raises(ControlError, match="reporters"):
         h["dta_enable"]({"port": "p-c1", "connect_info": info})
@@ -540,13 +540,13 @@ def test_enable_on_a_switch_with_keys_authenticates_reports():
 
 
 def test_a_switch_without_keys_ignores_the_reporter_list():
-    from daemons import collector as cd
     from netstack.dta import CollectorMemory
+    from netstack.dta import layout as dl
 
     shell = _switch_with_keys()
     shell.switch.auth = None
     mem = CollectorMemory("c1", directory=None, rng=random.Random(2))
-    cd.build_memory(mem, cd.resolve_layout(None))
+    dl.build_memory(mem, dl.resolve_layout(None))
     info = RoceResponder(mem, COLLECTOR_MAC, COLLECTOR_IP, rng=random.Random(3)).connect_info()
     out = control.switch_handlers(shell)["dta_enable"]({"port": "p-c1", "connect_info": info, "reporters": ["x"]})
     assert out["auth"] is None

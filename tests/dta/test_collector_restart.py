@@ -19,6 +19,8 @@ from headers.inet import ip_bytes, ip_str, mac_bytes, mac_str
 from headers.roce import BTH, RETH, AethKind, AtomicETH, NakCode, Opcode, build_roce_frame, decode_syndrome
 from headers.roce import parse_roce_frame as parse
 from netstack.dta import CollectorMemory, RoceResponder
+from netstack.dta import layout as dl
+from netstack.dta import persist as dp
 
 from . import COLLECTOR_IP, COLLECTOR_MAC, MS, TRANSLATOR_IP, TRANSLATOR_MAC, Rig, make_memory
 
@@ -200,7 +202,7 @@ def test_a_region_file_is_kept_with_what_it_holds(tmp_path):
 
 CFG = {"name": "c1", "ifname": "eth0", "mac": "02:00:0a:00:00:64", "ip": "10.0.0.100"}
 C_MAC, C_IP = mac_bytes(CFG["mac"]), ip_bytes(CFG["ip"])
-LAYOUT = cd.resolve_layout({"keywrite": {"slots": 1024}, "append": [{"list_id": 4, "entries": 64, "batch": 4}],
+LAYOUT = dl.resolve_layout({"keywrite": {"slots": 1024}, "append": [{"list_id": 4, "entries": 64, "batch": 4}],
                             "keyincrement": {"slots": 256}, "sketches": None})
 
 
@@ -215,8 +217,8 @@ def bed(tmp_path):
 
 
 def _open(cfg, config: Path, layout=LAYOUT):
-    store = cd.SavedState.beside(config)
-    memory, nic, info = cd.open_collector(cfg, layout, store)
+    store = dp.SavedState.beside(config)
+    memory, nic, info = dp.open_collector(cfg, layout, store)
     return store, memory, nic, info
 
 
@@ -255,7 +257,7 @@ def test_the_saved_state_survives_a_crash_and_restores_the_same_collector(bed, c
     before = {"qps": nic.qp_state(), "info": nic.connect_info(),
               "memory": {n: r.read(0, r.size) for n, r in memory.regions.items()}}
     doc = json.loads(store.path.read_text())
-    assert doc["format"] == cd.STATE_FORMAT and doc["config"]["nak_policy"] == "once"
+    assert doc["format"] == dp.STATE_FORMAT and doc["config"]["nak_policy"] == "once"
     assert {"epsn", "msn"}.isdisjoint(doc["qps"][0])  # those live in the PSN page
     _crash(store, memory)
 
@@ -282,7 +284,7 @@ def test_the_saved_state_survives_a_crash_and_restores_the_same_collector(bed, c
 
 def _damage_psn_record(store, memory) -> None:
     data = bytearray(store.psn_path.read_bytes())
-    data[cd._PSN_HEADER.size] ^= 1
+    data[dp._PSN_HEADER.size] ^= 1
     store.psn_path.write_bytes(bytes(data))
 
 
@@ -339,8 +341,8 @@ def test_a_malformed_or_foreign_state_is_refused_with_one_log_line_and_a_fresh_s
 
 def test_a_fresh_start_that_fails_leaves_nothing(bed):
     cfg, config = bed
-    bad = cd.resolve_layout({"keywrite": {"slots": 1000}})  # not a power of two
-    with pytest.raises(cd.LayoutError):
+    bad = dl.resolve_layout({"keywrite": {"slots": 1000}})  # not a power of two
+    with pytest.raises(dl.LayoutError):
         _open(cfg, config, bad)
     assert list(config.parent.iterdir()) == [config]
     assert not any(Path(cfg["memory_dir"]).glob("*.mem"))
@@ -363,7 +365,7 @@ class _FakePort:
         return 0, 0
 
     def send_batch(self, frames):
-        self.seen.append(cd.SavedState(self.store.path.parent, "c1").load(self.cfg, LAYOUT))
+        self.seen.append(dp.SavedState(self.store.path.parent, "c1").load(self.cfg, LAYOUT))
         return len(frames)
 
 

@@ -12,6 +12,8 @@ import pytest
 from daemons import collector as cd
 from netstack.cli import build_parser
 from netstack.dta import CollectorMemory, Reporter, RoceResponder, control, live
+from netstack.dta import layout as dl
+from netstack.dta import persist as dp
 from netstack.io.control import ControlError
 from netstack.switch import PortConfig, Switch, SwitchConfig
 
@@ -22,7 +24,7 @@ from . import COLLECTOR_IP, COLLECTOR_MAC, REPORTER_IP, REPORTER_MAC
 
 def test_default_layout_builds_every_store():
     mem = CollectorMemory("c", directory=None, rng=random.Random(1))
-    cd.build_memory(mem, cd.resolve_layout(None))
+    dl.build_memory(mem, dl.resolve_layout(None))
     assert list(mem.regions) == ["keywrite", "append-1", "append-2", "append-4", "append-8", "append-16",
                                  "keyincrement", "sketch-1"]
     assert mem.region("keywrite").size == 512 * 1024 and mem.region("keyincrement").size == 512 * 1024
@@ -32,11 +34,11 @@ def test_default_layout_builds_every_store():
 
 
 def test_layout_overrides_merge_replace_and_remove():
-    lay = cd.resolve_layout({"keywrite": {"slots": 1024}, "append": [{"list_id": 9, "entries": 64, "batch": 4}],
+    lay = dl.resolve_layout({"keywrite": {"slots": 1024}, "append": [{"list_id": 9, "entries": 64, "batch": 4}],
                              "sketches": None})
     assert lay["keywrite"]["slots"] == 1024 and lay["keywrite"]["max_redundancy"] == 4
     mem = CollectorMemory("c", directory=None)
-    cd.build_memory(mem, lay)
+    dl.build_memory(mem, lay)
     assert set(mem.regions) == {"keywrite", "append-9", "keyincrement"}
 
 
@@ -47,30 +49,30 @@ def test_layout_overrides_merge_replace_and_remove():
     ([], "JSON object"),
 ])
 def test_bad_layouts_are_refused_with_a_clear_error(bad, words):
-    with pytest.raises(cd.LayoutError, match=words):
-        cd.resolve_layout(bad)
+    with pytest.raises(dl.LayoutError, match=words):
+        dl.resolve_layout(bad)
 
 
 def test_a_bad_store_names_itself():
     mem = CollectorMemory("c", directory=None)
-    with pytest.raises(cd.LayoutError, match="keywrite"):
-        cd.build_memory(mem, cd.resolve_layout({"keywrite": {"slots": 1000}}))  # not a power of two
+    with pytest.raises(dl.LayoutError, match="keywrite"):
+        dl.build_memory(mem, dl.resolve_layout({"keywrite": {"slots": 1000}}))  # not a power of two
 
 
 def test_layout_file(tmp_path):
     path = tmp_path / "layout.json"
     path.write_text('{"keyincrement": null}')
-    assert cd.load_layout(str(path))["keyincrement"] is None
+    assert dl.load_layout(str(path))["keyincrement"] is None
     path.write_text("{nope")
-    with pytest.raises(cd.LayoutError, match="cannot read"):
-        cd.load_layout(str(path))
+    with pytest.raises(dl.LayoutError, match="cannot read"):
+        dl.load_layout(str(path))
 
 
 def test_clean_memory_dir_removes_only_region_files(tmp_path):
     (tmp_path / "keywrite.mem").write_bytes(b"x")
     (tmp_path / "manifest.json").write_text("{}")
     (tmp_path / "keep.txt").write_text("mine")
-    cd.clean_memory_dir(tmp_path)
+    dp.clean_memory_dir(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
@@ -89,7 +91,7 @@ class FakeShell:
 
 def _info():
     mem = CollectorMemory("c1", directory=None, rng=random.Random(2))
-    cd.build_memory(mem, cd.resolve_layout(None))
+    dl.build_memory(mem, dl.resolve_layout(None))
     nic = RoceResponder(mem, COLLECTOR_MAC, COLLECTOR_IP, rng=random.Random(3))
     return mem, nic, nic.connect_info()
 
