@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from ..argtypes import uint32
 from ..errors import CommandError
 from .common import acts_on_testbed, add_json, finish, print_json
 
@@ -114,14 +115,14 @@ def _register_report(dsub: argparse._SubParsersAction) -> None:
                                     "collector's ToR must be enabled ('netstack dta enable').")
     rsub = r.add_subparsers(dest="kind", metavar="PRIMITIVE", required=True)
     kw = rsub.add_parser("keywrite", help="KEY VALUE: Key-Write (report i writes KEY+i := VALUE+i)")
-    kw.add_argument("key", type=_u32)
-    kw.add_argument("value", type=_u32)
+    kw.add_argument("key", type=uint32)
+    kw.add_argument("value", type=uint32)
     kw.add_argument("--redundancy", type=int, default=2, help="N slots per key (default: %(default)s)")
     ap = rsub.add_parser("append", help="LIST VALUE: Append (report i appends VALUE+i to LIST)")
-    ap.add_argument("list", type=_u32, help="list id (default layout: 1, 2, 4, 8, 16 = its batch size)")
-    ap.add_argument("value", type=_u32)
+    ap.add_argument("list", type=uint32, help="list id (default layout: 1, 2, 4, 8, 16 = its batch size)")
+    ap.add_argument("value", type=uint32)
     inc = rsub.add_parser("increment", help="KEY: Key-Increment (each report adds --by to KEY)")
-    inc.add_argument("key", type=_u32)
+    inc.add_argument("key", type=uint32)
     inc.add_argument("--by", type=int, default=1, help="amount per report (default: %(default)s)")
     inc.add_argument("--keys", type=int, default=1, help="spread the reports over KEY..KEY+keys-1 round robin")
     inc.add_argument("--redundancy", type=int, default=None,
@@ -154,19 +155,19 @@ def _register_query(dsub: argparse._SubParsersAction) -> None:
                                     "not found.")
     qsub = q.add_subparsers(dest="what", metavar="STORE", required=True)
     qk = qsub.add_parser("keywrite", help="KEY: the value stored under KEY (tries slots n = 0..N-1)")
-    qk.add_argument("key", type=_u32)
+    qk.add_argument("key", type=uint32)
     qk.add_argument("--redundancy", type=int, default=None, help="copies to try (default: the store's maximum)")
     qk.add_argument("--consensus", type=int, default=1,
                     help="require this many agreeing copies (fewer wrong answers, more misses; default 1)")
     qa = qsub.add_parser("append", help="LIST: entries of an Append list, oldest first")
-    qa.add_argument("list", type=_u32)
+    qa.add_argument("list", type=uint32)
     qa.add_argument("--last", type=int, default=None, help="only the K newest entries")
     qc = qsub.add_parser("counter", help="KEY: Key-Increment count (minimum of its N counters)")
-    qc.add_argument("key", type=_u32)
+    qc.add_argument("key", type=uint32)
     qc.add_argument("--redundancy", type=int, default=None, help="N the reporters used (default: the store's max)")
     qs = qsub.add_parser("sketch", help="ID [KEY]: point estimate of KEY from a merged sketch, or --matrix")
     qs.add_argument("sketch_id", type=int)
-    qs.add_argument("key", type=_u32, nargs="?")
+    qs.add_argument("key", type=uint32, nargs="?")
     qs.add_argument("--epoch", type=int, default=None,
                     help="epoch (default: the newest one every reporter completed, else 0)")
     qs.add_argument("--matrix", action="store_true", help="print the whole merged sketch")
@@ -182,16 +183,6 @@ def _common(p: argparse.ArgumentParser, collector: bool = False) -> None:
     acts_on_testbed(p)
     if collector:
         p.add_argument("--collector", default="c1", help="collector node (default: %(default)s)")
-
-
-def _u32(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= value <= 0xFFFFFFFF:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a 32-bit unsigned integer")
-    return value
 
 
 def _dta() -> Any:

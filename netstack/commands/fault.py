@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from ..argtypes import finite_float, int_between, non_negative_float, positive_float
 from ..errors import CommandError
 from .common import acts_on_testbed, print_json
 
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--signal", dest="sig", type=str.upper, choices=["KILL", "TERM", "STOP"], default="KILL",
                    help="KILL (default: a crash), TERM (a clean stop) or STOP (a freeze)")
     k.add_argument("--restart", action="store_true", help="start the daemon again (after --down-ms)")
-    k.add_argument("--down-ms", type=_non_negative, default=0.0, metavar="D",
+    k.add_argument("--down-ms", type=non_negative_float("a time"), default=0.0, metavar="D",
                    help="how long it stays down before the restart, or frozen with STOP (default: 0)")
     _common(k)
     k.set_defaults(func=cmd_kill)
@@ -85,10 +86,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(100 ms) on edge ports and off on fabric ports unless the topology sets pfc_watchdog.")
     ps.add_argument("link", metavar="LINK", help="the link the pauses go over (h1-sw1)")
     ps.add_argument("--from", dest="src", required=True, metavar="NODE", help="the end that sends them (h1)")
-    ps.add_argument("--seconds", type=_positive, default=1.0, metavar="S", help="storm length (default: 1)")
-    ps.add_argument("--class", dest="cls", type=_priority, default=0, metavar="C",
+    ps.add_argument("--seconds", type=positive_float("the storm length"), default=1.0, metavar="S",
+                    help="storm length (default: 1)")
+    ps.add_argument("--class", dest="cls", type=int_between(0, 7, "a priority class"), default=0, metavar="C",
                     help="priority class paused, 0-7 (default: 0, where untagged best-effort traffic goes)")
-    ps.add_argument("--pps", type=_positive, default=100.0, metavar="N",
+    ps.add_argument("--pps", type=positive_float("the rate"), default=100.0, metavar="N",
                     help="pause frames per second (default: 100, well within a pause's lifetime)")
     _common(ps)
     ps.set_defaults(func=cmd_pause_storm)
@@ -101,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "at most 100 ms later and add to the topology's clock_offset and clock_drift_ppm; a new "
                     "'netstack onepipe run' starts from no jump.")
     c.add_argument("host", metavar="HOST", help="a host running 1Pipe processes")
-    c.add_argument("--ms", type=_float, required=True, metavar="X", help="the step in milliseconds (non-zero)")
+    c.add_argument("--ms", type=finite_float, required=True, metavar="X", help="the step in milliseconds (non-zero)")
     _common(c)
     c.set_defaults(func=cmd_clock_jump)
 
@@ -110,40 +112,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print what was done (and counted) as JSON")
     acts_on_testbed(p)
-
-
-def _float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = _float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text}: a time cannot be negative")
-    return value
-
-
-def _positive(text: str) -> float:
-    value = _float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be positive")
-    return value
-
-
-def _priority(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a class (0-7)") from None
-    if not 0 <= value <= 7:
-        raise argparse.ArgumentTypeError(f"{value}: a priority class is 0-7")
-    return value
 
 
 def _say(msg: str) -> None:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..argtypes import delay_ns, int_list, size_bytes
 from ..errors import CommandError
 from .common import acts_on_testbed, add_json, add_mode, finish, print_json
 
@@ -33,34 +34,6 @@ a mark is never lowered. Settings not given are derived from the port's rate and
 PFC thresholds that pause it."""
 
 
-def _delay(text: str) -> int:
-    from ..topo.model import parse_delay
-
-    try:
-        value = parse_delay(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
-    return value
-
-
-def _size(text: str) -> int:
-    from ..topo.model import parse_size
-
-    try:
-        return parse_size(int(text) if text.isdigit() else text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _classes(text: str) -> list[int]:
-    try:
-        return [int(c) for c in text.split(",") if c.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of classes such as 0 or 0,3") from None
-
-
 def _add_prefix(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help="the running testbed's prefix (default %(default)s)")
     acts_on_testbed(p)
@@ -76,19 +49,19 @@ def add_enable_parser(actions: argparse._SubParsersAction[argparse.ArgumentParse
     e.add_argument("port", help="its port (interface name), e.g. p-sw3")
     e.add_argument("--marker", choices=["tcd", "ecn"], default="tcd",
                    help="tcd: the ternary detector; ecn: CE above a queue threshold, the baseline (default tcd)")
-    e.add_argument("--t-on-max", type=_delay, metavar="TIME", help="T_on^max, e.g. 50ms (default: derived)")
-    e.add_argument("--k", type=_size, metavar="SIZE", help="queue threshold K, e.g. 40KB (default: derived)")
-    e.add_argument("--window", type=_delay, metavar="TIME", help="queue-trend window W (default: T_on^max)")
+    e.add_argument("--t-on-max", type=delay_ns, metavar="TIME", help="T_on^max, e.g. 50ms (default: derived)")
+    e.add_argument("--k", type=size_bytes, metavar="SIZE", help="queue threshold K, e.g. 40KB (default: derived)")
+    e.add_argument("--window", type=delay_ns, metavar="TIME", help="queue-trend window W (default: T_on^max)")
     e.add_argument("--r-min", type=float, metavar="FRACTION",
                    help="slowest drain still counted as throttled, a fraction of the rate (default 0.9)")
-    e.add_argument("--xoff", type=_size, metavar="SIZE", help="the XOFF that pauses this port (default: topology)")
-    e.add_argument("--xon", type=_size, metavar="SIZE", help="the XON that resumes it (default: topology)")
-    e.add_argument("--classes", type=_classes, metavar="LIST", help="lossless classes to detect on, e.g. 0,3 "
-                                                                   "(default: every class)")
+    e.add_argument("--xoff", type=size_bytes, metavar="SIZE", help="the XOFF that pauses this port (default: topology)")
+    e.add_argument("--xon", type=size_bytes, metavar="SIZE", help="the XON that resumes it (default: topology)")
+    e.add_argument("--classes", type=int_list("classes", "0 or 0,3"), metavar="LIST",
+                   help="lossless classes to detect on, e.g. 0,3 (default: every class)")
     e.add_argument("--ecn-mode", choices=["threshold", "red"], help="ECN baseline: one threshold, or DCQCN's RED")
-    e.add_argument("--ecn-k", type=_size, metavar="SIZE", help="ECN threshold (default: the derived K)")
-    e.add_argument("--ecn-kmin", type=_size, metavar="SIZE", help="RED Kmin (default 5KB)")
-    e.add_argument("--ecn-kmax", type=_size, metavar="SIZE", help="RED Kmax (default 200KB)")
+    e.add_argument("--ecn-k", type=size_bytes, metavar="SIZE", help="ECN threshold (default: the derived K)")
+    e.add_argument("--ecn-kmin", type=size_bytes, metavar="SIZE", help="RED Kmin (default 5KB)")
+    e.add_argument("--ecn-kmax", type=size_bytes, metavar="SIZE", help="RED Kmax (default 200KB)")
     e.add_argument("--ecn-pmax", type=float, metavar="P", help="RED Pmax (default 0.01)")
     _add_prefix(e)
     add_json(e, "the marker installed and its settings")

@@ -30,7 +30,8 @@ protocol and the ACK format."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..tcsack.live import add_end_arguments, parse_rate_arg, parse_size_arg
+    from ..argtypes import rate_bps, size_bytes
+    from ..tcsack.live import add_end_arguments
     from ..tcsack.params import TcsParams
 
     p = sub.add_parser("tcsack", help="T/C-SACK transfers between two hosts of the running testbed",
@@ -44,8 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tcsack (default), gbn (go-back-N, RoCE RC) or tcp (the kernel's)")
     t.add_argument("--src", default="h1", help="sending host (default %(default)s)")
     t.add_argument("--dst", default="h2", help="receiving host (default %(default)s)")
-    t.add_argument("--bytes", type=parse_size_arg, default=4_000_000, help="bytes to move (default 4MB)")
-    t.add_argument("--rate", type=parse_rate_arg, default=TcsParams.rate_bps,
+    t.add_argument("--bytes", type=size_bytes, default=4_000_000, help="bytes to move (default 4MB)")
+    t.add_argument("--rate", type=rate_bps, default=TcsParams.rate_bps,
                    help="preset sending rate, e.g. 80Mbit (default: the engines' default)")
     t.add_argument("--t-ms", type=float, default=TcsParams.t_ns / 1e6, help="T: ACK at least this often (ms)")
     t.add_argument("--n", type=int, default=TcsParams.n, help="N: ... or after this many packets")

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import non_negative_float
+from ..argtypes import int_between, non_negative_float, pair, probability
 from ..errors import CommandError
 from .common import acts_on_testbed, add_json, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..topo.model import shipped_topologies
+    from ..topo.model import METRICS_PORTS, shipped_topologies
 
     names = ", ".join(shipped_topologies())
     p = sub.add_parser(
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"TOML topology file, or a shipped topology by name: {names} (omitted: default)")
     p.add_argument("--prefix", help="namespace prefix (default: the file's, 'ns' for the default topology)")
     p.add_argument("--no-impair", action="store_true", help="ignore the impairments the topology file sets")
-    p.add_argument("--metrics-port", type=_metrics_port, default=None, metavar="PORT",
+    p.add_argument("--metrics-port", type=int_between(*METRICS_PORTS, "a metrics port"), default=None, metavar="PORT",
                    help="every daemon serves Prometheus metrics on 127.0.0.1, the first on PORT, the next on PORT+1... "
                         "('netstack metrics' reads them all; default: the file's [topology] metrics_port, else none)")
     p.add_argument("--json", action="store_true", help="print the run state as JSON")
@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="topologies with a 1Pipe controller node: where the controller keeps its state "
                         "(default sqlite: one file in the run directory; etcd: a 3-member etcd cluster started "
                         "on the controller's node; docs/onepipe-reliable.md)")
-    p.add_argument("--controller-replicas", type=_replicas, default=None, metavar="N",
+    p.add_argument("--controller-replicas", type=int_between(1, 9, "the number of replicas"), default=None,
+                   metavar="N",
                    help="topologies with a 1Pipe controller node: controller replicas, one leads "
                         "(default: 1 with sqlite, 2 with etcd)")
     p.set_defaults(func=cmd_up)
@@ -99,58 +100,31 @@ def _register_impair(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("link", help="link name from the topology (e.g. sw1-sw2)")
-    p.add_argument("--corrupt", type=_probability, default=0.0, help="fraction of frames corrupted (e.g. 1e-2)")
-    p.add_argument("--loss", type=_probability, default=0.0, help="fraction of frames dropped")
+    p.add_argument("--corrupt", type=probability, default=0.0, help="fraction of frames corrupted (e.g. 1e-2)")
+    p.add_argument("--loss", type=probability, default=0.0, help="fraction of frames dropped")
     ms = non_negative_float("a time")
     p.add_argument("--delay", type=ms, default=0.0, metavar="MS",
                    help="hold every frame MS milliseconds longer (netem's delay)")
     p.add_argument("--jitter", type=ms, default=0.0, metavar="MS",
                    help="+- a uniform MS on each frame's delay (frames then overtake each other)")
-    p.add_argument("--duplicate", type=_probability, default=0.0, metavar="P", help="fraction of frames sent twice")
-    p.add_argument("--reorder", type=_probability, default=0.0, metavar="P",
+    p.add_argument("--duplicate", type=probability, default=0.0, metavar="P", help="fraction of frames sent twice")
+    p.add_argument("--reorder", type=probability, default=0.0, metavar="P",
                    help="fraction of frames sent at once, past the delayed ones (needs --delay)")
     p.add_argument("--direction", default=None,
                    help="which sending end: A:B or 'A>B' (quote the >), e.g. sw1:sw2; or both "
                         "(default: the link's a>b)")
     p.add_argument("--backend", choices=["auto", "netem", "nft", "switch"], default="auto")
     p.add_argument("--seed", type=int, default=1, help="seed of the switch backend (default: %(default)s)")
-    p.add_argument("--gilbert", metavar="P_GB,P_BG", type=_gilbert,
+    p.add_argument("--gilbert", metavar="P_GB,P_BG", type=pair(probability, "two probabilities, P_GB,P_BG"),
                    help="switch backend only: bursty Gilbert-Elliott model; per-frame probabilities of moving "
                         "good->bad and bad->good; --corrupt/--loss then apply in the good state")
-    p.add_argument("--bad-corrupt", type=_probability, default=0.0, help="corruption rate in the bad state")
-    p.add_argument("--bad-loss", type=_probability, default=0.0, help="loss rate in the bad state")
+    p.add_argument("--bad-corrupt", type=probability, default=0.0, help="corruption rate in the bad state")
+    p.add_argument("--bad-loss", type=probability, default=0.0, help="loss rate in the bad state")
     p.add_argument("--clear", action="store_true", help="remove every impairment from the link")
     p.add_argument("--prefix", default="ns", help="which topology (default: %(default)s)")
     add_json(p, "what each sending end got")
     p.set_defaults(func=cmd_impair)
     acts_on_testbed(p)
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a probability in [0, 1]")
-    return value
-
-
-def _gilbert(text: str) -> tuple[float, float]:
-    parts = text.split(",")
-    if len(parts) != 2:
-        raise argparse.ArgumentTypeError(f"{text!r}: give two probabilities, P_GB,P_BG")
-    return (_probability(parts[0]), _probability(parts[1]))
-
-
-def _replicas(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 9:
-        raise argparse.ArgumentTypeError(f"{value} replicas: give 1 to 9")
-    return value
 
 
 def up_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -163,15 +137,6 @@ def up_options(args: argparse.Namespace) -> dict[str, Any]:
 def _need_root() -> None:
     if os.geteuid() != 0:
         raise CommandError("needs root (namespaces, veths, nft): run with sudo")
-
-
-def _metrics_port(text: str) -> int:
-    from ..topo.model import METRICS_PORTS
-
-    lo, hi = METRICS_PORTS
-    if not text.isdigit() or not lo <= int(text) <= hi:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port in {lo}..{hi}")
-    return int(text)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -28,12 +28,12 @@ import json
 import socket
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from headers.errors import HeaderError
 from headers.registry import UdpPort
 from headers.tcd import Ecn
+from netstack.argtypes import delay_ns, name_value, rate_bps, size_bytes
 from netstack.engine import SendTo
 from netstack.io.paced import (
     drain_with_tos,
@@ -45,7 +45,7 @@ from netstack.io.paced import (
 )
 from netstack.io.pfcgate import PauseGate
 from netstack.looplag import LagHistogram, ThreadSampler
-from netstack.topo.model import parse_delay, parse_rate, parse_size
+from netstack.topo.model import parse_rate
 from netstack.traffic import resolve_neighbour
 
 from .dcqcn import DcqcnParamError, DcqcnParams, RateSender
@@ -61,43 +61,6 @@ DEFAULT_LINE_RATE = "40Mbit"
 DEFAULT_TIME_SCALE = 1000.0
 
 
-def _quantity(parse: Callable[[Any], int], *, zero: bool = False) -> Callable[[str], int]:
-    """An argparse type: ``parse`` (the topology file's syntax) that also takes a bare integer."""
-    def convert(text: str) -> int:
-        try:
-            value = parse(int(text) if text.strip().isdigit() else text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-        if value <= 0 and not zero:
-            raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
-        return value
-    return convert
-
-
-rate_arg = _quantity(parse_rate)
-size_arg = _quantity(parse_size)
-delay_arg = _quantity(parse_delay)
-
-
-def _override(text: str) -> tuple[str, Any]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (a DcqcnParams field)")
-    v: Any
-    low = value.strip().lower()
-    if low in ("true", "false"):
-        v = low == "true"
-    else:
-        try:
-            v = int(value)
-        except ValueError:
-            try:
-                v = float(value)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{text!r}: {value!r} is not a number") from None
-    return name.strip(), v
-
-
 def params_of(args: argparse.Namespace) -> DcqcnParams:
     """DCQCN's parameters scaled to ``--line-rate`` and ``--time-scale``, then ``--param`` overrides
     (DcqcnParamError for a bad one)."""
@@ -106,11 +69,11 @@ def params_of(args: argparse.Namespace) -> DcqcnParams:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=PORT, help=f"the receiver's UDP port (default {PORT})")
-    p.add_argument("--line-rate", type=rate_arg, default=parse_rate(DEFAULT_LINE_RATE),
+    p.add_argument("--line-rate", type=rate_bps, default=parse_rate(DEFAULT_LINE_RATE),
                    help=f"the NIC's line rate the paper's 40 Gbit/s maps to (default {DEFAULT_LINE_RATE})")
     p.add_argument("--time-scale", type=float, default=DEFAULT_TIME_SCALE,
                    help="the paper's microsecond timers times this (default 1000: 55 us -> 55 ms)")
-    p.add_argument("--param", type=_override, action="append", metavar="NAME=VALUE",
+    p.add_argument("--param", type=name_value("a DcqcnParams field"), action="append", metavar="NAME=VALUE",
                    help="override a DcqcnParams field after scaling (e.g. cnp_interval_ns=20000000); repeatable")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
@@ -122,13 +85,13 @@ def add_send_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flow", type=int, default=0, help="the flow id, 0-65535 (default 0)")
     p.add_argument("--mode", choices=tuple(MODES), default="tcd",
                    help="tcd (DCQCN + TCD: hold on CNP-UE), dcqcn (cut on every CNP) or fixed (default tcd)")
-    p.add_argument("--rate", type=rate_arg, default=None,
+    p.add_argument("--rate", type=rate_bps, default=None,
                    help="fixed mode's rate, or DCQCN's initial rate (default: the line rate)")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--bytes", type=size_arg, help="send this many bytes (UDP payload), e.g. 1MB")
+    what.add_argument("--bytes", type=size_bytes, help="send this many bytes (UDP payload), e.g. 1MB")
     what.add_argument("--seconds", type=float, help="send for this long")
-    p.add_argument("--burst", type=size_arg, default=None, help="burst mode: this many bytes every --burst-period")
-    p.add_argument("--burst-period", type=delay_arg, default=None, help="burst mode: e.g. 20ms")
+    p.add_argument("--burst", type=size_bytes, default=None, help="burst mode: this many bytes every --burst-period")
+    p.add_argument("--burst-period", type=delay_ns, default=None, help="burst mode: e.g. 20ms")
     p.add_argument("--start-delay", type=float, default=0.0, help="seconds to wait before the first packet")
     p.add_argument("--start-at", type=float, default=None, metavar="SECONDS",
                    help="start at this CLOCK_MONOTONIC time instead (seconds; the namespaces share the clock, "

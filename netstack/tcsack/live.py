@@ -39,10 +39,11 @@ from typing import Any
 
 from headers.errors import HeaderError
 from headers.registry import UdpPort
+from netstack.argtypes import rate_bps, size_bytes
 from netstack.engine import Transmit
 from netstack.io.paced import drain, open_udp_sender, run_sender, wait_readable
 from netstack.looplag import LagHistogram, ThreadSampler
-from netstack.topo.model import parse_rate, parse_size
+from netstack.topo.model import parse_size
 from netstack.traffic import accept_one, resolve_neighbour
 
 from . import ENGINES
@@ -219,21 +220,6 @@ def recv_tcp(args: argparse.Namespace, lag: ThreadSampler | None = None) -> dict
 
 
 # ---------------------------------------------------------------------------------- CLI
-def _quantity(parse: Callable[[int | str], int]) -> Callable[[str], int]:
-    """An argparse type: ``parse`` (the topology file's rate/size syntax) that also takes a bare integer."""
-    def convert(text: str) -> int:
-        try:
-            return parse(int(text) if text.strip().isdigit() else text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    return convert
-
-
-#: argparse types for a rate ("80Mbit" or bits/s) and a size ("4MB" or bytes)
-parse_rate_arg = _quantity(parse_rate)
-parse_size_arg = _quantity(parse_size)
-
-
 def add_end_arguments(p: argparse.ArgumentParser, name: str, progress_flag: bool = True) -> None:
     """The options of one end (``send`` or ``recv``): the module's and ``netstack tcsack``'s
     (which shows progress unless ``--quiet``, so it has no ``--progress``)."""
@@ -241,7 +227,7 @@ def add_end_arguments(p: argparse.ArgumentParser, name: str, progress_flag: bool
                    help="tcsack (draft-chen-tsvwg-updated-ack), gbn (RoCE RC go-back-N) or tcp "
                         "(kernel TCP); default tcsack")
     p.add_argument("--port", type=int, default=PORT, help=f"UDP/TCP port (default {PORT})")
-    p.add_argument("--rate", type=parse_rate_arg, default=TcsParams.rate_bps,
+    p.add_argument("--rate", type=rate_bps, default=TcsParams.rate_bps,
                    help="preset sending rate, line rate incl. headers (default 50Mbit)")
     p.add_argument("--t-ms", type=float, default=TcsParams.t_ns / 1e6,
                    help="T: the receiver ACKs at most this long after a packet (default 2 ms)")
@@ -252,7 +238,7 @@ def add_end_arguments(p: argparse.ArgumentParser, name: str, progress_flag: bool
     p.add_argument("--start-seq", type=int, default=0, help="first sequence number (default 0)")
     if name == "send":
         p.add_argument("--dst", required=True, help="the receiver's IPv4 address")
-        p.add_argument("--bytes", type=parse_size_arg, default=parse_size("4MB"),
+        p.add_argument("--bytes", type=size_bytes, default=parse_size("4MB"),
                        help="bytes to move (default 4MB)")
         p.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random data (default 1)")
         p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long (default 120)")
