@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..argtypes import uint32
@@ -317,76 +316,22 @@ def _peer(peer: dict[str, Any] | None) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..runtime import node_exec_argv
-
-    dta = _dta()
-    switch = _switch(args)
-    try:
-        state = dta.run_state(args.prefix)
-        if args.src not in state["hosts"] or args.src == args.collector:
-            hosts = [h for h in state["hosts"] if h != args.collector]
-            raise CommandError(f"--from {args.src!r}: not a host of this topology (hosts: {', '.join(hosts)})")
-        tr = dta.translator_status(args.prefix, switch)
-        dst = dta.collector_ip(state, args.collector)
-        info = dta.connect_info(args.prefix, args.collector)
-    except dta.DTAError as exc:
-        raise CommandError(str(exc)) from None
-    if tr["collector_ip"] != dst:
-        raise CommandError(f"the translator on {switch} serves {tr['collector_ip']}, not {args.collector} ({dst}): "
-                           f"netstack dta enable --collector {args.collector}")
-    argv = [sys.executable, "-m", "netstack.dta.live", "report", args.kind, "--dst", dst, "--rate", str(args.rate)]
-    argv += _auth_argv(state, args.src, tr)
-    if args.kind == "keywrite":
-        argv += ["--key", str(args.key), "--value", str(args.value), "--redundancy", str(args.redundancy),
-                 "--count", str(args.count)]
-    elif args.kind == "append":
-        if dta.region_layout(info, "append", list_id=args.list) is None:
-            lists = [r["layout"]["list_id"] for r in info["regions"] if r["layout"].get("kind") == "append"]
-            raise CommandError(f"collector {args.collector} has no Append list {args.list} (lists: {lists})")
-        argv += ["--list", str(args.list), "--value", str(args.value), "--count", str(args.count)]
-    elif args.kind == "increment":
-        lay = dta.region_layout(info, "keyincrement")
-        if lay is None:
-            raise CommandError(f"collector {args.collector} has no Key-Increment store")
-        n = args.redundancy or int(lay.get("max_redundancy", 4))
-        argv += ["--key", str(args.key), "--by", str(args.by), "--keys", str(args.keys), "--redundancy", str(n),
-                 "--count", str(args.count)]
-    else:
-        lay = dta.region_layout(info, "sketch", sketch_id=args.sketch_id)
-        if lay is None:
-            raise CommandError(f"collector {args.collector} has no sketch {args.sketch_id}")
-        if args.reporter_id not in lay["reporters"]:
-            raise CommandError(f"sketch {args.sketch_id} merges reporters {lay['reporters']}, not "
-                               f"{args.reporter_id} (--reporter-id)")
-        epoch = args.epoch
-        if epoch is None:
-            expected = tr["counters"].get("sketches", {}).get(str(args.sketch_id), {}).get("expected", {})
-            nxt = int(expected.get(str(args.reporter_id), 0))
-            epoch = -(-nxt // int(lay["columns"]))
-        argv += ["--sketch-id", str(args.sketch_id), "--reporter-id", str(args.reporter_id), "--rows",
-                 str(lay["rows"]), "--columns", str(lay["columns"]), "--epoch", str(epoch), "--seed", str(args.seed),
-                 "--keys", str(args.key_space), "--random", str(args.random)]
-        if args.items:
-            argv += ["--items", args.items]
-        if not args.items and not args.random:
-            raise CommandError("give the sketch's content: --items KEY[:COUNT],... and/or --random N")
     from ..progress import Reporter
 
+    dta = _dta()
+    # checked against the testbed, the reporter tool's command line built (netstack.dta.control)
+    plan = dta.plan_report(args.prefix, args.kind, vars(args))
     rep = Reporter("dta report")
-    expect = (args.count if args.kind != "sketch" else 0) / args.rate if args.rate > 0 else None
-    with rep.heartbeat(f"{args.src} reporting", expect_s=expect):
-        try:
-            # judged over the reporter's and every daemon's scheduling delay (netstack.validity)
-            res = dta.run_report(args.prefix, args.src, node_exec_argv(state, args.src, argv), switch)
-        except dta.DTAError as exc:
-            raise CommandError(str(exc)) from None
+    with rep.heartbeat(f"{args.src} reporting", expect_s=plan.expect_s):
+        # judged over the reporter's and every daemon's scheduling delay (netstack.validity)
+        res = dta.run_report(args.prefix, plan.src, plan.argv, plan.switch)
     if not args.json:  # its first line is the summary already
-        _print_report(args, res, dst, switch)
+        _print_report(args, res, plan.dst, plan.switch)
         print(f"  {dta.verdict_line(res)}")
         return finish(res)
     print(json.dumps(res))
     rate = f" ({res['sent'] / res['seconds']:.0f}/s)" if res.get("seconds") else ""
-    rep.summary(f"{res['sent']} {args.kind} reports {args.src} -> {args.collector} via {switch} in "
+    rep.summary(f"{res['sent']} {args.kind} reports {args.src} -> {args.collector} via {plan.switch} in "
                 f"{res.get('seconds', 0):.3f} s{rate}, {rep.took()} in all")
     return finish(res)
 
@@ -402,29 +347,6 @@ def _print_report(args: argparse.Namespace, res: dict[str, Any], dst: str, switc
         print(f"  sketch {args.sketch_id}, reporter {args.reporter_id}, epoch {res['epoch']}: "
               f"{res['columns_sent']} columns sent, {res['nacks']} NACKs, {res['rewinds']} rewinds; "
               f"{res['total']} items")
-
-
-def _auth_argv(state: dict[str, Any], src: str, tr: dict[str, Any]) -> list[str]:
-    """The reporter tool's sealing options when the translator authenticates reports: the
-    topology's key file (a path: the key itself never goes on a command line), the reporter's
-    address and an era newer than anything the translator accepted from it (so that a run
-    within a second of the last one is not refused as its replay)."""
-    import ipaddress
-    import time
-
-    from ..dta.reportauth import next_era
-    from ..runtime import topology_of
-
-    auth = tr.get("counters", {}).get("auth")
-    if auth is None:
-        return []
-    path = topology_of(state).keys_path()
-    if path is None:
-        raise CommandError("the translator authenticates reports but the topology names no key file "
-                           "([topology] keys); it was edited since 'netstack up'?")
-    ip = str(ipaddress.ip_interface(state["hosts"][src]).ip)
-    highest = auth.get("per_reporter", {}).get(ip, {}).get("highest")
-    return ["--key-file", str(path), "--reporter-ip", ip, "--era", str(next_era(time.time(), highest))]
 
 
 # --------------------------------------------------------------------------- query

@@ -35,7 +35,9 @@ Orchestration (any process with the run state, e.g. the CLI and tests)
     from that peer only, as a real RC QP is connected to one remote GID and QPN) and then
     sends ``dta_enable`` to the collector's ToR, on the port that ``state.json`` says faces
     the collector. :func:`disable_translator`,
-    :func:`translator_status`, :func:`collector_status`, :func:`memory_dir`. :func:`run_report`
+    :func:`translator_status`, :func:`collector_status`, :func:`memory_dir`. :func:`plan_report`
+    checks a ``netstack dta report`` against the testbed and builds the reporter tool's command
+    line (the sketch epoch, the era of authenticated reports); :func:`run_report`
     runs the reporter tool and judges the run (netstack/dta/verdict.py: reports as planned, the
     reporter's and every daemon's scheduling delay).
 """
@@ -49,6 +51,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +362,131 @@ def translator_status(prefix: str, switch_node: str = "sw2", *, quiet: bool = Fa
         raise DTAError(f"DTA is not enabled on {switch_node}: netstack dta enable"
                        + (f" --prefix {prefix}" if prefix != "ns" else ""))
     return st
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    """One ``netstack dta report`` run, checked against the running testbed and ready to go
+    (:func:`plan_report`): the reporter tool's command line in ``src``'s namespace, and what the
+    command says about it."""
+
+    src: str
+    switch: str  # the translator's switch
+    collector: str
+    dst: str  # the collector's IP: where the reports go
+    kind: str  # keywrite, append, increment or sketch
+    argv: list[str]
+    #: how long the run should take (count / rate), None when as fast as possible or a sketch
+    expect_s: float | None
+
+
+def plan_report(prefix: str, kind: str, options: Mapping[str, Any]) -> ReportPlan:
+    """``netstack dta report KIND``'s run, from its parsed options (the argparse destinations:
+    ``src``, ``collector``, ``switch`` (None: the collector's ToR), ``rate``, ``count`` and the
+    primitive's own, :func:`report_argv`): the translator must be enabled for that collector,
+    the store must exist in the collector's layout, and with authenticated reports the tool
+    gets the key file and a fresh era (:func:`report_auth_argv`). DTAError says what is wrong."""
+    from ..runtime import node_exec_argv
+
+    src, collector = str(options["src"]), str(options["collector"])
+    state = run_state(prefix)
+    switch = str(options.get("switch") or collector_tor(state, collector))
+    if src not in state["hosts"] or src == collector:
+        hosts = [h for h in state["hosts"] if h != collector]
+        raise DTAError(f"--from {src!r}: not a host of this topology (hosts: {', '.join(hosts)})")
+    tr = translator_status(prefix, switch)
+    dst = collector_ip(state, collector)
+    info = connect_info(prefix, collector)
+    if tr["collector_ip"] != dst:
+        raise DTAError(f"the translator on {switch} serves {tr['collector_ip']}, not {collector} ({dst}): "
+                       f"netstack dta enable --collector {collector}")
+    rate = float(options["rate"])
+    argv = [sys.executable, "-m", "netstack.dta.live", "report", kind, "--dst", dst, "--rate", str(options["rate"])]
+    argv += report_auth_argv(state, src, tr)
+    argv += report_argv(kind, options, info, tr, collector)
+    expect = (int(options["count"]) if kind != "sketch" else 0) / rate if rate > 0 else None
+    return ReportPlan(src, switch, collector, dst, kind, node_exec_argv(state, src, argv), expect)
+
+
+def report_argv(kind: str, o: Mapping[str, Any], info: dict[str, Any], tr: dict[str, Any],
+                collector: str) -> list[str]:
+    """The reporter tool's options for one primitive, checked against the collector's layout
+    (``info``: its connect_info): Key-Write ``key``, ``value``, ``redundancy``, ``count``;
+    Append ``list``, ``value``, ``count``; Key-Increment ``key``, ``by``, ``keys``, ``redundancy``
+    (None: the store's maximum, which ``query counter`` assumes), ``count``; Sketch-Merge
+    :func:`_sketch_argv`."""
+    if kind == "keywrite":
+        return ["--key", str(o["key"]), "--value", str(o["value"]), "--redundancy", str(o["redundancy"]),
+                "--count", str(o["count"])]
+    if kind == "append":
+        if region_layout(info, "append", list_id=o["list"]) is None:
+            lists = [r["layout"]["list_id"] for r in info["regions"] if r["layout"].get("kind") == "append"]
+            raise DTAError(f"collector {collector} has no Append list {o['list']} (lists: {lists})")
+        return ["--list", str(o["list"]), "--value", str(o["value"]), "--count", str(o["count"])]
+    if kind == "increment":
+        lay = region_layout(info, "keyincrement")
+        if lay is None:
+            raise DTAError(f"collector {collector} has no Key-Increment store")
+        n = o["redundancy"] or int(lay.get("max_redundancy", 4))
+        return ["--key", str(o["key"]), "--by", str(o["by"]), "--keys", str(o["keys"]), "--redundancy", str(n),
+                "--count", str(o["count"])]
+    if kind == "sketch":
+        return _sketch_argv(o, info, tr, collector)
+    raise DTAError(f"no primitive {kind!r} (one of keywrite, append, increment, sketch)")
+
+
+def _sketch_argv(o: Mapping[str, Any], info: dict[str, Any], tr: dict[str, Any], collector: str) -> list[str]:
+    """Sketch-Merge (§6.3): ``sketch_id``, ``reporter_id`` (one of the sketch's reporters),
+    ``epoch`` (None: :func:`next_sketch_epoch`), the content (``items`` and/or ``random`` with
+    ``seed`` and ``key_space``)."""
+    sketch_id, reporter_id = o["sketch_id"], o["reporter_id"]
+    lay = region_layout(info, "sketch", sketch_id=sketch_id)
+    if lay is None:
+        raise DTAError(f"collector {collector} has no sketch {sketch_id}")
+    if reporter_id not in lay["reporters"]:
+        raise DTAError(f"sketch {sketch_id} merges reporters {lay['reporters']}, not {reporter_id} (--reporter-id)")
+    epoch = o["epoch"]
+    if epoch is None:
+        epoch = next_sketch_epoch(tr, sketch_id, reporter_id, int(lay["columns"]))
+    argv = ["--sketch-id", str(sketch_id), "--reporter-id", str(reporter_id), "--rows", str(lay["rows"]),
+            "--columns", str(lay["columns"]), "--epoch", str(epoch), "--seed", str(o["seed"]),
+            "--keys", str(o["key_space"]), "--random", str(o["random"])]
+    if o["items"]:
+        argv += ["--items", o["items"]]
+    if not o["items"] and not o["random"]:
+        raise DTAError("give the sketch's content: --items KEY[:COUNT],... and/or --random N")
+    return argv
+
+
+def next_sketch_epoch(tr: dict[str, Any], sketch_id: int, reporter_id: int, columns: int) -> int:
+    """The epoch a sketch reporter sends next: the first one starting at or after the column the
+    translator expects from it (``tr``: its ``dta_status``). Columns are numbered on across
+    epochs (column g is column g % C of epoch g // C, netstack/dta/translator.py), so a reporter
+    that stopped mid-epoch starts over with the next whole epoch (docs/dta.md, Limitations)."""
+    expected = tr["counters"].get("sketches", {}).get(str(sketch_id), {}).get("expected", {})
+    nxt = int(expected.get(str(reporter_id), 0))
+    return -(-nxt // columns)
+
+
+def report_auth_argv(state: dict[str, Any], src: str, tr: dict[str, Any]) -> list[str]:
+    """The reporter tool's sealing options when the translator authenticates reports: the
+    topology's key file (a path: the key itself never goes on a command line), the reporter's
+    address and an era newer than anything the translator accepted from it (so that a run
+    within a second of the last one is not refused as its replay; docs/dta.md "Authenticated
+    reports")."""
+    from ..runtime import topology_of
+    from .reportauth import next_era
+
+    auth = tr.get("counters", {}).get("auth")
+    if auth is None:
+        return []
+    path = topology_of(state).keys_path()
+    if path is None:
+        raise DTAError("the translator authenticates reports but the topology names no key file "
+                       "([topology] keys); it was edited since 'netstack up'?")
+    ip = str(ipaddress.ip_interface(state["hosts"][src]).ip)
+    highest = auth.get("per_reporter", {}).get(ip, {}).get("highest")
+    return ["--key-file", str(path), "--reporter-ip", ip, "--era", str(next_era(time.time(), highest))]
 
 
 def run_report(prefix: str, src: str, argv: list[str], switch_node: str = "sw2") -> dict[str, Any]:

@@ -601,7 +601,6 @@ def test_cycling_reports_are_sealed_as_they_are_sent():
 
 def test_the_cli_passes_the_key_file_and_a_newer_era(tmp_path, monkeypatch):
     from netstack import runtime
-    from netstack.commands import dta as cmd
 
     keys = tmp_path / "keys.json"
     generate(keys)
@@ -612,15 +611,15 @@ def test_the_cli_passes_the_key_file_and_a_newer_era(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runtime, "topology_of", lambda state: Topo())
     state = {"hosts": {"h1": "10.0.0.1/24", "c1": "10.0.0.100/24"}}
-    assert cmd._auth_argv(state, "h1", {"counters": {}}) == []  # the translator does not authenticate
+    assert control.report_auth_argv(state, "h1", {"counters": {}}) == []  # the translator does not authenticate
     tr = {"counters": {"auth": {"per_reporter": {"10.0.0.1": {"highest": [4_000_000_000, 9]}}}}}
-    assert cmd._auth_argv(state, "h1", tr) == ["--key-file", str(keys), "--reporter-ip", "10.0.0.1",
-                                                "--era", "4000000001"]
-    fresh = cmd._auth_argv(state, "h1", {"counters": {"auth": {"per_reporter": {}}}})
+    assert control.report_auth_argv(state, "h1", tr) == ["--key-file", str(keys), "--reporter-ip", "10.0.0.1",
+                                                          "--era", "4000000001"]
+    fresh = control.report_auth_argv(state, "h1", {"counters": {"auth": {"per_reporter": {}}}})
     assert 0 < int(fresh[-1]) < 4_000_000_000
     Topo.keys_path = lambda self: None
     with pytest.raises(Exception, match="no key file"):
-        cmd._auth_argv(state, "h1", tr)
+        control.report_auth_argv(state, "h1", tr)
 
 
 # ------------------------------------------------------------------ Scapy

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 
 import pytest
 
@@ -235,6 +236,66 @@ def test_region_layout_lookup():
     assert control.region_layout(info, "append", list_id=16)["batch"] == 16
     assert control.region_layout(info, "append", list_id=3) is None
     assert control.region_layout(info, "sketch", sketch_id=1)["columns"] == 256
+
+
+def _fake_testbed(monkeypatch, tr_counters=None, collector_ip="10.0.0.100"):
+    """A running testbed as ``netstack dta report`` sees it: run state, the translator's
+    ``dta_status`` and the collector's ``connect_info`` (no namespace, no daemon)."""
+    state = {**STATE, "namespaces": {"h1": "ns-h1", "h2": "ns-h2", "c1": "ns-c1"}}
+    st = {"enabled": True, "collector_ip": collector_ip, "counters": tr_counters or {}}
+    replies = {"dta_status": st, "connect_info": _info()[2]}
+    monkeypatch.setattr(control, "run_state", lambda prefix: state)
+    monkeypatch.setattr(control, "_control", lambda prefix, node, cmd, **args: replies[cmd])
+
+
+def _cli_options(*argv: str) -> dict:
+    """``netstack dta report ...``'s parsed options, as the command hands them to plan_report."""
+    return vars(build_parser().parse_args(["dta", "report", *argv]))
+
+
+def test_plan_report_builds_the_tool_argv_from_the_parsed_options(monkeypatch):
+    _fake_testbed(monkeypatch)
+    plan = control.plan_report("ns", "keywrite", _cli_options("keywrite", "42", "7", "--count", "10",
+                                                              "--rate", "100"))
+    assert (plan.src, plan.switch, plan.collector, plan.dst, plan.expect_s) == ("h1", "sw2", "c1", "10.0.0.100", 0.1)
+    assert plan.argv[:4] == ["ip", "netns", "exec", "ns-h1"]  # in the reporter's namespace
+    assert plan.argv[5:] == ["-m", "netstack.dta.live", "report", "keywrite", "--dst", "10.0.0.100", "--rate",
+                             "100.0", "--key", "42", "--value", "7", "--redundancy", "2", "--count", "10"]
+    inc = control.plan_report("ns", "increment", _cli_options("increment", "7", "--from", "h2"))
+    assert inc.src == "h2" and inc.expect_s is None and inc.argv[-8:] == [
+        "--by", "1", "--keys", "1", "--redundancy", "4", "--count", "1"]  # N: the store's maximum
+
+
+def test_plan_report_takes_the_next_sketch_epoch_from_the_translator(monkeypatch):
+    # reporter 1 is expected at column 300 of a 256-column sketch: mid-epoch 1, so it sends epoch 2
+    _fake_testbed(monkeypatch, {"sketches": {"1": {"expected": {"1": 300, "2": 256}}}})
+    argv = control.plan_report("ns", "sketch", _cli_options("sketch", "--random", "10")).argv
+    assert argv[argv.index("--epoch") + 1] == "2"
+    argv = control.plan_report("ns", "sketch", _cli_options("sketch", "--random", "10", "--reporter-id", "2")).argv
+    assert argv[argv.index("--epoch") + 1] == "1"
+    assert control.next_sketch_epoch({"counters": {}}, 1, 1, 256) == 0  # nothing sent yet
+    argv = control.plan_report("ns", "sketch", _cli_options("sketch", "--items", "1:3", "--epoch", "5")).argv
+    assert argv[argv.index("--epoch") + 1] == "5" and argv[-2:] == ["--items", "1:3"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["keywrite", "1", "2", "--from", "c1"], "--from 'c1': not a host of this topology (hosts: h1, h2)"),
+    (["keywrite", "1", "2", "--from", "h9"], "not a host"),
+    (["append", "3", "1"], "collector c1 has no Append list 3 (lists: [1, 2, 4, 8, 16])"),
+    (["sketch", "--sketch-id", "9", "--random", "1"], "collector c1 has no sketch 9"),
+    (["sketch", "--reporter-id", "3", "--random", "1"], "sketch 1 merges reporters [1, 2], not 3 (--reporter-id)"),
+    (["sketch"], "give the sketch's content"),
+])
+def test_plan_report_refuses_what_the_testbed_cannot_take(monkeypatch, argv, words):
+    _fake_testbed(monkeypatch)
+    with pytest.raises(control.DTAError, match=re.escape(words)):
+        control.plan_report("ns", argv[0], _cli_options(*argv))
+
+
+def test_plan_report_refuses_a_translator_serving_another_collector(monkeypatch):
+    _fake_testbed(monkeypatch, collector_ip="10.0.0.99")
+    with pytest.raises(control.DTAError, match=r"serves 10\.0\.0\.99, not c1 .* netstack dta enable --collector c1"):
+        control.plan_report("ns", "keywrite", _cli_options("keywrite", "1", "2"))
 
 
 # ------------------------------------------------------------------ reporter tool
