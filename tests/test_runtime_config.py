@@ -6,6 +6,7 @@ from netstack.runtime import port_options, switch_config
 from netstack.switch.config import SwitchConfig
 from netstack.topo import netns
 from netstack.topo.model import TopologyError, load_topology, loads_topology
+from tests.topologies import H1, SW1, header, link
 
 
 def test_default_topology_switch_configs():
@@ -24,23 +25,8 @@ def test_default_topology_switch_configs():
 
 
 def test_lossless_port_options_from_features():
-    text = """
-[topology]
-name = "pfc"
-[[nodes]]
-name = "h1"
-kind = "host"
-ip = "10.0.0.1/24"
-[[nodes]]
-name = "sw1"
-kind = "switch"
-[[links]]
-name = "h1-sw1"
-a = "h1"
-b = "sw1"
-[links.features.b]
-switch = { lossless = true, xoff = "20KB", xon = "10KB", ecn_threshold = "30KB" }
-"""
+    text = header("pfc") + H1 + SW1 + link("h1", "sw1", named=True, extra=(
+        '[links.features.b]\nswitch = { lossless = true, xoff = "20KB", xon = "10KB", ecn_threshold = "30KB" }\n'))
     topo = loads_topology(text)
     port = switch_config(topo, netns.plan(topo, "x"), "sw1")["switch"]["ports"][0]
     assert port["lossless"] is True and port["xoff_bytes"] == 20_000 and port["xon_bytes"] == 10_000

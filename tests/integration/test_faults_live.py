@@ -32,6 +32,7 @@ from netstack.dta import CollectorQuery, control
 from netstack.linkguardian.control import status_all
 from netstack.topo.model import load_topology, load_topology_spec
 from netstack.topo.nsenter import iproute
+from tests.topologies import header, line
 
 from .conftest import in_node, running
 
@@ -225,56 +226,9 @@ def test_a_killed_and_restarted_daemon_keeps_status_and_down_working(tmp_path_fa
 # =========================================================================== 1. switch restart, LinkGuardian
 
 
-LG_TOPOLOGY = """
-[topology]
-name = "faults-lg"
-prefix = "fl"
-
-[defaults]
-rate = "100Mbit"
-delay = "10us"
-mtu = 1500
-buffer = "200KB"
-
-[[nodes]]
-name = "h1"
-kind = "host"
-ip = "10.0.0.1/24"
-
-[[nodes]]
-name = "h2"
-kind = "host"
-ip = "10.0.0.2/24"
-
-[[nodes]]
-name = "sw1"
-kind = "switch"
-
-[[nodes]]
-name = "sw2"
-kind = "switch"
-
-[[links]]
-name = "h1-sw1"
-a = "h1"
-b = "sw1"
-
-[[links]]
-name = "sw1-sw2"
-a = "sw1"
-b = "sw2"
-
-[links.features.a]
-linkguardian = { role = "sender", mode = "blocking", copies = 1 }
-
-[links.features.b]
-linkguardian = { role = "receiver" }
-
-[[links]]
-name = "sw2-h2"
-a = "sw2"
-b = "h2"
-"""
+LG_TOPOLOGY = header("faults-lg", prefix="fl", rate="100Mbit", delay="10us", mtu=1500, buffer="200KB") + line(
+    core='\n[links.features.a]\nlinkguardian = { role = "sender", mode = "blocking", copies = 1 }\n'
+         '\n[links.features.b]\nlinkguardian = { role = "receiver" }\n')
 
 
 @pytest.fixture(params=["lg-enable", "topology"])
@@ -596,56 +550,12 @@ def test_a_link_set_down_stops_the_stream_and_it_resumes_once_up(testbed_f, caps
 
 # =========================================================================== 4. pause storm
 
-STORM_TOPOLOGY = """
-[topology]
-name = "faults-storm"
-prefix = "fs"
-
-[defaults]
-rate = "100Mbit"
-delay = "10us"
-mtu = 1500
-buffer = "200KB"
-
-[[nodes]]
-name = "h1"
-kind = "host"
-ip = "10.0.0.1/24"
-
-[[nodes]]
-name = "h2"
-kind = "host"
-ip = "10.0.0.2/24"
-
-[[nodes]]
-name = "sw1"
-kind = "switch"
-
-[[nodes]]
-name = "sw2"
-kind = "switch"
-
-[[links]]
-name = "h1-sw1"
-a = "h1"
-b = "sw1"
-
-[links.features.b]
-switch = { pfc_from_host = true }   # sw1 honours h1's pauses (the edge watchdog stays on: 100 ms)
-
-[[links]]
-name = "sw1-sw2"
-a = "sw1"
-b = "sw2"
-
-[links.features.b]
-switch = { pfc_watchdog = "50ms" }  # sw2's fabric port gets a watchdog; sw1's keeps none
-
-[[links]]
-name = "sw2-h2"
-a = "sw2"
-b = "h2"
-"""
+STORM_TOPOLOGY = header("faults-storm", prefix="fs", rate="100Mbit", delay="10us", mtu=1500,
+                        buffer="200KB") + line(
+    # sw1 honours h1's pauses (the edge watchdog stays on: 100 ms)
+    edge1='\n[links.features.b]\nswitch = { pfc_from_host = true }\n',
+    # sw2's fabric port gets a watchdog; sw1's keeps none
+    core='\n[links.features.b]\nswitch = { pfc_watchdog = "50ms" }\n')
 
 
 def test_a_pause_storm_on_a_default_edge_port_is_refused_and_counted(testbed_f, capsys):

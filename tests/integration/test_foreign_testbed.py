@@ -35,6 +35,7 @@ from netstack.io.control import ControlError, request
 from netstack.topo import impair, netns
 from netstack.topo.model import load_topology, loads_topology
 from netstack.topo.nsenter import iproute
+from tests.topologies import H1, SW1, header, link, node
 
 from . import test_cleanup as cleanup_tests  # a module, not its functions: pytest must not collect them twice
 from .conftest import requires_root, running
@@ -43,39 +44,10 @@ pytestmark = pytest.mark.netns
 
 #: The foreign testbed: a switch daemon and a collector daemon (control sockets, a shared-memory
 #: region), an nft impairment (a table inside h1's namespace), two veth pairs.
-FOREIGN_TOPOLOGY = """
-[topology]
-name = "someone-elses"
-
-[[nodes]]
-name = "h1"
-kind = "host"
-ip = "10.0.0.1/24"
-
-[[nodes]]
-name = "c1"
-kind = "collector"
-ip = "10.0.0.100/24"
-
-[[nodes]]
-name = "sw1"
-kind = "switch"
-
-[[links]]
-name = "h1-sw1"
-a = "h1"
-b = "sw1"
-
-[links.impairment]
-corrupt = 1e-3
-direction = "a>b"
-backend = "nft"
-
-[[links]]
-name = "sw1-c1"
-a = "sw1"
-b = "c1"
-"""
+FOREIGN_TOPOLOGY = header("someone-elses") + H1 + node("c1", "collector", "10.0.0.100/24") + SW1 + (
+    link("h1", "sw1", named=True,
+         extra='\n[links.impairment]\ncorrupt = 1e-3\ndirection = "a>b"\nbackend = "nft"\n')
+    + link("sw1", "c1", named=True))
 
 #: Another process brings it up (its daemons are not this test's children, as another user's).
 _FOREIGN_UP = ("import sys; from netstack import runtime; from netstack.topo.model import loads_topology; "

@@ -16,6 +16,7 @@ import pytest
 
 from netstack import runtime
 from netstack.topo.model import loads_topology
+from tests.topologies import H1, H2, H3, SW1, SW2, header, link
 
 from .conftest import sh, udp_stream
 
@@ -87,62 +88,11 @@ def test_bad_shaping_is_refused_clearly(testbed, argv, said):
     assert "Traceback" not in r.stderr
 
 
-TOPOLOGY = """
-[topology]
-name = "shaped"
-
-[defaults]
-rate = "100Mbit"
-delay = "10us"
-
-[[nodes]]
-name = "h1"
-kind = "host"
-ip = "10.0.0.1/24"
-
-[[nodes]]
-name = "h2"
-kind = "host"
-ip = "10.0.0.2/24"
-
-[[nodes]]
-name = "h3"
-kind = "host"
-ip = "10.0.0.3/24"
-
-[[nodes]]
-name = "sw1"
-kind = "switch"
-
-[[nodes]]
-name = "sw2"
-kind = "switch"
-
-[[links]]
-a = "h1"
-b = "sw1"
-
-[[links]]
-a = "sw1"
-b = "sw2"
-[links.impairment]
-delay = "25ms"
-direction = "both"
-[links.flap]
-down = "200ms"
-up = "300ms"
-count = 2
-start = "1500ms"
-
-[[links]]
-a = "sw2"
-b = "h2"
-
-[[links]]
-a = "sw2"
-b = "h3"
-state = "down"
-"""
+TOPOLOGY = header("shaped", rate="100Mbit", delay="10us") + H1 + H2 + H3 + SW1 + SW2 + (
+    link("h1", "sw1")
+    + link("sw1", "sw2", extra='[links.impairment]\ndelay = "25ms"\ndirection = "both"\n'
+                               '[links.flap]\ndown = "200ms"\nup = "300ms"\ncount = 2\nstart = "1500ms"\n')
+    + link("sw2", "h2") + link("sw2", "h3", extra='state = "down"\n'))
 
 
 def test_a_topology_declares_shaping_a_down_link_and_a_flap(tmp_path_factory):

@@ -35,19 +35,10 @@ from netstack.onepipe.store import SqliteStore
 from netstack.onepipe.topology import validate
 from netstack.topo import netns
 from netstack.topo.model import load_topology, load_topology_spec, loads_topology
+from tests.topologies import link, node
 
 ROOT = Path(__file__).resolve().parents[2]
-CTL_TOML = '''
-[[nodes]]
-name = "ctl"
-kind = "onepipe-controller"
-ip = "10.0.0.100/24"
-
-[[links]]
-name = "ctl-spine1"
-a = "ctl"
-b = "spine1"
-'''
+CTL_TOML = node("ctl", "onepipe-controller", "10.0.0.100/24") + link("ctl", "spine1", named=True)
 
 
 def with_controller() -> Any:

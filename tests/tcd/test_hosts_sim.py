@@ -10,49 +10,15 @@ from netstack.tcd.dcqcn import DcqcnParams, RateSender
 from netstack.tcd.np import TcdReceiver
 from netstack.tcd.simhosts import TcdReceiverApp
 from netstack.topo.model import loads_topology
+from tests.topologies import H1, H2, H3, SW1, header, link
 
 GBIT = 1_000_000_000
 PORT = 40300
 #: h1, h2 -> sw1 -> h3, 1 Gbit/s everywhere: sw1's port toward h3 is the bottleneck; it marks CE
 #: above 30 KB of queue
-TOPOLOGY = """
-[topology]
-name = "tcd-hosts"
-prefix = "tcdh"
-[defaults]
-rate = "1Gbit"
-delay = "1us"
-buffer = "2MB"
-[[nodes]]
-name = "h1"
-kind = "host"
-ip = "10.0.0.1/24"
-[[nodes]]
-name = "h2"
-kind = "host"
-ip = "10.0.0.2/24"
-[[nodes]]
-name = "h3"
-kind = "host"
-ip = "10.0.0.3/24"
-[[nodes]]
-name = "sw1"
-kind = "switch"
-[[links]]
-name = "h1-sw1"
-a = "h1"
-b = "sw1"
-[[links]]
-name = "h2-sw1"
-a = "h2"
-b = "sw1"
-[[links]]
-name = "sw1-h3"
-a = "sw1"
-b = "h3"
-[links.features.a]
-switch = { ecn_threshold = "30KB" }
-"""
+TOPOLOGY = (header("tcd-hosts", prefix="tcdh", rate="1Gbit", delay="1us", buffer="2MB") + H1 + H2 + H3 + SW1
+            + link("h1", "sw1", named=True) + link("h2", "sw1", named=True)
+            + link("sw1", "h3", named=True, extra='[links.features.a]\nswitch = { ecn_threshold = "30KB" }\n'))
 P = DcqcnParams.scaled(GBIT, 1)  # the paper's timers (55 us, N = 50 us), rates in proportion to 1 Gbit/s
 
 

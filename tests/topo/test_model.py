@@ -22,41 +22,10 @@ from netstack.topo.model import (
     parse_rate,
     parse_size,
 )
+from tests.topologies import LINE_LINKS, LINE_NODES
 
-NODES = """
-[[nodes]]
-name = "h1"
-kind = "host"
-ip = "10.0.0.1/24"
-
-[[nodes]]
-name = "h2"
-kind = "host"
-ip = "10.0.0.2/24"
-
-[[nodes]]
-name = "sw1"
-kind = "switch"
-
-[[nodes]]
-name = "sw2"
-kind = "switch"
-"""
-
-LINKS = """
-[[links]]
-a = "h1"
-b = "sw1"
-
-[[links]]
-a = "sw1"
-b = "sw2"
-
-[[links]]
-a = "sw2"
-b = "h2"
-"""
-
+NODES = LINE_NODES
+LINKS = LINE_LINKS
 GOOD = NODES + LINKS
 
 

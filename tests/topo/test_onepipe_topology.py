@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import subprocess
-import textwrap
 
 import pytest
 from hypothesis import given
@@ -29,6 +28,7 @@ from netstack.topo.model import (
     parse_drift_ppm,
     shipped_topologies,
 )
+from tests.topologies import host_pair
 
 MS = 1_000_000
 
@@ -146,21 +146,7 @@ def test_up_refuses_an_unknown_name_before_building_anything():
 
 def _topo(**host_keys) -> str:
     keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in host_keys.items())
-    return textwrap.dedent("""
-        [[nodes]]
-        name = "h1"
-        kind = "host"
-        ip = "10.0.0.1/24"
-        """) + keys + textwrap.dedent("""
-        [[nodes]]
-        name = "h2"
-        kind = "host"
-        ip = "10.0.0.2/24"
-
-        [[links]]
-        a = "h1"
-        b = "h2"
-        """)
+    return host_pair("h1", "h2", net="10.0.0", extra_a=keys, named=False)
 
 
 @pytest.mark.parametrize("offset, ns", [("2us", 2000), ("-1.5us", -1500), ("+1ms", MS), ("0", 0), (0, 0),
