@@ -233,6 +233,33 @@ def test_the_cli_benches_fuzz_and_typing_lists_hold_every_protocols_entries():
     assert all(f"netstack.commands.{c}" in MODULES for c in commands())
 
 
+#: the verbs every protocol's control module offers (docs/architecture.md "Errors and control verbs")
+COMMON_VERBS = ("enable", "disable", "status")
+
+
+@pytest.mark.parametrize("p", [p for p in PROTOCOLS if p.control], ids=[p.name for p in PROTOCOLS if p.control])
+def test_every_control_module_has_the_common_verbs_or_says_why_not(p):
+    """enable, disable and status as module-level functions. A protocol without one (it has no such
+    concept) has a module-level ``VERBS`` tuple naming the verbs it does have, and the ``#:`` comment
+    just above it says why each missing one is missing."""
+    path = MODULES[p.control]
+    tree = ast.parse(path.read_text())
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    missing = [v for v in COMMON_VERBS if v not in functions]
+    if not missing:
+        return
+    verbs = next((n for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "VERBS" for t in n.targets)), None)
+    assert verbs is not None, f"{p.control}: no {', '.join(missing)}, and no VERBS saying why"
+    offered = ast.literal_eval(verbs.value)
+    assert isinstance(offered, tuple) and offered and set(offered) <= functions - set(missing), offered
+    above = path.read_text().splitlines()[:verbs.lineno - 1]
+    why = []
+    while above and above[-1].startswith("#"):
+        why.insert(0, above.pop())
+    assert all(v in " ".join(why) for v in missing), f"{p.control}: the comment above VERBS says nothing of {missing}"
+
+
 def test_no_function_is_longer_than_about_80_lines():
     long = []
     for name, path in MODULES.items():

@@ -549,6 +549,30 @@ def region_layout(info: dict[str, Any], kind: str, **match: Any) -> dict[str, An
     return None
 
 
+# ----------------------------------------------------------------- the common control verbs
+# (docs/architecture.md "Errors and control verbs": every protocol's enable, disable, status;
+# DTA's own are run_report and the collector's queries)
+
+
+def enable(prefix: str, switch_node: str | None = "sw2", collector_node: str = "c1",
+           **options: Any) -> dict[str, Any]:
+    """A translator on ``switch_node`` for ``collector_node``: :func:`enable_translator`, under
+    the verb every protocol's control module has."""
+    return enable_translator(prefix, switch_node, collector_node, **options)
+
+
+def disable(prefix: str, switch_node: str = "sw2") -> dict[str, Any]:
+    """The translator off: :func:`disable_translator`."""
+    return disable_translator(prefix, switch_node)
+
+
+def status(prefix: str, switch_node: str = "sw2", collector_node: str = "c1") -> dict[str, Any]:
+    """``{"translator": its status (enabled or not), "collector": the collector daemon's}``, as
+    ``netstack dta status`` shows them."""
+    return {"translator": translator_status(prefix, switch_node, quiet=True),
+            "collector": collector_status(prefix, collector_node)}
+
+
 # =========================================================================== collector nodes
 def collector_daemon_available() -> bool:
     return importlib.util.find_spec("daemons.collector") is not None

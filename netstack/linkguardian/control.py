@@ -23,7 +23,11 @@ from typing import Any
 
 from ..errors import ConfigError, NetstackError
 from ..io.control import ControlError
-from .feature import disable, enable_receiver, enable_sender, status
+
+# (the feature's disable and status under other names: this module's are the control verbs)
+from .feature import disable as feature_disable
+from .feature import enable_receiver, enable_sender
+from .feature import status as feature_status
 from .params import LGParams, link_params
 
 
@@ -52,7 +56,7 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
     def lg_disable(req: dict[str, Any]) -> list[str]:
         name = shell.port_of(req)
         try:
-            roles = disable(shell.switch, name, req.get("role"), time.monotonic_ns())
+            roles = feature_disable(shell.switch, name, req.get("role"), time.monotonic_ns())
         except (ConfigError, ValueError) as exc:
             raise ControlError(str(exc)) from None
         shell.flush()
@@ -63,7 +67,7 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
         port = req.get("port")
         if port is not None:
             shell.port_of(req)
-        return status(shell.switch, port)
+        return feature_status(shell.switch, port)
 
     return {"lg_enable": lg_enable, "lg_disable": lg_disable, "lg_status": lg_status}
 
@@ -181,5 +185,24 @@ def status_all(prefix: str) -> dict[str, Any]:
     return {d.node: control(prefix, d.node, "lg_status") for d in daemons_of(state) if d.kind == "switch"}
 
 
-__all__ = ["LGControlError", "after_restart", "disable_link", "enable_link", "link_ends", "measured_loss",
-           "status_all", "switch_handlers"]
+# ----------------------------------------------------------------- the common control verbs
+# (docs/architecture.md "Errors and control verbs": every protocol's enable, disable, status)
+
+
+def enable(prefix: str, link: str, **options: Any) -> dict[str, Any]:
+    """Protect ``link``: :func:`enable_link`, under the verb every protocol's control module has."""
+    return enable_link(prefix, link, **options)
+
+
+def disable(prefix: str, link: str) -> list[str]:
+    """Turn ``link``'s protection off: :func:`disable_link`."""
+    return disable_link(prefix, link)
+
+
+def status(prefix: str) -> dict[str, Any]:
+    """Every switch's LinkGuardian features: :func:`status_all`."""
+    return status_all(prefix)
+
+
+__all__ = ["LGControlError", "after_restart", "disable", "disable_link", "enable", "enable_link", "link_ends",
+           "measured_loss", "status", "status_all", "switch_handlers"]

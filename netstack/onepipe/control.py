@@ -236,5 +236,26 @@ def status_all(prefix: str) -> dict[str, Any]:
     return {sw: control(prefix, sw, "onepipe_status") for sw in switches_of(state)}
 
 
-__all__ = ["CONTROLLER_KIND", "OnePipeControlError", "controller_nodes", "directions", "disable_all", "enable_all",
-           "peers_of", "status_all", "switch_handlers", "switch_status", "switches_of"]
+# ----------------------------------------------------------------- the common control verbs
+# (docs/architecture.md "Errors and control verbs": every protocol's enable, disable, status;
+# 1Pipe's run and kill are netstack.onepipe.runner's)
+
+
+def enable(prefix: str, params: OnePipeParams | None = None, controller: bool | None = None) -> dict[str, Any]:
+    """1Pipe on in every switch: :func:`enable_all`, under the verb every protocol's control module has."""
+    return enable_all(prefix, params, controller)
+
+
+def disable(prefix: str) -> dict[str, bool]:
+    """1Pipe off in every switch: :func:`disable_all`."""
+    return disable_all(prefix)
+
+
+def status(prefix: str) -> dict[str, Any]:
+    """Every switch's 1Pipe state: :func:`status_all`."""
+    return status_all(prefix)
+
+
+__all__ = ["CONTROLLER_KIND", "OnePipeControlError", "controller_nodes", "directions", "disable", "disable_all",
+           "enable", "enable_all", "peers_of", "status", "status_all", "switch_handlers", "switch_status",
+           "switches_of"]

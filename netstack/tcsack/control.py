@@ -16,6 +16,11 @@ from .. import toolproc
 from ..errors import NetstackError
 from ..validity import verdict_line
 
+#: The control verbs (docs/architecture.md "Errors and control verbs"): transfer only. There is no
+#: enable, disable or status: T/C-SACK lives in the two hosts for one transfer, with no switch side
+#: and no daemon, so nothing stays on between transfers to turn off or to ask about.
+VERBS = ("transfer",)
+
 
 class TransferError(NetstackError, RuntimeError):
     """A transfer between two hosts failed: the message has both ends' last words."""
@@ -77,4 +82,4 @@ def transfer(state: dict[str, Any], proto: str, nbytes: int, *, src: str = "h1",
     return v.annotate(out)
 
 
-__all__ = ["TransferError", "live_transfer", "transfer", "verdict_line"]
+__all__ = ["VERBS", "TransferError", "live_transfer", "transfer", "verdict_line"]
