@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install everything netstack needs on a Debian/Ubuntu machine, as root:
 # the system packages (iproute2, nftables, Python venv support, ...) and a virtualenv
-# in .venv holding netstack itself (editable) with its test tools. etcd-server is the 1Pipe
-# controller's replicated store (netstack/onepipe/etcd.py runs a local cluster of it); tcpdump
-# compiles netstack capture's --filter expressions to BPF.
+# in .venv holding netstack itself (editable) with its plots (matplotlib, the `plots` extra)
+# and its test tools. etcd-server is the 1Pipe controller's replicated store
+# (netstack/onepipe/etcd.py runs a local cluster of it); tcpdump compiles netstack capture's
+# --filter expressions to BPF.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +52,7 @@ if [ ! -x .venv/bin/python ]; then
     log "creating .venv with $("$PY" -V 2>&1)"
     "$PY" -m venv .venv
 fi
-log "installing netstack and its test tools into .venv"
+log "installing netstack, its plotting (matplotlib) and its test tools into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,plots]'
 log "done: $(.venv/bin/netstack --version)"

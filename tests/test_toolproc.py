@@ -29,7 +29,8 @@ def test_ready_on_either_stream_then_the_last_json_line(on, code):
 
 def test_anything_but_ready_kills_the_tool_and_says_its_stderr():
     with pytest.raises(toolproc.ToolError, match=r"child did not start \(got 'nope'\): it broke"):
-        toolproc.start(_py("import sys; print('nope', flush=True); print('it broke', file=sys.stderr); "
+        # (its stderr first: it is killed as soon as the wrong line comes)
+        toolproc.start(_py("import sys; print('it broke', file=sys.stderr, flush=True); print('nope', flush=True); "
                            "import time; time.sleep(30)"), "child", timeout=10)
 
 
