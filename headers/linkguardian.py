@@ -30,6 +30,7 @@ from typing import ClassVar
 from .errors import HeaderError, check_bits, need
 from .record import field, new, record
 from .registry import EtherType
+from .serial import W16, W17
 
 # type(1 B incl. flags) | seq_no or leading_ack (2 B) | next_type (2 B)
 _TAG = struct.Struct("!BHH")
@@ -47,11 +48,9 @@ class LGType(IntEnum):
 
 
 #: Sequence numbers are 16 bits (§3.5: N = 65536); the era bit extends them to 17.
-SEQ_SPACE = 65536
-_HALF = SEQ_SPACE // 2
-_MASK = SEQ_SPACE - 1
-_ERA_SPACE = 2 * SEQ_SPACE  # (era, seq) as one 17-bit number
-_ERA_MASK = _ERA_SPACE - 1
+SEQ_SPACE = W16.space
+_HALF = W16.half
+_MASK = W16.mask
 
 
 def _type_of(header: str, first: int, want: LGType, offset: int) -> None:
@@ -402,10 +401,10 @@ def seq_distance(from_era: int, from_seq: int, to_era: int, to_seq: int) -> int:
     """How many frames ``to`` is ahead of ``from`` (negative when it is behind).
 
     The receiver's hole size is ``seq_distance(expected, received)``. Computed on the
-    17-bit (era, seq) value, so it is exact whenever the two are less than N apart.
+    17-bit (era, seq) value (:data:`headers.serial.W17`), so it is exact whenever the two are
+    less than N apart; exactly N apart reads as behind.
     """
-    d = ((to_era << 16 | to_seq) - (from_era << 16 | from_seq)) & _ERA_MASK
-    return d - _ERA_SPACE if d >= SEQ_SPACE else d
+    return W17.diff(to_era << 16 | to_seq, from_era << 16 | from_seq)
 
 
 def wrap(counter: int) -> tuple[int, int]:
@@ -413,27 +412,16 @@ def wrap(counter: int) -> tuple[int, int]:
     return counter >> 16 & 1, counter & _MASK
 
 
-def unwrap(era: int, seq: int, reference: int) -> int:
-    """The absolute counter nearest to ``reference`` whose (era, seq) is the one given.
+#: ``unwrap(era, seq, reference)``: the absolute counter nearest to ``reference`` whose
+#: (era, seq) is the one given: the 17-bit serial number era:seq unwrapped (headers/serial.py).
+#: Exact whenever the true counter is less than N from ``reference`` (for example the sender's
+#: next counter when it resolves a leading ACK or ``first_lost_seq``); exactly N below or above
+#: reads as below. Near the start of time the answer can be negative: a value from "before
+#: counter 0". Bound to W17's own function, not wrapped, as the receiver calls it on every frame.
+unwrap = W17.unwrap_era
 
-    Exact whenever the true counter is less than N from ``reference`` (for example the
-    sender's next counter when it resolves a leading ACK or ``first_lost_seq``). Near the
-    start of time the answer can be negative: that is a value from "before counter 0".
-    """
-    d = ((era << 16 | seq) - reference) & _ERA_MASK
-    if d >= SEQ_SPACE:
-        d -= _ERA_SPACE
-    return reference + d
-
-
-def unwrap_seq(seq: int, reference: int) -> int:
-    """The absolute counter nearest to ``reference`` whose 16-bit seq_no is ``seq`` (no era).
-
-    For fields that carry no era of their own, such as a loss notification's
-    ``first_lost_seq``. Exact whenever the true counter lies from N/2 below to N/2 - 1
-    above ``reference``.
-    """
-    d = (seq - reference) & _MASK
-    if d >= _HALF:
-        d -= SEQ_SPACE
-    return reference + d
+#: ``unwrap_seq(seq, reference)``: the absolute counter nearest to ``reference`` whose 16-bit
+#: seq_no is ``seq`` (no era), for fields that carry no era of their own, such as a loss
+#: notification's ``first_lost_seq``. Exact whenever the true counter lies from N/2 below to
+#: N/2 - 1 above ``reference``.
+unwrap_seq = W16.unwrap
