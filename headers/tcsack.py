@@ -59,16 +59,17 @@ from typing import ClassVar
 
 from .errors import HeaderError, check_bits, need
 from .record import field, new, record
+from .serial import W32
 
 _DATA = struct.Struct("!BBHII")
 _ACK = struct.Struct("!BBHIIIBBH")
 _BLOCK = struct.Struct("!II")
 
-SEQ_BITS = 32
-SEQ_MOD = 1 << SEQ_BITS
-SEQ_MASK = SEQ_MOD - 1
+SEQ_BITS = W32.bits
+SEQ_MOD = W32.space
+SEQ_MASK = W32.mask
 #: Serial-number comparisons are valid for values less than this far apart (RFC 1982).
-SEQ_HALF = 1 << (SEQ_BITS - 1)
+SEQ_HALF = W32.half
 
 #: Bytes in front of the ACK on the wire: IPv4 (no options) + UDP.
 IPV4_UDP_OVERHEAD = 20 + 8
@@ -91,42 +92,18 @@ class TcsAckFlag(IntFlag):
     NAK = 0x04  # go-back-N baseline only (RoCE RC's "NAK sequence error"): resend from cum_ack
 
 
-# --- serial-number arithmetic on 32-bit sequence numbers (RFC 1982) ---------------------------
+# --- serial-number arithmetic on 32-bit sequence numbers (RFC 1982): headers/serial.py's W32 ---
+# (the half-way point is behind: seq_diff gives [-2^31, 2^31), exact when |a - b| < 2^31;
+# seq_lt and seq_gt hold both ways for two numbers exactly 2^31 apart)
 
-
-def seq_add(seq: int, delta: int) -> int:
-    return (seq + delta) & SEQ_MASK
-
-
-def seq_diff(a: int, b: int) -> int:
-    """Signed ``a - b`` in ``[-2^31, 2^31)``: the true difference when ``|a - b| < 2^31``."""
-    d = (a - b) & SEQ_MASK
-    return d - SEQ_MOD if d >= SEQ_HALF else d
-
-
-def seq_lt(a: int, b: int) -> bool:
-    return ((a - b) & SEQ_MASK) >= SEQ_HALF
-
-
-def seq_le(a: int, b: int) -> bool:
-    d = (a - b) & SEQ_MASK
-    return d == 0 or d >= SEQ_HALF
-
-
-def seq_gt(a: int, b: int) -> bool:
-    return seq_lt(b, a)
-
-
-def seq_ge(a: int, b: int) -> bool:
-    return seq_le(b, a)
-
-
-def seq_max(a: int, b: int) -> int:
-    return (b if seq_lt(a, b) else a) & SEQ_MASK
-
-
-def seq_min(a: int, b: int) -> int:
-    return (a if seq_lt(a, b) else b) & SEQ_MASK
+seq_add = W32.add
+seq_diff = W32.diff
+seq_lt = W32.lt
+seq_le = W32.le
+seq_gt = W32.gt
+seq_ge = W32.ge
+seq_max = W32.later
+seq_min = W32.earlier
 
 
 def max_blocks(mtu: int = 1500, overhead: int = IPV4_UDP_OVERHEAD) -> int:

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Never, Protocol, Self, overload
 
 from headers.errors import HeaderError
-from headers.tcsack import SEQ_MASK, TcsAck, TcsAckFlag, TcsData, TcsDataFlag, seq_diff
+from headers.serial import W32
+from headers.tcsack import SEQ_MASK, TcsAck, TcsAckFlag, TcsData, TcsDataFlag
 
 from ..engine import ActionQueue, Transmit
 from .params import TcsParams
@@ -41,16 +42,18 @@ if TYPE_CHECKING:
 #: what ``counters()`` exports: counts, ``cum``-like positions, flags, RTTs (None: no sample yet)
 CounterValue = int | float | None
 
-_U32 = 0xFFFFFFFF
+_U32 = W32.mask
 # the flags as plain ints: the data path tests them on every packet, and an IntFlag operation
 # builds a flag object each time
 _RETX, _LAST, _PROBE = int(TcsDataFlag.RETX), int(TcsDataFlag.LAST), int(TcsDataFlag.PROBE)
 _FIN_SEEN = int(TcsAckFlag.FIN_SEEN)
 
 
-def unwrap(wire: int, ref: int) -> int:
-    """The absolute number nearest ``ref`` whose low 32 bits are ``wire`` (RFC 1982 window)."""
-    return ref + seq_diff(wire, ref & SEQ_MASK)
+#: ``unwrap(wire, ref)``: the absolute number nearest ``ref`` whose low 32 bits are ``wire``
+#: (RFC 1982 window, headers/serial.py: exactly 2^31 away reads as below)
+unwrap = W32.unwrap
+#: the signed distance from ``b`` to ``a`` in [-2^31, 2^31) (headers.tcsack.seq_diff)
+_diff32 = W32.diff
 
 
 def us32(now_ns: int) -> int:
@@ -58,9 +61,8 @@ def us32(now_ns: int) -> int:
     return (now_ns // 1000) & _U32
 
 
-def us_before(a: int, b: int) -> bool:
-    """Serial ``a < b`` on 32-bit microsecond stamps."""
-    return a != b and ((a - b) & _U32) >= 1 << 31
+#: ``us_before(a, b)``: serial ``a < b`` on 32-bit microsecond stamps
+us_before = W32.lt
 
 
 class _Counted(Protocol):
@@ -224,7 +226,7 @@ class ReceiverBase:
         if hdr.flow_id != self.flow_id:
             self.c.foreign += 1
             return []
-        if not 0 <= seq_diff(hdr.seq, self.cum & SEQ_MASK) <= self.params.buffer_packets:
+        if not 0 <= _diff32(hdr.seq, self.cum) <= self.params.buffer_packets:
             self.checks.not_peer += 1
             return []
         self.peer = src
@@ -492,7 +494,7 @@ class SenderBase:
             c.foreign += 1
             return
         newest = self._newest_ack
-        n = newest + seq_diff(ack.ack_seq, newest & SEQ_MASK)  # its number, absolute
+        n = unwrap(ack.ack_seq, newest)  # its number, absolute
         cum = unwrap(ack.cum_ack, self.cum)
         stale = n <= newest
         if stale and not self._reports_more(ack, cum):
@@ -509,8 +511,8 @@ class SenderBase:
         self._newest_rep = ack
         self._newest_cum = cum
         c.acks_rx += 1
-        rtt = ((now_ns // 1000) - ack.tsecr - ack.ack_delay) & 0xFFFFFFFF
-        if rtt < 1 << 31:
+        rtt = _diff32(now_ns // 1000, ack.tsecr + ack.ack_delay)
+        if rtt >= 0:
             # the receiver held the ACK ack_delay on purpose; tsval is the send time of the copy
             # that arrived, so retransmissions give unambiguous samples (no Karn rule)
             self.rtt_latest_us = rtt
