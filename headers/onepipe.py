@@ -43,6 +43,7 @@ from typing import ClassVar
 from .auth import TRAILER_LEN, AuthTrailer, decode_trailer
 from .errors import HeaderError, check_bits, need
 from .record import field, new, record
+from .serial import W48
 
 # 48-bit fields are split into a 16-bit high half and a 32-bit low half so one precompiled
 # Struct packs the whole header (struct has no 6-byte integer code).
@@ -50,12 +51,12 @@ _HDR = struct.Struct("!HIHIHIIBB")
 _TS2 = struct.Struct("!HIHI")  # be_barrier, commit_barrier: rewritten in place by switches
 _TS1 = struct.Struct("!HI")
 
-TS_BITS = 48
-TS_MOD = 1 << TS_BITS
-TS_MASK = TS_MOD - 1
+TS_BITS = W48.bits
+TS_MOD = W48.space
+TS_MASK = W48.mask
 #: Two timestamps compare correctly while they are less than this far apart (RFC 1982 /
 #: PAWS, RFC 7323 §5): 2^47 ns is about 39 hours, far beyond any in-flight lifetime.
-TS_HALF = 1 << (TS_BITS - 1)
+TS_HALF = W48.half
 
 #: The UDP ports 1Pipe processes bind (docs/wire-formats.md "Ports"): 40100 (the registry's,
 #: where host beacons go) and the 99 after it, so that several processes share a host, each its
@@ -165,7 +166,7 @@ class OnePipeFlag(IntFlag):
 # PAWS-style arithmetic on 48-bit nanosecond timestamps (§2, §6.1).
 #
 # Serial-number arithmetic (RFC 1982): a is "before" b when (b - a) mod 2^48 lies in
-# (0, 2^47). Correct whenever the two values are less than 2^47 ns (~39 h) apart, which holds
+# (0, 2^47]. Correct whenever the two values are less than 2^47 ns (~39 h) apart, which holds
 # for every pair of timestamps alive in the system at once (clocks are synchronised, §2).
 # Exactly 2^47 apart is undefined by RFC 1982; here ts_diff returns -2^47 then.
 # The helpers take any int and reduce it mod 2^48, so they are safe on unmasked inputs.
@@ -177,54 +178,21 @@ def ts_from_ns(ns: int) -> int:
     return ns & TS_MASK
 
 
-def ts_add(ts: int, delta: int) -> int:
-    """``ts + delta`` on the 48-bit circle (``delta`` may be negative)."""
-    return (ts + delta) & TS_MASK
-
-
-def ts_diff(a: int, b: int) -> int:
-    """Signed ``a - b`` in ``[-2^47, 2^47)``: the true difference when ``|a - b| < 2^47``."""
-    d = (a - b) & TS_MASK
-    return d - TS_MOD if d >= TS_HALF else d
-
-
-def ts_lt(a: int, b: int) -> bool:
-    """``a`` is earlier than ``b`` (wrap-aware)."""
-    return ((a - b) & TS_MASK) >= TS_HALF
-
-
-def ts_le(a: int, b: int) -> bool:
-    """``a`` is earlier than or equal to ``b`` (wrap-aware)."""
-    d = (a - b) & TS_MASK
-    return d == 0 or d >= TS_HALF
-
-
-def ts_gt(a: int, b: int) -> bool:
-    return ts_lt(b, a)
-
-
-def ts_ge(a: int, b: int) -> bool:
-    return ts_le(b, a)
-
-
-def ts_max(a: int, b: int) -> int:
-    """The later of two timestamps (wrap-aware); returns the masked value."""
-    return (b if ts_lt(a, b) else a) & TS_MASK
-
-
-def ts_min(a: int, b: int) -> int:
-    """The earlier of two timestamps (wrap-aware); returns the masked value."""
-    return (a if ts_lt(a, b) else b) & TS_MASK
-
-
-def ts_unwrap(ts: int, reference: int) -> int:
-    """The absolute nanosecond count congruent to ``ts`` mod 2^48 nearest to ``reference``.
-
-    ``reference`` is an absolute (unwrapped) time such as the local clock; the answer is
-    exact when the true value is within 2^47 ns of it. Engines use this to keep absolute
-    integers internally and wrap only at the wire.
-    """
-    return reference + ts_diff(ts, reference)
+# headers/serial.py's W48, whose half-way rule is the one above: ts_diff gives [-2^47, 2^47),
+# ts_lt and ts_gt hold both ways for two stamps exactly 2^47 apart, ts_max / ts_min return b / a
+ts_add = W48.add  # ts + delta on the 48-bit circle (delta may be negative)
+ts_diff = W48.diff  # signed a - b in [-2^47, 2^47): the true difference when |a - b| < 2^47
+ts_lt = W48.lt  # a is earlier than b (wrap-aware)
+ts_le = W48.le  # a is earlier than or equal to b
+ts_gt = W48.gt
+ts_ge = W48.ge
+ts_max = W48.later  # the later of two timestamps (wrap-aware), masked
+ts_min = W48.earlier  # the earlier of two timestamps (wrap-aware), masked
+#: ``ts_unwrap(ts, reference)``: the absolute nanosecond count congruent to ``ts`` mod 2^48
+#: nearest to ``reference``, an absolute (unwrapped) time such as the local clock; exact when
+#: the true value is within 2^47 ns of it. Engines use this to keep absolute integers
+#: internally and wrap only at the wire.
+ts_unwrap = W48.unwrap
 
 
 @record

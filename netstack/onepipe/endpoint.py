@@ -108,6 +108,7 @@ from headers.onepipe import (
     ts_from_ns,
     ts_unwrap,
 )
+from headers.serial import W32
 
 from ..engine import ActionQueue, Deliver, SendFail, SendTo
 from .params import OnePipeParams
@@ -127,9 +128,8 @@ ACK_REPEATS = 2
 #: sources a receiver keeps connection state for; packets from more are dropped (``foreign``)
 MAX_RX_CONNECTIONS = 1 << 16
 
-PSN_MOD = 1 << 32
-_PSN_MASK = PSN_MOD - 1
-_PSN_HALF = 1 << 31
+PSN_MOD = W32.space
+_PSN_MASK = W32.mask
 _EOM = int(OnePipeFlag.EOM)
 _ECE = int(OnePipeFlag.ECE)
 _DATA, _ACK, _NAK, _BEACON = OnePipeOpcode.DATA, OnePipeOpcode.ACK, OnePipeOpcode.NAK, OnePipeOpcode.BEACON
@@ -146,10 +146,9 @@ def sender_key(addr: Addr) -> int:
     raise ValueError(f"not a process address: {addr!r}")
 
 
-def psn_unwrap(wire: int, ref: int) -> int:
-    """The absolute PSN nearest ``ref`` whose low 32 bits are ``wire`` (RFC 1982 window)."""
-    d = (wire - ref) & _PSN_MASK
-    return ref + (d - PSN_MOD if d >= _PSN_HALF else d)
+#: ``psn_unwrap(wire, ref)``: the absolute PSN nearest ``ref`` whose low 32 bits are ``wire``
+#: (RFC 1982 window, headers/serial.py: exactly 2^31 away reads as below)
+psn_unwrap = W32.unwrap
 
 
 @dataclass(slots=True, eq=False)
