@@ -98,13 +98,15 @@ from headers.roce import (
     build_roce_frame,
     parse_roce_frame,
 )
+from headers.serial import W24
 
 from ..engine import ActionQueue, Engine
 from .memory import TRAILER, CollectorMemory, MemoryAccessError
 from .rocewire import ACK_TAIL, ATOMIC_ACK_TAIL, ATOMIC_ETH, HEAD, ICRC, LRH_CRC, RETH, RoceTemplate
 
-PSN_MASK = 0xFFFFFF
-PSN_HALF = 1 << 23
+#: RoCE PSNs are 24-bit serial numbers (headers/serial.py)
+PSN_MASK = W24.mask
+PSN_HALF = W24.half
 CONNECT_INFO_VERSION = 1
 #: Saved atomic results per QP, for replaying duplicate atomics (IBTA requires the responder
 #: to remember at least its advertised number of outstanding atomics).
@@ -566,9 +568,9 @@ class RoceResponder:
             return []
         qc = qp.counters
         qc.requests += 1
-        d = (bth.psn - qp.epsn) & PSN_MASK
+        d = W24.diff(bth.psn, qp.epsn)  # 2**23 ahead counts as behind: a duplicate (headers/serial.py)
         if d:
-            if d < PSN_HALF:
+            if d > 0:
                 return self._sequence_error(req, qp)
             return self._duplicate(req, qp)
         qp.nak_outstanding = False

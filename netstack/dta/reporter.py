@@ -49,6 +49,7 @@ from headers.dta import (
 from headers.errors import HeaderError
 from headers.inet import build_udp_frame
 from headers.registry import UdpPort
+from headers.serial import W8
 
 from ..auth.frame import Sealer
 from ..engine import ActionQueue, Engine
@@ -163,7 +164,7 @@ class Reporter:
             return []
         out = []
         for seq, payload in self._history.items():
-            if 0 < (seq - parsed.seqnum) & 0xFF < 128:
+            if W8.diff(seq, parsed.seqnum) > 0:  # after it (serial, 8 bits; half-way is before)
                 out.append(self.seal(payload))
         self.resent += len(out)
         return out

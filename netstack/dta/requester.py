@@ -103,12 +103,14 @@ from zlib import crc32
 
 from headers.registry import UdpPort
 from headers.roce import AethKind, NakCode, Opcode, RoceFrame, decode_syndrome, parse_roce_frame
+from headers.serial import W24
 
 from .counters import TranslatorCounters
 from .rocewire import ATOMIC_TAIL, HEAD, ICRC, LRH_CRC, WRITE_TAIL, RoceTemplate
 
-PSN_MASK = 0xFFFFFF
-PSN_HALF = 1 << 23
+#: RoCE PSNs are 24-bit serial numbers (headers/serial.py); the ages below are distances mod 2**24
+PSN_MASK = W24.mask
+PSN_HALF = W24.half
 #: Send-history entries per ``nak_window_ns`` (the window's time resolution is 1/16 of it).
 MARKS_PER_WINDOW = 16
 NEVER = 1 << 62
@@ -393,7 +395,7 @@ class RoceRequester:
         qp.una = una = (psn + 1) & PSN_MASK  # ACK / access / invalid NAK: executed or consumed up to psn
         qp.una_at = qp.progress_at = self.now
         qp.probing = False
-        if self.config.window and 0 < (una - qp.psn) & PSN_MASK < PSN_HALF:
+        if self.config.window and W24.diff(una, qp.psn) > 0:  # una ahead (2**23 ahead is behind)
             qp.psn = una  # after a time-out went back: the collector has these, skip them
         if kind == AethKind.ACK:
             c.acks += 1

@@ -129,6 +129,7 @@ from headers.dta import (
 from headers.errors import HeaderError
 from headers.inet import UdpFrame, ip_bytes, mac_bytes, parse_udp_frame
 from headers.registry import UdpPort
+from headers.serial import W32
 
 from ..engine import ActionQueue, Engine, Transmit
 from .counters import TranslatorCounters
@@ -623,7 +624,7 @@ class DTATranslator:
         if exp is None:
             exp = col - col % sk.columns  # a reporter's first column must start an epoch
         if col != exp:
-            if (col - exp) & COLUMN_MASK < 1 << 31:  # ahead: a gap, ask for exp
+            if W32.diff(col, exp) > 0:  # ahead (serial, 32 bits; 2**31 ahead is behind): a gap, ask for exp
                 last = sk.last_nack.get(rid)
                 if last is not None and last[0] == exp and self._now - last[1] < self.config.sketch_nack_holdoff_ns:
                     c.sketch_nacks_held += 1
