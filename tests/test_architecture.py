@@ -199,9 +199,7 @@ def _defines(module: str, name: str) -> bool:
 
 
 #: registry entries that do not yet have every part the shape asks for: protocol -> the parts missing
-KNOWN_GAPS: dict[str, set[str]] = {
-    "dta": {"scenarios"},  # DTA: issue 29, being added
-}
+KNOWN_GAPS: dict[str, set[str]] = {}
 
 
 @pytest.mark.parametrize("p", PROTOCOLS, ids=[p.name for p in PROTOCOLS])
