@@ -2,13 +2,15 @@
 
 The properties hold for any width; each runs per width so that every one gets its own examples,
 with strategies leaning on the points that matter (0, the half-way point, the wrap). The last
-part checks every former copy's public name against the code it replaced (kept below as the
-oracle, verbatim), for that caller's width.
+part checks every former copy's public name against the code it replaced, for that caller's
+width: the old bodies are kept below as the oracles (headers.tcsack's and headers.onepipe's, the
+same functions over their own constants, once with the constants as arguments).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -39,7 +41,12 @@ def _offset(bits: int) -> st.SearchStrategy[int]:
         lambda d: -half <= d < half) | st.integers(-half, half - 1)
 
 
+def _draw_pair(data: st.DataObject, bits: int) -> tuple[serial.Width, int, int]:
+    return width(bits), data.draw(_near(bits)), data.draw(_near(bits))
+
+
 def _interesting(bits: int) -> list[int]:
+    """The edges (0, 1, half - 1, half, half + 1, the wrap) and their negatives, on a few turns."""
     space, half = 1 << bits, 1 << (bits - 1)
     return sorted({v % (4 * space) - 2 * space
                    for c in (0, 1, half - 1, half, half + 1, space - 1, space, 3 * space + 5)
@@ -66,67 +73,57 @@ def test_a_width_is_a_positive_int(bad):
 
 
 @pytest.mark.parametrize("bits", WIDTHS + ODD)
-def test_unwrap_recovers_every_value_in_the_window(bits):
-    @given(x=_near(bits), d=_offset(bits))
-    def check(x, d):
-        w = width(bits)
-        r = x - d  # x lies d from r, d in [-half, half): the window, both edges
-        assert w.unwrap(x & w.mask, r) == x
-        assert w.unwrap(x, r) == x  # unreduced wire values too
-        assert w.diff(x, r) == d
-        # and the era form: the top bit apart from the rest
-        assert w.unwrap_era((x & w.mask) >> (bits - 1), x & (w.half - 1), r) == x
-
-    check()
+@given(data=st.data())
+def test_unwrap_recovers_every_value_in_the_window(bits, data):
+    x, d = data.draw(_near(bits)), data.draw(_offset(bits))
+    w = width(bits)
+    r = x - d  # x lies d from r, d in [-half, half): the window, both edges
+    assert w.unwrap(x & w.mask, r) == x
+    assert w.unwrap(x, r) == x  # unreduced wire values too
+    assert w.diff(x, r) == d
+    # and the era form: the top bit apart from the rest
+    assert w.unwrap_era((x & w.mask) >> (bits - 1), x & (w.half - 1), r) == x
 
 
 @pytest.mark.parametrize("bits", WIDTHS + ODD)
-def test_diff_is_antisymmetric_but_at_the_half_way_point(bits):
-    @given(a=_near(bits), b=_near(bits))
-    def check(a, b):
-        w = width(bits)
-        d = w.diff(a, b)
-        assert -w.half <= d < w.half and (d - (a - b)) % w.space == 0
-        if (a - b) % w.space == w.half:
-            assert d == w.diff(b, a) == -w.half  # behind, both ways
-        else:
-            assert w.diff(b, a) == -d
-
-    check()
+@given(data=st.data())
+def test_diff_is_antisymmetric_but_at_the_half_way_point(bits, data):
+    w, a, b = _draw_pair(data, bits)
+    d = w.diff(a, b)
+    assert -w.half <= d < w.half and (d - (a - b)) % w.space == 0
+    if (a - b) % w.space == w.half:
+        assert d == w.diff(b, a) == -w.half  # behind, both ways
+    else:
+        assert w.diff(b, a) == -d
 
 
 @pytest.mark.parametrize("bits", WIDTHS + ODD)
-def test_the_comparisons_follow_diff_and_unwrap(bits):
-    @given(a=_near(bits), b=_near(bits))
-    def check(a, b):
-        w = width(bits)
-        d = w.diff(a, b)
-        assert w.lt(a, b) == (d < 0) and w.le(a, b) == (d <= 0)
-        assert w.gt(a, b) == w.lt(b, a) and w.ge(a, b) == w.le(b, a)
-        # as absolute values: unwrap a near b and compare plainly
-        u = w.unwrap(a, b)
-        assert w.lt(a, b) == (u < b) and w.le(a, b) == (u <= b)
-        assert w.later(a, b) == (b if u < b else a) % w.space
-        assert w.earlier(a, b) == (a if u < b else b) % w.space
-        assert w.add(a, b) == (a + b) % w.space
-
-    check()
+@given(data=st.data())
+def test_the_comparisons_follow_diff_and_unwrap(bits, data):
+    w, a, b = _draw_pair(data, bits)
+    d = w.diff(a, b)
+    assert w.lt(a, b) == (d < 0) and w.le(a, b) == (d <= 0)
+    assert w.gt(a, b) == w.lt(b, a) and w.ge(a, b) == w.le(b, a)
+    # as absolute values: unwrap a near b and compare plainly
+    u = w.unwrap(a, b)
+    assert w.lt(a, b) == (u < b) and w.le(a, b) == (u <= b)
+    assert w.later(a, b) == (b if u < b else a) % w.space
+    assert w.earlier(a, b) == (a if u < b else b) % w.space
+    assert w.add(a, b) == (a + b) % w.space
 
 
 @pytest.mark.parametrize("bits", WIDTHS)
-def test_comparisons_are_exact_on_absolute_values_less_than_half_apart(bits):
-    @given(x=_near(bits), d=_offset(bits))
-    def check(x, d):
-        w = width(bits)
-        y = x + d
-        if d == -w.half:
-            return  # the half-way point: the rule, pinned in its own test
-        m = w.mask
-        assert w.lt(y & m, x & m) == (y < x) and w.le(y & m, x & m) == (y <= x)
-        assert w.gt(y & m, x & m) == (y > x) and w.ge(y & m, x & m) == (y >= x)
-        assert w.diff(w.add(x & m, d), x) == d
-
-    check()
+@given(data=st.data())
+def test_comparisons_are_exact_on_absolute_values_less_than_half_apart(bits, data):
+    x, d = data.draw(_near(bits)), data.draw(_offset(bits))
+    w = width(bits)
+    y = x + d
+    if d == -w.half:
+        return  # the half-way point: the rule, pinned in its own test
+    m = w.mask
+    assert w.lt(y & m, x & m) == (y < x) and w.le(y & m, x & m) == (y <= x)
+    assert w.gt(y & m, x & m) == (y > x) and w.ge(y & m, x & m) == (y >= x)
+    assert w.diff(w.add(x & m, d), x) == d
 
 
 @pytest.mark.parametrize("bits", WIDTHS + ODD)
@@ -163,16 +160,13 @@ def test_small_widths_exhaustively(bits):
 
 
 @pytest.mark.parametrize("bits", WIDTHS + ODD)
-def test_the_module_functions_are_the_widths(bits):
-    @given(a=_near(bits), b=_near(bits))
-    def check(a, b):
-        w = width(bits)
-        assert serial.diff(a, b, bits) == w.diff(a, b) and serial.unwrap(a, b, bits) == w.unwrap(a, b)
-        assert (serial.lt(a, b, bits), serial.le(a, b, bits), serial.gt(a, b, bits), serial.ge(a, b, bits)) \
-            == (w.lt(a, b), w.le(a, b), w.gt(a, b), w.ge(a, b))
-        assert serial.add(a, b, bits) == w.add(a, b)
-
-    check()
+@given(data=st.data())
+def test_the_module_functions_are_the_widths(bits, data):
+    w, a, b = _draw_pair(data, bits)
+    assert serial.diff(a, b, bits) == w.diff(a, b) and serial.unwrap(a, b, bits) == w.unwrap(a, b)
+    assert (serial.lt(a, b, bits), serial.le(a, b, bits), serial.gt(a, b, bits), serial.ge(a, b, bits)) \
+        == (w.lt(a, b), w.le(a, b), w.gt(a, b), w.ge(a, b))
+    assert serial.add(a, b, bits) == w.add(a, b)
 
 
 # --- agreement with the code each caller had before (the oracles, as they were) -----------------
@@ -218,23 +212,54 @@ def test_linkguardian_as_before_at_the_edges():
             assert linkguardian.unwrap_seq(seq, r) == _old_lg_unwrap_seq(seq, r)
 
 
+def _old_family(mod: int) -> dict[str, Callable[[int, int], int]]:
+    """headers.tcsack's ``seq_*`` (mod 2^32) and headers.onepipe's ``ts_*`` (mod 2^48) as they
+    were: the same functions, each module over its own MOD, MASK = MOD - 1 and HALF."""
+    mask, half = mod - 1, mod >> 1
+
+    def diff(a: int, b: int) -> int:
+        d = (a - b) & mask
+        return d - mod if d >= half else d
+
+    def lt(a: int, b: int) -> bool:
+        return ((a - b) & mask) >= half
+
+    def le(a: int, b: int) -> bool:
+        d = (a - b) & mask
+        return d == 0 or d >= half
+
+    return {"add": lambda seq, delta: (seq + delta) & mask, "diff": diff, "lt": lt, "le": le,
+            "gt": lambda a, b: lt(b, a), "ge": lambda a, b: le(b, a),
+            "max": lambda a, b: (b if lt(a, b) else a) & mask, "min": lambda a, b: (a if lt(a, b) else b) & mask,
+            "unwrap": lambda ts, reference: reference + diff(ts, reference)}  # (ts_unwrap; no seq_unwrap)
+
+
+def _check_family(module: object, prefix: str, old: dict[str, Callable[[int, int], int]], a: int, b: int) -> None:
+    for op, was in old.items():
+        now = getattr(module, prefix + op, None)
+        assert (now is None and op == "unwrap") or now(a, b) == was(a, b), (prefix + op, a, b)
+
+
+_FAMILIES = pytest.mark.parametrize(("module", "prefix", "bits"), [(tcsack, "seq_", 32), (onepipe, "ts_", 48)])
+
+
+@_FAMILIES
+@given(data=st.data())
+def test_the_seq_and_ts_helpers_as_before(module, prefix, bits, data):
+    _check_family(module, prefix, _old_family(1 << bits), data.draw(_near(bits)), data.draw(_near(bits)))
+
+
+@_FAMILIES
+def test_the_seq_and_ts_helpers_as_before_at_the_edges(module, prefix, bits):
+    old = _old_family(1 << bits)
+    for a, b in itertools.product(_interesting(bits), repeat=2):
+        _check_family(module, prefix, old, a, b)
+
+
 _SEQ_MOD = 1 << 32
 _SEQ_MASK = _SEQ_MOD - 1
 _SEQ_HALF = 1 << 31
-
-
-def _old_seq_diff(a: int, b: int) -> int:
-    d = (a - b) & _SEQ_MASK
-    return d - _SEQ_MOD if d >= _SEQ_HALF else d
-
-
-def _old_seq_lt(a: int, b: int) -> bool:
-    return ((a - b) & _SEQ_MASK) >= _SEQ_HALF
-
-
-def _old_seq_le(a: int, b: int) -> bool:
-    d = (a - b) & _SEQ_MASK
-    return d == 0 or d >= _SEQ_HALF
+_old_seq_diff = _old_family(_SEQ_MOD)["diff"]
 
 
 def _old_tcsack_unwrap(wire: int, ref: int) -> int:
@@ -261,67 +286,12 @@ def _new_rtt(now_us: int, tsecr: int, ack_delay: int) -> int | None:  # SenderBa
 
 
 def _check_32(a: int, b: int) -> None:
-    assert tcsack.seq_diff(a, b) == _old_seq_diff(a, b)
-    assert (tcsack.seq_lt(a, b), tcsack.seq_le(a, b), tcsack.seq_gt(a, b), tcsack.seq_ge(a, b)) \
-        == (_old_seq_lt(a, b), _old_seq_le(a, b), _old_seq_lt(b, a), _old_seq_le(b, a))
-    assert tcsack.seq_max(a, b) == (b if _old_seq_lt(a, b) else a) & _SEQ_MASK
-    assert tcsack.seq_min(a, b) == (a if _old_seq_lt(a, b) else b) & _SEQ_MASK
-    assert tcsack.seq_add(a, b) == (a + b) & _SEQ_MASK
     assert common.unwrap(a, b) == _old_tcsack_unwrap(a, b)
     assert common.us_before(a, b) == _old_us_before(a, b)
     assert endpoint.psn_unwrap(a, b) == _old_psn_unwrap(a, b)
     assert _new_rtt(a, b, 7) == _old_rtt(a, b, 7)
     if (a - b) % _SEQ_MOD:  # DTA's sketch columns: a column ahead of the expected one is a gap
         assert (W32.diff(a, b) > 0) == ((a - b) & 0xFFFFFFFF < 1 << 31)
-
-
-@given(a=_near(32), b=_near(32))
-def test_tcsack_and_onepipe_psns_as_before(a, b):
-    _check_32(a, b)
-
-
-def test_tcsack_and_onepipe_psns_as_before_at_the_edges():
-    for a, b in itertools.product(_interesting(32), repeat=2):
-        _check_32(a, b)
-
-
-_TS_MOD = 1 << 48
-_TS_MASK = _TS_MOD - 1
-_TS_HALF = 1 << 47
-
-
-def _old_ts_diff(a: int, b: int) -> int:
-    d = (a - b) & _TS_MASK
-    return d - _TS_MOD if d >= _TS_HALF else d
-
-
-def _old_ts_lt(a: int, b: int) -> bool:
-    return ((a - b) & _TS_MASK) >= _TS_HALF
-
-
-def _old_ts_le(a: int, b: int) -> bool:
-    d = (a - b) & _TS_MASK
-    return d == 0 or d >= _TS_HALF
-
-
-def _check_48(a: int, b: int) -> None:
-    assert onepipe.ts_diff(a, b) == _old_ts_diff(a, b)
-    assert (onepipe.ts_lt(a, b), onepipe.ts_le(a, b), onepipe.ts_gt(a, b), onepipe.ts_ge(a, b)) \
-        == (_old_ts_lt(a, b), _old_ts_le(a, b), _old_ts_lt(b, a), _old_ts_le(b, a))
-    assert onepipe.ts_max(a, b) == (b if _old_ts_lt(a, b) else a) & _TS_MASK
-    assert onepipe.ts_min(a, b) == (a if _old_ts_lt(a, b) else b) & _TS_MASK
-    assert onepipe.ts_add(a, b) == (a + b) & _TS_MASK
-    assert onepipe.ts_unwrap(a, b) == b + _old_ts_diff(a, b)
-
-
-@given(a=_near(48), b=_near(48))
-def test_onepipe_timestamps_as_before(a, b):
-    _check_48(a, b)
-
-
-def test_onepipe_timestamps_as_before_at_the_edges():
-    for a, b in itertools.product(_interesting(48), repeat=2):
-        _check_48(a, b)
 
 
 _PSN_MASK = 0xFFFFFF
@@ -348,14 +318,24 @@ def _check_24(a: int, b: int) -> None:
     assert (W24.diff(a, b) > 0) == (0 < (a - b) & _PSN_MASK < _PSN_HALF)
 
 
-@given(a=_near(24), b=_near(24))
-def test_dta_psns_as_before(a, b):
-    _check_24(a, b)
+
+#: the engines' 32-bit numbers (T/C-SACK, 1Pipe PSNs, DTA sketch columns) and DTA's 24-bit PSNs
+_ENGINES = pytest.mark.parametrize(("check", "bits"), [(_check_32, 32), (_check_24, 24)])
 
 
-def test_dta_psns_and_report_seqnums_as_before_at_the_edges():
-    for a, b in itertools.product(_interesting(24), repeat=2):
-        _check_24(a, b)
+@_ENGINES
+@given(data=st.data())
+def test_the_engines_numbers_as_before(check, bits, data):
+    check(data.draw(_near(bits)), data.draw(_near(bits)))
+
+
+@_ENGINES
+def test_the_engines_numbers_as_before_at_the_edges(check, bits):
+    for a, b in itertools.product(_interesting(bits), repeat=2):
+        check(a, b)
+
+
+def test_dta_report_seqnums_as_before():
     for a, b in itertools.product(range(256), repeat=2):  # the reporter's 8-bit "after the NACK's seqnum"
         assert (W8.diff(a, b) > 0) == (0 < (a - b) & 0xFF < 128)
 
