@@ -171,7 +171,7 @@ def test_bad_input_exits_2_with_a_message_and_changes_nothing(testbed_f, capsys)
         (["link", "sw1-sw2", "sideways", "--prefix", prefix], "invalid choice"),
         (["pause-storm", "h1-sw1", "--from", "h1", "--seconds", "-1", "--prefix", prefix], "must be positive"),
         (["pause-storm", "h1-sw1", "--from", "h1", "--pps", "0", "--prefix", prefix], "must be positive"),
-        (["pause-storm", "h1-sw1", "--from", "h1", "--class", "9", "--prefix", prefix], "class is 0-7"),
+        (["pause-storm", "h1-sw1", "--from", "h1", "--class", "9", "--prefix", prefix], "class must be 0 to 7"),
         (["pause-storm", "h1-sw1", "--from", "h2", "--prefix", prefix], "is not an end of h1-sw1"),
         (["pause-storm", "nosuch", "--from", "h1", "--prefix", prefix], "no link 'nosuch'"),
         (["clock-jump", "sw1", "--ms", "5", "--prefix", prefix], "sw1 is not a host"),
