@@ -38,6 +38,10 @@ What it does ("Direct Telemetry Access", §7.3; docs/dta.md, "The collector daem
   peer only) and the translator resynchronises with a grace period (DTA §5.3). Anything else
   (no state, a malformed or foreign one, a region file missing) is one log line and a fresh
   start: new QPNs, rkeys and PSNs, empty memory (``netstack/dta/persist.py``);
+- connects the translator the topology declares for it (``[links.features.<end>] dta``,
+  netstack/dta/topology.py) at start, before it answers on its control socket: its QPs bound to
+  the translator, then ``dta_enable`` on the ToR's switch daemon (not when it restored its QPs:
+  the translator it had stays in sequence);
 - on SIGTERM/SIGINT (a clean stop: ``netstack down``): stops, closes the regions and deletes
   their files (``CollectorMemory.close(unlink=True)``) and its saved state, so nothing stays in
   /dev/shm and a later start is a fresh one.
@@ -79,6 +83,7 @@ from daemons.common import daemon_parser, run_daemon, serve_metrics
 from headers.inet import ip_bytes, mac_bytes
 from netstack.argtypes import non_negative_float, positive_int
 from netstack.dta.collector import RoceResponder
+from netstack.dta.control import DTAError, enable_declared
 from netstack.dta.layout import LayoutError, load_layout
 from netstack.dta.memory import CollectorMemory
 from netstack.dta.persist import SavedState, open_collector
@@ -248,6 +253,24 @@ class CollectorShell:
             "layout": lambda req: self.layout,
         }
 
+    async def connect_translator(self, decl: dict[str, Any]) -> None:
+        """Connect the translator the topology declares (``[links.features] dta``,
+        netstack/dta/topology.py): bind the QPs to it, then ``dta_enable`` on its switch with this
+        collector's connect_info (``netstack.dta.control.enable_declared``), before this daemon
+        answers on its control socket, so that it is on when ``netstack up`` returns. A failure is
+        one log line: ``netstack dta enable`` can still connect it."""
+        info = self.ctl_connect_info({})
+        opts = decl.get("options") or {}
+        try:
+            self.ctl_bind({"ip": opts.get("ip"), "mac": opts.get("mac"),
+                           "qps": {r["name"]: r["peer_qpn"] for r in info["regions"]}})
+            out = await asyncio.to_thread(enable_declared, decl, info)
+        except (ControlError, DTAError) as exc:
+            log.error("collector %s: the translator the topology declares is not connected: %s", self.cfg["name"], exc)
+            return
+        log.info("collector %s: translator on %s/%s (%s) connected, as the topology declares", self.cfg["name"],
+                 decl.get("switch"), out.get("port"), out.get("translator_ip"))
+
     def ctl_connect_info(self, req: dict[str, Any]) -> dict[str, Any]:
         """The responder's connect_info, with each QP's *current* expected PSN as ``initial_psn``:
         every call stands for a fresh connection set-up, so a translator that (re)connects after
@@ -312,7 +335,8 @@ class CollectorShell:
 
 
 def load_config(path: Path) -> dict[str, Any]:
-    """``{"collector": {"name", "ifname", "mac", "ip", "memory_dir", ["layout"], ["nak_policy"]}}``."""
+    """``{"collector": {"name", "ifname", "mac", "ip", "memory_dir", ["layout"], ["nak_policy"], ["translator"]}}``
+    (``translator``: the one the topology declares, netstack.dta.control.declared_translator_config)."""
     try:
         data = json.loads(path.read_text())
         cfg: dict[str, Any] = data["collector"]
@@ -354,6 +378,8 @@ async def amain(args: argparse.Namespace) -> int:
         shell = CollectorShell(cfg, memory, nic, port, layout, guard, store, restart, loop=loop,
                                holdoff_s=args.rx_holdoff_ms / 1000)
         loop.add_reader(port.fd, shell.on_readable)
+        if cfg.get("translator") and not restart["restored"]:  # (restored: the translator it had is in sequence)
+            await shell.connect_translator(cfg["translator"])
         control = ControlServer(str(args.control), shell.handlers())
         await control.start()
         metrics = await serve_metrics(shell.handlers()["status"], {"node": cfg["name"]})

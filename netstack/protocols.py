@@ -95,10 +95,16 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                                "responses and anything else from c1 into p-c1, while h1's genuine Key-Writes flow "
                                "(invariant: afterwards, every genuine Key-Write is executed by the collector and "
                                "reads back its value)"},
-                   typed=("netstack.dta.translator", "netstack.dta.control", "netstack.dta.collector",
-                          "netstack.dta.memory", "netstack.dta.keywrite", "netstack.dta.reporter",
-                          "netstack.dta.query", "netstack.dta.feature"),
-                   node_kinds={"collector": "netstack.dta.control"}),
+                   typed=("netstack.dta.translator", "netstack.dta.requester", "netstack.dta.counters",
+                          "netstack.dta.control", "netstack.dta.collector", "netstack.dta.memory",
+                          "netstack.dta.keywrite", "netstack.dta.reporter", "netstack.dta.query",
+                          "netstack.dta.feature", "netstack.dta.topology", "netstack.dta.layout",
+                          "netstack.dta.persist", "netstack.dta.options", "netstack.dta.simhosts",
+                          "netstack.dta.scenarios"),
+                   # a translator on the collector's ToR, declared per link end (netstack/dta/topology.py)
+                   features={"dta": "netstack.dta.topology"},
+                   node_kinds={"collector": "netstack.dta.control"},
+                   scenarios="netstack.dta.scenarios"),
     ProtocolPlugin("onepipe", "1Pipe: Scalable Total Order Communication in Data Center Networks",
                    control="netstack.onepipe.control",
                    commands=("onepipe",),

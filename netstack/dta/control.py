@@ -57,23 +57,8 @@ from typing import Any
 
 from ..errors import NetstackError
 from ..validity import verdict_line as verdict_line  # (re-exported: netstack dta report prints it)
+from .options import translator_kwargs
 
-#: Switch-side options of ``dta_enable`` -> (TranslatorConfig field, scale to ns or None).
-_MS = 1_000_000
-TRANSLATOR_OPTIONS = {
-    "grace_reports": ("grace_reports", None),
-    "grace_ms": ("grace_ns", _MS),
-    "append_flush_ms": ("append_flush_ns", _MS),
-    "max_redundancy": ("max_redundancy", None),
-    "ack_every": ("ack_every", None),
-    "track_seqnum": ("track_seqnum", None),
-    "sketch_nack_holdoff_ms": ("sketch_nack_holdoff_ns", _MS),
-    "udp_sport": ("udp_sport", None),
-    "nak_window_ms": ("nak_window_ns", _MS),
-    "nak_window_slack": ("nak_window_slack", None),
-    "window": ("window", None),
-    "window_timeout_ms": ("window_timeout_ns", _MS),
-}
 NOT_ENABLED = "DTA is not enabled on this switch: netstack dta enable"
 
 
@@ -100,7 +85,6 @@ class TranslatorControl:
         from ..io.control import ControlError
         from ..switch.config import derived_mac
         from .feature import TranslatorFeature
-        from .requester import DEFAULT_WINDOW
         from .translator import DTATranslator, TranslatorConfig
 
         switch = self.shell.switch
@@ -111,18 +95,10 @@ class TranslatorControl:
         info = req.get("connect_info")
         if not isinstance(info, dict):
             raise ControlError("connect_info (the collector's, from its daemon's connect_info) is required")
-        kwargs: dict[str, Any] = {}
-        for key, (field, scale) in TRANSLATOR_OPTIONS.items():
-            if key in req:
-                value = req[key]
-                if scale is not None and value is not None:
-                    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                        raise ControlError(f"{key}={value!r} must be a non-negative number or null")
-                    value = round(value * scale)
-                kwargs[field] = value
-        kwargs.setdefault("window", DEFAULT_WINDOW)  # the engine's own default is 0 (no window)
-        if "grace_ns" in kwargs and "grace_reports" not in kwargs:
-            kwargs["grace_reports"] = None  # a time-based grace period replaces the default count
+        try:
+            kwargs = translator_kwargs(req)
+        except ValueError as exc:
+            raise ControlError(str(exc)) from None
         cls = req.get("cls", 0)
         if not isinstance(cls, int) or not 0 <= cls <= 7:
             raise ControlError(f"cls={cls!r} must be a traffic class 0..7")
@@ -309,7 +285,7 @@ def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_no
     """Connect ``switch_node``'s translator to ``collector_node``'s daemon: fetch its
     connect_info, bind the collector's QPs to the translator (its IP, MAC and QPNs) and send
     ``dta_enable`` on the port facing it. ``switch_node=None`` picks the collector's ToR.
-    ``options``: see :data:`TRANSLATOR_OPTIONS` (and ``cls``, ``ip``, ``mac``)."""
+    ``options``: see :data:`.options.TRANSLATOR_OPTIONS` (and ``cls``, ``ip``, ``mac``)."""
     state = run_state(prefix)
     check_collector(state, collector_node)
     if switch_node is None:
@@ -606,10 +582,90 @@ def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str,
         return None
     link = topology.links_of(node.name)[0]
     cfg_path = rdir / f"{node.name}.json"
-    cfg_path.write_text(json.dumps({"collector": {
+    cfg: dict[str, Any] = {"collector": {
         "name": node.name, "ifname": link.end(node.name).ifname, "mac": built.mac(node.name, link.name),
         "ip": str(node.ip.ip), "memory_dir": collector_memory_dir(prefix, node.name),
-    }}, indent=2))
+    }}
+    translator = declared_translator_config(topology, built, node.name, rdir)
+    if translator is not None:  # the daemon connects it at start (netstack/dta/topology.py)
+        cfg["collector"]["translator"] = translator
+    cfg_path.write_text(json.dumps(cfg, indent=2))
     return [sys.executable, "-m", "daemons.collector", "--config", str(cfg_path)]
+
+
+# =========================================================================== declared translators
+#: How long a collector daemon keeps trying its ToR's switch daemon (started before it, by
+#: ``netstack up``) with the translator the topology declares, before it gives up (one log line).
+DECLARED_TIMEOUT_S = 8.0
+
+
+def declared_translator_config(topology: Any, built: Any, collector: str, rdir: Path) -> dict[str, Any] | None:
+    """What collector ``collector``'s daemon needs to connect the translator the topology declares
+    for it (netstack/dta/topology.py), None if none: the switch, its port facing the collector,
+    its control socket (``<run dir>/<switch>.sock``, where ``netstack up`` puts it) and
+    ``dta_enable``'s options, the translator's addresses and the reporters filled in as
+    :func:`enable_translator` fills them."""
+    from .topology import declared_for
+
+    decl = declared_for(topology, collector)
+    if decl is None:
+        return None
+    state = {"hosts": {n.name: str(n.ip) for n in topology.nodes if n.ip is not None},
+             "ports": [{"node": p.node, "ifname": p.ifname, "mac": p.mac, "peer": p.peer_node}
+                       for p in built.ports.values()]}
+    options = dict(decl.options)
+    options.setdefault("ip", translator_ip(state, collector))
+    options.setdefault("reporters", reporter_ips(state, collector))
+    options.setdefault("mac", port_mac(state, decl.switch, decl.port))
+    return {"switch": decl.switch, "port": decl.port, "control": str(rdir / f"{decl.switch}.sock"),
+            "options": options}
+
+
+def enable_declared(decl: Mapping[str, Any], info: dict[str, Any],
+                    timeout_s: float = DECLARED_TIMEOUT_S) -> dict[str, Any]:
+    """``dta_enable`` with ``info`` (the collector's connect_info) for the translator ``decl``
+    describes (:func:`declared_translator_config`): what the collector daemon sends at start,
+    after binding its QPs to the translator. Retried while the switch daemon is not up yet;
+    DTAError if it refuses or never answers."""
+    from ..io.control import ControlError, request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return dict(request(str(decl["control"]), "dta_enable", port=decl["port"], connect_info=info,
+                                **decl["options"]))
+        except ControlError as exc:
+            raise DTAError(f"{decl['switch']} refused the translator the topology declares: {exc}") from None
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise DTAError(f"the switch daemon of {decl['switch']} did not answer on {decl['control']} "
+                               f"within {timeout_s:g} s ({exc}); 'netstack dta enable' connects it") from None
+            time.sleep(0.1)
+
+
+def after_restart(prefix: str, node: str) -> list[str]:
+    """A restarted switch daemon (``runtime.restart_daemon``) comes back without a translator: the
+    ones the topology declares on it are enabled again, from their collectors' connect_info (in
+    sequence: their current expected PSNs). A restarted collector reconnects its own at start, or
+    keeps the one it had when it restored its QPs. Returns ``["node/port:translator", ...]``."""
+    from ..runtime import topology_of
+    from .topology import declared
+
+    state = run_state(prefix)
+    kinds = _daemon_kinds(state)
+    if kinds.get(node) != "switch":
+        return []
+    try:
+        decls = [d for d in declared(topology_of(state)) if d.switch == node and kinds.get(d.collector) == "collector"]
+    except NetstackError:  # the file no longer reads: nothing is declared that we can trust
+        return []
+    done = []
+    for d in decls:
+        try:
+            enable_translator(prefix, node, d.collector, **d.options)
+        except DTAError:  # its collector does not answer (down too): skipped, as LinkGuardian skips a silent peer
+            continue
+        done.append(f"{node}/{d.port}:translator")
+    return done
 
 
