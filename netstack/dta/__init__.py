@@ -4,8 +4,10 @@ sans-IO engines that keep the :mod:`netstack.engine` contract.
 - :mod:`.reporter` — build reports (Key-Write, Append, Key-Increment, Sketch-Merge) and
   stream sketches column by column with NACK-driven retransmission.
 - :mod:`.translator` — the collector's ToR: reports -> RoCEv2 WRITE / FETCH_ADD, Append
-  batching, Sketch-Merge aggregation, NACKs, QP resynchronisation with a grace period;
+  batching, Sketch-Merge aggregation, NACKs, the grace period after a resynchronisation;
   :class:`TranslatorFeature` plugs it into the software switch.
+- :mod:`.requester` — the translator's RoCEv2 requester: QPs, PSNs, the output window and its
+  time-out, the requests' wire format, which collector responses are believed (§5.3).
 - :mod:`.collector` — the collector's RDMA NIC in software: a RoCEv2 RC responder
   executing requests on registered memory, with proper ACK/NAKs, each QP bound to its peer.
 - :mod:`.memory` — registered regions as shared-memory files plus a JSON manifest.
@@ -14,6 +16,11 @@ sans-IO engines that keep the :mod:`netstack.engine` contract.
 - :mod:`.keywrite` — slot / checksum / sketch-index math shared by writer and readers.
 - :mod:`.reportauth` — authenticated reports (with a key file): one replay-windowed opener per
   reporter at the translator, refusals counted per reason.
+
+Around them: :mod:`.control` (the switch daemon's commands, the orchestration the CLI calls),
+:mod:`.topology` (a translator declared in a topology file), :mod:`.layout` and :mod:`.persist`
+(the collector daemon's memory layout and saved state), :mod:`.simhosts` and :mod:`.scenarios`
+(virtual time, ``netstack sim --scenario dta-keywrite``).
 
 Typical wiring (one process, e.g. a test)::
 
