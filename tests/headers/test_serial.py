@@ -280,7 +280,7 @@ def _old_rtt(now_us: int, tsecr: int, ack_delay: int) -> int | None:
     return rtt if rtt < 1 << 31 else None
 
 
-def _new_rtt(now_us: int, tsecr: int, ack_delay: int) -> int | None:  # SenderBase.receive's
+def _new_rtt(now_us: int, tsecr: int, ack_delay: int) -> int | None:  # what SenderBase.receive writes out
     rtt = W32.diff(now_us, tsecr + ack_delay)
     return rtt if rtt >= 0 else None
 
