@@ -457,89 +457,24 @@ def _shell_quote(text: str) -> str:
 
 
 def cmd_impair(args: argparse.Namespace) -> int:
-    from ..runtime import load_state
+    from ..impairctl import Impair, impair_link
     from ..topo.impair import Shaping
 
     _need_root()
-    state = load_state(args.prefix)
     shaping = Shaping(round(args.delay * 1e6), round(args.jitter * 1e6), args.duplicate, args.reorder)
-    if args.gilbert and args.backend != "switch":
-        raise CommandError("--gilbert needs --backend switch (netem/nft draw independent losses)")
-    ends = [p for p in state["ports"] if p["link"] == args.link]
-    if len(ends) != 2:
-        links = sorted({p["link"] for p in state["ports"]})
-        raise CommandError(f"no link {args.link!r}; links: {', '.join(links)}")
-    a, b = ends
-    senders = _senders(args.direction, a, b)
-    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
-    done: list[dict[str, Any]] = []
-    for end in senders:
-        where = f"{end['node']}>{end['peer']}"
-        try:
-            if args.clear:
-                _clear_end(args, end, switches)
-                done.append({"direction": where, "cleared": True})
-                _say(args, f"{args.link} {where}: cleared")
-                continue
-            used = _impair_end(args, end, shaping, end["node"] in switches)
-            shaped = f" {_shaping_text(shaping.model())}" if shaping else ""
-            done.append({"direction": where, "cleared": False, "corrupt": args.corrupt, "loss": args.loss,
-                         "shaping": shaping.model() if shaping else {}, "backend": used})
-            _say(args, f"{args.link} {where}: corrupt {args.corrupt:g} loss {args.loss:g}{shaped} [{used}]")
-        except ValueError as exc:  # a backend's plain ValueError (a bad Gilbert-Elliott pair, ...)
-            raise CommandError(str(exc)) from None
+    done = impair_link(args.prefix, args.link, args.direction, Impair(
+        corrupt=args.corrupt, loss=args.loss, shaping=shaping, backend=args.backend, seed=args.seed,
+        gilbert=tuple(args.gilbert) if args.gilbert else None, bad_corrupt=args.bad_corrupt,
+        bad_loss=args.bad_loss, clear=args.clear))
     if getattr(args, "json", False):
         print_json({"link": args.link, "ends": done})
+        return 0
+    for end in done:
+        if end["cleared"]:
+            print(f"{args.link} {end['direction']}: cleared")
+            continue
+        shaped = f" {_shaping_text(end['shaping'])}" if end["shaping"] else ""
+        print(f"{args.link} {end['direction']}: corrupt {end['corrupt']:g} loss {end['loss']:g}{shaped} "
+              f"[{end['backend']}]", flush=True)
     return 0
 
-
-def _say(args: argparse.Namespace, line: str) -> None:
-    """One sending end done: a line on stdout, or (``--json``: one document at the end) none."""
-    if not getattr(args, "json", False):
-        print(line, flush=True)
-
-
-def _clear_end(args: argparse.Namespace, end: dict[str, Any], switches: set[str]) -> None:
-    from ..runtime import control
-    from ..topo.impair import clear_impairment
-
-    clear_impairment(args.prefix, end["netns"], end["ifname"])
-    if end["node"] in switches:
-        control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=None)
-
-
-def _impair_end(args: argparse.Namespace, end: dict[str, Any], shaping: Any, is_switch: bool) -> str:
-    """Impair one sending end with the backend ``--backend`` names or 'auto' picks; the one used."""
-    from ..runtime import control
-    from ..topo.impair import apply_impairment, choose_backend, clear_impairment
-
-    backend = choose_backend(args.backend, shapes=bool(shaping), sender_is_switch=is_switch)
-    if backend.value != "switch":
-        if is_switch:  # one impairment per end: whatever the switch model held goes
-            control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=None)
-        used = apply_impairment(args.prefix, end["netns"], end["ifname"], corrupt=args.corrupt, loss=args.loss,
-                                backend=backend, shaping=shaping)
-        return used.value if used is not None else "cleared"
-    clear_impairment(args.prefix, end["netns"], end["ifname"])
-    model = {"corrupt": args.corrupt, "loss": args.loss, "seed": args.seed, **shaping.model()}
-    if args.gilbert:
-        model.update(p_good_to_bad=args.gilbert[0], p_bad_to_good=args.gilbert[1], corrupt_bad=args.bad_corrupt,
-                     loss_bad=args.bad_loss)
-    control(args.prefix, end["node"], "set_impairment", port=end["ifname"], impairment=model)
-    return "switch" + (" gilbert-elliott" if args.gilbert else "") + (
-        " (no netem here)" if args.backend == "auto" else "")
-
-
-def _senders(direction: str | None, a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    if direction is None or direction.lower() == "a>b":
-        return [a]
-    if direction.lower() == "b>a":
-        return [b]
-    if direction.lower() == "both":
-        return [a, b]
-    src, sep, dst = direction.replace(":", ">").partition(">")
-    for end, other in ((a, b), (b, a)):
-        if sep and end["node"] == src and other["node"] == dst:
-            return [end]
-    raise CommandError(f"--direction {direction!r}: use '{a['node']}>{b['node']}', '{b['node']}>{a['node']}' (quoted: "
-                       f"the shell takes > as a redirect), {a['node']}:{b['node']} or both")
