@@ -44,6 +44,7 @@ retransmissions (LinkGuardian §3.1, §3.4); data tags stay as the paper has the
 from __future__ import annotations
 
 import weakref
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from headers.auth import TRAILER_LEN
@@ -205,7 +206,7 @@ class LGSenderFeature(_LGFeature):
             sw, port, cls = self.switch, self.port, self.params.retx_class
             for copy in retx:
                 if not sw.enqueue(port, copy, cls, now_ns):
-                    self.engine.retx_dropped += 1
+                    self.engine.c.retx_dropped += 1
         return fwd
 
     def idle_frame(self, now_ns: int) -> bytes | None:
@@ -249,6 +250,16 @@ class LGSenderFeature(_LGFeature):
         return out
 
 
+@dataclass(slots=True)
+class ReceiverFeatureCounters:
+    """What the receiver's feature counts beside its engine (``LGReceiverFeature.c``)."""
+
+    notifications_dropped: int = 0  # loss notifications the switch did not queue
+    released_later: int = 0  # frames the feature forwarded itself (held frames a repair, timer or disable released)
+    passive_stripped: int = 0  # disabled: tags still in flight stripped, the frame delivered as it is
+    passive_duplicates: int = 0  # disabled: further copies of a retransmitted frame dropped
+
+
 class LGReceiverFeature(_LGFeature):
     """The receiver switch's protected ingress port (see the module docstring)."""
 
@@ -257,12 +268,9 @@ class LGReceiverFeature(_LGFeature):
     def __init__(self, switch: Switch, port: str, params: LGParams | None = None) -> None:
         super().__init__(switch, port, params)
         self.engine = LGReceiver(self._engine_params(), src_mac=self.mac, dst_mac=LG_CONTROL_MAC)
-        self.notifications_dropped = 0
+        self.c = ReceiverFeatureCounters()
         #: seals the control frames toward the sender when the link has keys (see the module docstring)
         self.sealer: Sealer | None = None
-        self.released_later = 0
-        self.passive_stripped = 0
-        self.passive_duplicates = 0
         #: retransmitted (era, seq_no) delivered while passive: N copies of one frame may
         #: still be in flight when protection is disabled, and only the first may pass
         self._passive_seen: dict[int, None] = {}
@@ -369,15 +377,12 @@ class LGReceiverFeature(_LGFeature):
         out = self.engine.counters()
         out["auth"] = self.sealer is not None
         out["auth_sealed"] = self.sealer.sealed if self.sealer is not None else 0
-        out["notifications_dropped"] = self.notifications_dropped
-        out["released_later"] = self.released_later
-        out["passive_stripped"] = self.passive_stripped
-        out["passive_duplicates"] = self.passive_duplicates
+        out.update(asdict(self.c))
         return out
 
     # ------------------------------------------------------------------- internals
     def _forward(self, frame: bytes, now_ns: int | None) -> None:
-        self.released_later += 1
+        self.c.released_later += 1
         forward_as_received(self.switch, self.port, frame, now_ns, after=self)
 
     def _passive(self, first: int, seq: int, inner: bytes | None) -> bytes | None:
@@ -388,12 +393,12 @@ class LGReceiverFeature(_LGFeature):
             key = (first & DATA_ERA) << 12 | seq
             seen = self._passive_seen
             if key in seen:
-                self.passive_duplicates += 1
+                self.c.passive_duplicates += 1
                 return None
             seen[key] = None
             if len(seen) > PASSIVE_RECORD:
                 del seen[next(iter(seen))]
-        self.passive_stripped += 1
+        self.c.passive_stripped += 1
         return inner
 
     def _emit(self, now_ns: int | None) -> None:
@@ -406,7 +411,7 @@ class LGReceiverFeature(_LGFeature):
         cls = self.params.retx_class
         for t in actions.take(Transmit):
             if not sw.enqueue(port, t.data, cls, now_ns):
-                self.notifications_dropped += 1
+                self.c.notifications_dropped += 1
         for b in actions.take(Backpressure):
             for c in self.params.data_classes:
                 sw.pause_class(port, c, b.paused, now_ns)
@@ -511,6 +516,7 @@ __all__ = [
     "SENDER",
     "LGReceiverFeature",
     "LGSenderFeature",
+    "ReceiverFeatureCounters",
     "detach",
     "disable",
     "enable_receiver",

@@ -106,9 +106,9 @@ FRESH_SLACK = 256
 MAX_HOLE_PER_NOTIFICATION = 255
 
 
-@dataclass(eq=False, repr=False)  # (an engine inherits it: identity, not field, equality)
+@dataclass(slots=True)
 class ReceiverCounters:
-    """What the receiver counts (``LGReceiver`` carries them as its own attributes)."""
+    """What the receiver counts (``LGReceiver.c``)."""
 
     data_rx: int = 0  # protected data frames received (originals and copies)
     retx_rx: int = 0  # ... of which retransmitted copies (reTx = 1)
@@ -140,14 +140,25 @@ class ReceiverCounters:
 COUNTER_KEYS = tuple(f.name for f in fields(ReceiverCounters))
 
 
-class LGReceiver(ReceiverCounters):
+class LGReceiver:
     """Receiver side of one protected link (see the module docstring)."""
+
+    # Slots, and the counters in ``c``: CPython 3.11 keeps an instance's attributes in a fast
+    # shared-key layout only up to 29 of them (this class had 54 with the counters inherited).
+    # Measured per in-order frame (timeit, 5000 frames, min of 40): 1173 ns inherited, 1181 ns
+    # with ``c`` but no slots, 1047 ns with both (blocking; NB 1104 -> 1011 ns).
+    __slots__ = (
+        "_addr", "_bp", "_fifo", "_hole_q", "_holes", "_now", "_pass_end", "_pause_at", "_recirc_bps", "_repeats",
+        "_resume_at", "_resync_ahead", "_ring", "_ring_ns", "_rob", "_rob_limit", "_timeout", "_window", "ack_no",
+        "actions", "blocking", "c", "expected", "fresh", "lack_left", "leading_ack", "params", "paused", "synced",
+        "timer_slack_ns",
+    )
 
     def __init__(self, params: LGParams, *, src_mac: bytes = b"\x02\0\0\0\0\x02",
                  dst_mac: bytes = LG_CONTROL_MAC, start: int = 0) -> None:
         if len(src_mac) != 6 or len(dst_mac) != 6:
             raise ValueError("MAC addresses must be 6 bytes")
-        ReceiverCounters.__init__(self)
+        self.c = ReceiverCounters()
         self._addr = dst_mac + src_mac
         #: loss notifications to send back (``Transmit``, highest
         #: class) and Algorithm 2's pause/resume transitions (``Backpressure``), in order
@@ -216,7 +227,7 @@ class LGReceiver(ReceiverCounters):
         if not self._bp and getattr(self, "paused", False):
             self.paused = False
             self.actions.emit(Backpressure(False))
-            self.resumes_sent += 1
+            self.c.resumes_sent += 1
 
     def set_timer_slack(self, slack_ns: int) -> None:
         """ackNoTimeout plus ``slack_ns`` from now on (0: the configured value).
@@ -256,7 +267,7 @@ class LGReceiver(ReceiverCounters):
         if self.fresh:
             self.fresh = False
             if self.synced and s - self.expected > FRESH_SLACK:
-                self.resyncs += 1
+                self.c.resyncs += 1
                 self.synced = False  # a sender already under way (this receiver restarted)
         if not self.synced:
             self._sync(s)
@@ -264,7 +275,7 @@ class LGReceiver(ReceiverCounters):
             d = s - self.expected
             if (d > self._resync_ahead or (d < -RESYNC_BEHIND and s not in self._holes)
                     or (d < -RESTART_BEHIND and not first & DATA_RETX and s not in self._holes)):
-                self.resyncs += 1
+                self.c.resyncs += 1
                 self._release(out, forget_holes=True)
                 self._sync(s)
         if bool(first & DATA_BLOCKING) != self.blocking:
@@ -277,23 +288,23 @@ class LGReceiver(ReceiverCounters):
             if len(self._holes) > self._window:
                 self._abandon_holes(out)
         if first & DATA_DUMMY:
-            self.dummies_rx += 1
+            self.c.dummies_rx += 1
             if out:
-                self.delivered += len(out)
+                self.c.delivered += len(out)
             return out
-        self.data_rx += 1
+        self.c.data_rx += 1
         if first & DATA_RETX:
-            self.retx_rx += 1
+            self.c.retx_rx += 1
         holes = self._holes
         if s == exp:
             self.expected = s + 1
         elif s < exp and s in holes:
             del holes[s]
-            self.holes_filled += 1
+            self.c.holes_filled += 1
         else:
-            self.duplicates += 1  # already delivered, held, or given up (de-duplication)
+            self.c.duplicates += 1  # already delivered, held, or given up (de-duplication)
             if out:
-                self.delivered += len(out)
+                self.c.delivered += len(out)
             return out
         if inner is None:
             inner = b""
@@ -318,7 +329,7 @@ class LGReceiver(ReceiverCounters):
         else:
             out.append(inner)
             self._nb_lack()
-        self.delivered += len(out)
+        self.c.delivered += len(out)
         return out
 
     # -------------------------------------------------------------------------- timers
@@ -353,7 +364,7 @@ class LGReceiver(ReceiverCounters):
                 self._backpressure()
         else:
             self._nb_lack()
-        self.delivered += len(out)
+        self.c.delivered += len(out)
         return out
 
     def _expire(self, now_ns: int, out: list[bytes]) -> None:
@@ -371,7 +382,7 @@ class LGReceiver(ReceiverCounters):
                 break
             q.popleft()
             del holes[h]
-            self.timeouts += 1
+            self.c.timeouts += 1
         if self.blocking:
             self._release_in_order(out)
 
@@ -402,7 +413,7 @@ class LGReceiver(ReceiverCounters):
         if frame[12] << 8 | frame[13] == ETHERTYPE and len(frame) > 14 and frame[14] >> 6 == LGType.LOSS_NOTIFICATION:
             return frame  # our own notification already carries the leading ACK
         self.lack_left -= 1
-        self.lacks_piggybacked += 1
+        self.c.lacks_piggybacked += 1
         v = self.leading_ack
         return frame[:12] + TAG_HEAD.pack(ETHERTYPE, LACK_PIGGYBACKED | era_flag(v), v & 0xFFFF) + frame[12:]
 
@@ -411,7 +422,7 @@ class LGReceiver(ReceiverCounters):
         if self.lack_left <= 0:
             return None
         self.lack_left -= 1
-        self.lacks_explicit += 1
+        self.c.lacks_explicit += 1
         v = self.leading_ack
         head = self._addr + TAG_HEAD.pack(ETHERTYPE, LACK_EXPLICIT | era_flag(v), v & 0xFFFF) + b"\0\0"
         return head + bytes(MIN_FRAME - len(head))
@@ -424,13 +435,13 @@ class LGReceiver(ReceiverCounters):
         """
         out: list[bytes] = []
         self._release(out, forget_holes=True)
-        self.released_on_disable += len(out)
-        self.delivered += len(out)
+        self.c.released_on_disable += len(out)
+        self.c.delivered += len(out)
         self.synced = False
         if self.paused:
             self.paused = False
             self.actions.emit(Backpressure(False))
-            self.resumes_sent += 1
+            self.c.resumes_sent += 1
         return out
 
     def holes(self) -> list[int]:
@@ -457,7 +468,7 @@ class LGReceiver(ReceiverCounters):
         return [a.paused for a in self.actions.pending(Backpressure)]
 
     def counters(self) -> dict[str, Any]:
-        out: dict[str, Any] = {key: getattr(self, key) for key in COUNTER_KEYS}
+        out: dict[str, Any] = {key: getattr(self.c, key) for key in COUNTER_KEYS}
         out.update(mode="blocking" if self.blocking else "nb", paused=self.paused, expected=self.expected,
                    ack_no=self.ack_no, leading_ack=self.leading_ack, open_holes=len(self._holes),
                    recirculating_frames=self.recirculating, recirc_rate_bps=self._recirc_bps,
@@ -474,10 +485,10 @@ class LGReceiver(ReceiverCounters):
     def _new_holes(self, first: int, end: int, now_ns: int) -> None:
         """Frames ``first .. end - 1`` are missing: record them, notify the sender at once."""
         n = end - first
-        self.holes_detected += 1
-        self.lost_detected += n
-        if n > self.max_hole:
-            self.max_hole = n
+        self.c.holes_detected += 1
+        self.c.lost_detected += n
+        if n > self.c.max_hole:
+            self.c.max_hole = n
         holes = self._holes
         q = self._hole_q
         for c in range(first, end):
@@ -490,7 +501,7 @@ class LGReceiver(ReceiverCounters):
             k = min(MAX_HOLE_PER_NOTIFICATION, end - c)
             head = self._addr + LOSS_HEAD.pack(ETHERTYPE, first_byte, v & 0xFFFF, k, c & 0xFFFF, 0)
             self.actions.emit(Transmit(head + bytes(MIN_FRAME - len(head))))
-            self.loss_notifications_sent += 1
+            self.c.loss_notifications_sent += 1
             c += k
 
     def _abandon_holes(self, out: list[bytes]) -> None:
@@ -501,7 +512,7 @@ class LGReceiver(ReceiverCounters):
         while len(holes) > self._window and q:
             h = q.popleft()
             if holes.pop(h, None) is not None:
-                self.holes_abandoned += 1
+                self.c.holes_abandoned += 1
         if self.blocking:
             self._release_in_order(out)
 
@@ -520,17 +531,18 @@ class LGReceiver(ReceiverCounters):
 
     def _take(self, n: int) -> bool:
         """Room for ``n`` more bytes in the reordering buffer? Account them, or count the drop."""
-        b = self.reorder_buffer_bytes + n
+        c = self.c
+        b = c.reorder_buffer_bytes + n
         if b > self._rob_limit:
-            self.reorder_drops += 1  # overflow (Fig. 9b); ack_no will step over the frame
+            c.reorder_drops += 1  # overflow (Fig. 9b); ack_no will step over the frame
             return False
-        self.reorder_buffer_bytes = b
-        k = self.reorder_buffer_frames + 1
-        self.reorder_buffer_frames = k
-        if b > self.reorder_buffer_max_bytes:
-            self.reorder_buffer_max_bytes = b
-        if k > self.reorder_buffer_max_frames:
-            self.reorder_buffer_max_frames = k
+        c.reorder_buffer_bytes = b
+        k = c.reorder_buffer_frames + 1
+        c.reorder_buffer_frames = k
+        if b > c.reorder_buffer_max_bytes:
+            c.reorder_buffer_max_bytes = b
+        if k > c.reorder_buffer_max_frames:
+            c.reorder_buffer_max_frames = k
         return True
 
     def _advance(self, out: list[bytes]) -> None:
@@ -558,8 +570,8 @@ class LGReceiver(ReceiverCounters):
             a += 1
         self.ack_no = a
         if n:
-            self.reorder_buffer_frames -= n
-            self.reorder_buffer_bytes -= nbytes
+            self.c.reorder_buffer_frames -= n
+            self.c.reorder_buffer_bytes -= nbytes
 
     def _enqueue(self, s: int) -> None:
         """``s`` starts waiting on the recirculation port (``recirc_order``, LGParams).
@@ -614,7 +626,7 @@ class LGReceiver(ReceiverCounters):
                 turns = (now_ns - t) // self._ring_ns
                 if turns:
                     t += turns * self._ring_ns
-                    self.recirculations += turns * len(ring)
+                    self.c.recirculations += turns * len(ring)
             c = ring.popleft()
             f = rob[c]
             ns = self._recirc_ns(f)
@@ -629,29 +641,29 @@ class LGReceiver(ReceiverCounters):
                     self._advance(out)
             else:
                 ring.append(c)  # not its turn: once more round the port
-                self.recirculations += 1
+                self.c.recirculations += 1
             if ring:
                 t += self._recirc_ns(rob[ring[0]])
         self._pass_end = t
         if n:
-            self.reorder_buffer_frames -= n
-            self.reorder_buffer_bytes -= nbytes
+            self.c.reorder_buffer_frames -= n
+            self.c.reorder_buffer_bytes -= nbytes
             self._set_leading_ack(self.ack_no - 1)
             if self._bp and self.blocking:
                 self._backpressure()  # the buffer shrank: it may be time to resume (Algorithm 2)
 
     def _backpressure(self) -> None:
         """Algorithm 2 on the reordering buffer's occupancy (state changes only)."""
-        b = self.reorder_buffer_bytes
+        b = self.c.reorder_buffer_bytes
         if not self.paused:
             if b >= self._pause_at:
                 self.paused = True
                 self.actions.emit(Backpressure(True))
-                self.pauses_sent += 1
+                self.c.pauses_sent += 1
         elif b <= self._resume_at:
             self.paused = False
             self.actions.emit(Backpressure(False))
-            self.resumes_sent += 1
+            self.c.resumes_sent += 1
 
     def _nb_lack(self) -> None:
         q = self._hole_q
@@ -667,8 +679,8 @@ class LGReceiver(ReceiverCounters):
         for c in sorted(rob):
             out.append(rob[c])
         rob.clear()
-        self.reorder_buffer_frames = 0
-        self.reorder_buffer_bytes = 0
+        self.c.reorder_buffer_frames = 0
+        self.c.reorder_buffer_bytes = 0
         if forget_holes:
             self._holes.clear()
             self._hole_q.clear()
@@ -676,14 +688,14 @@ class LGReceiver(ReceiverCounters):
 
     def _switch_mode(self, out: list[bytes]) -> None:
         """Follow the sender's ``blocking`` bit (§3.5: LinkGuardianNB is a run-time option)."""
-        self.mode_switches += 1
+        self.c.mode_switches += 1
         if self.blocking:
             self._release(out, forget_holes=False)  # NB from now on: nothing is held
             self.blocking = False
             if self.paused:
                 self.paused = False
                 self.actions.emit(Backpressure(False))
-                self.resumes_sent += 1
+                self.c.resumes_sent += 1
         else:
             q = self._hole_q
             while q and q[0] not in self._holes:

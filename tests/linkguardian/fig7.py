@@ -158,10 +158,10 @@ class Fig7:
         }
         if self.sender is not None and self.receiver is not None:
             s, r = self.sender.engine, self.receiver.engine
-            out.update(copies=s.copies, retransmissions=s.retransmissions, retx_frames=s.retx_frames,
-                       holes_not_buffered=s.holes_not_buffered, dummies_sent=s.dummies_sent, timeouts=r.timeouts,
-                       holes_detected=r.holes_detected, reorder_buffer_max_bytes=r.reorder_buffer_max_bytes,
-                       reorder_drops=r.reorder_drops, pauses_sent=r.pauses_sent, resumes_sent=r.resumes_sent)
+            out.update(copies=s.copies, retransmissions=s.c.retransmissions, retx_frames=s.c.retx_frames,
+                       holes_not_buffered=s.c.holes_not_buffered, dummies_sent=s.c.dummies_sent, timeouts=r.c.timeouts,
+                       holes_detected=r.c.holes_detected, reorder_buffer_max_bytes=r.c.reorder_buffer_max_bytes,
+                       reorder_drops=r.c.reorder_drops, pauses_sent=r.c.pauses_sent, resumes_sent=r.c.resumes_sent)
         return out
 
 

@@ -71,7 +71,7 @@ def test_a_hosts_forged_linkguardian_frames_are_dropped_at_the_edge_and_counted(
     assert sw1["p-h1"]["edge_drops_switch_only"] == 20 * len(forged_from_h1)
     # the protocol saw only what the two switches said to each other
     s, r = f.sender.engine, f.receiver.engine
-    assert s.loss_notifications_rx == r.loss_notifications_sent and r.resyncs == 0
+    assert s.c.loss_notifications_rx == r.c.loss_notifications_sent and r.c.resyncs == 0
     assert sw1["p-h1"]["pauses_rx"] == 0 and f.h1.rx_unclaimed == 0 and f.leaked == 0
     # and the genuine stream arrived whole, once, in order
     assert f.delivered() == list(range(400))
@@ -101,7 +101,7 @@ def test_a_far_ahead_seq_no_is_a_new_stream_not_sixteen_thousand_holes():
     r = LGReceiver(p)
     r.receive(stamp_for(0, frame(0)), 0)
     r.receive(stamp_for(16_000, frame(1)), 1)  # before: 15,999 holes and 63 notifications
-    assert r.resyncs == 1 and r.holes() == [] and r.loss_notifications_sent == 0
+    assert r.c.resyncs == 1 and r.holes() == [] and r.c.loss_notifications_sent == 0
     window = p.tx_buffer_limit_bytes // MIN_FRAME
     assert window < 16_000
 
@@ -115,7 +115,7 @@ def test_repeated_far_ahead_tags_keep_open_holes_within_what_the_sender_could_re
         c += window - 1
         r.receive(stamp_for(c, frame(i)), i)
     assert len(r.holes()) <= window
-    assert r.holes_abandoned > 0 and r.reorder_buffer_bytes <= p.reorder_buffer_limit_bytes
+    assert r.c.holes_abandoned > 0 and r.c.reorder_buffer_bytes <= p.reorder_buffer_limit_bytes
 
 
 # --------------------------------------------------------------- attacker + genuine stream
@@ -169,7 +169,7 @@ def test_an_attacker_on_the_hosts_and_garbage_on_the_link_change_nothing(attacks
     # changed nothing the repair depends on
     assert sorted(got) == list(range(n))
     s, r = f.sender.engine, f.receiver.engine
-    assert s.tx_buffer_bytes <= lg.tx_buffer_limit_bytes and r.reorder_buffer_bytes <= lg.reorder_buffer_limit_bytes
+    assert s.c.tx_buffer_bytes <= lg.tx_buffer_limit_bytes and r.c.reorder_buffer_bytes <= lg.reorder_buffer_limit_bytes
     assert len(r.holes()) <= lg.tx_buffer_limit_bytes // MIN_FRAME
     assert f.leaked == 0 and f.sw1.counters()["p-h1"]["pauses_rx"] == 0
 

@@ -42,7 +42,7 @@ def test_stamp_inserts_a_data_tag_and_keeps_the_frame_intact():
         assert tag.next_type == 0x88B5  # the original EtherType, carried like an 802.1Q tag
         assert tagged[12:14] == b"\xab\xcd" and tagged[:12] + tagged[19:] == f[:12] + f[14:]
         assert tagged[:12] + tagged[17:] == f
-    assert s.buffered() == [0, 1, 2] and s.tx_buffer_bytes == 300 and s.protected_frames == 3
+    assert s.buffered() == [0, 1, 2] and s.c.tx_buffer_bytes == 300 and s.c.protected_frames == 3
     assert data_tag(LGSender(LGParams(mode="nb")).stamp(frame(0))).blocking == 0
 
 
@@ -62,7 +62,7 @@ def test_dummies_trail_each_burst_with_the_next_seq_no():
     s.stamp(frame(0))
     s.stamp(frame(1))
     dummies = [s.dummy(0) for _ in range(4)]
-    assert dummies[3] is None and s.dummies_sent == 3
+    assert dummies[3] is None and s.c.dummies_sent == 3
     for d in dummies[:3]:
         tag = data_tag(d)
         assert len(d) == MIN_FRAME and (tag.dummy, tag.seq_no, tag.next_type) == (1, 2, 0)
@@ -75,9 +75,9 @@ def test_leading_ack_frees_copies_up_to_it():
     for i in range(10):
         s.stamp(frame(i))
     assert s.on_leading_ack(0, 4) == 5
-    assert s.buffered() == [5, 6, 7, 8, 9] and s.freed == 5 and s.tx_buffer_bytes == 500
-    assert s.on_leading_ack(0, 3) == 0 and s.stale_lacks == 1  # behind: ignored
-    assert s.on_leading_ack(0, 40) == 0 and s.stale_lacks == 2  # ahead of anything sent: ignored
+    assert s.buffered() == [5, 6, 7, 8, 9] and s.c.freed == 5 and s.c.tx_buffer_bytes == 500
+    assert s.on_leading_ack(0, 3) == 0 and s.c.stale_lacks == 1  # behind: ignored
+    assert s.on_leading_ack(0, 40) == 0 and s.c.stale_lacks == 2  # ahead of anything sent: ignored
     assert s.buffered() == [5, 6, 7, 8, 9]
 
 
@@ -91,8 +91,8 @@ def test_loss_notification_retransmits_n_copies_and_frees_the_rest():
     tags = [data_tag(r) for r in retx]
     assert [(t.seq_no, t.retx, t.dummy) for t in tags] == [(3, 1, 0), (3, 1, 0), (4, 1, 0), (4, 1, 0)]
     assert retx[0][:12] + retx[0][17:] == frames[3]
-    assert s.buffered() == [5, 6, 7, 8, 9] and s.retransmissions == 4 and s.retx_frames == 2
-    assert s.on_loss_notification(0, 2, 1, 3) == [] and s.holes_not_buffered == 1  # counted, never raised
+    assert s.buffered() == [5, 6, 7, 8, 9] and s.c.retransmissions == 4 and s.c.retx_frames == 2
+    assert s.on_loss_notification(0, 2, 1, 3) == [] and s.c.holes_not_buffered == 1  # counted, never raised
 
 
 def test_loss_notification_across_the_wrap():
@@ -109,8 +109,8 @@ def test_tx_buffer_limit_evicts_the_oldest_copy():
     s = LGSender(P.with_changes(tx_buffer_limit_bytes=250))
     for i in range(3):
         s.stamp(frame(i))
-    assert s.buffered() == [1, 2] and s.tx_evictions == 1 and s.tx_buffer_max_bytes == 200
-    assert s.on_loss_notification(0, 0xFFFF, 1, 0) == [] and s.holes_not_buffered == 1
+    assert s.buffered() == [1, 2] and s.c.tx_evictions == 1 and s.c.tx_buffer_max_bytes == 200
+    assert s.on_loss_notification(0, 0xFFFF, 1, 0) == [] and s.c.holes_not_buffered == 1
 
 
 def test_reverse_frames_ack_couriers_notifications_and_piggybacks():
@@ -125,10 +125,10 @@ def test_reverse_frames_ack_couriers_notifications_and_piggybacks():
     r.leading_ack = 2
     reverse = frame(77)
     fwd, retx = s.receive(r.piggyback(reverse), 0)
-    assert fwd == reverse and retx == [] and s.buffered() == [3, 4, 5] and s.lacks_piggybacked_rx == 1
+    assert fwd == reverse and retx == [] and s.buffered() == [3, 4, 5] and s.c.lacks_piggybacked_rx == 1
     ln = LGLossNotification(leading_ack=2, hole_size=1, first_lost_seq=4).to_bytes()
     fwd, retx = s.receive(b"\x03LG\0\0\0" + bytes(6) + b"\xab\xcd" + ln + bytes(40), 0)
-    assert fwd is None and len(retx) == 2 and s.loss_notifications_rx == 1
+    assert fwd is None and len(retx) == 2 and s.c.loss_notifications_rx == 1
     assert s.receive(reverse, 0) == (reverse, [])  # not LinkGuardian: untouched
     # a data tag of a reverse-direction LinkGuardian is left alone; a LACK below it is consumed
     stacked = reverse[:12] + b"\xab\xcd" + LGData(9, next_type=0xABCD).to_bytes() + \
@@ -143,7 +143,7 @@ def test_reverse_frames_ack_couriers_notifications_and_piggybacks():
         reverse[14:]
     fwd, _ = s.receive(twice, 0)
     assert fwd == reverse[:12] + b"\xab\xcd" + LGData(9, next_type=0x88B5, retx=1).to_bytes() + reverse[14:]
-    assert s.buffered() == [5] and s.stale_lacks >= 1
+    assert s.buffered() == [5] and s.c.stale_lacks >= 1
 
 
 @pytest.mark.parametrize("bad", [
@@ -162,7 +162,7 @@ def test_flush_drops_everything_and_stops_dummies():
     for i in range(4):
         s.stamp(frame(i))
     assert s.flush() == 4
-    assert s.buffered() == [] and s.tx_buffer_bytes == 0 and s.dummy(0) is None and s.flushed == 4
+    assert s.buffered() == [] and s.c.tx_buffer_bytes == 0 and s.dummy(0) is None and s.c.flushed == 4
     assert data_tag(s.stamp(frame(4))).seq_no == 4  # the sequence continues
 
 
@@ -176,7 +176,7 @@ def test_in_order_frames_are_delivered_untagged_and_acked_twice():
     c1, c2, c3 = r.courier(), r.courier(), r.courier()
     assert c3 is None and len(c1) == MIN_FRAME
     assert lack_of(c1) == LGLeadingAck(2, next_type=0, era=0, piggybacked=0) and c1 == c2
-    assert r.lacks_explicit == 2 and r.control_out == [] and r.pause_out == []
+    assert r.c.lacks_explicit == 2 and r.control_out == [] and r.pause_out == []
 
 
 def test_piggyback_adds_a_lack_tag_carrying_the_frames_ethertype():
@@ -187,7 +187,7 @@ def test_piggyback_adds_a_lack_tag_carrying_the_frames_ethertype():
     assert lack_of(out) == LGLeadingAck(0, next_type=0x88B5, piggybacked=1)
     assert out[:12] + out[17:] == reverse
     assert r.piggyback(reverse) != reverse and r.piggyback(reverse) == reverse  # two sends, then nothing pending
-    assert r.lacks_piggybacked == 2 and r.courier() is None
+    assert r.c.lacks_piggybacked == 2 and r.courier() is None
 
 
 def test_gap_sends_a_loss_notification_and_algorithm_1_reorders():
@@ -204,8 +204,8 @@ def test_gap_sends_a_loss_notification_and_algorithm_1_reorders():
     assert r.receive(stamp_for(2, f[2], retx=1), 5) == []  # the second copy: de-duplicated
     assert r.receive(stamp_for(1, f[1]), 6) == []
     assert r.receive(stamp_for(5, f[5]), 7) == [f[5]]
-    assert r.duplicates == 2 and r.holes_filled == 1 and r.held() == [] and r.leading_ack == 5
-    assert r.reorder_buffer_max_frames == 2 and r.reorder_buffer_max_bytes == 600 and r.retx_rx == 2
+    assert r.c.duplicates == 2 and r.c.holes_filled == 1 and r.held() == [] and r.leading_ack == 5
+    assert r.c.reorder_buffer_max_frames == 2 and r.c.reorder_buffer_max_bytes == 600 and r.c.retx_rx == 2
 
 
 def test_held_frames_cycle_through_the_recirculation_port_until_their_turn():
@@ -222,13 +222,13 @@ def test_held_frames_cycle_through_the_recirculation_port_until_their_turn():
     assert r.recirculating == 3 and r.next_deadline() == 10 * US  # nothing next in line: only ackNoTimeout
     # passes end at 1000 (frame 1 goes round) and 2000 (frame 2 goes round): queue 3, 1, 2
     assert r.receive(stamp_for(0, f[0], retx=1), 2500) == [f[0]]
-    assert r.ack_no == 1 and r.recirculations == 2 and r.next_deadline() == 3000
+    assert r.ack_no == 1 and r.c.recirculations == 2 and r.next_deadline() == 3000
     assert r.on_timer(3000) == []  # frame 3's pass: not its turn, round again
-    assert r.next_deadline() == 4000 and r.reorder_buffer_frames == 3
+    assert r.next_deadline() == 4000 and r.c.reorder_buffer_frames == 3
     assert r.on_timer(4000) == [f[1]]
     assert r.on_timer(6500) == [f[2], f[3]]  # passes ending at 5000 and 6000
-    assert r.recirculating == 0 and r.reorder_buffer_bytes == 0 and r.next_deadline() is None
-    assert r.delivered == 4 and r.recirculations == 3 and r.leading_ack == 3
+    assert r.recirculating == 0 and r.c.reorder_buffer_bytes == 0 and r.next_deadline() is None
+    assert r.c.delivered == 4 and r.c.recirculations == 3 and r.leading_ack == 3
     assert r.receive(stamp_for(4, f[4]), 7000) == [f[4]]  # empty port: straight through
 
 
@@ -242,7 +242,7 @@ def test_recirculating_buffer_skips_whole_turns_while_the_hole_is_open():
         r.receive(stamp_for(i, f[i]), 0)
     # 3,001,500 ns: 3,001 passes ended (1,000 whole turns and one more pass): queue 2, 3, 1
     assert r.receive(stamp_for(0, f[0], retx=1), 3_001_500) == [f[0]]
-    assert r.recirculations == 3001
+    assert r.c.recirculations == 3001
     assert r.on_timer(3_004_000) == [f[1]]  # 2 and 3 go round first (3,002,000 and 3,003,000)
     assert r.on_timer(3_006_000) == [f[2], f[3]]
 
@@ -262,7 +262,7 @@ def test_recirculation_rate_changed_while_frames_are_held():
     r.set_params(P)  # back to instant while 2 waits on the port
     assert r.recirculating == 0 and r.next_deadline() == 1000
     assert r.on_timer(1000) == [f[2]] and r.next_deadline() is None
-    assert r.receive(stamp_for(3, f[3]), 1100) == [f[3]] and r.reorder_buffer_frames == 0
+    assert r.receive(stamp_for(3, f[3]), 1100) == [f[3]] and r.c.reorder_buffer_frames == 0
 
 
 @pytest.mark.parametrize("late_event", ["timer", "data"])
@@ -279,13 +279,13 @@ def test_a_late_call_applies_ack_no_timeout_at_its_own_time_on_the_port(late_eve
     for r in (on_time, late):
         for i in (1, 2, 3):  # frame 0 lost for good
             r.receive(stamp_for(i, f[i]), 0)
-    assert on_time.on_timer(10_500) == [] and on_time.timeouts == 1
+    assert on_time.on_timer(10_500) == [] and on_time.c.timeouts == 1
     assert on_time.on_timer(13_000) == [f[1]]  # passes: 1 at 10,000, 2 at 11,000, 3 at 12,000, 1 at 13,000
     if late_event == "timer":
         assert late.on_timer(13_500) == [f[1]]
     else:
         assert late.receive(stamp_for(4, f[4]), 13_500) == [f[1]]  # 4 is held behind 2 and 3
-    assert late.timeouts == 1 and late.ack_no == 2
+    assert late.c.timeouts == 1 and late.ack_no == 2
     assert on_time.on_timer(15_000) == [f[2], f[3]]
     assert late.on_timer(15_000) == [f[2], f[3]]
 
@@ -300,8 +300,8 @@ def test_dummy_reveals_a_tail_loss_and_is_never_delivered():
     assert r.receive(d, US) == [] and r.receive(d, US) == []
     (ln,) = notices(r)
     assert (ln.first_lost_seq, ln.hole_size, ln.leading_ack) == (1, 1, 0)
-    assert r.dummies_rx == 2 and r.holes_detected == 1 and r.delivered == 1
-    assert r.receive(stamp_for(1, frame(1), retx=1), 2 * US) == [frame(1)] and r.timeouts == 0
+    assert r.c.dummies_rx == 2 and r.c.holes_detected == 1 and r.c.delivered == 1
+    assert r.receive(stamp_for(1, frame(1), retx=1), 2 * US) == [frame(1)] and r.c.timeouts == 0
 
 
 def test_long_gap_is_reported_in_several_notifications():
@@ -310,7 +310,7 @@ def test_long_gap_is_reported_in_several_notifications():
     r.receive(stamp_for(601, frame(601)), 1)
     lns = notices(r)
     assert [(n.first_lost_seq, n.hole_size) for n in lns] == [(1, 255), (256, 255), (511, 90)]
-    assert MAX_HOLE_PER_NOTIFICATION == 255 and r.max_hole == 600 and r.lost_detected == 600
+    assert MAX_HOLE_PER_NOTIFICATION == 255 and r.c.max_hole == 600 and r.c.lost_detected == 600
 
 
 def test_ack_no_timeout_skips_an_unrepaired_hole():
@@ -320,10 +320,10 @@ def test_ack_no_timeout_skips_an_unrepaired_hole():
     r.receive(stamp_for(2, f[2]), 5 * US)
     r.receive(stamp_for(3, f[3]), 6 * US)
     assert r.next_deadline() == 15 * US  # detection time + ackNoTimeout (§3.5)
-    assert r.on_timer(15 * US - 1) == [] and r.timeouts == 0
-    assert r.on_timer(15 * US) == [f[2], f[3]] and r.timeouts == 1
+    assert r.on_timer(15 * US - 1) == [] and r.c.timeouts == 0
+    assert r.on_timer(15 * US) == [f[2], f[3]] and r.c.timeouts == 1
     assert r.next_deadline() is None and r.ack_no == 4 and r.leading_ack == 3
-    assert r.receive(stamp_for(1, f[1], retx=1), 16 * US) == [] and r.duplicates == 1  # too late
+    assert r.receive(stamp_for(1, f[1], retx=1), 16 * US) == [] and r.c.duplicates == 1  # too late
 
 
 def test_backpressure_pauses_and_resumes_on_state_changes_only():
@@ -332,13 +332,13 @@ def test_backpressure_pauses_and_resumes_on_state_changes_only():
     r.receive(stamp_for(0, f[0]), 0)
     for i in (2, 3, 4):
         r.receive(stamp_for(i, f[i]), i)
-    assert r.pause_out == [] and r.reorder_buffer_bytes == 900
+    assert r.pause_out == [] and r.c.reorder_buffer_bytes == 900
     r.receive(stamp_for(5, f[5]), 5)
-    assert r.pause_out == [True] and r.paused and r.pauses_sent == 1  # Algorithm 2: >= pauseThreshold
+    assert r.pause_out == [True] and r.paused and r.c.pauses_sent == 1  # Algorithm 2: >= pauseThreshold
     r.receive(stamp_for(6, f[6]), 6)
     assert r.pause_out == [True]  # curr_state: no second pause
     assert len(r.receive(stamp_for(1, f[1], retx=1), 7)) == 6
-    assert r.pause_out == [True, False] and not r.paused and r.resumes_sent == 1
+    assert r.pause_out == [True, False] and not r.paused and r.c.resumes_sent == 1
 
 
 def test_without_backpressure_the_reordering_buffer_overflows():
@@ -347,7 +347,7 @@ def test_without_backpressure_the_reordering_buffer_overflows():
     r.receive(stamp_for(0, f[0]), 0)
     for i in (2, 3, 4, 5):
         r.receive(stamp_for(i, f[i]), i)
-    assert r.held() == [2, 3] and r.reorder_drops == 2 and r.pause_out == []  # Fig. 9b
+    assert r.held() == [2, 3] and r.c.reorder_drops == 2 and r.pause_out == []  # Fig. 9b
     assert r.receive(stamp_for(1, f[1], retx=1), 9) == [f[1], f[2], f[3]]
     assert r.ack_no == 6 and r.next_deadline() is None  # the dropped 4, 5 are stepped over
 
@@ -363,10 +363,10 @@ def test_nb_mode_delivers_out_of_order_exactly_once():
     assert r.receive(stamp_for(1, f[1], retx=1, blocking=0), 3) == [f[1]]
     assert r.receive(stamp_for(1, f[1], retx=1, blocking=0), 4) == []
     assert r.receive(stamp_for(3, f[3], blocking=0), 5) == []
-    assert r.leading_ack == 3 and r.duplicates == 2 and r.pause_out == [] and r.reorder_buffer_max_bytes == 0
+    assert r.leading_ack == 3 and r.c.duplicates == 2 and r.pause_out == [] and r.c.reorder_buffer_max_bytes == 0
     # an unrepaired hole is forgotten after ackNoTimeout (bounded record, counted)
     r.receive(stamp_for(6, frame(6), blocking=0), 10 * US)
-    assert r.holes() == [4, 5] and r.on_timer(20 * US) == [] and r.timeouts == 2 and r.leading_ack == 6
+    assert r.holes() == [4, 5] and r.on_timer(20 * US) == [] and r.c.timeouts == 2 and r.leading_ack == 6
     assert r.receive(stamp_for(4, frame(4), retx=1, blocking=0), 21 * US) == []
 
 
@@ -378,9 +378,9 @@ def test_receiver_follows_the_blocking_bit_of_the_tags():
     r.receive(stamp_for(3, f[3]), 2)
     # the sender switched to LinkGuardianNB: held frames are released in order first
     assert r.receive(stamp_for(4, f[4], blocking=0), 3) == [f[2], f[3], f[4]]
-    assert r.mode_switches == 1 and not r.blocking
+    assert r.c.mode_switches == 1 and not r.blocking
     assert r.receive(stamp_for(1, f[1], retx=1), 4) == [f[1]]  # back to blocking: the hole is still awaited
-    assert r.mode_switches == 2 and r.blocking and r.ack_no == 5
+    assert r.c.mode_switches == 2 and r.blocking and r.ack_no == 5
 
 
 def test_far_jump_resynchronises_instead_of_reporting_a_huge_loss():
@@ -389,7 +389,7 @@ def test_far_jump_resynchronises_instead_of_reporting_a_huge_loss():
     r.receive(stamp_for(2, frame(2)), 1)
     notices(r)
     out = r.receive(stamp_for(40_000, frame(9)), 2)
-    assert out == [frame(2), frame(9)] and r.resyncs == 1 and r.holes() == [] and r.control_out == []
+    assert out == [frame(2), frame(9)] and r.c.resyncs == 1 and r.holes() == [] and r.control_out == []
     assert r.expected == 40_001 and r.leading_ack == 40_000
 
 
@@ -405,13 +405,13 @@ def test_receiver_attached_mid_stream_or_sender_restarted_resynchronises():
     r = LGReceiver(P)
     assert r.receive(stamp_for(100_000, frame(0)), 0) == [frame(0)]  # far ahead: a new stream
     assert r.receive(stamp_for(100_001, frame(1)), 1) == [frame(1)]
-    assert r.control_out == [] and r.resyncs == 1 and r.holes_detected == 0
+    assert r.control_out == [] and r.c.resyncs == 1 and r.c.holes_detected == 0
     assert wrap(r.leading_ack) == wrap(100_001)
     # the sender restarted from 0: far behind and not an awaited hole
-    assert r.receive(stamp_for(0, frame(2)), 2) == [frame(2)] and r.resyncs == 2
+    assert r.receive(stamp_for(0, frame(2)), 2) == [frame(2)] and r.c.resyncs == 2
     # after a disable the next tagged frame sets the counters, wherever it is
     r.release_all()
-    assert r.receive(stamp_for(7, frame(4)), 4) == [frame(4)] and r.resyncs == 2 and r.control_out == []
+    assert r.receive(stamp_for(7, frame(4)), 4) == [frame(4)] and r.c.resyncs == 2 and r.control_out == []
 
 
 def test_release_all_hands_over_held_frames_in_order_and_resumes():
@@ -423,7 +423,7 @@ def test_release_all_hands_over_held_frames_in_order_and_resumes():
     assert r.paused
     r.actions.take(Backpressure)  # (the pause above, taken)
     assert r.release_all() == f[2:7]
-    assert r.pause_out == [False] and not r.synced and r.released_on_disable == 5 and r.next_deadline() is None
+    assert r.pause_out == [False] and not r.synced and r.c.released_on_disable == 5 and r.next_deadline() is None
 
 
 def test_gap_across_the_wrap():

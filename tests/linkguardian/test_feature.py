@@ -80,7 +80,7 @@ def test_sequenced_stream_arrives_in_order_with_loss_far_below_the_links():
     assert rep["fcs_errors"] > 100 and rep["retransmissions"] == 2 * rep["retx_frames"]
     assert rep["holes_not_buffered"] == 0 and rep["egress_queue_drops"] == 0
     assert 0.85 < rep["effective_link_speed"] <= 1.0
-    assert b.sender.engine.tx_buffer_frames == 0 and b.receiver.engine.reorder_buffer_frames == 0
+    assert b.sender.engine.c.tx_buffer_frames == 0 and b.receiver.engine.c.reorder_buffer_frames == 0
 
 
 def test_unprotected_baseline_loses_what_the_link_loses():
@@ -105,8 +105,8 @@ def test_tail_loss_of_a_single_frame_flow_is_recovered_by_dummies_without_timeou
     assert lose.dropped == [0] and st.unique == 1 and st.duplicates == 0
     s, r = b.sender.engine, b.receiver.engine
     # §3.2: the dummy behind the frame exposed the hole; no timer was involved
-    assert s.dummies_sent == 3 and r.dummies_rx >= 1 and r.loss_notifications_sent == 1
-    assert s.retransmissions == 1 and r.timeouts == 0
+    assert s.c.dummies_sent == 3 and r.c.dummies_rx >= 1 and r.c.loss_notifications_sent == 1
+    assert s.c.retransmissions == 1 and r.c.timeouts == 0
     assert st.last_ns < 5 * 5 * US < timeout  # about three one-way delays, not a timeout
     # the unprotected link just loses it
     base = Fig7(rate_bps=GBPS, delay_ns=5 * US, unprotected=True, forward_filter=lambda f, t: False)
@@ -128,26 +128,26 @@ def test_backpressure_emits_real_pfc_frames_that_sw1_honours():
     rep = b.report()
     assert in_order(b.delivered()) and rep["delivered_D"] == 400 and rep["timeouts"] == 0
     r = b.receiver.engine
-    assert len(lose.dropped) == 10 and r.pauses_sent >= 5 and r.resumes_sent == r.pauses_sent
+    assert len(lose.dropped) == 10 and r.c.pauses_sent >= 5 and r.c.resumes_sent == r.c.pauses_sent
     # real 802.1Qbb frames left sw2 on the link, for every protected class ...
     frames = [parse_pfc_frame(f[:-4]) for _, f in pfc]
     assert all(fcs_ok(f) for _, f in pfc)
     classes = params.data_classes
     pauses = [p for p in frames if p.quanta[p.classes[0]] == MAX_QUANTA]
     resumes = [p for p in frames if p.quanta[p.classes[0]] == 0]
-    assert {p.classes[0] for p in pauses} == set(classes) and len(pauses) == len(classes) * r.pauses_sent
-    assert len(resumes) == len(classes) * r.resumes_sent
+    assert {p.classes[0] for p in pauses} == set(classes) and len(pauses) == len(classes) * r.c.pauses_sent
+    assert len(resumes) == len(classes) * r.c.resumes_sent
     assert b.sw2.counters()["p-sw1"]["pauses_tx"] == len(pauses)
     # ... and sw1 honoured them on its protected egress: the normal queue stood still
     c1 = b.sw1.counters()["p-sw2"]
-    assert c1["pauses_rx_class"][0] == r.pauses_sent and c1["paused_ns"][0] > 0
+    assert c1["pauses_rx_class"][0] == r.c.pauses_sent and c1["paused_ns"][0] > 0
     assert b.sender.counters()["pauses_rx"] == len(pauses)
     # Algorithm 2 keeps the buffer at pauseThreshold plus what is in flight when the pause
     # lands: a one-way delay of frames each way, the frame on the wire at sw1, and the
     # courier ahead of the pause on sw2's egress
     frame_ns = (size + 5 + 24) * 8
     in_flight = math.ceil((2 * delay + frame_ns + 84 * 8) / frame_ns) + 1
-    assert r.reorder_buffer_max_bytes <= pause + in_flight * size
+    assert r.c.reorder_buffer_max_bytes <= pause + in_flight * size
 
 
 def test_without_backpressure_the_reordering_buffer_overflows():
@@ -182,12 +182,12 @@ def test_reverse_traffic_carries_the_leading_ack_and_reaches_h1_untagged():
     b.stream(1500, size=300, rate_bps=GBPS // 2, host="h2")
     b.run()
     r, s = b.receiver.engine, b.sender.engine
-    assert r.lacks_piggybacked > 100 and s.lacks_piggybacked_rx == r.lacks_piggybacked
+    assert r.c.lacks_piggybacked > 100 and s.c.lacks_piggybacked_rx == r.c.lacks_piggybacked
     back = b.back
     assert back.unique == 1500 and back.duplicates == 0 and back.reordered == 0
     assert b.leaked == 0 and b.h1.rx_unclaimed == 0 and b.h2.rx_unclaimed == 0
     assert in_order(b.delivered()) and b.report()["effective_loss"] < 0.002
-    assert s.tx_buffer_frames == 0
+    assert s.c.tx_buffer_frames == 0
 
 
 def test_frames_on_the_protected_link():
@@ -251,13 +251,13 @@ def test_enable_and_disable_on_running_switches():
     final = [i for i in range(count) if i * gap > t3 + 200 * US]
     before = [i for i in range(count) if i * gap < t1 - 200 * US]
     r = b.receiver.engine
-    assert sum(i not in got for i in window) <= r.timeouts <= 2
-    assert sum(i not in got for i in final) <= r.timeouts <= 2
+    assert sum(i not in got for i in window) <= r.c.timeouts <= 2
+    assert sum(i not in got for i in final) <= r.c.timeouts <= 2
     assert sum(i not in got for i in before) > 0.01 * len(before)  # unprotected: the link's loss
     order = b.delivered()
     in_window = set(window)
     assert in_order([i for i in order if i in in_window])
-    assert b.sender.engine.tx_buffer_frames == 0 and r.resyncs == 0 and r.synced
+    assert b.sender.engine.c.tx_buffer_frames == 0 and r.c.resyncs == 0 and r.synced
 
 
 def test_topology_settings_follow_time_and_scale():
@@ -321,7 +321,7 @@ def test_frames_released_later_pass_the_features_attached_after_the_receiver():
     b.backlog(60, size=300, depth=4)
     b.run()
     assert b.delivered() == list(range(60)) and tap.seen == list(range(60))
-    assert b.receiver.released_later > 0
+    assert b.receiver.c.released_later > 0
 
 
 def test_malformed_tags_are_counted_drops():
@@ -352,8 +352,8 @@ def test_both_directions_protected_with_both_roles_on_each_port():
     fwd, rev = b.sink, b.back
     assert b.leaked == 0 and b.h1.rx_unclaimed == 0 and b.h2.rx_unclaimed == 0
     assert fwd.duplicates == rev.duplicates == 0 and fwd.reordered == rev.reordered == 0
-    assert back_sender.engine.retransmissions > 0 and b.sender.engine.retransmissions > 0
+    assert back_sender.engine.c.retransmissions > 0 and b.sender.engine.c.retransmissions > 0
     # a loss notification can now be corrupted too: the hole then times out, and is counted
-    assert 2000 - fwd.unique == b.receiver.engine.timeouts < 20
-    assert back.sent - rev.unique == back_receiver.engine.timeouts < 20
+    assert 2000 - fwd.unique == b.receiver.engine.c.timeouts < 20
+    assert back.sent - rev.unique == back_receiver.engine.c.timeouts < 20
     assert b.sw1.counters()["p-sw2"]["malformed"] == b.sw2.counters()["p-sw1"]["malformed"] == 0

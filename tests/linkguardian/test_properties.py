@@ -87,7 +87,7 @@ class Checker:
         assert not holes or holes[0] > s.leading_ack
         # ACK safety: the sender's view never runs ahead of the receiver's in-order point
         assert s.leading_ack <= r.leading_ack
-        b = r.reorder_buffer_bytes
+        b = r.c.reorder_buffer_bytes
         self.max_rob = max(self.max_rob, b)
         if not self.p.blocking:
             assert b == 0
@@ -100,7 +100,7 @@ class Checker:
             # those the sender stamps before the pause reaches it (one per slot).
             if r.paused and self.cap is None:
                 # (every held frame, recirculating or not, is at or past ack_no)
-                in_flight = s.next_counter - r.ack_no - r.reorder_buffer_frames
+                in_flight = s.next_counter - r.ack_no - r.c.reorder_buffer_frames
                 self.cap = b + SIZE * (in_flight + PAUSE_DELAY)
                 self.caps.append(self.cap)
             elif not r.paused:

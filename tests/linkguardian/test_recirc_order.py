@@ -52,20 +52,20 @@ def _stream_after_a_lost_frame(order: str, frames: int) -> tuple[LGReceiver, lis
 
 def test_after_an_ack_no_timeout_the_held_frames_drain_in_order_at_the_ports_rate():
     rx, delivered = _stream_after_a_lost_frame("seq", 300)
-    assert rx.timeouts == 1
+    assert rx.c.timeouts == 1
     assert delivered == list(range(1, len(delivered) + 1))  # in order, nothing skipped but 0
     # 35 frames waited for the 7 ms timeout; they left within one rotation (~1.2 ms) of it
-    assert rx.reorder_buffer_max_frames >= 34
-    assert rx.reorder_buffer_frames <= 1 and len(delivered) >= 299
+    assert rx.c.reorder_buffer_max_frames >= 34
+    assert rx.c.reorder_buffer_frames <= 1 and len(delivered) >= 299
 
 
 def test_fifo_keeps_the_backlog_of_one_timeout_at_a_steady_rate():
     """The mechanism of the lock-in, kept as the "fifo" option: newcomers land scrambled in the
     rotation and each pass releases about as many as arrived meanwhile."""
     rx, delivered = _stream_after_a_lost_frame("fifo", 300)
-    assert rx.timeouts == 1
+    assert rx.c.timeouts == 1
     assert all(a < b for a, b in pairwise(delivered))
-    assert rx.reorder_buffer_frames >= 20  # still waiting, 53 ms after the timeout
+    assert rx.c.reorder_buffer_frames >= 20  # still waiting, 53 ms after the timeout
 
 
 @settings(max_examples=200, deadline=None)

@@ -31,7 +31,7 @@ def test_a_restarted_sender_is_followed_at_once_and_nothing_is_dropped_or_duplic
     new = LGSender(PARAMS, src_mac=H1_MAC, dst_mac=H2_MAC)  # counter 0 again, its buffer empty
     got = send(new, rx, range(1000, 1300), 2_000_000)
     assert got == list(range(1000, 1300))  # every frame after the restart, once, in order
-    assert rx.resyncs == 1 and rx.duplicates == 0
+    assert rx.c.resyncs == 1 and rx.c.duplicates == 0
     assert not [a for a in rx.actions.take(Transmit)]  # no loss reported for the old counters
 
 
@@ -50,7 +50,7 @@ def test_a_restarted_receiver_starts_from_the_senders_current_frame_without_hole
     rx = LGReceiver(PARAMS)  # the receiver's switch restarted
     got = send(tx, rx, range(5000, 5100), 10_000_000)
     assert got == list(range(5000, 5100))
-    assert rx.resyncs == 1 and rx.lost_detected == 0
+    assert rx.c.resyncs == 1 and rx.c.lost_detected == 0
     assert not list(rx.actions.take(Transmit))  # no notification: nothing before is asked again
 
 
@@ -61,7 +61,7 @@ def test_a_fresh_link_still_repairs_the_loss_of_its_very_first_frames():
     got = []
     for f in frames[3:]:  # the first three lost
         got += [index_of(x) for x in rx.receive(f, 20_000)]
-    assert rx.resyncs == 0 and rx.lost_detected == 3 < FRESH_SLACK
+    assert rx.c.resyncs == 0 and rx.c.lost_detected == 3 < FRESH_SLACK
     notes = list(rx.actions.take(Transmit))
     assert notes  # the hole 0..2 is reported, as on any link
     assert got == []  # blocking: held until the hole is repaired
@@ -76,4 +76,4 @@ def test_a_duplicated_original_is_not_taken_for_a_restart():
         got += [index_of(x) for x in rx.receive(f, i * 1_000)]
         if i % 50 == 49:  # the wire duplicates a frame now and then (netem duplicate)
             got += [index_of(x) for x in rx.receive(frames[i - 3], i * 1_000)]
-    assert got == list(range(200)) and rx.resyncs == 0 and rx.duplicates == 4
+    assert got == list(range(200)) and rx.c.resyncs == 0 and rx.c.duplicates == 4
