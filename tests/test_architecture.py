@@ -140,8 +140,13 @@ def test_engines_are_sans_io(path):
     assert bad == [], f"{path} imports {bad}"
 
 
+#: the topology model: the loader, its classes and values, and the checks of each section
+TOPOLOGY_MODEL = ["netstack/topo/model.py", "netstack/topo/classes.py", "netstack/topo/values.py",
+                  *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "netstack" / "topo" / "validate").glob("*.py"))]
+
+
 @pytest.mark.parametrize("path", ["daemons/switch.py", "netstack/runtime.py", "netstack/switch/core.py",
-                                  "netstack/switch/port.py", "netstack/topo/model.py", "netstack/sim/network.py",
+                                  "netstack/switch/port.py", *TOPOLOGY_MODEL, "netstack/sim/network.py",
                                   "netstack/sim/transport.py"])
 def test_generic_layers_name_no_protocol(path):
     """Code, not prose: docstrings and comments may mention the protocols as examples."""

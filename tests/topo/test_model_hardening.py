@@ -193,13 +193,17 @@ def test_validate_prefix_rejects_trailing_newline():
         model.validate_prefix("ns\n")
 
 
-@pytest.mark.parametrize("name", ["_NODE_NAME_RE", "_PREFIX_RE", "_LINK_NAME_RE", "_IFNAME_RE", "_MAC_RE",
+@pytest.mark.parametrize("name", ["NODE_NAME_RE", "PREFIX_RE", "LINK_NAME_RE", "IFNAME_RE", "MAC_RE",
                                   "_RATE_RE", "_DELAY_RE", "_SIZE_RE"])
 def test_validation_regexes_match_the_whole_text(name):
-    """No validation regex may accept a trailing newline, whichever way it is called."""
-    pattern = getattr(model, name)
-    good = {"_NODE_NAME_RE": "h1", "_PREFIX_RE": "ns", "_LINK_NAME_RE": "a-b", "_IFNAME_RE": "eth0",
-            "_MAC_RE": "02:00:00:00:00:01", "_RATE_RE": "1Mbit", "_DELAY_RE": "1ms", "_SIZE_RE": "1KB"}[name]
+    """No validation regex may accept a trailing newline, whichever way it is called. (The names'
+    patterns are in netstack/topo/validate/fields.py, the quantities' in netstack/topo/values.py.)"""
+    from netstack.topo import values
+    from netstack.topo.validate import fields
+
+    pattern = getattr(fields if hasattr(fields, name) else values, name)
+    good = {"NODE_NAME_RE": "h1", "PREFIX_RE": "ns", "LINK_NAME_RE": "a-b", "IFNAME_RE": "eth0",
+            "MAC_RE": "02:00:00:00:00:01", "_RATE_RE": "1Mbit", "_DELAY_RE": "1ms", "_SIZE_RE": "1KB"}[name]
     assert pattern.fullmatch(good)
     assert not pattern.fullmatch(good + "\n")
     assert not pattern.match(good + "\n"), f"{name} ends in '$', which matches before a trailing newline"
