@@ -9,8 +9,8 @@ payloads as the return value of ``receive``, and a receiver's ACKs as
 :class:`~netstack.engine.Transmit` actions in its ``actions`` queue.
 
 Counters are dataclasses (:class:`ReceiverCounters`, :class:`SenderCounters` and one subclass
-per engine) held in the engine's ``c``: the data path bumps ``self.c.<name>``, ``counters()``
-exports them as JSON, and :class:`CounterAttr` lets callers read one as ``engine.<name>``.
+per engine) held in the engine's ``c``: the data path bumps ``self.c.<name>``, callers read
+``engine.c.<name>``, and ``counters()`` exports them as JSON.
 
 Nothing an engine receives is trusted for being well formed (docs/security.md#tc-sack): a
 receiver binds to its peer (the first data packet of its flow fixes the source; datagrams from
@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Never, Protocol, Self, overload
+from typing import TYPE_CHECKING
 
 from headers.errors import HeaderError
 from headers.serial import W32
@@ -64,42 +64,6 @@ def us32(now_ns: int) -> int:
 
 #: ``us_before(a, b)``: serial ``a < b`` on 32-bit microsecond stamps
 us_before = W32.lt
-
-
-class _Counted(Protocol):
-    """An engine: something whose counters are in ``c``."""
-
-    @property
-    def c(self) -> object: ...
-
-
-class CounterAttr:
-    """One counter of ``engine.c``, readable as ``engine.<name>`` (``rcv.duplicates``), as it was
-    before counters became dataclasses. Read-only, so a stray ``engine.<name> += 1`` fails (at
-    type-check time and at run time) instead of shadowing the counter that ``counters()``
-    exports; the data path bumps ``self.c.<name>``."""
-
-    __slots__ = ("name",)
-
-    def __init__(self) -> None:
-        self.name = ""
-
-    def __set_name__(self, owner: type[object], name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type[object]) -> Self: ...
-    @overload
-    def __get__(self, obj: _Counted, owner: type[object]) -> int: ...
-
-    def __get__(self, obj: _Counted | None, owner: type[object]) -> Self | int:
-        if obj is None:
-            return self
-        value: int = getattr(obj.c, self.name)
-        return value
-
-    def __set__(self, obj: _Counted, value: Never) -> None:
-        raise AttributeError(f"counter {self.name!r} is read-only here: bump engine.c.{self.name}")
 
 
 @dataclass(slots=True)
@@ -167,16 +131,6 @@ class ReceiverBase:
     """
 
     c: ReceiverCounters
-    data_rx = CounterAttr()
-    retx_rx = CounterAttr()
-    probes_rx = CounterAttr()
-    delivered = CounterAttr()
-    bytes_delivered = CounterAttr()
-    duplicates = CounterAttr()
-    foreign = CounterAttr()
-    acks_sent = CounterAttr()
-    acks_count_triggered = CounterAttr()
-    acks_time_triggered = CounterAttr()
 
     def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0, *,
                  counters: ReceiverCounters | None = None) -> None:
@@ -342,15 +296,6 @@ class SenderBase:
     """
 
     c: SenderCounters
-    sent = CounterAttr()
-    sent_new = CounterAttr()
-    retx_sent = CounterAttr()
-    probes_sent = CounterAttr()
-    bytes_sent = CounterAttr()
-    acks_rx = CounterAttr()
-    stale_acks = CounterAttr()
-    bogus_acks = CounterAttr()
-    foreign = CounterAttr()
     #: after a stall (a late daemon timer) the pacer may catch up by this many packets at once
     BURST = 4
     #: ACKs the receiver may send per data packet that reaches it (go-back-N: a NAK, then the
@@ -597,5 +542,5 @@ if TYPE_CHECKING:
     _sender_is_an_engine: type[Engine] = SenderBase
 
 
-__all__ = ["CounterAttr", "CounterValue", "HeaderError", "ReceiverBase", "ReceiverChecks", "ReceiverCounters",
+__all__ = ["CounterValue", "HeaderError", "ReceiverBase", "ReceiverChecks", "ReceiverCounters",
            "SenderBase", "SenderChecks", "SenderCounters", "unwrap", "us32", "us_before"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from headers.tcsack import TcsAck, TcsAckFlag, TcsDataFlag
 
-from .common import CounterAttr, ReceiverBase, ReceiverCounters, SenderBase, SenderCounters
+from .common import ReceiverBase, ReceiverCounters, SenderBase, SenderCounters
 from .params import TcsParams
 
 
@@ -42,8 +42,6 @@ class GbnSenderCounters(SenderCounters):
 
 class GbnReceiver(ReceiverBase):
     c: GbnReceiverCounters
-    out_of_order_drops = CounterAttr()
-    naks_sent = CounterAttr()
 
     def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0) -> None:
         super().__init__(params, flow_id, start_seq, counters=GbnReceiverCounters())
@@ -67,8 +65,6 @@ class GbnReceiver(ReceiverBase):
 
 class GbnSender(SenderBase):
     c: GbnSenderCounters
-    go_backs = CounterAttr()
-    timeouts = CounterAttr()
     #: a packet above the expected one draws a NAK at once and still counts toward the next ACK
     ACKS_PER_ARRIVAL = 2
 

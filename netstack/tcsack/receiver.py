@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .common import CounterAttr, ReceiverBase, ReceiverCounters
+from .common import ReceiverBase, ReceiverCounters
 from .params import TcsParams
 from .rangeset import RangeSet
 
@@ -35,8 +35,6 @@ class TcsReceiverCounters(ReceiverCounters):
 
 class TcsReceiver(ReceiverBase):
     c: TcsReceiverCounters
-    buffered_max = CounterAttr()
-    buffer_drops = CounterAttr()
 
     def __init__(self, params: TcsParams, flow_id: int = 0, start_seq: int = 0) -> None:
         super().__init__(params, flow_id, start_seq, counters=TcsReceiverCounters())

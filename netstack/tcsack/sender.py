@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from headers.tcsack import TcsAck, TcsDataFlag
 
-from .common import CounterAttr, SenderBase, SenderCounters, unwrap, us32, us_before
+from .common import SenderBase, SenderCounters, unwrap, us32, us_before
 from .params import TcsParams
 from .rangeset import RangeSet
 
@@ -40,8 +40,6 @@ class TcsSenderCounters(SenderCounters):
 
 class TcsSender(SenderBase):
     c: TcsSenderCounters
-    losses_detected = CounterAttr()
-    retx_skipped = CounterAttr()
 
     def __init__(self, params: TcsParams, data: bytes, flow_id: int = 0, start_seq: int = 0,
                  now_ns: int = 0) -> None:

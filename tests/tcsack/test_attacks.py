@@ -70,7 +70,7 @@ def test_finding1_an_ack_seq_far_ahead_is_dropped_and_genuine_acks_still_count(k
     s.on_ack(forged, T0 + 6 * SLOT)
     assert _state(s) == before and s.checks.ack_seq_ahead == 1
     s.on_ack(TcsAck(0, 1, 4, sent[3].tsval), T0 + 7 * SLOT)  # the receiver's next ACK
-    assert s.cum == s.base + 4 and s.stale_acks == 0
+    assert s.cum == s.base + 4 and s.c.stale_acks == 0
 
 
 @pytest.mark.parametrize("kind", ["tcsack", "gbn"])
@@ -100,9 +100,9 @@ def test_finding1_a_small_forged_leap_heals_at_the_next_genuine_ack():
     s.on_ack(TcsAck(0, 0, 2, sent[1].tsval), T0 + 8 * SLOT)
     s.on_ack(TcsAck(0, 5, 2, sent[1].tsval), T0 + 8 * SLOT)  # forged: genuine content, number + 5
     s.on_ack(TcsAck(0, 1, 3, sent[2].tsval, ((4, 6),)), T0 + 9 * SLOT)  # genuine: more arrived
-    assert s.cum == 3 and s.checks.resyncs == 1 and s.stale_acks == 0
+    assert s.cum == 3 and s.checks.resyncs == 1 and s.c.stale_acks == 0
     s.on_ack(TcsAck(0, 2, 6, sent[5].tsval), T0 + 10 * SLOT)  # and the one after it
-    assert s.cum == 6 and s.stale_acks == 0
+    assert s.cum == 6 and s.c.stale_acks == 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ def test_finding2_a_blind_forged_cum_ack_does_not_end_the_sender(kind):
     before = _state(s)
     s.on_ack(TcsAck(0, 0, s.end & SEQ_MASK, 0, (), TcsAckFlag.FIN_SEEN), T0 + 10 * SLOT)
     assert not s.done and _state(s) == before
-    assert s.checks.tsecr_unsent == 1 and s.bogus_acks == 1
+    assert s.checks.tsecr_unsent == 1 and s.c.bogus_acks == 1
 
 
 @pytest.mark.parametrize("kind", ["tcsack", "gbn"])
@@ -143,7 +143,7 @@ def test_finding2_a_sack_run_beyond_what_was_sent_drops_the_whole_ack(kind):
     sent = _sent(s, 4)
     before = _state(s)
     s.on_ack(TcsAck(0, 0, 2, sent[1].tsval, ((3, 4), (6, 8))), T0 + 4 * SLOT)
-    assert _state(s) == before and s.checks.sack_unsent == 1 and s.bogus_acks == 1
+    assert _state(s) == before and s.checks.sack_unsent == 1 and s.c.bogus_acks == 1
 
 
 def test_finding2_a_cum_ack_beyond_what_was_sent_changes_nothing():
@@ -151,7 +151,7 @@ def test_finding2_a_cum_ack_beyond_what_was_sent_changes_nothing():
     sent = _sent(s, 4)
     before = _state(s)
     s.on_ack(TcsAck(0, 0, 5, sent[1].tsval), T0 + 4 * SLOT)
-    assert _state(s) == before and s.checks.cum_unsent == 1 and s.bogus_acks == 1
+    assert _state(s) == before and s.checks.cum_unsent == 1 and s.c.bogus_acks == 1
 
 
 @pytest.mark.parametrize("kind", ["tcsack", "gbn"])

@@ -40,13 +40,13 @@ def test_tcsack_no_probe_before_2t_plus_slack_after_the_last_ack(t_ms, slack_ms,
     s.set_timer_slack(slack_ms * MS)
     ack_at = ack_ms * MS
     s.on_ack(TcsAck(0, 0, 1, sent[0].tsval), ack_at)  # the first packet arrived; the ACK restarts the clock
-    assert s.acks_rx == 1
+    assert s.c.acks_rx == 1
     timeout = 2 * t_ms * MS + slack_ms * MS
     assert s.next_deadline() == ack_at + timeout
     gap = int(frac * timeout)
-    assert _probes(s.poll(ack_at + gap)) == 0 and s.probes_sent == 0
+    assert _probes(s.poll(ack_at + gap)) == 0 and s.c.probes_sent == 0
     (probe,) = s.poll(ack_at + timeout)
-    assert TcsData.from_bytes(probe).seq == 2 and s.probes_sent == 1
+    assert TcsData.from_bytes(probe).seq == 2 and s.c.probes_sent == 1
     c = s.counters()
     assert c["timer_slack_ns"] == slack_ms * MS and c["timeout_ns"] == timeout
 
@@ -58,9 +58,9 @@ def test_gbn_no_timeout_before_rto_plus_slack(t_ms, slack_ms, frac):
     s.on_ack(TcsAck(0, 0, 1, sent[0].tsval), MS)  # progress: the rto clock restarts
     timeout = 4 * t_ms * MS + slack_ms * MS
     s.poll(MS + int(frac * timeout))
-    assert s.timeouts == 0
+    assert s.c.timeouts == 0
     s.poll(MS + timeout)
-    assert s.timeouts == 1 and s.counters()["timeout_ns"] == timeout
+    assert s.c.timeouts == 1 and s.counters()["timeout_ns"] == timeout
 
 
 def test_slack_back_to_zero_is_the_papers_2t():
