@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "--prefix wins)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", parser_class=Parser)
     for name in COMMAND_MODULES:
-        importlib.import_module(f"netstack.commands.{name}").register(sub)
+        importlib.import_module(protocols.command_module(name)).register(sub)
     return parser
 
 

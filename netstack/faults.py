@@ -57,10 +57,10 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-def run_state(prefix: str) -> dict[str, Any]:
+def run_state(prefix: str) -> runtime.RunState:
     """The state of the namespace run under ``prefix`` (FaultError when there is none)."""
     try:
-        return runtime._run_state_file(prefix)
+        return runtime.namespace_state(prefix)
     except runtime.RuntimeErrorNS as exc:
         raise FaultError(str(exc)) from None
 
@@ -68,9 +68,9 @@ def run_state(prefix: str) -> dict[str, Any]:
 # =========================================================================== daemons
 
 
-def daemon_names(state: dict[str, Any], target: str) -> list[runtime.Daemon]:
+def daemon_names(state: runtime.RunState, target: str) -> list[runtime.Daemon]:
     """The daemon ``target`` names: a daemon's name (``ctl-r2``), or a node running exactly one."""
-    daemons = runtime.daemons_of(state)
+    daemons = state.daemons
     exact = [d for d in daemons if d.key == target]
     if exact:
         return exact
@@ -79,10 +79,10 @@ def daemon_names(state: dict[str, Any], target: str) -> list[runtime.Daemon]:
         return on_node
     if on_node:
         raise FaultError(f"node {target} runs several daemons ({', '.join(d.key for d in on_node)}): name one")
-    if target in state.get("namespaces", {}):
+    if target in state.namespaces:
         served = sorted({d.node for d in daemons})
         raise FaultError(f"node {target} runs no daemon (a plain host); nodes with daemons: {', '.join(served)}")
-    raise FaultError(f"no node or daemon {target!r}; nodes: {', '.join(state.get('namespaces', {}))}")
+    raise FaultError(f"no node or daemon {target!r}; nodes: {', '.join(state.namespaces)}")
 
 
 def kill(prefix: str, target: str, *, sig: str = "KILL", restart: bool = False, down_ms: float = 0.0,
@@ -183,13 +183,11 @@ def _restart(prefix: str, name: str) -> runtime.Daemon:
 # =========================================================================== links
 
 
-def link_ports(state: dict[str, Any], link: str, end: str = "both") -> list[dict[str, Any]]:
-    """The ports (state.json "ports") of ``link`` that ``end`` names: ``a``, ``b``, ``both`` or a
-    node of the link."""
-    links = state.get("links", {})
-    if link not in links:
-        raise FaultError(f"no link {link!r}; links: {', '.join(links)}")
-    ends = {"a": links[link]["a"], "b": links[link]["b"]}
+def link_ports(state: runtime.RunState, link: str, end: str = "both") -> list[runtime.RunPort]:
+    """The ports of ``link`` that ``end`` names: ``a``, ``b``, ``both`` or a node of the link."""
+    if link not in state.links:
+        raise FaultError(f"no link {link!r}; links: {', '.join(state.links)}")
+    ends = {"a": state.links[link].a, "b": state.links[link].b}
     want = end.lower() if end.lower() in ("a", "b", "both") else end
     if want == "both":
         nodes = set(ends.values())
@@ -199,8 +197,8 @@ def link_ports(state: dict[str, Any], link: str, end: str = "both") -> list[dict
         nodes = {want}
     else:
         raise FaultError(f"--end {end!r}: use A ({ends['a']}), B ({ends['b']}) or both")
-    ports = [p for p in state["ports"] if p["link"] == link and p["node"] in nodes]
-    return sorted(ports, key=lambda p: p["node"] != ends["a"])
+    ports = [p for p in state.ends_of(link) if p.node in nodes]
+    return sorted(ports, key=lambda p: p.node != ends["a"])
 
 
 def set_link(prefix: str, link: str, up: bool, end: str = "both", say: Say = _quiet) -> dict[str, Any]:
@@ -214,13 +212,13 @@ def set_link(prefix: str, link: str, up: bool, end: str = "both", say: Say = _qu
     ports = link_ports(state, link, end)
     done = []
     for p in ports:
-        with iproute(p["netns"]) as ipr:
-            found = ipr.link_lookup(ifname=p["ifname"])
+        with iproute(p.netns) as ipr:
+            found = ipr.link_lookup(ifname=p.ifname)
             if not found:
-                raise FaultError(f"{p['ifname']} of {p['node']} is gone (namespace {p['netns']})")
+                raise FaultError(f"{p.ifname} of {p.node} is gone (namespace {p.netns})")
             ipr.link("set", index=found[0], state="up" if up else "down")
-        done.append(f"{p['node']}/{p['ifname']}")
-        say(f"{p['node']}/{p['ifname']} {'up' if up else 'down'}")
+        done.append(f"{p.node}/{p.ifname}")
+        say(f"{p.node}/{p.ifname} {'up' if up else 'down'}")
     operstate = link_state(state, link)
     return {"link": link, "state": "up" if up else "down", "ends": done, "operstate": operstate,
             "switches": carrier_view(prefix, state, link, operstate)}
@@ -232,23 +230,23 @@ CARRIER_COUNTERS = ("carrier", "link_down", "carrier_drops")
 CARRIER_SETTLE_S = 1.0
 
 
-def carrier_view(prefix: str, state: dict[str, Any], link: str,
+def carrier_view(prefix: str, state: runtime.RunState, link: str,
                  operstate: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """``{"node/ifname": {carrier, link_down, carrier_drops}}`` of the link's switch ends, from
     their daemons' status. Given ``operstate`` (what the kernel says now), waits up to
     :data:`CARRIER_SETTLE_S` for each daemon to agree (an end has carrier when its operstate is UP)."""
-    switches = {d.node: d for d in runtime.daemons_of(state) if d.kind == "switch"}
+    switches = {d.node: d for d in state.daemons if d.kind == "switch"}
     out: dict[str, dict[str, Any]] = {}
     for p in link_ports(state, link):
-        daemon = switches.get(p["node"])
+        daemon = switches.get(p.node)
         if daemon is None:
             continue
-        where = f"{p['node']}/{p['ifname']}"
+        where = f"{p.node}/{p.ifname}"
         want = None if operstate is None else operstate.get(where) == "UP"
         deadline = time.monotonic() + CARRIER_SETTLE_S
         while True:
             try:
-                st = runtime.control(prefix, daemon.key, "status")["ports"][p["ifname"]]
+                st = runtime.control(prefix, daemon.key, "status")["ports"][p.ifname]
             except (OSError, ValueError, KeyError, ControlError, runtime.RuntimeErrorNS) as exc:
                 out[where] = {"error": f"switch daemon {daemon.key} does not answer: {exc}"}
                 break
@@ -259,16 +257,16 @@ def carrier_view(prefix: str, state: dict[str, Any], link: str,
     return out
 
 
-def link_state(state: dict[str, Any], link: str) -> dict[str, str]:
+def link_state(state: runtime.RunState, link: str) -> dict[str, str]:
     """``{"node/ifname": operstate}`` of both ends of ``link`` (UP, DOWN, LOWERLAYERDOWN...)."""
     from .topo.nsenter import iproute
 
     out = {}
     for p in link_ports(state, link):
-        with iproute(p["netns"]) as ipr:
-            found = ipr.link_lookup(ifname=p["ifname"])
+        with iproute(p.netns) as ipr:
+            found = ipr.link_lookup(ifname=p.ifname)
             msg = ipr.get_links(found[0])[0] if found else None
-        out[f"{p['node']}/{p['ifname']}"] = msg.get_attr("IFLA_OPERSTATE") if msg is not None else "GONE"
+        out[f"{p.node}/{p.ifname}"] = msg.get_attr("IFLA_OPERSTATE") if msg is not None else "GONE"
     return out
 
 
@@ -345,37 +343,37 @@ def pause_storm(prefix: str, link: str, from_node: str, *, seconds: float = 1.0,
         raise FaultError(f"--class {cls}: a priority class is 0-7")
     state = run_state(prefix)
     ends = link_ports(state, link)
-    mine = [p for p in ends if p["node"] == from_node]
+    mine = [p for p in ends if p.node == from_node]
     if not mine:
-        raise FaultError(f"--from {from_node!r} is not an end of {link} ({' or '.join(p['node'] for p in ends)})")
+        raise FaultError(f"--from {from_node!r} is not an end of {link} ({' or '.join(p.node for p in ends)})")
     port = mine[0]
     peer = next(p for p in ends if p is not port)
-    peer_daemon = next((d for d in runtime.daemons_of(state) if d.node == peer["node"] and d.kind == "switch"), None)
-    cfg = _peer_port_config(prefix, peer["node"], peer["ifname"]) if peer_daemon is not None else {}
-    frame = pause_frame(port["mac"], cls, bool(port.get("fcs")))
+    peer_daemon = next((d for d in state.daemons if d.node == peer.node and d.kind == "switch"), None)
+    cfg = _peer_port_config(prefix, peer.node, peer.ifname) if peer_daemon is not None else {}
+    frame = pause_frame(port.mac, cls, port.fcs)
 
     def counters() -> dict[str, Any] | None:
         if peer_daemon is None:
             return None
         try:
-            st = runtime.control(prefix, peer_daemon.key, "status")["ports"][peer["ifname"]]
+            st = runtime.control(prefix, peer_daemon.key, "status")["ports"][peer.ifname]
         except (OSError, ValueError, KeyError, ControlError, runtime.RuntimeErrorNS) as exc:
             raise FaultError(f"switch daemon {peer_daemon.key} does not answer: {exc}") from None
         return {**{k: st.get(k, 0) for k in _STORM_COUNTERS}, "paused_ns": st["paused_ns"][cls],
                 "paused": st["paused"][cls]}
 
     before = counters()
-    say(f"pause storm: class {cls} from {from_node}/{port['ifname']} toward {peer['node']}/{peer['ifname']}, "
+    say(f"pause storm: class {cls} from {from_node}/{port.ifname} toward {peer.node}/{peer.ifname}, "
         f"{pps:g} frames/s for {seconds:g} s")
-    sent, errors, elapsed = _send_for(port["netns"], port["ifname"], frame, seconds, pps, started)
+    sent, errors, elapsed = _send_for(port.netns, port.ifname, frame, seconds, pps, started)
     after = counters()
     deadline = time.monotonic() + SETTLE_S
     while (before is not None and after is not None and time.monotonic() < deadline
            and after["pfc_rx"] + after["edge_drops_pfc"] - before["pfc_rx"] - before["edge_drops_pfc"] < sent - errors):
         time.sleep(0.02)  # the peer reads its port asynchronously: let it count the last frames
         after = counters()
-    out: dict[str, Any] = {"link": link, "from": f"{from_node}/{port['ifname']}",
-                           "to": f"{peer['node']}/{peer['ifname']}", "class": cls, "frames": sent,
+    out: dict[str, Any] = {"link": link, "from": f"{from_node}/{port.ifname}",
+                           "to": f"{peer.node}/{peer.ifname}", "class": cls, "frames": sent,
                            "send_errors": errors, "seconds": round(elapsed, 3), "pps": pps}
     if before is None or after is None:
         out["peer"] = None  # a host: nothing there counts pauses
@@ -422,9 +420,9 @@ def clock_jump(prefix: str, host: str, ms: float, say: Say = _quiet) -> dict[str
     if not ms or abs(ms) > MAX_JUMP_MS:
         raise FaultError(f"--ms {ms:g}: give a non-zero jump of at most {MAX_JUMP_MS:g} ms either way")
     state = run_state(prefix)
-    if host not in state.get("namespaces", {}):
-        raise FaultError(f"no node {host!r}; hosts: {', '.join(state.get('hosts', {}))}")
-    if host not in state.get("hosts", {}):
+    if host not in state.namespaces:
+        raise FaultError(f"no node {host!r}; hosts: {', '.join(state.hosts)}")
+    if host not in state.hosts:
         raise FaultError(f"{host} is not a host (no address): only hosts' clocks run 1Pipe processes")
     procs = onepipe_processes(prefix, host)
     if not procs:

@@ -18,8 +18,8 @@ under ``netstack/`` with the same parts (docs/architecture.md, "Adding a protoco
   ``netstack.container.compose``);
 - **scenarios** for ``netstack sim`` and the benchmarks (``scenarios``: a module with ``SCENARIOS``);
 - what it adds to the command line and the checks: its **commands** (modules in
-  ``netstack/commands/`` with ``register(subparsers)``), its **benches** (``netstack bench NAME``:
-  the module with ``main(args)`` and a one-line description), its **fuzz** targets
+  ``netstack/commands/``, or in its own package, with ``register(subparsers)``), its **benches**
+  (``netstack bench NAME``: the module with ``main(args)`` and a one-line description), its **fuzz** targets
   (``netstack fuzz NAME``: what the campaign fuzzes and the invariant it checks; the runner is
   ``netstack.fuzz.run_NAME``) and its **typed** modules (``mypy --strict``, tests/test_typing.py).
 
@@ -55,7 +55,8 @@ class ProtocolPlugin:
     scenarios: str | None = None
     #: EtherTypes only switches may originate: a switch's edge ports drop them from hosts
     switch_only_ethertypes: tuple[int, ...] = ()
-    #: CLI command modules (names in ``netstack/commands/``), in ``netstack --help``'s order
+    #: CLI command modules, in ``netstack --help``'s order: names in ``netstack/commands/``, or a
+    #: dotted module name for one kept in the protocol's own package (:func:`command_module`)
     commands: tuple[str, ...] = ()
     #: ``netstack bench`` benchmarks: name -> (module with ``main(args)``, one-line description)
     benches: Mapping[str, tuple[str, str]] = field(default_factory=dict)
@@ -253,10 +254,17 @@ def _arranged(generic: Mapping[str, T], contributed: Mapping[str, Mapping[str, T
 
 
 def commands() -> tuple[str, ...]:
-    """The CLI's command modules (``netstack/commands/<name>.py``), in ``netstack --help``'s order."""
+    """The CLI's command modules by registered name, in ``netstack --help``'s order (the module of
+    each: :func:`command_module`)."""
     own = {p.name: dict.fromkeys(p.commands, p.name) for p in PROTOCOLS}
     generic = {c: "" for c in GENERIC_COMMANDS if c != PROTOCOLS_HERE}
     return tuple(_arranged(generic, own, GENERIC_COMMANDS, "command"))
+
+
+def command_module(name: str) -> str:
+    """The module of a command :func:`commands` names: ``netstack/commands/<name>.py``, or ``name``
+    itself when it is dotted (a command module in the protocol's own package)."""
+    return name if "." in name else f"netstack.commands.{name}"
 
 
 def benches() -> dict[str, tuple[str, str]]:
@@ -276,5 +284,5 @@ def typed_modules() -> tuple[str, ...]:
 
 
 __all__ = ["GENERIC_BENCHES", "GENERIC_COMMANDS", "GENERIC_FUZZ", "GENERIC_SCENARIOS", "GENERIC_TYPED", "PROTOCOLS",
-           "PROTOCOLS_HERE", "ProtocolPlugin", "benches", "commands", "control_modules", "features", "fuzz_targets",
-           "load", "node_kinds", "scenario_modules", "switch_only_ethertypes", "typed_modules"]
+           "PROTOCOLS_HERE", "ProtocolPlugin", "benches", "command_module", "commands", "control_modules", "features",
+           "fuzz_targets", "load", "node_kinds", "scenario_modules", "switch_only_ethertypes", "typed_modules"]

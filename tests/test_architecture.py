@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from netstack.protocols import PROTOCOLS, benches, commands, fuzz_targets, typed_modules
+from netstack.protocols import PROTOCOLS, benches, command_module, commands, fuzz_targets, typed_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("netstack", "headers", "daemons")
@@ -145,9 +145,10 @@ TOPOLOGY_MODEL = ["netstack/topo/model.py", "netstack/topo/classes.py", "netstac
                   *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "netstack" / "topo" / "validate").glob("*.py"))]
 
 
-@pytest.mark.parametrize("path", ["daemons/switch.py", "netstack/runtime.py", "netstack/switch/core.py",
-                                  "netstack/switch/port.py", *TOPOLOGY_MODEL, "netstack/sim/network.py",
-                                  "netstack/sim/transport.py"])
+@pytest.mark.parametrize("path", ["daemons/switch.py", *sorted(str(p.relative_to(ROOT)) for p in
+                                                                 (ROOT / "netstack" / "runtime").glob("*.py")),
+                                  "netstack/switch/core.py", "netstack/switch/port.py", *TOPOLOGY_MODEL,
+                                  "netstack/sim/network.py", "netstack/sim/transport.py"])
 def test_generic_layers_name_no_protocol(path):
     """Code, not prose: docstrings and comments may mention the protocols as examples."""
     tree = ast.parse((ROOT / path).read_text())
@@ -205,9 +206,13 @@ def _defines(module: str, name: str) -> bool:
 
 #: registry entries that do not yet have every part the shape asks for: protocol -> the parts missing
 KNOWN_GAPS: dict[str, set[str]] = {}
+#: the worked examples (netstack/examples/<name>/, docs/extending.md) have a shape of their own, checked
+#: by their own test (test_the_worked_example_lives_in_its_folder_and_only_the_registry_names_it)
+EXAMPLES = "netstack.examples."
+PAPER_PROTOCOLS = [p for p in PROTOCOLS if not (p.control or "").startswith(EXAMPLES)]
 
 
-@pytest.mark.parametrize("p", PROTOCOLS, ids=[p.name for p in PROTOCOLS])
+@pytest.mark.parametrize("p", PAPER_PROTOCOLS, ids=[p.name for p in PAPER_PROTOCOLS])
 def test_every_protocol_has_the_shape_docs_architecture_md_describes(p):
     """A package ``netstack/<name>/``, a control module in it, scenarios, commands, a benchmark, a fuzz
     target and typed modules, every one registered by a module name that exists."""
@@ -233,7 +238,7 @@ def test_the_cli_benches_fuzz_and_typing_lists_hold_every_protocols_entries():
     assert all(b in benches() for p in PROTOCOLS for b in p.benches)
     assert all(t in fuzz_targets() for p in PROTOCOLS for t in p.fuzz)
     assert all(m in typed_modules() for p in PROTOCOLS for m in p.typed)
-    assert all(f"netstack.commands.{c}" in MODULES for c in commands())
+    assert all(command_module(c) in MODULES for c in commands())
 
 
 #: the verbs every protocol's control module offers (docs/architecture.md "Errors and control verbs")
@@ -261,6 +266,58 @@ def test_every_control_module_has_the_common_verbs_or_says_why_not(p):
     while above and above[-1].startswith("#"):
         why.insert(0, above.pop())
     assert all(v in " ".join(why) for v in missing), f"{p.control}: the comment above VERBS says nothing of {missing}"
+
+
+ETHCOUNT = "netstack.examples.ethcount"
+
+
+def _in_ethcount(module: str | None) -> bool:
+    return module is not None and (module == ETHCOUNT or module.startswith(ETHCOUNT + "."))
+
+
+def _names_in_code(path: Path) -> set[str]:
+    """Every string constant (but docstrings), name, attribute and imported name of a module's code."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            out.add(node.value)
+        elif isinstance(node, ast.Name | ast.Attribute | ast.alias | ast.ImportFrom):
+            out.add(getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None)
+                    or getattr(node, "module", None) or "")
+    return out
+
+
+def test_the_worked_example_lives_in_its_folder_and_only_the_registry_names_it():
+    """docs/extending.md: ethcount is a registry entry whose every part is a module of its folder,
+    netstack/examples/ethcount/, defining what that part must: the control module with the daemon's
+    handlers, its status and the common verbs; the topology feature; the scenarios; the command
+    module; the whole folder typed; a sans-IO engine; a docstring in every file. It has no benchmark
+    and no fuzz target (a campaign's runner is a module of netstack/fuzz/, outside any folder). And
+    nothing outside the folder imports it, by an import statement (the graph) or by a module name
+    in its code (``importlib``), but the registry, which names it without importing it."""
+    p = next(p for p in PROTOCOLS if p.name == "ethcount")
+    assert ETHCOUNT in MODULES and p.typed == (ETHCOUNT,)
+    assert _in_ethcount(p.control) and all(_defines(p.control, f) for f in ("switch_handlers", "switch_status",
+                                                                            *COMMON_VERBS))
+    assert p.features and all(_in_ethcount(m) and _defines(m, "validate_link") and _defines(m, "attach")
+                              for m in p.features.values())
+    assert _in_ethcount(p.scenarios) and _defines(p.scenarios, "SCENARIOS")
+    assert p.commands and all(_in_ethcount(command_module(c)) and _defines(command_module(c), "register")
+                              for c in p.commands)
+    assert not (p.benches or p.fuzz or p.node_kinds or p.switch_only_ethertypes)
+    test_engines_are_sans_io(f"{ETHCOUNT.replace('.', '/')}/engine.py")  # the rule every engine keeps
+    mine = [m for m in MODULES if _in_ethcount(m)]
+    assert len(mine) >= 8 and all(ast.get_docstring(ast.parse(MODULES[m].read_text())) for m in mine)
+    importers = {m: sorted(t for t in ts if _in_ethcount(t)) for m, ts in GRAPH.items() if not _in_ethcount(m)}
+    assert {m: t for m, t in importers.items() if t} == {}
+    naming = sorted(m for m, path in MODULES.items() if not _in_ethcount(m) and m != "netstack.protocols"
+                    and any(ETHCOUNT in name for name in _names_in_code(path)))
+    assert naming == []
+    assert any(ETHCOUNT in name for name in _names_in_code(MODULES["netstack.protocols"]))
 
 
 def test_no_function_is_longer_than_about_80_lines():

@@ -252,7 +252,8 @@ def _stale_state(run: Path, prefix: str = "zzstale") -> None:
         "namespaces": {"sw1": f"{prefix}-sw1", "sw2": f"{prefix}-sw2"},
         "ports": [{"node": "sw1", "link": "sw1-sw2", "netns": f"{prefix}-sw1", "ifname": "p-sw2", "mac": "",
                    "peer": "sw2", "fcs": True}],
-        "hosts": {}, "links": {"sw1-sw2": {"a": "sw1", "b": "sw2"}}, "impairments": {},
+        "hosts": {}, "links": {"sw1-sw2": {"a": "sw1", "b": "sw2", "rate_bps": 10**8, "delay_ns": 0, "mtu": 1500,
+                                           "fcs": True}}, "impairments": {},
         "daemons": [{"node": "sw1", "kind": "switch", "pid": 2 ** 22 + 1, "control": str(run / "sw1.sock"),
                      "log": "", "name": "sw1"}]}))
 

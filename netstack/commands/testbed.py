@@ -8,11 +8,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..argtypes import int_between, non_negative_float, pair, probability
 from ..errors import CommandError
 from .common import acts_on_testbed, add_json, print_json
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -157,32 +160,32 @@ def cmd_up(args: argparse.Namespace) -> int:
     _need_root()
     rep = Reporter("up")
     state = up(topology, args.prefix, apply_impairments=not args.no_impair, options=options, progress=rep)
-    summary = (f"{state['topology']} under prefix {state['prefix']} in {rep.took()}: {len(state['namespaces'])} "
-               f"namespaces, {len(state['daemons'])} daemons, {len(state['ports'])} ports")
+    summary = (f"{state.topology} under prefix {state.prefix} in {rep.took()}: {len(state.namespaces)} "
+               f"namespaces, {len(state.daemons)} daemons, {len(state.ports)} ports")
     if args.json:
-        print(json.dumps(state, indent=2))
+        print(json.dumps(state.to_dict(), indent=2))
         rep.summary(summary)
         return 0
-    print(f"topology {state['topology']} is up under prefix {state['prefix']}")
+    print(f"topology {state.topology} is up under prefix {state.prefix}")
     print("\nnodes:")
-    for node, ns in state["namespaces"].items():
-        ip = state["hosts"].get(node, "")
+    for node, ns in state.namespaces.items():
+        ip = state.hosts.get(node, "")
         print(f"  {node:<6} netns {ns:<12} {ip}")
     print("\nports:")
-    for p in state["ports"]:
-        extra = " fcs" if p["fcs"] else ""
-        print(f"  {p['node']:<6} {p['ifname']:<8} {p['mac']}  -> {p['peer']:<6} ({p['link']}){extra}")
-    if state["impairments"]:
-        print("\nimpairments:", ", ".join(f"{k} [{v}]" for k, v in state["impairments"].items()))
+    for p in state.ports:
+        extra = " fcs" if p.fcs else ""
+        print(f"  {p.node:<6} {p.ifname:<8} {p.mac}  -> {p.peer:<6} ({p.link}){extra}")
+    if state.impairments:
+        print("\nimpairments:", ", ".join(f"{k} [{v}]" for k, v in state.impairments.items()))
     print("\ndaemons:")
-    for d in state["daemons"]:
-        print(f"  {d.get('name') or d['node']:<10} {d['kind']} pid {d['pid']}  log {d['log']}")
+    for d in state.daemons:
+        print(f"  {d.key:<10} {d.kind} pid {d.pid}  log {d.log}")
     hints = []
     hosts = [(h.name, h.ip.ip) for h in topology.hosts if h.ip is not None]
     if len(hosts) >= 2:  # the first host pings the last (default: h1 -> h2; onepipe: h1 -> h4, across the spine)
-        exec_prefix = "" if state["prefix"] == "ns" else f"--prefix {state['prefix']} "
+        exec_prefix = "" if state.prefix == "ns" else f"--prefix {state.prefix} "
         hints.append(f"netstack exec {exec_prefix}{hosts[0][0]} -- ping -c3 {hosts[-1][1]}")
-    hints += [f"netstack status --prefix {state['prefix']}", f"netstack down --prefix {state['prefix']}"]
+    hints += [f"netstack status --prefix {state.prefix}", f"netstack down --prefix {state.prefix}"]
     print("\ntry: " + "\n     ".join(hints))
     rep.summary(summary)
     return 0
@@ -384,10 +387,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if getattr(args, "json", False) and not args.detach:
         raise CommandError("--json goes with --detach (without it CMD's own output comes here)")
     state = load_state(args.prefix)
-    ns = state["namespaces"].get(args.node)
+    ns = state.namespaces.get(args.node)
     if ns is None:
-        raise CommandError(f"no node {args.node!r}; nodes: {', '.join(state['namespaces'])}")
-    container = (state.get("containers") or {}).get(args.node)
+        raise CommandError(f"no node {args.node!r}; nodes: {', '.join(state.namespaces)}")
+    container = state.containers.get(args.node)
     if args.log is not None and not args.detach:
         raise CommandError("--log goes with --detach (without it the output comes here)")
     if args.detach:
@@ -399,7 +402,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def _detach(args: argparse.Namespace, state: dict[str, Any], ns: str, container: str | None,
+def _detach(args: argparse.Namespace, state: RunState, ns: str, container: str | None,
             argv: list[str]) -> int:
     """``exec --detach``: CMD in its own session, stdin from /dev/null, output to a log file; the
     namespace's processes are stopped by ``netstack down`` (netstack.topo.netns), so nothing is
@@ -422,7 +425,7 @@ def _detach(args: argparse.Namespace, state: dict[str, Any], ns: str, container:
         else:
             print(f"{args.node}: started {argv[0]} detached in container {container}; output in {log} (inside it)")
         return 0
-    log_path = Path(args.log) if args.log else run_dir(state["prefix"]) / "exec" / (
+    log_path = Path(args.log) if args.log else run_dir(state.prefix) / "exec" / (
         f"{args.node}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log")
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..runtime.state import RunState
 from .compose import LABEL_NODE, LABEL_PREFIX
 from .plan import NODE_STATE, READY
 
@@ -68,10 +69,11 @@ def running_prefixes() -> list[str]:
     return sorted({c.get("Config", {}).get("Labels", {}).get(LABEL_PREFIX, "") for c in containers()} - {""})
 
 
-def compose_state(prefix: str) -> dict[str, Any] | None:
+def compose_state(prefix: str) -> RunState | None:
     """The run state of the deployment ``prefix`` as seen from this machine, or None if no
     container of it runs here. Nodes still starting (no state file yet) are listed under
-    ``starting``."""
+    ``starting``. Assembled as JSON, then checked as any run state is
+    (``netstack.runtime.StateFormatError`` when a node's piece is not of this version)."""
     found = containers(prefix)
     if not found:
         return None
@@ -121,4 +123,4 @@ def compose_state(prefix: str) -> dict[str, Any] | None:
                 "pid": pid, "control": f"{root}{control}" if control else "",
                 "log": f"docker logs {name}",
             })
-    return state
+    return RunState.from_dict(state)

@@ -20,7 +20,7 @@ from netstack.switch import plugins
 from netstack.topo import netns
 from netstack.topo.model import TopologyError, load_topology, topology_from_dict
 
-DEFAULT = Path(runtime.__file__).with_name("topo") / "default.toml"
+DEFAULT = Path(netns.__file__).with_name("default.toml")
 
 
 def declared_doc(**dta) -> dict:
@@ -202,8 +202,8 @@ def test_enable_declared_retries_until_the_switch_answers_then_says_why(tmp_path
 
 def test_a_restarted_switch_gets_its_declared_translator_back(monkeypatch):
     topo = topology_from_dict(declared_doc(window=128), "declared")
-    state = {"daemons": [{"node": "sw1", "kind": "switch"}, {"node": "sw2", "kind": "switch"},
-                         {"node": "c1", "kind": "collector"}]}
+    state = runtime.RunState("zz", daemons=[runtime.Daemon(n, k, 0, "", "") for n, k in
+                                            (("sw1", "switch"), ("sw2", "switch"), ("c1", "collector"))])
     enabled = []
     monkeypatch.setattr(control, "run_state", lambda prefix: state)
     monkeypatch.setattr(runtime, "topology_of", lambda st: topo)

@@ -129,8 +129,8 @@ def fake_testbed(tmp_path, monkeypatch):
             hosts["ctl"] = "10.0.0.100/24"
             if answering:
                 serve(sock, {"status": controller})
-        state = {"topology": "onepipe", "source": "", "daemons": daemons, "hosts": hosts, "links": {},
-                 "ports": [], "namespaces": {}}
+        state = {"prefix": "fake", "topology": "onepipe", "source": "", "started": 1.0, "daemons": daemons,
+                 "hosts": hosts, "links": {}, "ports": [], "namespaces": {}, "impairments": {}}
         (root / "fake" / "state.json").write_text(json.dumps(state))
         return root / "fake"
 

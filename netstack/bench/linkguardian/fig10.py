@@ -33,8 +33,8 @@ def run_fig10(prefix: str, sizes: Sizes, say: Progress) -> dict[str, Any]:
     flows = sizes.flows
     phases: list[dict[str, Any]] = []
     say(f"fig10: bringing up the default topology (prefix {prefix})")
-    with testbed(prefix, say) as state:
-        ns_sw1 = state["namespaces"]["sw1"]
+    with testbed(prefix, say) as (state, _tcp_cc):
+        ns_sw1 = state.namespaces["sw1"]
         for name, corrupt, mode in FIG10_PHASES:
             if corrupt:
                 impair.apply_impairment(prefix, ns_sw1, SENDER[1], corrupt=corrupt, backend="auto")

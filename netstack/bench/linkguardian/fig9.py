@@ -156,11 +156,11 @@ def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: floa
     t_lg = round(seconds * FIG9_LG_AT, 1)
     say(f"fig9 ({tag}): bringing up the default topology (prefix {prefix}); TCP {seconds:g} s h1 -> h2, "
         f"corruption {corrupt:g} at {t_corrupt:g} s, LinkGuardian at {t_lg:g} s")
-    with testbed(prefix, say) as state:
-        link_rate = state.get("links", {}).get(LINK, {}).get("rate_bps") or 100_000_000
+    with testbed(prefix, say) as (state, tcp_cc):
+        link_rate = (state.links[LINK].rate_bps if LINK in state.links else 0) or 100_000_000
         # None: the link's own rate, resolved by the switch (as `netstack lg enable` does)
         recirc_rate_bps = None if recirc_factor == 1 else recirc_factor * link_rate
-        tl = _Timeline(prefix, state["namespaces"]["sw1"], state["namespaces"]["h1"], corrupt, backpressure,
+        tl = _Timeline(prefix, state.namespaces["sw1"], state.namespaces["h1"], corrupt, backpressure,
                        recirc_rate_bps, tag, say)
         sink = start_tool(state, "h2", "tcp-sink", "--port", "5001")
         lag = LagWindow(prefix).start()
@@ -180,7 +180,7 @@ def run_fig9_once(prefix: str, seconds: float, backpressure: bool, corrupt: floa
         # the counters at the end, read in this order before the testbed goes
         end: dict[str, Any] = {"lg": lg_counters(prefix), "tcp_retrans": _tcp_retrans(tl.ns_h1),
                                "queue_drops": queue_drops(prefix), "link": link_counts(prefix)}
-    res = _fig9_result(tl, tcp, end, seconds, t_corrupt, t_lg, recirc_factor, state.get("tcp_cc"))
+    res = _fig9_result(tl, tcp, end, seconds, t_corrupt, t_lg, recirc_factor, tcp_cc)
     # a throughput timeline is the network's only if no process waited for the CPU meanwhile
     v = Validity()
     fired = sorted({e["event"] for e in tl.events})

@@ -7,10 +7,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..output import Progress
 from .params import LIVE_TCP_CC, RECEIVER, SENDER
+
+if TYPE_CHECKING:
+    from ...runtime import RunState
 
 RX_KEYS = ("holes_detected", "lost_detected", "loss_notifications_sent", "timeouts", "reorder_drops", "pauses_sent",
            "resumes_sent", "duplicates", "delivered")
@@ -18,7 +21,7 @@ TX_KEYS = ("protected_frames", "retransmissions", "retx_frames", "holes_not_buff
            "tx_evictions")
 
 
-def set_tcp_cc(state: dict[str, Any], hosts: tuple[str, ...], algorithm: str) -> dict[str, Any]:
+def set_tcp_cc(state: RunState, hosts: tuple[str, ...], algorithm: str) -> dict[str, Any]:
     """Default TCP congestion control of the host namespaces (per-netns sysctl)."""
     from ...topo.netns import in_netns
 
@@ -26,7 +29,7 @@ def set_tcp_cc(state: dict[str, Any], hosts: tuple[str, ...], algorithm: str) ->
     out: dict[str, Any] = {}
     for h in hosts:
         try:
-            with in_netns(state["namespaces"][h]):
+            with in_netns(state.namespaces[h]):
                 before = Path(path).read_text().strip()
                 Path(path).write_text(algorithm)
                 out[h] = {"before": before, "now": Path(path).read_text().strip()}
@@ -36,15 +39,15 @@ def set_tcp_cc(state: dict[str, Any], hosts: tuple[str, ...], algorithm: str) ->
 
 
 @contextlib.contextmanager
-def testbed(prefix: str, say: Progress) -> Iterator[dict[str, Any]]:
-    """The default topology (no impairment), TCP ``LIVE_TCP_CC`` on the hosts; always torn down."""
+def testbed(prefix: str, say: Progress) -> Iterator[tuple[RunState, dict[str, Any]]]:
+    """The default topology (no impairment), TCP ``LIVE_TCP_CC`` on the hosts; always torn down.
+    Yields its run state and what :func:`set_tcp_cc` did."""
     from ... import runtime
     from ...topo.model import load_topology
 
     state = runtime.up(load_topology(None), prefix, apply_impairments=False)
     try:
-        state["tcp_cc"] = set_tcp_cc(state, ("h1", "h2"), LIVE_TCP_CC)
-        yield state
+        yield state, set_tcp_cc(state, ("h1", "h2"), LIVE_TCP_CC)
     finally:
         runtime.down(prefix)
 
