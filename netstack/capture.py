@@ -24,12 +24,15 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from headers.errors import HeaderError
 from headers.fcs import FCS_LEN, fcs_ok
 
 from .errors import NetstackError
+
+if TYPE_CHECKING:
+    from .runtime import RunState
 
 ETH_P_ALL = 0x0003
 SO_ATTACH_FILTER = 26
@@ -62,22 +65,21 @@ class Tap:
         return f"{self.node}:{self.ifname}"
 
 
-def resolve(state: dict[str, Any], link: str, end: str | None) -> Tap:
+def resolve(state: RunState, link: str, end: str | None) -> Tap:
     """The end of ``link`` to capture on: ``A``/``B`` (the link's a/b end), a node of the link,
     or None (its a end)."""
-    links = state.get("links", {})
-    if link not in links:
-        raise CaptureError(f"no link {link!r}; links: {', '.join(sorted(links)) or 'none'}")
-    ends = {"a": links[link]["a"], "b": links[link]["b"]}
+    if link not in state.links:
+        raise CaptureError(f"no link {link!r}; links: {', '.join(sorted(state.links)) or 'none'}")
+    ends = {"a": state.links[link].a, "b": state.links[link].b}
     want = (end or "a")
     node = ends.get(want.lower()) or (want if want in ends.values() else None)
     if node is None:
         raise CaptureError(f"--end {end!r} is not an end of {link}: use A ({ends['a']}), B ({ends['b']}) "
                            "or one of those node names")
-    port = next((p for p in state["ports"] if p["link"] == link and p["node"] == node), None)
+    port = next((p for p in state.ends_of(link) if p.node == node), None)
     if port is None:
         raise CaptureError(f"{node} has no port on {link} in the running topology")
-    return Tap(link, node, port["peer"], port["netns"], port["ifname"], bool(port.get("fcs")))
+    return Tap(link, node, port.peer, port.netns, port.ifname, port.fcs)
 
 
 def compile_filter(expr: str) -> bytes:

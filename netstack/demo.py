@@ -43,7 +43,7 @@ def run_demo(*, corrupt: float = 1e-2, datagrams: int = 5000, flows: int = 1500,
     phases: list[dict[str, Any]] = []
     plan = {"datagrams": datagrams, "flows": flows, "tcp_seconds": tcp_seconds, "copies": copies}
     try:
-        ns_sw1 = state["namespaces"]["sw1"]
+        ns_sw1 = state.namespaces["sw1"]
         impair.apply_impairment(prefix, ns_sw1, "p-sw2", corrupt=corrupt, backend="auto")
         backend = impair.active_impairment(prefix, ns_sw1, "p-sw2")["backend"]
         say(f"[demo] corrupting {corrupt:g} of the frames sw1 sends to sw2 ({backend}); "
@@ -77,10 +77,10 @@ def run_demo(*, corrupt: float = 1e-2, datagrams: int = 5000, flows: int = 1500,
 UDP_RATE = 2500
 
 
-def _phase(state: dict[str, Any], name: str, mode: str | None, corrupt: float, plan: dict[str, Any],
+def _phase(state: runtime.RunState, name: str, mode: str | None, corrupt: float, plan: dict[str, Any],
            pauses_so_far: int, say: Any) -> dict[str, Any]:
     """One phase's traffic (UDP, TCP bulk, request/response) with its validity (netstack.validity)."""
-    prefix = state["prefix"]
+    prefix = state.prefix
     if mode:
         out = enable_link(prefix, "sw1-sw2", mode=mode, copies=plan["copies"], actual=corrupt)
         n = out["params"].get("copies") or copies_for(out["params"]["target_loss"], corrupt)

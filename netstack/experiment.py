@@ -16,11 +16,11 @@ class ExperimentError(NetstackError, toolproc.ToolError):
     """A traffic tool did not start, did not finish, or failed."""
 
 
-def tool_argv(state: dict[str, Any], node: str, *args: str) -> list[str]:
+def tool_argv(state: runtime.RunState, node: str, *args: str) -> list[str]:
     return runtime.node_exec_argv(state, node, [sys.executable, "-m", "netstack.traffic", *args])
 
 
-def start_tool(state: dict[str, Any], node: str, *args: str) -> subprocess.Popen[str]:
+def start_tool(state: runtime.RunState, node: str, *args: str) -> subprocess.Popen[str]:
     """Start a server-side tool and wait until it says it is ready (the traffic tools say so on
     stderr)."""
     return toolproc.start(tool_argv(state, node, *args), f"{args[0]} in {node}", ready_on="stderr",
@@ -32,7 +32,7 @@ def finish_tool(proc: subprocess.Popen[str], timeout: float = 300) -> dict[str, 
     return toolproc.result(proc, "a traffic tool", timeout, error=ExperimentError)
 
 
-def run_tool(state: dict[str, Any], node: str, *args: str, timeout: float = 600,
+def run_tool(state: runtime.RunState, node: str, *args: str, timeout: float = 600,
              progress: bool = False) -> dict[str, Any]:
     """Run a client-side tool to its end: its JSON result; ``progress`` passes its stderr through."""
     return toolproc.run(tool_argv(state, node, *args), f"{args[0]} in {node}", timeout, progress=progress,

@@ -116,9 +116,9 @@ def lg_run(prefix: str, keys_file: Path | None, corrupt: float, seconds: float, 
     topo = loads_topology(text, source)
     state = runtime.up(topo, prefix, apply_impairments=False)
     try:
-        impair.apply_impairment(prefix, state["namespaces"]["sw1"], "p-sw2", corrupt=corrupt, backend="nft")
+        impair.apply_impairment(prefix, state.namespaces["sw1"], "p-sw2", corrupt=corrupt, backend="nft")
         enable_link(prefix, "sw1-sw2", copies=COPIES)
-        pids = {d["node"]: d["pid"] for d in state["daemons"] if d["kind"] == "switch"}
+        pids = {d.node: d.pid for d in state.daemons if d.kind == "switch"}
         sent, cpu, v = _tcp(state, prefix, pids, seconds)
         snd = runtime.control(prefix, "sw1", "lg_status")["p-sw2"]["sender"]["counters"]
         rcv = runtime.control(prefix, "sw2", "lg_status")["p-sw1"]["receiver"]["counters"]

@@ -40,14 +40,14 @@ def run(args: argparse.Namespace) -> int:
     from ..runtime import load_state
 
     state = load_state(args.prefix)
-    daemons = [d for d in state.get("daemons", []) if d.get("metrics")]
+    daemons = [d for d in state.daemons if d.metrics]
     if not daemons:
         raise CommandError(f"the daemons of {args.prefix!r} serve no metrics: start the topology with "
                            "'netstack up --metrics-port PORT' or set [topology] metrics_port")
     if args.scrape_config:
-        print(scrape_config(args.prefix, [d["metrics"] for d in daemons]))
+        print(scrape_config(args.prefix, [d.metrics for d in daemons]))
         return 0
-    families, failed = collect([d["metrics"] for d in daemons], args.match)
+    families, failed = collect([d.metrics for d in daemons], args.match)
     for where, why in failed:
         print(f"metrics: {where} did not answer: {why}", file=sys.stderr)
     if args.json:

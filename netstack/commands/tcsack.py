@@ -141,10 +141,10 @@ def _host_netns(host: str, prefix: str) -> contextlib.AbstractContextManager[Non
 
     refuse_stale(prefix)  # (--host is what makes this end act on the testbed)
     state = load_state(prefix)
-    hosts = state.get("hosts", {})
-    if host not in hosts or host not in state.get("namespaces", {}):
-        raise CommandError(f"{host!r} is not a host of the testbed {prefix!r} (hosts: {', '.join(hosts) or 'none'})")
-    return in_netns(state["namespaces"][host])
+    if host not in state.hosts or host not in state.namespaces:
+        raise CommandError(f"{host!r} is not a host of the testbed {prefix!r} "
+                           f"(hosts: {', '.join(state.hosts) or 'none'})")
+    return in_netns(state.namespaces[host])
 
 
 def _summary(out: dict[str, Any]) -> str:

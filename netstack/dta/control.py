@@ -53,11 +53,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NetstackError
 from ..validity import verdict_line as verdict_line  # (re-exported: netstack dta report prints it)
 from .options import translator_kwargs
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 NOT_ENABLED = "DTA is not enabled on this switch: netstack dta enable"
 
@@ -198,7 +201,7 @@ class DTAError(NetstackError, RuntimeError):
     """A DTA operation on the running testbed failed; the message says what to do."""
 
 
-def run_state(prefix: str) -> dict[str, Any]:
+def run_state(prefix: str) -> RunState:
     """The run state of the testbed under ``prefix`` (DTAError if none runs)."""
     from ..runtime import RuntimeErrorNS, load_state
 
@@ -208,8 +211,8 @@ def run_state(prefix: str) -> dict[str, Any]:
         raise DTAError(str(exc)) from None
 
 
-def _daemon_kinds(state: dict[str, Any]) -> dict[str, str]:
-    return {d["node"]: d["kind"] for d in state.get("daemons", [])}
+def _daemon_kinds(state: RunState) -> dict[str, str]:
+    return {d.node: d.kind for d in state.daemons}
 
 
 def _control(prefix: str, node: str, cmd: str, **args: Any) -> Any:
@@ -225,50 +228,51 @@ def _control(prefix: str, node: str, cmd: str, **args: Any) -> Any:
                        f"('netstack status --prefix {prefix}')") from None
 
 
-def check_collector(state: dict[str, Any], collector: str) -> None:
+def check_collector(state: RunState, collector: str) -> None:
     kinds = _daemon_kinds(state)
     if kinds.get(collector) != "collector":
         collectors = [n for n, k in kinds.items() if k == "collector"]
         raise DTAError(f"no collector daemon runs on {collector!r} (collectors: {', '.join(collectors) or 'none'})")
 
 
-def check_switch(state: dict[str, Any], switch: str) -> None:
+def check_switch(state: RunState, switch: str) -> None:
     kinds = _daemon_kinds(state)
     if kinds.get(switch) != "switch":
         switches = [n for n, k in kinds.items() if k == "switch"]
         raise DTAError(f"{switch!r} is not a switch of this topology (switches: {', '.join(switches)})")
 
 
-def collector_tor(state: dict[str, Any], collector: str) -> str:
+def collector_tor(state: RunState, collector: str) -> str:
     """The switch the collector hangs off (its ToR, where the translator belongs)."""
     kinds = _daemon_kinds(state)
-    for p in state["ports"]:
-        if p["node"] == collector and kinds.get(p["peer"]) == "switch":
-            return str(p["peer"])
+    for p in state.ports_of(collector):
+        if kinds.get(p.peer) == "switch":
+            return p.peer
     raise DTAError(f"{collector!r} is not attached to any switch")
 
 
-def collector_port(state: dict[str, Any], switch: str, collector: str) -> str:
-    """The port of ``switch`` that faces ``collector`` (from state.json "ports")."""
-    for p in state["ports"]:
-        if p["node"] == switch and p["peer"] == collector:
-            return str(p["ifname"])
-    tor = [p["peer"] for p in state["ports"] if p["node"] == collector]
+def collector_port(state: RunState, switch: str, collector: str) -> str:
+    """The port of ``switch`` that faces ``collector`` (from the run state's ports)."""
+    for p in state.ports_of(switch):
+        if p.peer == collector:
+            return p.ifname
+    tor = [p.peer for p in state.ports_of(collector)]
     raise DTAError(f"{switch} has no port facing {collector} (the translator runs on the collector's ToR: "
                    f"{', '.join(tor) or 'none'}; use --switch {tor[0] if tor else '...'})")
 
 
-def collector_ip(state: dict[str, Any], collector: str) -> str:
+def collector_ip(state: RunState, collector: str) -> str:
     try:
-        return str(ipaddress.ip_interface(state["hosts"][collector]).ip)
+        return str(ipaddress.ip_interface(state.hosts[collector]).ip)
     except KeyError:
         raise DTAError(f"{collector!r} has no IP address in this topology") from None
 
 
-def translator_ip(state: dict[str, Any], collector: str) -> str:
-    """The highest address of the collector's subnet that no node uses."""
-    iface = ipaddress.IPv4Interface(state["hosts"][collector])  # (hosts are IPv4: docs/topology.md)
-    used = {ipaddress.ip_interface(v).ip for v in state["hosts"].values()}
+def translator_ip(hosts: Mapping[str, str], collector: str) -> str:
+    """The highest address of the collector's subnet that no node uses (``hosts``: a run state's,
+    node -> address with prefix length)."""
+    iface = ipaddress.IPv4Interface(hosts[collector])  # (hosts are IPv4: docs/topology.md)
+    used = {ipaddress.ip_interface(v).ip for v in hosts.values()}
     net = iface.network
     if net.num_addresses < 4:
         return default_translator_ip(str(iface.ip))
@@ -293,7 +297,7 @@ def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_no
     check_switch(state, switch_node)
     port = collector_port(state, switch_node, collector_node)
     info = _control(prefix, collector_node, "connect_info")
-    options.setdefault("ip", translator_ip(state, collector_node))
+    options.setdefault("ip", translator_ip(state.hosts, collector_node))
     options.setdefault("reporters", reporter_ips(state, collector_node))
     options.setdefault("mac", port_mac(state, switch_node, port))
     # the peer first: a request the collector would refuse would open a PSN gap (a resync)
@@ -304,22 +308,22 @@ def enable_translator(prefix: str, switch_node: str | None = "sw2", collector_no
             "bound": bound.get("bound", []), **result}
 
 
-def reporter_ips(state: dict[str, Any], collector: str) -> list[str]:
+def reporter_ips(state: RunState, collector: str) -> list[str]:
     """Who may report to ``collector``: the addresses of the topology's other nodes (its hosts).
     A switch that authenticates reports (the topology names a key file) makes one opener each
     and refuses reports from any other source (``unknown_reporter``)."""
-    return sorted(str(ipaddress.ip_interface(v).ip) for n, v in state.get("hosts", {}).items() if n != collector)
+    return sorted(str(ipaddress.ip_interface(v).ip) for n, v in state.hosts.items() if n != collector)
 
 
-def port_mac(state: dict[str, Any], switch: str, port: str) -> str:
-    """The MAC of ``switch``'s ``port`` (state.json "ports"; the switch derives one if none)."""
+def port_mac(state: RunState, switch: str, port: str) -> str:
+    """The MAC of ``switch``'s ``port`` (the run state's ports; the switch derives one if none)."""
     from headers.inet import mac_str
 
     from ..switch.config import derived_mac
 
-    for p in state["ports"]:
-        if p["node"] == switch and p["ifname"] == port and p.get("mac"):
-            return str(p["mac"])
+    for p in state.ports_of(switch):
+        if p.ifname == port and p.mac:
+            return p.mac
     return mac_str(derived_mac(switch, port))
 
 
@@ -367,8 +371,8 @@ def plan_report(prefix: str, kind: str, options: Mapping[str, Any]) -> ReportPla
     src, collector = str(options["src"]), str(options["collector"])
     state = run_state(prefix)
     switch = str(options.get("switch") or collector_tor(state, collector))
-    if src not in state["hosts"] or src == collector:
-        hosts = [h for h in state["hosts"] if h != collector]
+    if src not in state.hosts or src == collector:
+        hosts = [h for h in state.hosts if h != collector]
         raise DTAError(f"--from {src!r}: not a host of this topology (hosts: {', '.join(hosts)})")
     tr = translator_status(prefix, switch)
     dst = collector_ip(state, collector)
@@ -444,7 +448,7 @@ def next_sketch_epoch(tr: dict[str, Any], sketch_id: int, reporter_id: int, colu
     return -(-nxt // columns)
 
 
-def report_auth_argv(state: dict[str, Any], src: str, tr: dict[str, Any]) -> list[str]:
+def report_auth_argv(state: RunState, src: str, tr: dict[str, Any]) -> list[str]:
     """The reporter tool's sealing options when the translator authenticates reports: the
     topology's key file (a path: the key itself never goes on a command line), the reporter's
     address and an era newer than anything the translator accepted from it (so that a run
@@ -460,7 +464,7 @@ def report_auth_argv(state: dict[str, Any], src: str, tr: dict[str, Any]) -> lis
     if path is None:
         raise DTAError("the translator authenticates reports but the topology names no key file "
                        "([topology] keys); it was edited since 'netstack up'?")
-    ip = str(ipaddress.ip_interface(state["hosts"][src]).ip)
+    ip = str(ipaddress.ip_interface(state.hosts[src]).ip)
     highest = auth.get("per_reporter", {}).get(ip, {}).get("highest")
     return ["--key-file", str(path), "--reporter-ip", ip, "--era", str(next_era(time.time(), highest))]
 
@@ -605,16 +609,15 @@ def declared_translator_config(topology: Any, built: Any, collector: str, rdir: 
     its control socket (``<run dir>/<switch>.sock``, where ``netstack up`` puts it) and
     ``dta_enable``'s options, the translator's addresses and the reporters filled in as
     :func:`enable_translator` fills them."""
+    from ..runtime import run_state as built_state
     from .topology import declared_for
 
     decl = declared_for(topology, collector)
     if decl is None:
         return None
-    state = {"hosts": {n.name: str(n.ip) for n in topology.nodes if n.ip is not None},
-             "ports": [{"node": p.node, "ifname": p.ifname, "mac": p.mac, "peer": p.peer_node}
-                       for p in built.ports.values()]}
+    state = built_state(topology, built, built.prefix, [])  # (up has not written it yet: no daemons)
     options = dict(decl.options)
-    options.setdefault("ip", translator_ip(state, collector))
+    options.setdefault("ip", translator_ip(state.hosts, collector))
     options.setdefault("reporters", reporter_ips(state, collector))
     options.setdefault("mac", port_mac(state, decl.switch, decl.port))
     return {"switch": decl.switch, "port": decl.port, "control": str(rdir / f"{decl.switch}.sock"),

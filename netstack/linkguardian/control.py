@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, NetstackError
 from ..io.control import ControlError
@@ -29,6 +29,9 @@ from .feature import disable as feature_disable
 from .feature import enable_receiver, enable_sender
 from .feature import status as feature_status
 from .params import LGParams, link_params
+
+if TYPE_CHECKING:
+    from ..runtime import RunPort, RunState
 
 
 class LGControlError(NetstackError, RuntimeError):
@@ -73,34 +76,34 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
 
 
 # =========================================================================== orchestration
-def link_ends(state: dict[str, Any], link: str, direction: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def link_ends(state: RunState, link: str, direction: str | None) -> tuple[RunPort, RunPort]:
     """(sending end, receiving end) of switch-to-switch ``link`` in a run state; ``direction``
     ``A:B`` (or ``A>B``) names the sending switch first (default: the link's a>b)."""
-    ends = [p for p in state["ports"] if p["link"] == link]
-    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
+    ends = state.ends_of(link)
+    switches = state.nodes_running("switch")
     if len(ends) != 2:
-        raise LGControlError(f"no link {link!r}; links: {', '.join(sorted({p['link'] for p in state['ports']}))}")
-    if not all(e["node"] in switches for e in ends):
+        raise LGControlError(f"no link {link!r}; links: {', '.join(sorted({p.link for p in state.ports}))}")
+    if not all(e.node in switches for e in ends):
         raise LGControlError(f"{link} is not a switch-to-switch link: LinkGuardian runs between two switches")
     a, b = ends
     if direction:
         src, _, dst = direction.replace(">", ":").partition(":")
-        if (src, dst) == (b["node"], a["node"]):
+        if (src, dst) == (b.node, a.node):
             a, b = b, a
-        elif (src, dst) != (a["node"], b["node"]):
-            raise LGControlError(f"direction {direction!r}: use {a['node']}:{b['node']} or {b['node']}:{a['node']}")
+        elif (src, dst) != (a.node, b.node):
+            raise LGControlError(f"direction {direction!r}: use {a.node}:{b.node} or {b.node}:{a.node}")
     return a, b
 
 
-def measured_loss(prefix: str, sender: dict[str, Any], receiver: dict[str, Any]) -> float | None:
+def measured_loss(prefix: str, sender: RunPort, receiver: RunPort) -> float | None:
     """FCS drops at the receiver over frames the sender put on the link (since the counters
     were last cleared): the link's actual corruption loss, as corruptd sees it."""
     from ..runtime import status as runtime_status
 
     st = runtime_status(prefix)["daemons"]
     try:
-        tx = st[sender["node"]]["ports"][sender["ifname"]]["tx_frames"]
-        bad = st[receiver["node"]]["ports"][receiver["ifname"]]["fcs_errors"]
+        tx = st[sender.node]["ports"][sender.ifname]["tx_frames"]
+        bad = st[receiver.node]["ports"][receiver.ifname]["fcs_errors"]
     except KeyError:
         return None
     return bad / tx if tx >= 1000 and bad > 0 else None
@@ -119,14 +122,14 @@ def enable_link(prefix: str, link: str, *, mode: str = "blocking", target: float
     sender, receiver = link_ends(state, link, direction)
     if copies is None and actual is None:
         actual = measured_loss(prefix, sender, receiver)
-    rate = state.get("links", {}).get(link, {}).get("rate_bps") or 100_000_000
+    rate = (state.links[link].rate_bps if link in state.links else 0) or 100_000_000
     params = link_params(rate, mode, target, copies, actual, backpressure, recirc_rate_bps)
     params["recirc_order"] = recirc_order
     LGParams.from_dict(params)  # a clear error here, before either switch sees it
-    r = control(prefix, receiver["node"], "lg_enable", port=receiver["ifname"], role="receiver", params=params)
-    s = control(prefix, sender["node"], "lg_enable", port=sender["ifname"], role="sender", params=params)
-    return {"link": link, "sender": f"{sender['node']}/{sender['ifname']}",
-            "receiver": f"{receiver['node']}/{receiver['ifname']}", "params": s["params"], "receiver_params": r}
+    r = control(prefix, receiver.node, "lg_enable", port=receiver.ifname, role="receiver", params=params)
+    s = control(prefix, sender.node, "lg_enable", port=sender.ifname, role="sender", params=params)
+    return {"link": link, "sender": f"{sender.node}/{sender.ifname}",
+            "receiver": f"{receiver.node}/{receiver.ifname}", "params": s["params"], "receiver_params": r}
 
 
 def disable_link(prefix: str, link: str) -> list[str]:
@@ -137,8 +140,7 @@ def disable_link(prefix: str, link: str) -> list[str]:
     a, b = link_ends(state, link, None)
     done = []
     for end in (a, b):  # whichever is the sender is disabled first by the engine order anyway
-        done += [f"{end['node']}/{end['ifname']}:{r}" for r in
-                 control(prefix, end["node"], "lg_disable", port=end["ifname"])]
+        done += [f"{end.node}/{end.ifname}:{r}" for r in control(prefix, end.node, "lg_disable", port=end.ifname)]
     return done
 
 
@@ -153,16 +155,16 @@ def after_restart(prefix: str, node: str) -> list[str]:
     from ..runtime import control, load_state
 
     state = load_state(prefix)
-    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
-    mine = {p["link"]: p for p in state["ports"] if p["node"] == node}
+    switches = state.nodes_running("switch")
+    mine = {p.link: p for p in state.ports_of(node)}
     done = []
     for link, end in mine.items():
-        peer = next((p for p in state["ports"] if p["link"] == link and p["node"] != node), None)
-        if peer is None or peer["node"] not in switches or node not in switches:
+        peer = next((p for p in state.ends_of(link) if p.node != node), None)
+        if peer is None or peer.node not in switches or node not in switches:
             continue
         try:
-            there = control(prefix, peer["node"], "lg_status", port=peer["ifname"]).get(peer["ifname"], {})
-            here = control(prefix, node, "lg_status", port=end["ifname"]).get(end["ifname"], {})
+            there = control(prefix, peer.node, "lg_status", port=peer.ifname).get(peer.ifname, {})
+            here = control(prefix, node, "lg_status", port=end.ifname).get(end.ifname, {})
         except (OSError, ControlError):
             continue
         for role, st in there.items():
@@ -172,17 +174,16 @@ def after_restart(prefix: str, node: str) -> list[str]:
             # the peer's settings, as LGParams fields (its status also shows derived values)
             known = {f.name for f in fields(LGParams)}
             params = {k: v for k, v in (st.get("params") or {}).items() if k in known}
-            control(prefix, node, "lg_enable", port=end["ifname"], role=want, params=params)
-            done.append(f"{node}/{end['ifname']}:{want}")
+            control(prefix, node, "lg_enable", port=end.ifname, role=want, params=params)
+            done.append(f"{node}/{end.ifname}:{want}")
     return done
 
 
 def status_all(prefix: str) -> dict[str, Any]:
     """``{switch: lg_status}`` for every switch daemon of the run."""
-    from ..runtime import control, daemons_of, load_state
+    from ..runtime import control, load_state
 
-    state = load_state(prefix)
-    return {d.node: control(prefix, d.node, "lg_status") for d in daemons_of(state) if d.kind == "switch"}
+    return {d.node: control(prefix, d.node, "lg_status") for d in load_state(prefix).daemons if d.kind == "switch"}
 
 
 # ----------------------------------------------------------------- the common control verbs

@@ -14,9 +14,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .params import copies_for
+
+if TYPE_CHECKING:
+    from ..runtime import RunPort, RunState
 
 
 @dataclass(frozen=True)
@@ -83,15 +86,15 @@ class CorruptionMonitor:
         self._dirs.pop((link, direction), None)
 
 
-def switch_link_directions(state: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+def switch_link_directions(state: RunState) -> list[tuple[str, RunPort, RunPort]]:
     """(link, sending port, receiving port) for both directions of every switch-to-switch link."""
-    switches = {d["node"] for d in state["daemons"] if d["kind"] == "switch"}
-    by_link: dict[str, list[dict[str, Any]]] = {}
-    for p in state["ports"]:
-        by_link.setdefault(p["link"], []).append(p)
+    switches = state.nodes_running("switch")
+    by_link: dict[str, list[RunPort]] = {}
+    for p in state.ports:
+        by_link.setdefault(p.link, []).append(p)
     out = []
     for link, ends in sorted(by_link.items()):
-        if len(ends) == 2 and all(e["node"] in switches for e in ends):
+        if len(ends) == 2 and all(e.node in switches for e in ends):
             a, b = ends
             out += [(link, a, b), (link, b, a)]
     return out
@@ -121,11 +124,11 @@ def run_corruptd(prefix: str, monitor: CorruptionMonitor, *, interval_s: float =
         now = time.monotonic_ns()
         for link, snd, rcv in directions:
             try:
-                tx = st[snd["node"]]["ports"][snd["ifname"]]["tx_frames"]
-                bad = st[rcv["node"]]["ports"][rcv["ifname"]]["fcs_errors"]
+                tx = st[snd.node]["ports"][snd.ifname]["tx_frames"]
+                bad = st[rcv.node]["ports"][rcv.ifname]["fcs_errors"]
             except KeyError:
                 continue  # a daemon not answering: try again next round
-            direction = f"{snd['node']}:{rcv['node']}"
+            direction = f"{snd.node}:{rcv.node}"
             decision = monitor.observe(link, direction, tx, bad, now)
             if decision is not None:
                 say(f"corruptd: {link} {direction} corrupts {decision.actual_loss:.2e} over {decision.frames} "

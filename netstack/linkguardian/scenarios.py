@@ -80,9 +80,8 @@ def lg_stream_sim(net: Any, ctx: Context) -> dict[str, Any]:
 def lg_stream_live(ctx: Context) -> dict[str, Any]:
     from .. import runtime
 
-    def lg(state: dict[str, Any]) -> dict[str, Any]:
-        by = {d.node: runtime.control(state["prefix"], d.node, "lg_status")
-              for d in runtime.daemons_of(state) if d.kind == "switch"}
+    def lg(state: runtime.RunState) -> dict[str, Any]:
+        by = {d.node: runtime.control(state.prefix, d.node, "lg_status") for d in state.daemons if d.kind == "switch"}
         return {"linkguardian": summary(by)}
 
     out = udp_stream_live(ctx, extra=lg)

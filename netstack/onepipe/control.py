@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, NetstackError
 from ..io.control import ControlError
 from .params import OnePipeParams
 from .topology import CONTROLLER_KIND
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 
 class OnePipeControlError(NetstackError, RuntimeError):
@@ -144,8 +147,8 @@ def switch_status(shell: Any) -> dict[str, Any] | None:
 
 
 # =========================================================================== orchestration
-def switches_of(state: dict[str, Any]) -> list[str]:
-    return [d["node"] for d in state.get("daemons", []) if d.get("kind") == "switch"]
+def switches_of(state: RunState) -> list[str]:
+    return [d.node for d in state.daemons if d.kind == "switch"]
 
 
 def controller_nodes(topology: Any) -> list[str]:
@@ -192,7 +195,7 @@ def enable_all(prefix: str, params: OnePipeParams | None = None, controller: boo
         dirs = directions(topology)  # every port up or down by tier; no route may climb twice
         source = beacon_ip(topology)
     except TopologyError as exc:
-        raise OnePipeControlError(f"1Pipe cannot run on topology {state['topology']!r}: {exc}") from None
+        raise OnePipeControlError(f"1Pipe cannot run on topology {state.topology!r}: {exc}") from None
     if not dirs:
         raise OnePipeControlError(f"the topology under prefix {prefix!r} has no switch")
     if controller is None:
@@ -205,14 +208,14 @@ def enable_all(prefix: str, params: OnePipeParams | None = None, controller: boo
     return out
 
 
-def tell_controllers(prefix: str, state: dict[str, Any], params: OnePipeParams) -> list[str]:
+def tell_controllers(prefix: str, state: RunState, params: OnePipeParams) -> list[str]:
     """Give every replica of the topology's 1Pipe controller the switches' parameters, so that it
     polls and times at their T_beacon (the daemon's ``onepipe_params``); the replicas told. One
     that does not answer (stopped by ``netstack fault kill``) keeps what it had: it is skipped."""
-    from ..runtime import control, daemons_of
+    from ..runtime import control
 
     told = []
-    for d in daemons_of(state):
+    for d in state.daemons:
         if d.kind == CONTROLLER_KIND and d.control:
             with contextlib.suppress(ControlError, OSError):
                 control(prefix, d.key, "onepipe_params", params=params.to_dict())

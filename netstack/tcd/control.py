@@ -26,12 +26,15 @@ daemons' control sockets of the testbed running under a prefix.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NetstackError
 from ..io.control import ControlError
 from .marker import EcnMarker, TcdMarker, marker_from_options
 from .params import ECN_OVERRIDES, TCD_OVERRIDES, TcdParamError, marker_options
+
+if TYPE_CHECKING:
+    from ..runtime import RunPort, RunState
 
 #: the daemon's clock (tests replace it)
 _clock = time.monotonic_ns
@@ -140,21 +143,21 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
 
 
 # =========================================================================== orchestration
-def _switch_nodes(state: dict[str, Any]) -> list[str]:
-    return [d["node"] for d in state.get("daemons", []) if d.get("kind") == "switch"]
+def _switch_nodes(state: RunState) -> list[str]:
+    return [d.node for d in state.daemons if d.kind == "switch"]
 
 
-def _port_entry(state: dict[str, Any], node: str, port: str) -> dict[str, Any]:
+def _port_entry(state: RunState, node: str, port: str) -> RunPort:
     if node not in _switch_nodes(state):
         raise TcdControlError(f"{node!r} is not a switch of this run (switches: {', '.join(_switch_nodes(state))})")
-    for p in state.get("ports", []):
-        if p.get("node") == node and p.get("ifname") == port:
-            return dict(p)
-    mine = sorted(p["ifname"] for p in state.get("ports", []) if p.get("node") == node)
+    for p in state.ports_of(node):
+        if p.ifname == port:
+            return p
+    mine = sorted(p.ifname for p in state.ports_of(node))
     raise TcdControlError(f"{node} has no port {port!r} (ports: {', '.join(mine)})")
 
 
-def peer_thresholds(state: dict[str, Any], node: str, port: str) -> dict[str, Any]:
+def peer_thresholds(state: RunState, node: str, port: str) -> dict[str, Any]:
     """The XOFF/XON that pause ``node``'s ``port`` (the peer's, as the topology feature takes
     them), read from the run's topology; {} when they cannot be known (then the daemon assumes
     symmetric PFC)."""
@@ -165,7 +168,7 @@ def peer_thresholds(state: dict[str, Any], node: str, port: str) -> dict[str, An
     entry = _port_entry(state, node, port)
     try:
         topology = topology_of(state)
-        link = topology.link(entry["link"])
+        link = topology.link(entry.link)
     except (TopologyError, KeyError, OSError, ValueError):
         return {}
     sides = [s for s, end in (("a", link.a), ("b", link.b)) if end.node == node and end.ifname == port]

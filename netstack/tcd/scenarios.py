@@ -36,7 +36,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headers.registry import UdpPort
 
@@ -44,6 +44,9 @@ from .. import toolproc
 from ..sim.scenario import Context, Scenario, ScenarioError
 from ..topo.model import Topology
 from .verdict import lag_limits, scenario_validity
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 #: the paper's link rate; a topology's time scale is this over its switch links' rate
 PAPER_RATE_BPS = 40_000_000_000
@@ -435,13 +438,13 @@ def run_live(ctx: Context) -> dict[str, Any]:
         runtime.down(prefix)
 
 
-def _tool(state: dict[str, Any], node: str, *args: str) -> list[str]:
+def _tool(state: RunState, node: str, *args: str) -> list[str]:
     from ..runtime import node_exec_argv
 
     return node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcd", *args])
 
 
-def _live(state: dict[str, Any], prefix: str, ctx: Context, kind: str, marker: str, topo: Topology) -> dict[str, Any]:
+def _live(state: RunState, prefix: str, ctx: Context, kind: str, marker: str, topo: Topology) -> dict[str, Any]:
     from ..experiment import LagWindow
     from .dcqcn import DcqcnParams
 
@@ -485,7 +488,7 @@ def _live(state: dict[str, Any], prefix: str, ctx: Context, kind: str, marker: s
     return scenario_validity(kind, result, plans, lags.lags, lag_limits(t_on_max_ns(topo))).annotate(result)
 
 
-def _start_receivers(state: dict[str, Any], marker: str, common: list[str],
+def _start_receivers(state: RunState, marker: str, common: list[str],
                      procs: list[subprocess.Popen[str]]) -> dict[str, subprocess.Popen[str]]:
     """R0's and R1's receivers (``python -m netstack.tcd recv``), once each says it is ready."""
     recv: dict[str, subprocess.Popen[str]] = {}
@@ -499,7 +502,7 @@ def _start_receivers(state: dict[str, Any], marker: str, common: list[str],
     return recv
 
 
-def _start_senders(state: dict[str, Any], topo: Topology, flows: list[Flow], zero: float, scale: float, marker: str,
+def _start_senders(state: RunState, topo: Topology, flows: list[Flow], zero: float, scale: float, marker: str,
                    payload: int, common: list[str],
                    procs: list[subprocess.Popen[str]]) -> dict[str, subprocess.Popen[str]]:
     """Every flow's sender (``python -m netstack.tcd send``), each starting at its time after ``zero``."""
@@ -527,7 +530,7 @@ def _read_ports(prefix: str, timeline: bool, t0_ns: int) -> dict[str, Any]:
     from ..runtime import load_state
 
     st = load_state(prefix)
-    controls = {d["node"]: d["control"] for d in st["daemons"] if d.get("kind") == "switch"}
+    controls = {d.node: d.control for d in st.daemons if d.kind == "switch"}
     ports = {}
     for name, (node, ifname) in PORTS.items():
         rep = request(controls[node], "tcd_status", port=ifname, timeline=timeline, timeout=10.0)

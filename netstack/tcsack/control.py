@@ -10,11 +10,14 @@ starts both ends there and returns what each printed.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import toolproc
 from ..errors import NetstackError
 from ..validity import verdict_line
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 #: The control verbs (docs/architecture.md "Errors and control verbs"): transfer only. There is no
 #: enable, disable or status: T/C-SACK lives in the two hosts for one transfer, with no switch side
@@ -26,7 +29,7 @@ class TransferError(NetstackError, RuntimeError):
     """A transfer between two hosts failed: the message has both ends' last words."""
 
 
-def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, rate: int, src: str = "h1",
+def live_transfer(state: RunState, proto: str, nbytes: int, *extra: str, rate: int, src: str = "h1",
                   dst: str = "h2", timeout: float = 90.0, seed: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
     """One transfer with ``python -m netstack.tcsack`` in the hosts' namespaces: (sender JSON, receiver JSON).
     ``extra`` options go to both ends (T, N, payload), ``seed`` (of the data) to the sender."""
@@ -35,7 +38,7 @@ def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, r
 
         return node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcsack", *args])
 
-    dst_ip = state["hosts"][dst].split("/")[0]
+    dst_ip = state.host_ip(dst)
     with toolproc.spawned(argv(dst, "recv", "--proto", proto, "--wait", "20", *extra)) as recv:
         toolproc.wait_ready(recv, "tcsack receiver", on="stderr", error=TransferError)
         with toolproc.spawned(argv(src, "send", "--proto", proto, "--dst", dst_ip, "--bytes", str(nbytes),
@@ -54,21 +57,21 @@ def live_transfer(state: dict[str, Any], proto: str, nbytes: int, *extra: str, r
     return sent, received
 
 
-def transfer(state: dict[str, Any], proto: str, nbytes: int, *, src: str = "h1", dst: str = "h2", rate_bps: int,
+def transfer(state: RunState, proto: str, nbytes: int, *, src: str = "h1", dst: str = "h2", rate_bps: int,
              t_ms: float, n: int, payload: int, seed: int = 1, timeout: float = 90.0) -> dict[str, Any]:
     """One transfer on a running testbed (its run state): both ends' JSON and a summary;
     ``ok``: the receiver's SHA-256 of what it got equals the sender's of what it sent; ``valid``
     and ``checks``: whether it is a result (netstack/tcsack/verdict.py), ``sched``: every
     process's scheduling delay over it."""
     for node in (src, dst):
-        if node not in state.get("hosts", {}):
-            raise TransferError(f"{node!r} is not a host of this topology (hosts: {', '.join(state.get('hosts', {}))})")
+        if node not in state.hosts:
+            raise TransferError(f"{node!r} is not a host of this topology (hosts: {', '.join(state.hosts)})")
     from ..experiment import LagWindow
     from .verdict import transfer_validity
 
     extra = ["--t-ms", str(t_ms), "--n", str(n), "--payload", str(payload)]
     # the switches' scheduling delay over the transfer; the ends report their own (sched)
-    lags = LagWindow(state["prefix"]).start()
+    lags = LagWindow(state.prefix).start()
     send, recv = live_transfer(state, proto, nbytes, *extra, rate=rate_bps, src=src, dst=dst, timeout=timeout,
                                seed=seed)
     lags.stop()

@@ -38,6 +38,7 @@ from netstack.dta.reportauth import (
 )
 from netstack.engine import Transmit
 from netstack.io.control import ControlError
+from netstack.runtime import RunState
 
 from . import (
     COLLECTOR_IP,
@@ -553,7 +554,7 @@ def test_a_switch_without_keys_ignores_the_reporter_list():
 
 
 def test_enable_translator_names_the_topologys_hosts_as_reporters():
-    state = {"hosts": {"h1": "10.0.0.1/24", "h2": "10.0.0.2/24", "c1": "10.0.0.100/24"}}
+    state = RunState("ns", hosts={"h1": "10.0.0.1/24", "h2": "10.0.0.2/24", "c1": "10.0.0.100/24"})
     assert control.reporter_ips(state, "c1") == ["10.0.0.1", "10.0.0.2"]
 
 
@@ -610,7 +611,7 @@ def test_the_cli_passes_the_key_file_and_a_newer_era(tmp_path, monkeypatch):
             return keys
 
     monkeypatch.setattr(runtime, "topology_of", lambda state: Topo())
-    state = {"hosts": {"h1": "10.0.0.1/24", "c1": "10.0.0.100/24"}}
+    state = RunState("ns", hosts={"h1": "10.0.0.1/24", "c1": "10.0.0.100/24"})
     assert control.report_auth_argv(state, "h1", {"counters": {}}) == []  # the translator does not authenticate
     tr = {"counters": {"auth": {"per_reporter": {"10.0.0.1": {"highest": [4_000_000_000, 9]}}}}}
     assert control.report_auth_argv(state, "h1", tr) == ["--key-file", str(keys), "--reporter-ip", "10.0.0.1",

@@ -5,6 +5,7 @@ rate search. No namespaces (tests/integration/test_dta_live.py has the real thin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import re
 
@@ -16,6 +17,7 @@ from netstack.dta import CollectorMemory, Reporter, RoceResponder, control, live
 from netstack.dta import layout as dl
 from netstack.dta import persist as dp
 from netstack.io.control import ControlError
+from netstack.runtime import Daemon, RunPort, RunState
 from netstack.switch import PortConfig, Switch, SwitchConfig
 
 from . import COLLECTOR_IP, COLLECTOR_MAC, REPORTER_IP, REPORTER_MAC
@@ -152,13 +154,17 @@ def test_bad_enable_requests_get_a_clear_error(req, words):
 
 # ------------------------------------------------------------------ orchestration helpers
 
-STATE = {
-    "hosts": {"h1": "10.0.0.1/24", "h2": "10.0.0.2/24", "c1": "10.0.0.100/24"},
-    "daemons": [{"node": "sw1", "kind": "switch"}, {"node": "sw2", "kind": "switch"},
-                {"node": "c1", "kind": "collector"}],
-    "ports": [{"node": "sw2", "peer": "c1", "ifname": "p-c1"}, {"node": "c1", "peer": "sw2", "ifname": "eth0"},
-              {"node": "sw1", "peer": "h1", "ifname": "p-h1"}, {"node": "h1", "peer": "sw1", "ifname": "eth0"}],
-}
+def _port(node: str, peer: str, ifname: str) -> RunPort:
+    return RunPort(node, "-".join(sorted((node, peer))), f"ns-{node}", ifname, "", peer, False)
+
+
+STATE = RunState(
+    "ns", hosts={"h1": "10.0.0.1/24", "h2": "10.0.0.2/24", "c1": "10.0.0.100/24"},
+    daemons=[Daemon("sw1", "switch", 0, "", ""), Daemon("sw2", "switch", 0, "", ""),
+             Daemon("c1", "collector", 0, "", "")],
+    ports=[_port("sw2", "c1", "p-c1"), _port("c1", "sw2", "eth0"), _port("sw1", "h1", "p-h1"),
+           _port("h1", "sw1", "eth0")],
+)
 
 
 def test_topology_helpers():
@@ -167,8 +173,8 @@ def test_topology_helpers():
     with pytest.raises(control.DTAError, match="--switch sw2"):
         control.collector_port(STATE, "sw1", "c1")
     assert control.collector_ip(STATE, "c1") == "10.0.0.100"
-    assert control.translator_ip(STATE, "c1") == "10.0.0.254"
-    assert control.translator_ip({"hosts": {**STATE["hosts"], "x": "10.0.0.254/24"}}, "c1") == "10.0.0.253"
+    assert control.translator_ip(STATE.hosts, "c1") == "10.0.0.254"
+    assert control.translator_ip({**STATE.hosts, "x": "10.0.0.254/24"}, "c1") == "10.0.0.253"
     assert control.default_translator_ip("10.1.2.254") == "10.1.2.253"
     with pytest.raises(control.DTAError, match="no collector daemon"):
         control.check_collector(STATE, "h1")
@@ -180,8 +186,8 @@ def test_enable_translator_binds_the_collector_before_enabling(monkeypatch):
     """The control exchange (the stand-in for RDMA_CM): connect_info, then bind (the collector's
     QPs learn their peer: the translator's IP, MAC and QPNs), then dta_enable with the same
     addresses."""
-    state = {**STATE, "ports": [{**p, "mac": "02:00:00:00:aa:01"} if (p["node"], p["ifname"]) == ("sw2", "p-c1")
-                                else p for p in STATE["ports"]]}
+    state = dataclasses.replace(STATE, ports=[dataclasses.replace(p, mac="02:00:00:00:aa:01")
+                                              if (p.node, p.ifname) == ("sw2", "p-c1") else p for p in STATE.ports])
     info = _info()[2]
     calls = []
 
@@ -198,7 +204,7 @@ def test_enable_translator_binds_the_collector_before_enabling(monkeypatch):
                     "qps": {r["name"]: r["peer_qpn"] for r in info["regions"]}}
     assert (enable["ip"], enable["mac"], enable["port"]) == ("10.0.0.254", "02:00:00:00:aa:01", "p-c1")
     assert out["bound"] == ["keywrite"]
-    no_mac = {**state, "ports": [{**p, "mac": None} for p in state["ports"]]}
+    no_mac = dataclasses.replace(state, ports=[dataclasses.replace(p, mac="") for p in state.ports])
     from headers.inet import mac_str
     from netstack.switch.config import derived_mac
 
@@ -241,7 +247,7 @@ def test_region_layout_lookup():
 def _fake_testbed(monkeypatch, tr_counters=None, collector_ip="10.0.0.100"):
     """A running testbed as ``netstack dta report`` sees it: run state, the translator's
     ``dta_status`` and the collector's ``connect_info`` (no namespace, no daemon)."""
-    state = {**STATE, "namespaces": {"h1": "ns-h1", "h2": "ns-h2", "c1": "ns-c1"}}
+    state = dataclasses.replace(STATE, namespaces={"h1": "ns-h1", "h2": "ns-h2", "c1": "ns-c1"})
     st = {"enabled": True, "collector_ip": collector_ip, "counters": tr_counters or {}}
     replies = {"dta_status": st, "connect_info": _info()[2]}
     monkeypatch.setattr(control, "run_state", lambda prefix: state)

@@ -204,9 +204,8 @@ def test_cli_enable_and_status_over_a_run_state(tmp_path, monkeypatch, capsys):
 
     t = topo(b_switch=LOSSLESS)
     a = t.link("sw1-sw2").a
-    state = {"topology": "t", "source": "", "daemons": [{"node": "sw1", "kind": "switch", "pid": 1, "control": "x",
-                                                          "log": ""}],
-             "ports": [{"node": "sw1", "link": "sw1-sw2", "ifname": a.ifname}]}
+    state = runtime.RunState("p", topology="t", daemons=[runtime.Daemon("sw1", "switch", 1, "x", "")],
+                             ports=[runtime.RunPort("sw1", "sw1-sw2", "p-sw1", a.ifname, "", "sw2", False)])
     monkeypatch.setattr(runtime, "load_state", lambda prefix: state)
     monkeypatch.setattr(runtime, "topology_of", lambda st: t)
     calls = []

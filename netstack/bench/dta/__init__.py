@@ -119,10 +119,10 @@ def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
     def bring_up(kind: str) -> dict[str, int]:
         topo = loads_topology(topology_toml(kind), f"<bench dta: h1 - sw2 - c1 ({kind})>")
         state = runtime.up(topo, prefix, progress=say)
-        pids = {d["node"]: d["pid"] for d in state["daemons"]}
+        pids = {d.node: d.pid for d in state.daemons}
         if plan:
-            for d in state["daemons"]:
-                pin(d["pid"], plan["switch"] if d["kind"] == "switch" else plan["collector"])
+            for d in state.daemons:
+                pin(d.pid, plan["switch"] if d.kind == "switch" else plan["collector"])
         return pids
 
     def run(path: str, kind: str, param: int, measure: Any, window: int | None = None) -> None:

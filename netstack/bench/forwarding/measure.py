@@ -186,8 +186,8 @@ def _run_round(sizes: list[int], duration: float, paths: list[str], prefix: str,
             state = runtime.up(topo, prefix, progress=say)
             plan = cpu_plan()
             if plan:
-                for daemon in state["daemons"]:
-                    pin(daemon["pid"], plan[1])
+                for daemon in state.daemons:
+                    pin(daemon.pid, plan[1])
             chain = chain_of(netns.plan(topo, prefix), switches)
             measured(path, chain, lambda c, s, d: measure_switch(c, s, d, stats_wait_s))
         finally:
