@@ -2,7 +2,8 @@
 
 The generic layers (the switch daemon, ``netstack.runtime``, the topology loader, the
 virtual-time runtime) never name a protocol: they ask this registry. A protocol is a package
-under ``netstack/`` with the same parts (docs/architecture.md, "Adding a protocol"):
+under ``netstack/`` (the worked example's is ``netstack/examples/ethcount/``, docs/extending.md)
+with the same parts (docs/architecture.md, "Adding a protocol"):
 
 - sans-IO engines;
 - a switch **feature** a topology file can put on a link end (``features``: the key in
@@ -152,6 +153,13 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    typed=("netstack.tcsack.common", "netstack.tcsack.sender", "netstack.tcsack.receiver",
                           "netstack.tcsack.gbn", "netstack.tcsack.params", "netstack.tcsack.rangeset"),
                    scenarios="netstack.tcsack.scenarios"),
+    # the worked example (docs/extending.md): everything it has lives in netstack/examples/ethcount/
+    ProtocolPlugin("ethcount", "none: a worked example that counts the frames of one EtherType per switch port",
+                   control="netstack.examples.ethcount.control",
+                   commands=("netstack.examples.ethcount.command",),
+                   typed=("netstack.examples.ethcount",),
+                   features={"ethcount": "netstack.examples.ethcount.topology"},
+                   scenarios="netstack.examples.ethcount.scenarios"),
 )
 
 #: scenario modules that belong to no protocol (the simulator's generic traffic, the TCP model)

@@ -57,6 +57,7 @@ TESTBED_COMMANDS = {
     "onepipe enable", "onepipe disable", "onepipe status", "onepipe run", "onepipe kill",
     "tcd enable", "tcd disable", "tcd status", "tcd run",
     "tcsack transfer", "tcsack send", "tcsack recv",
+    "ethcount enable", "ethcount disable", "ethcount status",  # the worked example (netstack/examples/ethcount)
     "fault kill", "fault start", "fault link", "fault pause-storm", "fault clock-jump",
     "compose generate",  # (the deployment's prefix)
 }
@@ -76,6 +77,7 @@ JSON_COMMANDS = {
     "onepipe enable", "onepipe disable", "onepipe status", "onepipe run", "onepipe kill", "onepipe check",
     "tcd enable", "tcd disable", "tcd status", "tcd run",
     "tcsack transfer", "tcsack send", "tcsack recv",
+    "ethcount enable", "ethcount disable", "ethcount status",
     "keys generate", "keys rotate", "keys show",
     "fault kill", "fault start", "fault link", "fault pause-storm", "fault clock-jump",
 }
