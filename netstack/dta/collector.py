@@ -174,7 +174,7 @@ class QueuePair:
     epsn: int
     msn: int = 0
     nak_outstanding: bool = False
-    counters: QpCounters = field(default_factory=QpCounters)
+    c: QpCounters = field(default_factory=QpCounters)
     replay: OrderedDict[int, int] = field(default_factory=OrderedDict)
     peer_mac: bytes | None = None  # the connected peer (None: not bound yet, nothing is accepted)
     peer_ip: bytes | None = None
@@ -231,7 +231,7 @@ class RoceResponder:
         self.udp_port = udp_port
         self.actions = ActionQueue()  # every response is a return value: this stays empty
         self._rng = rng or random.Random()
-        self.counters_ = ResponderCounters()
+        self.c = ResponderCounters()
         self.qps: dict[int, QueuePair] = {}
         self._by_name: dict[str, QueuePair] = {}
         if qps is not None:
@@ -349,7 +349,7 @@ class RoceResponder:
         :attr:`ack_every` of them and at the end of the batch (IBTA vol. 1 ch. 9: an ACK
         acknowledges every earlier PSN); any other response of that QP (a NAK, an ATOMIC
         ACKNOWLEDGE) sends the owed ACK first, so responses stay in PSN order."""
-        c = self.counters_
+        c = self.c
         out: list[bytes] = []
         fast = self._fast
         for frame in frames:
@@ -436,7 +436,7 @@ class RoceResponder:
         writes, atomics, _, max_end = TRAILER.unpack_from(mm, size)
         stop = off + length
         TRAILER.pack_into(mm, size, writes + 1, atomics, stop, max_end if max_end > stop else stop)
-        qc = qp.counters
+        qc = qp.c
         qc.requests += 1
         qc.writes += 1
         qc.write_bytes += length
@@ -465,14 +465,14 @@ class RoceResponder:
         orig: int = _U64LE.unpack_from(mm, off)[0]  # little-endian u64, as an x86 NIC (memory.py)
         if opcode == Opcode.FETCH_ADD:
             _U64LE.pack_into(mm, off, (orig + swap_add) & _U64_MASK)
-            qp.counters.fetch_adds += 1
+            qp.c.fetch_adds += 1
         else:
             if orig == compare:
                 _U64LE.pack_into(mm, off, swap_add)
-            qp.counters.cmp_swaps += 1
+            qp.c.cmp_swaps += 1
         writes, atomics, last, max_end = TRAILER.unpack_from(mm, size)
         TRAILER.pack_into(mm, size, writes, atomics + 1, last, max_end)
-        qp.counters.requests += 1
+        qp.c.requests += 1
         qp.nak_outstanding = False
         psn = w2 & PSN_MASK
         qp.epsn = (psn + 1) & PSN_MASK
@@ -483,7 +483,7 @@ class RoceResponder:
             replay.popitem(last=False)
         if qp.ack_owed:
             self._flush_ack(qp, out)
-        qp.counters.atomic_acks += 1
+        qp.c.atomic_acks += 1
         out.append(self._template(qp, sport).packed(Opcode.ATOMIC_ACKNOWLEDGE,
                                                     ATOMIC_ACK_TAIL.pack(psn, _ACK_SYNDROME << 24 | msn, orig)))
         return True
@@ -510,7 +510,7 @@ class RoceResponder:
     def _flush_ack(self, qp: QueuePair, out: list[bytes]) -> None:
         """Send ``qp``'s coalesced ACK: the newest AckReq PSN it covers, with the MSN then."""
         qp.ack_owed = 0
-        qp.counters.acks += 1
+        qp.c.acks += 1
         out.append(self._template(qp, qp.ack_sport).packed(Opcode.ACKNOWLEDGE,
                                                            ACK_TAIL.pack(qp.ack_psn, _ACK_SYNDROME << 24 | qp.ack_msn)))
 
@@ -523,7 +523,7 @@ class RoceResponder:
     def _receive_full(self, frame: bytes | bytearray | memoryview) -> list[bytes]:
         """One request through every check with the ``headers`` decoders (anything the fast path
         does not take: malformed, foreign, out of sequence, refused)."""
-        c = self.counters_
+        c = self.c
         if not is_roce_frame(frame):
             c.not_roce += 1  # ARP, IPv6 ND, ...: what a raw socket also sees; not an error
             return []
@@ -541,7 +541,7 @@ class RoceResponder:
         return []
 
     def _receive(self, req: RoceFrame) -> list[bytes]:
-        c = self.counters_
+        c = self.c
         if req.ip.dst != self.ip:
             c.not_for_us += 1
             return []
@@ -566,7 +566,7 @@ class RoceResponder:
         if bth.opcode not in _REQUESTS:
             c.not_request += 1
             return []
-        qc = qp.counters
+        qc = qp.c
         qc.requests += 1
         d = W24.diff(bth.psn, qp.epsn)  # 2**23 ahead counts as behind: a duplicate (headers/serial.py)
         if d:
@@ -601,7 +601,7 @@ class RoceResponder:
                 region.write(reth.va, payload)
             except MemoryAccessError:
                 return self._nak(req, qp, NakCode.REMOTE_ACCESS_ERROR)
-        qc = qp.counters
+        qc = qp.c
         qc.writes += 1
         qc.write_bytes += n
         self._advance(qp, True)
@@ -620,10 +620,10 @@ class RoceResponder:
         try:
             if req.bth.opcode == Opcode.FETCH_ADD:
                 orig = region.fetch_add(ae.va, ae.swap_add)
-                qp.counters.fetch_adds += 1
+                qp.c.fetch_adds += 1
             else:
                 orig = region.cmp_swap(ae.va, ae.compare, ae.swap_add)
-                qp.counters.cmp_swaps += 1
+                qp.c.cmp_swaps += 1
         except MemoryAccessError:
             return self._nak(req, qp, NakCode.REMOTE_ACCESS_ERROR)
         self._advance(qp, True)
@@ -634,7 +634,7 @@ class RoceResponder:
         return [self._atomic_ack(req, qp, req.bth.psn, orig)]
 
     def _sequence_error(self, req: RoceFrame, qp: QueuePair) -> list[bytes]:
-        qc = qp.counters
+        qc = qp.c
         if qp.nak_outstanding and self.nak_policy == "once":
             qc.out_of_sequence_dropped += 1
             return []
@@ -643,7 +643,7 @@ class RoceResponder:
         return [self._response(req, qp, Opcode.ACKNOWLEDGE, qp.epsn, [aeth_nak(NakCode.PSN_SEQUENCE_ERROR, qp.msn)])]
 
     def _duplicate(self, req: RoceFrame, qp: QueuePair) -> list[bytes]:
-        qp.counters.duplicates += 1
+        qp.c.duplicates += 1
         op = req.bth.opcode
         if op in (Opcode.FETCH_ADD, Opcode.COMPARE_SWAP):
             orig = qp.replay.get(req.bth.psn)
@@ -655,7 +655,7 @@ class RoceResponder:
         return []
 
     def _nak(self, req: RoceFrame, qp: QueuePair, code: NakCode) -> list[bytes]:
-        qc = qp.counters
+        qc = qp.c
         if code == NakCode.REMOTE_ACCESS_ERROR:
             qc.naks_access += 1
         else:
@@ -665,11 +665,11 @@ class RoceResponder:
         return [self._response(req, qp, Opcode.ACKNOWLEDGE, psn, [aeth_nak(code, qp.msn)])]
 
     def _ack(self, req: RoceFrame, qp: QueuePair, psn: int) -> bytes:
-        qp.counters.acks += 1
+        qp.c.acks += 1
         return self._response(req, qp, Opcode.ACKNOWLEDGE, psn, [aeth_ack(qp.msn)])
 
     def _atomic_ack(self, req: RoceFrame, qp: QueuePair, psn: int, orig: int) -> bytes:
-        qp.counters.atomic_acks += 1
+        qp.c.atomic_acks += 1
         return self._response(req, qp, Opcode.ATOMIC_ACKNOWLEDGE, psn, [aeth_ack(qp.msn), AtomicAckETH(orig)])
 
     def _response(self, req: RoceFrame, qp: QueuePair, opcode: int, psn: int, ext: Sequence[ExtHeader]) -> bytes:
@@ -683,8 +683,8 @@ class RoceResponder:
     # ------------------------------------------------------------------ state
     def counters(self) -> dict[str, Any]:
         """JSON-able counters: responder-wide, and per QP (with its ePSN and MSN)."""
-        out: dict[str, Any] = asdict(self.counters_)
-        out["qps"] = {qp.name: {"qpn": qp.qpn, "epsn": qp.epsn, "msn": qp.msn, **asdict(qp.counters),
+        out: dict[str, Any] = asdict(self.c)
+        out["qps"] = {qp.name: {"qpn": qp.qpn, "epsn": qp.epsn, "msn": qp.msn, **asdict(qp.c),
                                 "peer": None if qp.peer_ip is None else {
                                     "mac": mac_str(qp.peer_mac or b""), "ip": ip_str(qp.peer_ip),
                                     "qpn": qp.peer_qpn}}
@@ -719,6 +719,14 @@ def _restored_qp(entry: Any) -> QueuePair:
     return qp
 
 
+@dataclass(slots=True)
+class BufferedResponderCounters:
+    """What the buffer counts (``BufferedResponder.c``; the responder behind it has its own)."""
+
+    served: int = 0  # frames handed to the responder
+    overflow_drops: int = 0  # frames refused: the buffer was full
+
+
 class BufferedResponder:
     """A NIC receive buffer of ``capacity`` frames in front of a :class:`RoceResponder`, served
     one frame per ``service_ns`` (sans-IO, for emulating collector-side congestion).
@@ -738,15 +746,14 @@ class BufferedResponder:
         self.service_ns = service_ns
         self.queue: deque[bytes] = deque()
         self.busy_until = 0
-        self.overflow_drops = 0
-        self.served = 0
+        self.c = BufferedResponderCounters()
         self.actions = ActionQueue()  # output is poll()'s return value: this stays empty
         self._pending: list[tuple[int, bytes]] = []
 
     def offer(self, frame: bytes, now_ns: int) -> bool:
         self._serve(now_ns, None)
         if len(self.queue) >= self.capacity:
-            self.overflow_drops += 1
+            self.c.overflow_drops += 1
             return False
         if not self.queue:
             self.busy_until = max(self.busy_until, now_ns)
@@ -763,7 +770,7 @@ class BufferedResponder:
         while self.queue and self.busy_until + self.service_ns <= now_ns:
             self.busy_until += self.service_ns
             frame = self.queue.popleft()
-            self.served += 1
+            self.c.served += 1
             for resp in self.responder.receive(frame, self.busy_until):
                 pending.append((self.busy_until, resp))
         if out is not None:
@@ -775,7 +782,7 @@ class BufferedResponder:
 
     def counters(self) -> dict[str, Any]:
         """The buffer's own counters (the responder behind it has its own)."""
-        return {"queued": len(self.queue), "served": self.served, "overflow_drops": self.overflow_drops}
+        return {"queued": len(self.queue), **asdict(self.c)}
 
 
 if TYPE_CHECKING:  # mypy checks that the engines keep the contract of netstack.engine

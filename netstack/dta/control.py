@@ -174,7 +174,7 @@ class TranslatorControl:
             raise ControlError(NOT_ENABLED)
         port = self.settings["port"]
         pc = self.shell.switch.counters().get(port, {})
-        return {"enabled": True, **self.settings, "enqueue_drops": self.feature.enqueue_drops,
+        return {"enabled": True, **self.settings, "enqueue_drops": self.feature.c.enqueue_drops,
                 "in_grace": self.feature.translator.in_grace,
                 "port_counters": {k: pc.get(k) for k in ("tx_frames", "tx_bytes", "rx_frames", "queue_drops",
                                                          "kernel_drops", "feature_consumed")},

@@ -8,6 +8,7 @@ the live daemon and the virtual-time runtime alike.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from headers.registry import UdpPort
@@ -46,6 +47,13 @@ class _ReportTap(FeatureBase):
         return self.feature._intercept(self.port, frame, now_ns)
 
 
+@dataclass(slots=True)
+class TranslatorFeatureCounters:
+    """What the feature counts beside its translator (``TranslatorFeature.c``)."""
+
+    enqueue_drops: int = 0  # RoCEv2 frames and NACKs the switch did not queue
+
+
 class TranslatorFeature(FeatureBase):
     """Runs a :class:`DTATranslator` inside a :class:`netstack.switch.Switch` (the collector's ToR).
 
@@ -75,7 +83,7 @@ class TranslatorFeature(FeatureBase):
         self.port = port
         self.translator = translator
         self.cls = cls
-        self.enqueue_drops = 0
+        self.c = TranslatorFeatureCounters()
         self._collector_ip = translator.collector_ip
         self._own_ip = translator.config.ip
         self._taps: list[tuple[str, _ReportTap]] = []
@@ -141,7 +149,7 @@ class TranslatorFeature(FeatureBase):
     def _send(self, frames: list[bytes], port: str, now_ns: int) -> None:
         for f in frames:
             if not self.switch.enqueue(port, f, self.cls, now_ns):
-                self.enqueue_drops += 1
+                self.c.enqueue_drops += 1
 
 
-__all__ = ["FeatureHost", "TranslatorFeature"]
+__all__ = ["FeatureHost", "TranslatorFeature", "TranslatorFeatureCounters"]

@@ -202,7 +202,7 @@ def _report_sketch(args: argparse.Namespace, sock: socket.socket, dst: tuple[str
             now = clock()
             if now > deadline:
                 raise SystemExit(f"dta report sketch: not done after {args.timeout:g} s "
-                                 f"({sr.columns_sent} columns sent, {nacks} NACKs)")
+                                 f"({sr.c.columns_sent} columns sent, {nacks} NACKs)")
             while True:
                 try:
                     data = nack_sock.recv(64)
@@ -231,7 +231,7 @@ def _report_sketch(args: argparse.Namespace, sock: socket.socket, dst: tuple[str
     finally:
         nack_sock.close()
     elapsed = (clock() - t0) / 1e9
-    return {"sent": sent, "columns_sent": sr.columns_sent, "rewinds": sr.rewinds, "nacks": nacks,
+    return {"sent": sent, "columns_sent": sr.c.columns_sent, "rewinds": sr.c.rewinds, "nacks": nacks,
             "epoch": sr.epoch, "seconds": elapsed, "matrix": cms.matrix,
             "total": sum(cms.matrix[0])}
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from headers.dta import (
@@ -87,6 +88,14 @@ def _payload(prim: Primitive, seqnum: int = 0, retransmittable: bool = False, im
     return encode_report(DTABase.of(prim, seqnum & 0xFF, int(immediate), int(retransmittable)), prim)
 
 
+@dataclass(slots=True)
+class ReporterCounters:
+    """What a reporter counts (``Reporter.c``)."""
+
+    sent: int = 0  # reports numbered and returned
+    resent: int = 0  # reports returned again for a NACK
+
+
 class Reporter:
     """Numbers and encodes reports from one reporter.
 
@@ -105,8 +114,7 @@ class Reporter:
         #: seals every payload returned (authenticated reports, :mod:`.reportauth`); None: plain
         self.sealer = sealer
         self.seqnum = 0  # the next report's number
-        self.sent = 0
-        self.resent = 0
+        self.c = ReporterCounters()
         self.actions = ActionQueue()  # reports are return values: this stays empty
         self._history: OrderedDict[int, bytes] = OrderedDict()
 
@@ -121,7 +129,7 @@ class Reporter:
         seq = self.seqnum
         self.seqnum = (seq + 1) & 0xFF
         payload = _payload(prim, seq, self.retransmittable)
-        self.sent += 1
+        self.c.sent += 1
         if self.retransmittable:
             hist = self._history
             hist.pop(seq, None)
@@ -146,7 +154,7 @@ class Reporter:
         prim = SketchMerge.for_column(reporter_id, sketch_id, column & U32_MAX, tuple(counters), merge)
         seq = self.seqnum
         self.seqnum = (seq + 1) & 0xFF
-        self.sent += 1
+        self.c.sent += 1
         return self.seal(_payload(prim, seq))
 
     def frame(self, payload: bytes) -> bytes:
@@ -166,7 +174,7 @@ class Reporter:
         for seq, payload in self._history.items():
             if W8.diff(seq, parsed.seqnum) > 0:  # after it (serial, 8 bits; half-way is before)
                 out.append(self.seal(payload))
-        self.resent += len(out)
+        self.c.resent += len(out)
         return out
 
     def next_deadline(self) -> int | None:
@@ -174,7 +182,7 @@ class Reporter:
         return None
 
     def counters(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"sent": self.sent, "resent": self.resent, "seqnum": self.seqnum,
+        out: dict[str, Any] = {**asdict(self.c), "seqnum": self.seqnum,
                                "kept": len(self._history)}
         if self.sealer is not None:
             out["sealed"] = self.sealer.sealed
@@ -191,6 +199,14 @@ def _as_nack(nack: DTANack | bytes | bytearray | memoryview) -> DTANack | None:
         return DTANack.from_bytes(data)
     except HeaderError:
         return None
+
+
+@dataclass(slots=True)
+class SketchReporterCounters:
+    """What a sketch reporter counts (``SketchReporter.c``)."""
+
+    columns_sent: int = 0  # columns returned, probes and rewound ones included
+    rewinds: int = 0  # NACKs that sent the stream back to an earlier column
 
 
 class SketchReporter:
@@ -221,8 +237,7 @@ class SketchReporter:
         self._end = 0  # one past the epoch's last global column
         self._probes_left = 0
         self._probe_at: int | None = None
-        self.columns_sent = 0
-        self.rewinds = 0
+        self.c = SketchReporterCounters()
         self.actions = ActionQueue()  # columns are return values: this stays empty
 
     @property
@@ -241,7 +256,7 @@ class SketchReporter:
 
     def _column(self, g: int) -> bytes:
         c = g % self.columns
-        self.columns_sent += 1
+        self.c.columns_sent += 1
         return self.reporter.sketch_merge(self.reporter_id, self.sketch_id, g,
                                           [self._matrix[r][c] for r in range(self.rows)], self.merge)
 
@@ -265,7 +280,7 @@ class SketchReporter:
         if col is None or not start <= col < self._end or col >= self._next:
             return  # not a column of this epoch we have already sent
         self._next = col
-        self.rewinds += 1
+        self.c.rewinds += 1
         self._probes_left = 0
         self._probe_at = None
 
@@ -280,7 +295,7 @@ class SketchReporter:
         return [self._column(self._end - 1)]
 
     def counters(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "columns_sent": self.columns_sent, "rewinds": self.rewinds, "done": self.done}
+        return {"epoch": self.epoch, **asdict(self.c), "done": self.done}
 
 
 class CountMinSketch:

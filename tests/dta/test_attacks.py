@@ -79,7 +79,7 @@ def keywrite_rig(**config) -> Rig:
 
 
 def executed(rig: Rig, qp_name: str) -> int:
-    c = rig.nic.qp(qp_name).counters
+    c = rig.nic.qp(qp_name).c
     return c.writes + c.fetch_adds
 
 
@@ -147,7 +147,7 @@ def test_finding2_requests_from_anyone_but_the_bound_peer_are_dropped_without_a_
               forge_write(rig, "keywrite", epsn, b"EVIL!!!!", src_mac=TRANSLATOR_MAC)]  # MAC spoofed, own IP
     for f in forged:
         assert rig.nic.receive(f, 0) == []
-    assert rig.snapshot() == before and qp.epsn == epsn and qp.counters.requests == 1
+    assert rig.snapshot() == before and qp.epsn == epsn and qp.c.requests == 1
     assert rig.nic.counters()["requests_rejected_source"] == 3
     rig.send(rig.reporter.key_write(2, 2, 1))  # the genuine stream goes on
     assert rig.q.keywrite_get(2) == (2,) and rig.tr.c.resyncs == 0
@@ -164,10 +164,10 @@ def test_finding2_an_unbound_queue_pair_accepts_nothing():
 
     rep = Reporter(REPORTER_MAC, TRANSLATOR_MAC, REPORTER_IP, COLLECTOR_IP)
     (frame,) = tr.on_report(rep.frame(rep.key_write(1, 1, 1)), 0)
-    assert nic.receive(frame, 0) == [] and nic.qp("keywrite").counters.writes == 0
+    assert nic.receive(frame, 0) == [] and nic.qp("keywrite").c.writes == 0
     assert nic.counters()["requests_unbound"] == 1
     nic.bind(TRANSLATOR_MAC, TRANSLATOR_IP, {"keywrite": tr.qps["keywrite"].local_qpn})
-    assert nic.receive(frame, 0) == [] and nic.qp("keywrite").counters.writes == 1
+    assert nic.receive(frame, 0) == [] and nic.qp("keywrite").c.writes == 1
 
 
 # ---------------------------------------------------------------------------------- finding 3
@@ -185,7 +185,7 @@ def test_finding3_a_stranger_learns_no_psn_and_cannot_make_a_genuine_write_vanis
     rig.nic.receive(forge_write(rig, "keywrite", guess, b"EVIL!!!!", offset=16), 0)
     rig.send(rig.reporter.key_write(7, 77, 1))
     assert rig.q.keywrite_get(7) == (77,)
-    assert qp.counters.naks_psn == 0 and qp.counters.duplicates == 0
+    assert qp.c.naks_psn == 0 and qp.c.duplicates == 0
     assert rig.nic.counters()["requests_rejected_source"] == 2
 
 
@@ -325,7 +325,7 @@ def test_a_collector_receive_buffer_overflow_resyncs():
             tr.on_roce_response(resp, now)
     for _, resp in buf.poll(now + 10**9):
         tr.on_roce_response(resp, now + 10**9)
-    assert buf.overflow_drops > 0 and tr.c.resyncs >= 1 and tr.c.naks_rejected_window == 0
+    assert buf.c.overflow_drops > 0 and tr.c.resyncs >= 1 and tr.c.naks_rejected_window == 0
     assert tr.qps["keywrite"].psn == nic.qp("keywrite").epsn  # in sequence again
     q = CollectorQuery(mem)  # the last 500 keys all landed (a few share a slot with a later key)
     assert sum(q.keywrite_get(k) == (k,) for k in range(2500, 3000)) >= 495
@@ -557,7 +557,7 @@ class AttackerOnTheLink(RuleBasedStateMachine):
         assert {n: q.psn for n, q in self.tr.qps.items()} == {n: q.psn for n, q in self.twin.tr.qps.items()}
         c = self.tr.c
         assert c.resyncs == c.grace_periods == c.grace_dropped == 0 and not self.tr.in_grace
-        assert c.internal_errors == 0 and self.nic.counters_.internal_errors == 0 and self.shell.internal_errors == 0
+        assert c.internal_errors == 0 and self.nic.c.internal_errors == 0 and self.shell.internal_errors == 0
 
     @invariant()
     def memory_stays_bounded(self):

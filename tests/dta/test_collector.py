@@ -87,7 +87,7 @@ def test_write_executes_and_acks_only_on_ackreq():
     assert ack.bth.psn == (qp.initial_psn + 1) & 0xFFFFFF
     assert decode_syndrome(ack.aeth.syndrome)[0] == AethKind.ACK and ack.aeth.msn == 2
     assert ack.eth.dst == TRANSLATOR_MAC and ack.ip.dst == TRANSLATOR_IP and ack.ip.src == COLLECTOR_IP
-    assert qp.counters.writes == 2 and qp.counters.write_bytes == 12
+    assert qp.c.writes == 2 and qp.c.write_bytes == 12
 
 
 def test_fetch_add_and_cmp_swap_answer_with_the_original_value():
@@ -117,10 +117,10 @@ def test_psn_sequence_error_nak_once_then_silence_until_the_expected_psn():
     (nak,) = n.rx(n.write(0, b"aaaa", psn=(e + 3) & 0xFFFFFF))
     assert nak_code(nak) == NakCode.PSN_SEQUENCE_ERROR and nak.bth.psn == e and nak.aeth.msn == 0
     assert n.rx(n.write(0, b"bbbb", psn=(e + 4) & 0xFFFFFF)) == []  # IBTA: one NAK per sequence error
-    assert n.snapshot() == before and qp.counters.out_of_sequence_dropped == 1
+    assert n.snapshot() == before and qp.c.out_of_sequence_dropped == 1
     assert n.rx(n.write(0, b"cccc", psn=e)) == [] and n.mem.region("w").read(0, 4) == b"cccc"
     (nak2,) = n.rx(n.write(0, b"dddd", psn=(e + 5) & 0xFFFFFF))  # a new gap: NAK re-armed
-    assert nak2.bth.psn == (e + 1) & 0xFFFFFF and qp.counters.naks_psn == 2
+    assert nak2.bth.psn == (e + 1) & 0xFFFFFF and qp.c.naks_psn == 2
 
 
 def test_nak_every_policy_naks_each_out_of_sequence_request():
@@ -144,7 +144,7 @@ def test_duplicates_are_never_reexecuted():
     assert again.atomic_ack_eth.orig_remote_data == first.atomic_ack_eth.orig_remote_data == 0
     assert n.mem.region("a").read_u64(0) == 10
     assert n.rx(n.atomic(8, 1, psn=(ea - 50) & 0xFFFFFF)) == []  # too old to be remembered: dropped
-    assert n.qp("w").counters.duplicates == 2 and n.qp("a").counters.duplicates == 2
+    assert n.qp("w").c.duplicates == 2 and n.qp("a").c.duplicates == 2
 
 
 @pytest.mark.parametrize("case", ["bad_rkey", "oob", "straddle", "no_write_right", "no_atomic_right",
@@ -232,7 +232,7 @@ def test_buffered_responder_overflows_and_serves_in_order():
     buf = BufferedResponder(n.nic, capacity=2, service_ns=100)
     frames = [n.write(4 * i, bytes([i]) * 4, ackreq=1) for i in range(3)]
     assert buf.offer(frames[0], 0) and buf.offer(frames[1], 0) and not buf.offer(frames[2], 0)
-    assert buf.overflow_drops == 1 and buf.next_deadline() == 100
+    assert buf.c.overflow_drops == 1 and buf.next_deadline() == 100
     out = buf.poll(150)
     assert [t for t, _ in out] == [100] and buf.next_deadline() == 200
     assert [t for t, _ in buf.poll(1000)] == [200] and buf.next_deadline() is None

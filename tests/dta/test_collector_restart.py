@@ -83,7 +83,7 @@ def test_a_request_ahead_of_the_restored_psn_is_nakd_to_the_bound_peer_only():
     before = mem.region("w").read(0, 256)
     # a stranger's request, ahead of the PSN: dropped before the PSN is looked at, never answered
     assert restored.receive(_write(restored, e + 40, src=(STRANGER_MAC, STRANGER_IP))) == []
-    assert restored.counters()["requests_rejected_source"] == 1 and qp.counters.naks_psn == 0
+    assert restored.counters()["requests_rejected_source"] == 1 and qp.c.naks_psn == 0
     # the translator's, ahead (what it sent while the collector was down was lost): one NAK with
     # the expected PSN, to the bound peer's addresses and QPN, nothing touched
     (nak,) = [parse(f) for f in restored.receive(_write(restored, e + 40))]
@@ -92,7 +92,7 @@ def test_a_request_ahead_of_the_restored_psn_is_nakd_to_the_bound_peer_only():
     assert (nak.eth.dst, nak.ip.dst, nak.eth.src, nak.ip.src) == (TRANSLATOR_MAC, TRANSLATOR_IP, COLLECTOR_MAC,
                                                                   COLLECTOR_IP)
     assert restored.receive(_write(restored, e + 41)) == []  # IBTA: one NAK per sequence error
-    assert qp.counters.out_of_sequence_dropped == 1 and mem.region("w").read(0, 256) == before
+    assert qp.c.out_of_sequence_dropped == 1 and mem.region("w").read(0, 256) == before
     # resynchronised: the expected PSN executes, and the next one
     assert restored.receive(_write(restored, e + 1, 8, b"resy")) == []
     assert restored.receive(_write(restored, e + 2, 12, b"nced")) == []
@@ -135,7 +135,7 @@ def test_the_translator_resynchronises_a_restarted_collector_through_a_nak_and_t
     rig.send_all((rig.reporter.key_write(k, k + 7, 1) for k in range(100, 107)), drop=lambda f: True)  # down
     rig.nic = RoceResponder(rig.mem, COLLECTOR_MAC, COLLECTOR_IP, qps=saved)  # restarted over the same memory
     rig.send_all(rig.reporter.key_write(k, k + 7, 1) for k in range(200, 220))
-    c, kw = rig.tr.counters(), rig.nic.qp("keywrite").counters
+    c, kw = rig.tr.counters(), rig.nic.qp("keywrite").c
     assert c["resyncs"] == 1 and c["grace_periods"] == 1 and c["grace_dropped"] == 5
     assert c["naks_rejected_window"] == 0 and kw.naks_psn == 1 and kw.writes == 14
     assert [k for k in range(10) if rig.q.keywrite_get(k) == (k + 7,)] == list(range(10))  # kept
@@ -166,11 +166,11 @@ def test_a_saved_psn_behind_an_acknowledged_one_would_leave_the_qp_stuck():
     and the QP never recovers. Restored from the state as of the last answer, it is simply in
     sequence."""
     stuck = _increments_across_a_restart("stale")
-    c, ki = stuck.tr.counters(), stuck.nic.qp("keyincrement").counters
+    c, ki = stuck.tr.counters(), stuck.nic.qp("keyincrement").c
     assert c["naks_rejected_window"] == 1 and c["resyncs"] == 0 and ki.fetch_adds == 0
     assert ki.naks_psn == 1 and ki.out_of_sequence_dropped == 11  # and so on, for ever
     fine = _increments_across_a_restart("current")
-    c, ki = fine.tr.counters(), fine.nic.qp("keyincrement").counters
+    c, ki = fine.tr.counters(), fine.nic.qp("keyincrement").c
     assert c["naks_rejected_window"] == 0 and ki.naks_psn == 0 and ki.fetch_adds == 12
     assert all(fine.q.counter_get(k, 1) == 1 for k in range(20))
 
@@ -414,6 +414,6 @@ def test_a_collector_down_for_longer_than_the_nak_window_needs_a_reconnect():
 
     stuck = run()
     assert stuck.tr.counters()["naks_rejected_window"] == 1 and stuck.tr.counters()["resyncs"] == 0
-    assert stuck.nic.qp("keywrite").counters.writes == 0
+    assert stuck.nic.qp("keywrite").c.writes == 0
     fine = run(nak_window_ns=None)
-    assert fine.tr.counters()["resyncs"] == 1 and fine.nic.qp("keywrite").counters.writes == 14
+    assert fine.tr.counters()["resyncs"] == 1 and fine.nic.qp("keywrite").c.writes == 14

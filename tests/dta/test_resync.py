@@ -132,7 +132,7 @@ def lost_after(run: Run, t0: int) -> list[int]:
 def test_induced_gap_is_resynchronised_after_an_adequate_grace_period():
     run = simulate(grace_reports=40)
     tr, nic = run.translator, run.nic
-    stale = nic.qp("append-9").counters.naks_psn
+    stale = nic.qp("append-9").c.naks_psn
     assert stale >= 15  # every in-flight Append WRITE behind the lost one was NAK'd
     assert tr.c.resyncs == stale and tr.c.grace_periods == 1  # each NAK re-armed the one grace period
     assert len(run.grace_ends) == 1
@@ -151,7 +151,7 @@ def test_too_short_a_grace_period_fails_to_resynchronise_cleanly():
     assert tr.c.grace_periods > 3 and len(run.grace_ends) > 3
     lost = lost_after(run, run.grace_ends[0])
     assert len(lost) >= 3  # values sent after the "resynchronisation" vanished as duplicates
-    assert run.nic.qp("append-9").counters.duplicates >= 3
+    assert run.nic.qp("append-9").c.duplicates >= 3
 
 
 def test_no_grace_at_all_also_loses_data_after_the_first_nak():

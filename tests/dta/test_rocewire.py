@@ -230,7 +230,7 @@ def test_acks_are_coalesced_per_ack_every_and_at_the_end_of_a_batch():
     # one frame per call: one ACK each, as without coalescing
     more = [f for i in range(3) for f in tr.on_report(rep.frame(rep.append(1, i)), 0)]
     assert [len(nic.receive(f, 0)) for f in more] == [1, 1, 1]
-    assert nic.qp("append-1").counters.acks == 6
+    assert nic.qp("append-1").c.acks == 6
 
 
 def test_an_owed_ack_leaves_before_a_nak_of_its_qp():

@@ -214,7 +214,7 @@ def test_sketch_merge_with_a_lost_column_and_nack_retransmission(merge):
     agg = max if merge == "max" else (lambda *v: sum(v))
     expect = [[agg(*(mats[rid][r][c] for rid in (1, 2, 3))) for c in range(10)] for r in range(4)]
     assert rig.q.sketch_matrix(9) == expect
-    assert rig.tr.c.sketch_nacks >= 1 and reps[2].rewinds >= 1
+    assert rig.tr.c.sketch_nacks >= 1 and reps[2].c.rewinds >= 1
     nack = parse_nack_frame(rig.nacks[0])[1]
     assert nack.sketch == 1 and nack.reporter_id == 2 and nack.sketch_id == 9 and nack.expected_column == 3
     assert rig.tr.c.sketch_writes == 3 and rig.tr.c.writes == 3  # groups of 4, 4, 2 columns: one WRITE each
@@ -342,7 +342,7 @@ def test_gap_resync_with_a_count_grace_period():
     rig.send(rig.reporter.append(5, 0))
     rig.send(rig.reporter.append(5, 1), drop=lambda f: True)  # lost on the wire
     rig.send(rig.reporter.append(5, 2))  # PSN sequence error -> NAK -> the translator rewinds its PSN
-    assert rig.tr.in_grace and rig.tr.c.resyncs == 1 and qp.counters.naks_psn == 1
+    assert rig.tr.in_grace and rig.tr.c.resyncs == 1 and qp.c.naks_psn == 1
     assert rig.tr.qps["append-5"].psn == qp.epsn
     for v in range(3, 8):
         rig.send(rig.reporter.append(5, v))  # the grace period: 5 reports dropped, no RDMA
@@ -352,7 +352,7 @@ def test_gap_resync_with_a_count_grace_period():
     # resynchronised. Entries 1 (lost on the wire) and 2 (NAK'd) had already moved the head: their
     # slots stay empty; the reports dropped during the grace period left no hole
     assert rig.q.append_read(5) == [0, 0, 0, 8, 9, 10, 11]
-    assert qp.counters.naks_psn == 1 and rig.tr.c.grace_periods == 1
+    assert qp.c.naks_psn == 1 and rig.tr.c.grace_periods == 1
 
 
 def test_time_grace_holds_sketch_writes_and_releases_them():

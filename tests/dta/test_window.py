@@ -136,7 +136,7 @@ def test_lost_acks_time_out_without_a_resync():
             rig.nic.receive(f, now)  # executed; the responses are lost
     c = rig.tr.c
     assert c.window_timeouts >= 3 and c.resyncs == 0 and c.grace_dropped == 0
-    q = rig.nic.qp("keywrite").counters
+    q = rig.nic.qp("keywrite").c
     assert q.naks_psn == 0 and q.duplicates > 0
     assert outstanding(rig.tr, "keywrite") <= 16
     assert c.reports == c.keywrite + c.window_dropped
@@ -160,11 +160,11 @@ def test_a_lost_request_and_its_lost_nak_do_not_stall_the_queue_pair():
                 resp = parse_roce_frame(r)
                 if resp.aeth is not None and resp.aeth.syndrome >> 5 == 3 and not lost["nak"]:
                     lost["nak"] = True  # the sequence NAK never arrives
-                    executed_before = rig.nic.qp("keywrite").counters.writes
+                    executed_before = rig.nic.qp("keywrite").c.writes
                     continue
                 rig.tr.on_roce_response(r, now)
     assert lost == {"request": True, "nak": True}
-    q = rig.nic.qp("keywrite").counters
+    q = rig.nic.qp("keywrite").c
     assert q.out_of_sequence_dropped > 0 and rig.tr.c.window_timeouts >= 1 and rig.tr.c.resyncs == 0
     assert q.writes > executed_before + 200  # collecting again
 
@@ -192,7 +192,7 @@ def test_a_slow_collector_is_paced_not_overrun():
                 for r in nic.receive(buf.popleft(), now):
                     tr.on_roce_response(r, now)
             served_at = max(served_at, now - 20_000)
-        return tr, nic.qp("keywrite").counters.writes
+        return tr, nic.qp("keywrite").c.writes
 
     (off, off_writes), (on, on_writes) = run(0), run(48)
     assert off.c.resyncs > 10 and off.c.grace_dropped > 0
@@ -218,12 +218,12 @@ def test_after_a_time_out_only_the_probe_window_goes_out_until_an_answer():
     assert tr.c.window_timeouts == 1 and tr.c.window_rewound == 64 and len(probes) == 16
     assert all(parse_roce_frame(f).bth.ackreq for f in probes)  # each asks for an answer
     rig.deliver(probes, TIMEOUT)  # duplicates for the collector: acknowledged, never executed
-    assert rig.nic.qp("keywrite").counters.duplicates == 16 and rig.nic.qp("keywrite").counters.naks_psn == 0
+    assert rig.nic.qp("keywrite").c.duplicates == 16 and rig.nic.qp("keywrite").c.naks_psn == 0
     qp = tr.qps["keywrite"]
     assert not qp.probing and qp.psn == qp.una  # answered: the whole window again, from una
     for i in range(100, 113):  # 48 more duplicates (what the lost ACKs covered), then in sequence
         rig.deliver(tr.on_report(rig.reporter.frame(kw(rig, i)), TIMEOUT), TIMEOUT)
-    c = rig.nic.qp("keywrite").counters
+    c = rig.nic.qp("keywrite").c
     assert c.duplicates == 64 and c.writes == 64 + 4 and c.naks_psn == 0 and tr.c.resyncs == 0
 
 
@@ -324,7 +324,7 @@ class WindowMachine(RuleBasedStateMachine):
             return
         c = self.tr.c
         assert c.reports == c.keywrite + c.keyincrement + c.append + c.window_dropped + c.grace_dropped
-        assert c.internal_errors == 0 and self.nic.counters_.internal_errors == 0
+        assert c.internal_errors == 0 and self.nic.c.internal_errors == 0
 
     @rule()
     def heal(self):
@@ -332,7 +332,7 @@ class WindowMachine(RuleBasedStateMachine):
         and the time-out between them, the collector executes Key-Writes again."""
         self.to_nic.clear()
         self.to_tr.clear()
-        qc = self.nic.qp("keywrite").counters
+        qc = self.nic.qp("keywrite").c
         before = qc.writes
         for _ in range(2 * self.window + 10):
             self.now += TIMEOUT
