@@ -57,12 +57,12 @@ def prefix(tmp_path: Path) -> Iterator[str]:
 
 def test_down_after_sigkill(prefix):
     state = runtime.up(load_topology(None), prefix)  # with the default topology's nft corruption
-    assert state["impairments"]
-    victim = state["daemons"][0]["pid"]
+    assert state.impairments
+    victim = state.daemons[0].pid
     os.kill(victim, signal.SIGKILL)
     time.sleep(0.2)
     st = runtime.status(prefix)
-    assert "error" in st["daemons"][state["daemons"][0]["node"]]  # reported, not fatal
+    assert "error" in st["daemons"][state.daemons[0].node]  # reported, not fatal
     runtime.down(prefix)
     assert _leftovers(prefix) == {"namespaces": [], "processes": [], "nft": []}
     assert not runtime.run_dir(prefix).exists()
@@ -76,7 +76,7 @@ def test_down_all_after_lost_state(prefix):
     # remove every other user's testbed on the machine. The prefix is still found the way
     # --all finds it (by the namespaces' marker: its run directory is gone).
     removed = runtime.down_all(prefixes=[prefix])
-    assert sorted(removed) == sorted(state["namespaces"].values())
+    assert sorted(removed) == sorted(state.namespaces.values())
     assert _leftovers(prefix) == {"namespaces": [], "processes": [], "nft": []}
 
 

@@ -19,7 +19,6 @@ removed at the end whatever happens. Nothing depends on other tests or on the or
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import secrets
 import shutil
@@ -84,7 +83,7 @@ def _links(ns: str) -> list[tuple[str, int]]:
 
 def snapshot(prefix: str, run_root: Path) -> dict[str, Any]:
     """Everything of the testbed under ``prefix`` that a cleanup could take away."""
-    state = json.loads((run_root / prefix / "state.json").read_text())
+    state = runtime.read_state(run_root / prefix / "state.json")
     namespaces = sorted(netns.running_namespaces(prefix))
     return {
         "namespaces": namespaces,
@@ -93,7 +92,7 @@ def snapshot(prefix: str, run_root: Path) -> dict[str, Any]:
         "root_nft": impair.nft_table_name(prefix) in impair.list_nft_tables(None),
         "shm": sorted(p.name for p in Path("/dev/shm").glob(f"netstack-{prefix}-*")),
         "daemons": {d.key: (d.pid, d.alive(), bool(d.control) and _answers(d.control))
-                    for d in runtime.daemons_of(state)},
+                    for d in state.daemons},
     }
 
 
@@ -113,10 +112,10 @@ def _run_fixture_teardown(tmp_path_factory: pytest.TempPathFactory) -> None:
     fixture = running(load_topology(None), tmp_path_factory, letter="f")
     try:
         state = next(fixture)
-        assert netns.running_namespaces(state["prefix"])
+        assert netns.running_namespaces(state.prefix)
     finally:
         fixture.close()  # runs its finally: runtime.down(prefix)
-    assert netns.running_namespaces(state["prefix"]) == {}
+    assert netns.running_namespaces(state.prefix) == {}
 
 
 def _run_direct_cleanups(near: str) -> None:
@@ -125,10 +124,10 @@ def _run_direct_cleanups(near: str) -> None:
     topology = loads_topology(FOREIGN_TOPOLOGY)
     try:
         state = runtime.up(topology, near)
-        assert sorted(runtime.down(near)) == sorted(state["namespaces"].values())
+        assert sorted(runtime.down(near)) == sorted(state.namespaces.values())
         state = runtime.up(topology, near)
         shutil.rmtree(runtime.run_dir(near))  # a crashed run: state lost
-        assert sorted(runtime.down_all(prefixes=[near])) == sorted(state["namespaces"].values())
+        assert sorted(runtime.down_all(prefixes=[near])) == sorted(state.namespaces.values())
         subprocess.run(["nft", "add", "table", "netdev", impair.nft_table_name(near)], check=True)
         assert netns.teardown_all(prefixes=[near]) == []
         assert impair.nft_table_name(near) not in impair.list_nft_tables(None)

@@ -88,7 +88,7 @@ def _udp_run(state, n: int, size: int, pps: float, quiet_s: float = 2.0) -> tupl
 
 
 def _counters(state, node: str) -> dict:
-    return runtime.status(state["prefix"])["daemons"][node]["ports"]
+    return runtime.status(state.prefix)["daemons"][node]["ports"]
 
 
 def test_ping_through_switches(testbed):
@@ -113,7 +113,7 @@ def test_tcp_10mb_arrives_intact(testbed):
 
 
 def test_corruption_becomes_fcs_loss(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     sw1 = f"{prefix}-sw1"
     before_sw1, before_sw2 = _counters(testbed, "sw1")["p-sw2"], _counters(testbed, "sw2")["p-sw1"]
     impair.apply_impairment(prefix, sw1, "p-sw2", corrupt=0.01, backend="nft")
@@ -137,7 +137,7 @@ def test_corruption_becomes_fcs_loss(testbed):
 
 
 def test_rate_limited_port_paces(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     runtime.control(prefix, "sw1", "set_port", port="p-sw2", rate_bps=10_000_000)
     try:
         before = _counters(testbed, "sw1")["p-sw2"]["queue_drops"]
@@ -156,12 +156,12 @@ def test_rate_limited_port_paces(testbed):
 def test_pfc_pause_stops_a_class_and_resume_restarts_it(testbed):
     """Pause class 0 of sw1's p-sw2 by injecting a real 802.1Qbb frame on the link from
     sw2's side; UDP from h1 then queues at sw1 and flows again after the resume."""
-    ns_sw2 = testbed["namespaces"]["sw2"]
+    ns_sw2 = testbed.namespaces["sw2"]
     inject = r"""
 import socket, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(("p-sw1", 0)); s.send(bytes.fromhex(sys.argv[1]))
 """
-    mac = next(p["mac"] for p in testbed["ports"] if p["node"] == "sw2" and p["ifname"] == "p-sw1")
+    mac = next(p.mac for p in testbed.ports_of("sw2") if p.ifname == "p-sw1")
     src = bytes.fromhex(mac.replace(":", ""))
 
     def send(frame: bytes) -> None:
@@ -190,7 +190,7 @@ s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(("p-sw1", 0)); s.se
 
 
 def test_status_json(testbed):
-    r = subprocess.run([sys.executable, "-m", "netstack.cli", "status", "--prefix", testbed["prefix"], "--json"],
+    r = subprocess.run([sys.executable, "-m", "netstack.cli", "status", "--prefix", testbed.prefix, "--json"],
                        capture_output=True, text=True, check=False, timeout=30)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
@@ -203,7 +203,7 @@ def test_status_json(testbed):
 
 
 def test_switch_backend_impairment_via_cli_and_status(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     cli = [sys.executable, "-m", "netstack.cli"]
     r = subprocess.run([*cli, "impair", "sw1-sw2", "--backend", "switch", "--loss", "0.5", "--seed", "7",
                         "--direction", "sw1:sw2", "--prefix", prefix], capture_output=True, text=True, timeout=30)
@@ -228,13 +228,13 @@ def test_exec_detach_starts_in_the_node_and_returns(testbed, tmp_path):
     down`` looks for processes to stop), its output goes to the log, the CLI returns at once."""
     cli = [sys.executable, "-m", "netstack.cli"]
     log = tmp_path / "ping.log"
-    r = subprocess.run([*cli, "exec", "--prefix", testbed["prefix"], "--detach", "--log", str(log), "h1", "--",
+    r = subprocess.run([*cli, "exec", "--prefix", testbed.prefix, "--detach", "--log", str(log), "h1", "--",
                         "ping", "-i", "0.2", "10.0.0.2"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0, r.stderr
     pid = int(r.stdout.split("started pid ")[1].split()[0])
     try:
         assert "output in " + str(log) in r.stdout
-        pids = subprocess.run(["ip", "netns", "pids", testbed["namespaces"]["h1"]], capture_output=True, text=True)
+        pids = subprocess.run(["ip", "netns", "pids", testbed.namespaces["h1"]], capture_output=True, text=True)
         assert str(pid) in pids.stdout.split()
         deadline = time.monotonic() + 5
         while "bytes from 10.0.0.2" not in log.read_text() and time.monotonic() < deadline:
@@ -245,6 +245,6 @@ def test_exec_detach_starts_in_the_node_and_returns(testbed, tmp_path):
     for argv, said in ((["--log", str(log), "h1", "--", "true"], "--log goes with --detach"),
                        (["--detach", "--log", "/proc/nope/x.log", "h1", "--", "true"], "cannot write the log"),
                        (["--detach", "h1", "--", "/nonexistent/cmd"], "exited at once")):
-        r = subprocess.run([*cli, "exec", "--prefix", testbed["prefix"], *argv], capture_output=True,
+        r = subprocess.run([*cli, "exec", "--prefix", testbed.prefix, *argv], capture_output=True,
                            text=True, timeout=10)
         assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)
