@@ -63,10 +63,19 @@ from daemons.common import daemon_parser, run_daemon, serve_metrics
 from headers.onepipe import ts_max
 from netstack.auth.frame import era_now
 from netstack.auth.watch import KeyFileWatch
-from netstack.engine import Action, Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release, SendTo
+from netstack.engine import SendTo
 from netstack.errors import ConfigError
 from netstack.io.control import ControlError, ControlServer
 from netstack.looplag import LagHistogram
+from netstack.onepipe.actions import (
+    Admit,
+    ControllerAction,
+    Fence,
+    RecordFailure,
+    RecordRecall,
+    RegisterProcess,
+    Release,
+)
 from netstack.onepipe.auth import ControllerAuth, controller_keys
 from netstack.onepipe.controller import Controller, show
 from netstack.onepipe.ctlnode import ControllerConfig, live_timers, load_config
@@ -434,7 +443,7 @@ class ControllerShell:
             for action in engine.actions.take_all():
                 await self._do(engine, action)
 
-    async def _do(self, engine: Controller, a: Action) -> None:
+    async def _do(self, engine: Controller, a: ControllerAction) -> None:
         if isinstance(a, SendTo):
             self._send(a.dst, a.data)
         elif isinstance(a, RegisterProcess):

@@ -79,64 +79,17 @@ class ProcFail(NamedTuple):
     ts: int
 
 
-class RecordFailure(NamedTuple):
-    """1Pipe controller: write the failure record ``(proc, incarnation, T_f)`` to the store, then
-    tell the controller it is durable (``Controller.recorded``); no notice leaves before."""
-
-    proc: Any
-    incarnation: int
-    t_f: int
-    reason: str
-
-
-class RecordRecall(NamedTuple):
-    """1Pipe controller: an undeliverable recall for the store: the message from ``sender``
-    (incarnation ``sender_inc``) starting at ``psn`` could not be recalled at ``receiver``."""
-
-    sender: Any
-    sender_inc: int
-    psn: int
-    receiver: Any
-    receiver_inc: int
+#: the actions of this module; a protocol whose engine decides kinds of its own defines them in its
+#: package and queues them in an :class:`ActionQueueOf` over its own union (the reliable-1Pipe
+#: controller: netstack/onepipe/actions.py)
+Action = Transmit | Backpressure | SendTo | Deliver | SendFail | ProcFail
+#: what a queue holds
+ActT = TypeVar("ActT")
+#: one kind of action (they are all NamedTuples)
+A = TypeVar("A", bound=tuple[Any, ...])
 
 
-class RegisterProcess(NamedTuple):
-    """1Pipe controller: write a new process incarnation to the store."""
-
-    proc: Any
-    incarnation: int
-
-
-class Fence(NamedTuple):
-    """1Pipe controller: ask every switch to freeze ``proc``'s commit input (it stops taking
-    updates) and report its last commit barrier back (``Controller.report``)."""
-
-    proc: Any
-
-
-class Release(NamedTuple):
-    """1Pipe controller: every correct process finished its callback for ``proc``'s failure;
-    the switches remove ``proc``'s inputs from their commit minimum (1Pipe §8 step 7, RESUME). A
-    process's input (``proc`` an address) stays banned there until :class:`Admit`; a link (a
-    port name) is simply removed."""
-
-    proc: Any
-
-
-class Admit(NamedTuple):
-    """1Pipe controller: ``proc`` registered (again): the switches let its input back into their
-    commit minimum (a :class:`Release` bans a failed process's input until then)."""
-
-    proc: Any
-
-
-Action = (Transmit | Backpressure | SendTo | Deliver | SendFail | ProcFail | RecordFailure | RecordRecall
-          | RegisterProcess | Fence | Release | Admit)
-A = TypeVar("A", Transmit, Backpressure, SendTo, Deliver, SendFail, ProcFail, RecordFailure, RecordRecall,
-            RegisterProcess, Fence, Release, Admit)
-
-
-class ActionQueue(list[Action]):
+class ActionQueueOf(list[ActT]):
     """The actions an engine has decided and its shell has not taken yet, in decision order.
 
     A list underneath, so that ``if engine.actions:`` and ``emit`` cost what a list's truth
@@ -147,7 +100,7 @@ class ActionQueue(list[Action]):
     #: queue an action (the engine's side)
     emit = list.append
 
-    def take_all(self) -> list[Action]:
+    def take_all(self) -> list[ActT]:
         """Every pending action, in decision order; the queue is empty afterwards."""
         out = list(self)
         self.clear()
@@ -165,15 +118,23 @@ class ActionQueue(list[Action]):
         return [a for a in self if isinstance(a, kind)]
 
 
+class ActionQueue(ActionQueueOf[Action]):
+    """An engine's queue of this module's actions (every engine's but the 1Pipe controller's)."""
+
+    __slots__ = ()
+
+
 class Engine(Protocol):
     """What every engine offers its shell (beyond its protocol-specific input methods)."""
 
-    actions: ActionQueue
+    @property
+    def actions(self) -> ActionQueueOf[Any]:
+        """(An attribute in every engine; read-only here, so that a queue of any kinds of action fits.)"""
 
     def next_deadline(self) -> int | None: ...
 
     def counters(self) -> dict[str, Any]: ...
 
 
-__all__ = ["Action", "ActionQueue", "Admit", "Backpressure", "Deliver", "Engine", "Fence", "ProcFail", "RecordFailure",
-           "RecordRecall", "RegisterProcess", "Release", "SendFail", "SendTo", "Transmit"]
+__all__ = ["Action", "ActionQueue", "ActionQueueOf", "Backpressure", "Deliver", "Engine", "ProcFail", "SendFail",
+           "SendTo", "Transmit"]

@@ -122,7 +122,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.onepipe.control", "netstack.onepipe.check", "netstack.onepipe.api",
                           "netstack.onepipe.store", "netstack.onepipe.etcd", "netstack.onepipe.ctlwire",
                           "netstack.onepipe.reliable", "netstack.onepipe.controller", "netstack.onepipe.ctlnode",
-                          "netstack.onepipe.auth", "netstack.onepipe.authbench", "daemons.onepipe_controller"),
+                          "netstack.onepipe.auth", "netstack.onepipe.authbench", "netstack.onepipe.actions",
+                          "daemons.onepipe_controller"),
                    # reliable 1Pipe's controller (design topic §8): its replicas run on this node
                    node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},
                    scenarios="netstack.onepipe.scenarios"),

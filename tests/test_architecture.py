@@ -24,6 +24,7 @@ ENGINES = (
     "netstack/ethernet.py",
     "netstack/onepipe/endpoint.py", "netstack/onepipe/barrier.py", "netstack/onepipe/params.py",
     "netstack/onepipe/clock.py", "netstack/onepipe/reliable.py", "netstack/onepipe/controller.py",
+    "netstack/onepipe/actions.py",
     "netstack/onepipe/ctlwire.py", "netstack/tcd/detector.py", "netstack/tcd/params.py", "netstack/tcd/marker.py",
     "netstack/tcd/dcqcn.py", "netstack/tcd/np.py", "netstack/auth/frame.py",
 )
@@ -148,7 +149,7 @@ TOPOLOGY_MODEL = ["netstack/topo/model.py", "netstack/topo/classes.py", "netstac
 @pytest.mark.parametrize("path", ["daemons/switch.py", *sorted(str(p.relative_to(ROOT)) for p in
                                                                  (ROOT / "netstack" / "runtime").glob("*.py")),
                                   "netstack/switch/core.py", "netstack/switch/port.py", *TOPOLOGY_MODEL,
-                                  "netstack/sim/network.py", "netstack/sim/transport.py"])
+                                  "netstack/sim/network.py", "netstack/sim/transport.py", "netstack/engine.py"])
 def test_generic_layers_name_no_protocol(path):
     """Code, not prose: docstrings and comments may mention the protocols as examples."""
     tree = ast.parse((ROOT / path).read_text())

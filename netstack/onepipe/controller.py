@@ -13,8 +13,9 @@ Inputs, all with ``now_ns`` passed in (no clock, socket, asyncio or store in her
 :meth:`Controller.receive` (a datagram from a process), :meth:`Controller.report` (the shell's
 word that a switch, or a process, found an input silent), :meth:`Controller.recorded` (the store
 made a failure record durable) and :meth:`Controller.on_timer`; :meth:`Controller.next_deadline`
-says when the timer is due. Outputs, in :attr:`Controller.actions` (``netstack.engine``), in
-decision order; the shell carries them out in that order (a store write before what follows it):
+says when the timer is due. Outputs, in :attr:`Controller.actions` (``SendTo`` from ``netstack.engine``,
+the rest from ``netstack.onepipe.actions``), in decision order; the shell carries them out in that
+order (a store write before what follows it):
 
 - ``RegisterProcess(addr, inc)``, ``RecordFailure(addr, inc, T_f, reason)``,
   ``RecordRecall(sender, sender_inc, psn, receiver, receiver_inc)``: writes for the store;
@@ -96,8 +97,9 @@ from typing import Any
 from headers.errors import HeaderError
 from headers.onepipe import TS_MOD, OnePipeHeader, OnePipeOpcode, decode_packet, ts_gt, ts_max
 
-from ..engine import ActionQueue, Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release, SendTo
+from ..engine import SendTo
 from ..errors import ConfigError
+from .actions import Admit, ControllerActionQueue, Fence, RecordFailure, RecordRecall, RegisterProcess, Release
 from .ctlwire import (
     ADDR,
     Addr,
@@ -287,7 +289,7 @@ class Controller:
 
     def __init__(self, params: ControllerParams, now_ns: int) -> None:
         self.params = params
-        self.actions = ActionQueue()
+        self.actions = ControllerActionQueue()
         self.c = ControllerCounters()
         self._now = now_ns
         self._procs: dict[Addr, _Proc] = {}

@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headers.onepipe import TS_MOD, OnePipeHeader, OnePipeOpcode, decode_packet
-from netstack.engine import Action, Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release, SendTo
+from netstack.engine import SendTo
 from netstack.errors import ConfigError
+from netstack.onepipe.actions import Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release
+from netstack.onepipe.actions import ControllerAction as Action
 from netstack.onepipe.controller import (
     FAILED,
     LIVE,

@@ -21,9 +21,9 @@ import time
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from netstack.engine import Fence, Release
 from netstack.looplag import LagHistogram
 from netstack.onepipe import feature as op
+from netstack.onepipe.actions import Fence, Release
 from netstack.onepipe.api import SLACK_FACTOR, OnePipeEndpoint
 from netstack.onepipe.barrier import DOWN, UP, BarrierAggregator
 from netstack.onepipe.controller import SUSPECTED

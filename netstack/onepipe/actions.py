@@ -1,0 +1,81 @@
+"""What the reliable-1Pipe controller engine asks of its shell (design topic §8 in docs/papers.md;
+docs/onepipe-reliable.md "Controller"), as typed actions in the shape of :mod:`netstack.engine`'s.
+
+:class:`~.controller.Controller` queues these in its ``actions`` (a :class:`ControllerActionQueue`)
+beside the generic ``SendTo``: store writes (:class:`RegisterProcess`, :class:`RecordFailure`,
+:class:`RecordRecall`) and requests to every switch (:class:`Fence`, :class:`Release`,
+:class:`Admit`). Its shells carry them out in order: daemons/onepipe_controller.py live,
+``rscenario.SimController`` in virtual time, tests/onepipe/rfabric.py in memory. Only the controller
+emits them, so they live with it rather than among every engine's actions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ..engine import ActionQueueOf, SendTo
+
+
+class RecordFailure(NamedTuple):
+    """Write the failure record ``(proc, incarnation, T_f)`` to the store, then tell the controller
+    it is durable (``Controller.recorded``); no notice leaves before (§8 "failure timestamp")."""
+
+    proc: Any
+    incarnation: int
+    t_f: int
+    reason: str
+
+
+class RecordRecall(NamedTuple):
+    """An undeliverable recall for the store: the message from ``sender`` (incarnation
+    ``sender_inc``) starting at ``psn`` could not be recalled at ``receiver`` (§8 "Recovery")."""
+
+    sender: Any
+    sender_inc: int
+    psn: int
+    receiver: Any
+    receiver_inc: int
+
+
+class RegisterProcess(NamedTuple):
+    """Write a new process incarnation to the store."""
+
+    proc: Any
+    incarnation: int
+
+
+class Fence(NamedTuple):
+    """Ask every switch to freeze ``proc``'s commit input (it stops taking updates) and report its
+    last commit barrier back (``Controller.report``)."""
+
+    proc: Any
+
+
+class Release(NamedTuple):
+    """Every correct process finished its callback for ``proc``'s failure; the switches remove
+    ``proc``'s inputs from their commit minimum (1Pipe §8 step 7, RESUME). A process's input
+    (``proc`` an address) stays banned there until :class:`Admit`; a link (a port name) is simply
+    removed."""
+
+    proc: Any
+
+
+class Admit(NamedTuple):
+    """``proc`` registered (again): the switches let its input back into their commit minimum (a
+    :class:`Release` bans a failed process's input until then)."""
+
+    proc: Any
+
+
+#: everything the controller engine emits, in decision order
+ControllerAction = SendTo | RecordFailure | RecordRecall | RegisterProcess | Fence | Release | Admit
+
+
+class ControllerActionQueue(ActionQueueOf[ControllerAction]):
+    """The controller's ``actions``: :class:`netstack.engine.ActionQueue`'s methods over its kinds."""
+
+    __slots__ = ()
+
+
+__all__ = ["Admit", "ControllerAction", "ControllerActionQueue", "Fence", "RecordFailure", "RecordRecall",
+           "RegisterProcess", "Release"]
