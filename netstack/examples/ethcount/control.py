@@ -93,9 +93,10 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
 # netstack.runtime is imported inside the functions: every switch daemon imports this module for
 # its handlers above, and has no use for the runtime (nor its start-up cost)
 def _switches(prefix: str) -> list[str]:
+    """The switch nodes of the testbed running under ``prefix`` (its run state, a ``RunState``)."""
     from netstack.runtime import load_state
 
-    return [d["node"] for d in load_state(prefix).get("daemons", []) if d.get("kind") == "switch"]
+    return [d.node for d in load_state(prefix).daemons if d.kind == "switch"]
 
 
 def _check_switch(prefix: str, node: str) -> None:

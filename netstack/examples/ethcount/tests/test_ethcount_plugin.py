@@ -149,8 +149,7 @@ def testbed(monkeypatch: pytest.MonkeyPatch, shell: FakeShell) -> list[tuple[str
     and the orchestration functions run for real, but for the socket."""
     from netstack import runtime
 
-    state = {"topology": "ethcount", "source": "", "ports": [],
-             "daemons": [{"node": "sw1", "kind": "switch", "pid": 1, "control": "x", "log": ""}]}
+    state = runtime.RunState("p", topology="ethcount", daemons=[runtime.Daemon("sw1", "switch", 1, "x", "")])
     handlers = control.switch_handlers(shell)
     calls: list[tuple[str, str, dict[str, Any]]] = []
 
