@@ -117,8 +117,8 @@ def _run_entry(rdir: Path) -> dict[str, Any]:
         word = "stale"
     else:
         word = "broken" if gone else "degraded" if alive < len(daemons) else "running"
-    started = (raw or {}).get("started")
-    started = float(started) if isinstance(started, int | float) and started else mtime
+    written = (raw or {}).get("started")
+    started = float(written) if isinstance(written, int | float) and written else mtime
     return {"prefix": rdir.name, "runtime": "netns", "state": word, "topology": (raw or {}).get("topology"),
             "started": started, "age_s": round(max(0.0, time.time() - started), 1), "owner": _owner(rdir, daemons),
             "daemons": {"alive": alive, "total": len(daemons)},

@@ -188,6 +188,9 @@ class RunState(Mapping[str, Any]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys())
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()  # (Mapping's would build the part to find out)
+
     def __len__(self) -> int:
         return len(self._keys())
 
