@@ -69,22 +69,22 @@ def port_report(marker: TcdMarker | EcnMarker, now_ns: int) -> dict[str, Any]:
     """One port's part of :func:`switch_status`: ``{"marker", "state", "counters": {ints},
     "time_in_state_ns"}``."""
     if isinstance(marker, EcnMarker):
-        return {"marker": "ecn", "state": None, "counters": marker.counters.to_dict(), "time_in_state_ns": {}}
+        return {"marker": "ecn", "state": None, "counters": marker.c.to_dict(), "time_in_state_ns": {}}
     counters: dict[str, int] = {}
-    for c in marker.counters.values():
+    for c in marker.c.classes.values():
         for k, v in c.to_dict().items():
             counters[k] = counters.get(k, 0) + v
     dets = marker.detectors
     if not dets:
         return {"marker": "tcd", "state": None, "counters": counters, "time_in_state_ns": {}}
     worst = max(d.state for d in dets.values())
-    busiest = max(dets, key=lambda cls: sum(marker.counters[cls].to_dict().values()))
+    busiest = max(dets, key=lambda cls: sum(marker.c.classes[cls].to_dict().values()))
     times = dets[busiest].time_in_state(now_ns)
     det_counts = {"state": int(worst), "class": busiest,
                   "t_noncon_ms": times["non_congestion"] // 1_000_000, "t_undet_ms": times["undetermined"] // 1_000_000,
                   "t_cong_ms": times["congestion"] // 1_000_000,
-                  "transitions": sum(d.transitions for d in dets.values()),
-                  "pauses": sum(d.pauses for d in dets.values())}
+                  "transitions": sum(d.c.transitions for d in dets.values()),
+                  "pauses": sum(d.c.pauses for d in dets.values())}
     return {"marker": "tcd", "state": ("non_congestion", "undetermined", "congestion")[worst],
             "counters": {**det_counts, **counters}, "time_in_state_ns": times}
 

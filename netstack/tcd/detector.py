@@ -44,6 +44,7 @@ Times never go backwards: a ``now_ns`` below the latest seen is taken as the lat
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 from headers.tcd import PortState
 
@@ -55,6 +56,17 @@ TIMELINE_CAP = 20_000
 _NONCON = PortState.NON_CONGESTION
 _UNDET = PortState.UNDETERMINED
 _CONG = PortState.CONGESTION
+
+
+@dataclass(slots=True)
+class DetectorCounters:
+    """What one detector counts (``Detector.c``)."""
+
+    transitions: int = 0  # state changes
+    pauses: int = 0  # PFC pauses of its class received
+    resumes: int = 0  # ... and resumes
+    clock_regressions: int = 0  # events whose time was before the latest seen (taken as the latest)
+    timeline_dropped: int = 0  # timeline entries the cap pushed out
 
 
 class Detector:
@@ -69,22 +81,18 @@ class Detector:
         "_window",
         "_wmin",
         "blocked",
-        "clock_regressions",
+        "c",
         "created",
         "ever_paused",
         "last_now",
         "params",
         "paused",
-        "pauses",
         "q_dec",
         "q_inc",
         "q_prev",
-        "resumes",
         "state",
         "t_resume",
         "timeline",
-        "timeline_dropped",
-        "transitions",
     )
 
     def __init__(self, params: TcdParams, now_ns: int = 0, timeline_cap: int = TIMELINE_CAP) -> None:
@@ -109,19 +117,15 @@ class Detector:
         self.q_inc = False
         self._wmin = 0
         self._next_sample = self.created
-        self.transitions = 0
-        self.pauses = 0
-        self.resumes = 0
-        self.clock_regressions = 0
+        self.c = DetectorCounters()
         self._acc = [0, 0, 0]
         self._entered = self.created
         self.timeline: deque[tuple[int, int]] = deque([(self.created, int(self.state))], maxlen=timeline_cap)
-        self.timeline_dropped = 0
 
     # ------------------------------------------------------------------ events
     def _clock(self, now_ns: int) -> int:
         if now_ns < self.last_now:
-            self.clock_regressions += 1
+            self.c.clock_regressions += 1
             return self.last_now
         self.last_now = now_ns
         return now_ns
@@ -130,22 +134,22 @@ class Detector:
         self._acc[self.state] += t - self._entered
         self._entered = t
         self.state = state
-        self.transitions += 1
+        self.c.transitions += 1
         tl = self.timeline
         if len(tl) == tl.maxlen:
-            self.timeline_dropped += 1
+            self.c.timeline_dropped += 1
         tl.append((t, int(state)))
 
     def on_pause(self, paused: bool, now_ns: int) -> None:
         """A PFC pause (``paused``) or resume of this class received at ``now_ns``."""
         t = self._clock(now_ns)
         if paused:
-            self.pauses += 1
+            self.c.pauses += 1
             self.paused = self.blocked = self.ever_paused = True
             if self.state is not _UNDET:
                 self._set(_UNDET, t)  # at once (our choice), not at the next dequeue
         else:
-            self.resumes += 1
+            self.c.resumes += 1
             self.paused = False  # t_resume waits for the first packet actually sent
 
     def on_dequeue(self, qlen_bytes: int, now_ns: int) -> PortState:
@@ -198,12 +202,13 @@ class Detector:
 
     def status(self, now_ns: int | None = None) -> dict[str, object]:
         """JSON-able state, time accounting and counts."""
+        c = self.c
         return {"state": STATE_NAMES[self.state], "time_in_state_ns": self.time_in_state(now_ns),
-                "transitions": self.transitions, "paused": self.paused, "blocked": self.blocked,
-                "t_resume_ns": self.t_resume, "pauses": self.pauses, "resumes": self.resumes,
+                "transitions": c.transitions, "paused": self.paused, "blocked": self.blocked,
+                "t_resume_ns": self.t_resume, "pauses": c.pauses, "resumes": c.resumes,
                 "q_prev_bytes": self.q_prev, "q_dec": self.q_dec, "q_inc": self.q_inc,
-                "clock_regressions": self.clock_regressions,
-                "timeline_len": len(self.timeline), "timeline_dropped": self.timeline_dropped}
+                "clock_regressions": c.clock_regressions,
+                "timeline_len": len(self.timeline), "timeline_dropped": c.timeline_dropped}
 
 
-__all__ = ["TIMELINE_CAP", "Detector"]
+__all__ = ["TIMELINE_CAP", "Detector", "DetectorCounters"]

@@ -17,7 +17,7 @@ counted. A marker never raises on frame content: a policy that raised would kill
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from headers.errors import HeaderError
@@ -52,6 +52,14 @@ class TcdClassCounters:
         return asdict(self)
 
 
+@dataclass(slots=True)
+class TcdMarkerCounters:
+    """What a TCD marker counts (``TcdMarker.c``): per monitored class, and the rest."""
+
+    unmonitored: int = 0  # packets of a class with no detector (not in ``classes``)
+    classes: dict[int, TcdClassCounters] = field(default_factory=dict)
+
+
 class TcdMarker:
     """TCD at one egress port: ``switch.set_marking_policy(port, TcdMarker(params))``.
 
@@ -73,9 +81,8 @@ class TcdMarker:
         self.classes = classes
         self.created = int(now_ns)
         self.detectors: dict[int, Detector] = {}
-        self.counters: dict[int, TcdClassCounters] = {}
+        self.c = TcdMarkerCounters()
         self._per_class: dict[int, tuple[Detector, TcdClassCounters]] = {}
-        self.unmonitored = 0
         self._k = params.k_bytes
         cp = params.codepoints
         # _rows[state][ecn] -> the ECN after marking (the max-severity rule of headers.tcd)
@@ -87,7 +94,7 @@ class TcdMarker:
     def _add(self, cls: int, now_ns: int) -> tuple[Detector, TcdClassCounters]:
         det = Detector(self.params, max(now_ns, self.created))
         self.detectors[cls] = det
-        self.counters[cls] = c = TcdClassCounters()
+        self.c.classes[cls] = c = TcdClassCounters()
         self._per_class[cls] = (det, c)
         return det, c
 
@@ -106,7 +113,7 @@ class TcdMarker:
     def on_dequeue(self, frame: bytes, cls: int, qlen_bytes: int, now_ns: int) -> bytes:
         entry = self._per_class.get(cls) or self._lazy(cls, now_ns)
         if entry is None:
-            self.unmonitored += 1
+            self.c.unmonitored += 1
             return frame
         det, c = entry
         state = det.on_dequeue(qlen_bytes, now_ns)
@@ -152,9 +159,9 @@ class TcdMarker:
         out: dict[str, Any] = {}
         for cls, det in sorted(self.detectors.items()):
             st = det.status(now_ns)
-            st["counters"] = self.counters[cls].to_dict()
+            st["counters"] = self.c.classes[cls].to_dict()
             out[str(cls)] = st
-        return {"marker": self.kind, "params": self.params.to_dict(), "unmonitored": self.unmonitored,
+        return {"marker": self.kind, "params": self.params.to_dict(), "unmonitored": self.c.unmonitored,
                 "classes": out}
 
     def timeline(self, cls: int) -> list[tuple[int, int]]:
@@ -166,6 +173,8 @@ class TcdMarker:
 
 @dataclass(slots=True)
 class EcnCounters:
+    """What the ECN marker counts (``EcnMarker.c``)."""
+
     seen: int = 0
     marked: int = 0
     already_ce: int = 0
@@ -189,7 +198,7 @@ class EcnMarker:
         if not isinstance(params, EcnParams):
             raise TcdParamError("params", f"must be an EcnParams, got {type(params).__name__}")
         self.params = params
-        self.counters = EcnCounters()
+        self.c = EcnCounters()
         self._red = params.mode == "red"
         self._k = params.k_bytes
         self._kmin = params.kmin_bytes
@@ -199,9 +208,9 @@ class EcnMarker:
 
     def on_pause(self, cls: int, paused: bool, now_ns: int) -> None:
         if paused:
-            self.counters.pauses += 1
+            self.c.pauses += 1
         else:
-            self.counters.resumes += 1
+            self.c.resumes += 1
 
     def _should_mark(self, qlen: int) -> bool:
         if not self._red:
@@ -213,7 +222,7 @@ class EcnMarker:
         return self._rng.random() < (qlen - self._kmin) * self._slope
 
     def on_dequeue(self, frame: bytes, cls: int, qlen_bytes: int, now_ns: int) -> bytes:
-        c = self.counters
+        c = self.c
         c.seen += 1
         if len(frame) < _MIN_IPV4_FRAME or frame[12] != 8 or frame[13] or frame[14] >> 4 != 4:
             c.non_ip += 1
@@ -237,7 +246,7 @@ class EcnMarker:
         return bytes(buf)
 
     def status(self, now_ns: int | None = None) -> dict[str, Any]:
-        return {"marker": self.kind, "params": self.params.to_dict(), "counters": self.counters.to_dict()}
+        return {"marker": self.kind, "params": self.params.to_dict(), "counters": self.c.to_dict()}
 
 
 def state_name(state: PortState | int) -> str:
@@ -259,4 +268,5 @@ def marker_from_options(options: dict[str, Any], now_ns: int = 0) -> TcdMarker |
                      None if classes is None else tuple(classes), now_ns)
 
 
-__all__ = ["EcnCounters", "EcnMarker", "TcdClassCounters", "TcdMarker", "marker_from_options", "state_name"]
+__all__ = ["EcnCounters", "EcnMarker", "TcdClassCounters", "TcdMarker", "TcdMarkerCounters", "marker_from_options",
+           "state_name"]

@@ -351,7 +351,7 @@ def _timeline(m: Any) -> list[tuple[int, int]] | None:
     dets = getattr(m, "detectors", None)
     if not dets:
         return None
-    busiest = max(dets, key=lambda cls: sum(m.counters[cls].to_dict().values()))
+    busiest = max(dets, key=lambda cls: sum(m.c.classes[cls].to_dict().values()))
     return [(int(t), int(s)) for t, s in m.timeline(busiest)]
 
 

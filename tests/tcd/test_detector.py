@@ -65,7 +65,7 @@ def test_never_paused_queue_rising_across_windows_becomes_congestion_once_long()
     assert states == [CONG] * 5
     assert d.on_dequeue(K + 1, 3_600) is CONG  # congestion ends only when the queue is short...
     assert d.on_dequeue(K, 3_700) is NON  # ... long means above K
-    assert d.transitions == 2
+    assert d.c.transitions == 2
 
 
 def test_long_queue_without_a_rising_trend_is_not_yet_congestion():
@@ -95,7 +95,7 @@ def test_constant_long_queue_across_windows_does_not_become_congestion():
     states = run(d, trace)
     assert states == [UND if t - 200 <= T else NON for t, _ in trace]
     assert not d.q_inc and not d.q_dec and d.q_prev == 20_000
-    assert d.transitions == 2  # PAUSE -> UND -> NON, never CONG
+    assert d.c.transitions == 2  # PAUSE -> UND -> NON, never CONG
 
 
 def test_swinging_long_queue_whose_window_minimum_falls_stays_non_congestion():
@@ -231,7 +231,7 @@ def test_back_to_back_pauses_keep_undetermined():
         for dt in (150, 300, 600):
             assert d.on_dequeue(20_000, t + dt) is UND
         t += 900  # the next pause comes before T_on^max of ON time has passed
-    assert d.transitions == 1 and d.pauses == 10
+    assert d.c.transitions == 1 and d.c.pauses == 10
 
 
 def test_congestion_and_non_congestion_go_undetermined_when_not_continuously_on():
@@ -296,7 +296,7 @@ def test_time_never_goes_backwards():
     d.on_dequeue(K + 1, 1_000)
     assert d.on_dequeue(K + 2, 2_000) is CONG
     assert d.on_dequeue(0, 500) is NON  # taken at 2000
-    assert d.clock_regressions == 1 and d.last_now == 2_000
+    assert d.c.clock_regressions == 1 and d.last_now == 2_000
     assert list(d.timeline)[-1] == (2_000, int(NON))
     assert sum(d.time_in_state(10).values()) == 2_000
 
@@ -310,8 +310,8 @@ def test_timeline_is_capped_and_counts_what_it_dropped():
         d.on_dequeue(0, t + T + 2)
         t += 2 * T
     assert len(d.timeline) == 10
-    assert d.timeline_dropped == 1 + 50 - 10  # 51 entries (the start, 50 changes) kept 10
-    assert d.transitions == 50
+    assert d.c.timeline_dropped == 1 + 50 - 10  # 51 entries (the start, 50 changes) kept 10
+    assert d.c.transitions == 50
     assert list(d.timeline)[-1] == (t - 2 * T + T + 2, int(NON))
 
 

@@ -55,7 +55,7 @@ def test_paused_then_resumed_port_marks_ue_for_t_on_max():
     # dequeues at 100000 + i*8192: undetermined while i*8192 <= 50000 (i <= 6), then a short queue
     assert [ecn_of(f) for f in sent(tr)] == [Ecn.ECT_1] * 7 + [Ecn.ECT_0] * 3
     assert_checksums(sent(tr))
-    c = m.counters[0]
+    c = m.c.classes[0]
     assert (c.seen_undet, c.seen_noncon, c.marked_ue, c.marked_ce) == (7, 3, 7, 0)
     assert m.detectors[0].t_resume == 100_000
 
@@ -75,9 +75,9 @@ def test_overloaded_port_marks_ce_once_its_standing_queue_rises():
     # although it passed K = 2500 at 32768; CE until the queue is back at K or below
     assert [ecn_of(f) for f in sent(tr)] == [Ecn.ECT_0] * 6 + [Ecn.CE] * 15 + [Ecn.ECT_0] * 3
     assert_checksums(sent(tr))
-    c = m.counters[0]
+    c = m.c.classes[0]
     assert (c.marked_ce, c.seen_cong, c.ecn_would_mark) == (15, 15, 17)
-    assert m.detectors[0].transitions == 2
+    assert m.detectors[0].c.transitions == 2
 
 
 def test_never_paused_port_draining_a_burst_marks_nothing():
@@ -90,9 +90,9 @@ def test_never_paused_port_draining_a_burst_marks_nothing():
     # queue after each dequeue: 0 (the first left at once), 6000, 5000, ..., 0; K = 2500. Long,
     # but it only drains: the ECN threshold would mark 4, TCD none
     assert [ecn_of(f) for f in sent(tr)] == [Ecn.ECT_0] * 8
-    c = m.counters[0]
+    c = m.c.classes[0]
     assert (c.marked_ce, c.seen_cong, c.seen_noncon, c.ecn_would_mark) == (0, 0, 8, 4)
-    assert m.detectors[0].transitions == 0
+    assert m.detectors[0].c.transitions == 0
 
 
 def test_backlog_left_by_a_pause_drains_as_ue_then_unmarked_never_ce():
@@ -110,7 +110,7 @@ def test_backlog_left_by_a_pause_drains_as_ue_then_unmarked_never_ce():
     # (12000 down to 3000) but draining, then short
     assert [ecn_of(f) for f in sent(tr)] == [Ecn.ECT_1] * 7 + [Ecn.ECT_0] * 13
     assert_checksums(sent(tr))
-    c = m.counters[0]
+    c = m.c.classes[0]
     assert (c.seen_undet, c.seen_noncon, c.seen_cong, c.marked_ue, c.marked_ce) == (7, 13, 0, 7, 0)
     assert c.ecn_would_mark == 17  # what a threshold at K would have marked CE
     assert m.detectors[0].q_dec and not m.detectors[0].q_inc
@@ -127,7 +127,7 @@ def test_marks_are_never_lowered_and_not_ect_is_untouched():
     sw.receive("p1", resume_frame(PEER, [0]), 1_000)
     sw.transmit(10**9)
     assert [ecn_of(f) for f in sent(tr)] == [Ecn.CE, Ecn.NOT_ECT, Ecn.ECT_1, Ecn.ECT_1]
-    c = m.counters[0]
+    c = m.c.classes[0]
     assert (c.marked_ue, c.not_ect, c.seen_undet) == (1, 1, 4)
     assert_checksums(sent(tr))
 
@@ -141,7 +141,7 @@ def test_unmonitored_classes_and_non_ip_pass_untouched():
     sw.receive("p0", mac(2) + mac(1) + b"\x88\xb5" + bytes(100), 0)
     sw.transmit(10**9)
     assert [ecn_of(f) for f in sent(tr)[:4]] == [Ecn.ECT_0] * 4
-    assert m.unmonitored == 5 and m.counters[3].non_ip == 0
+    assert m.c.unmonitored == 5 and m.c.classes[3].non_ip == 0
 
 
 def test_status_and_timeline_are_json_able():
@@ -181,7 +181,7 @@ def test_ecn_threshold_marks_at_dequeue():
     sw.transmit(10**9)
     assert [ecn_of(f) for f in sent(tr)] == [Ecn.ECT_0] + [Ecn.CE] * 5 + [Ecn.ECT_0] * 2 + [Ecn.NOT_ECT]
     assert_checksums(sent(tr))
-    assert m.counters.marked == 5 and m.counters.not_ect == 1 and m.counters.pauses == 1
+    assert m.c.marked == 5 and m.c.not_ect == 1 and m.c.pauses == 1
     assert json.loads(json.dumps(m.status()))["counters"]["marked"] == 5
 
 
