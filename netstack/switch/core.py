@@ -163,7 +163,7 @@ class Switch:
             self.unknown_port += len(frames)
             self.batch_done = len(frames)
             return
-        c = p.counters
+        c = p.c
         c.rx_frames += len(frames)
         c.rx_bytes += sum(map(len, frames))
         if self.plain_path and len(frames) >= _RUN_MIN and not (p.ingress_hooks or p.fcs):
@@ -192,10 +192,10 @@ class Switch:
                 return False
             frame = out
         elif len(frame) < 14:
-            p.counters.malformed += 1
+            p.c.malformed += 1
             return False
         elif _is_mac_control(frame):
-            p.counters.mac_control_dropped += 1  # (a released frame is checked as an arriving one is)
+            p.c.mac_control_dropped += 1  # (a released frame is checked as an arriving one is)
             return False
         ok = self._forward(p, frame, t)
         self._flush(None)
@@ -333,12 +333,12 @@ class Switch:
 
     def add_kernel_drops(self, port: str, drops: int) -> None:
         """Add drops the kernel reported for ``port``'s socket (PACKET_STATISTICS tp_drops)."""
-        self._port(port).counters.kernel_drops += int(drops)
+        self._port(port).c.kernel_drops += int(drops)
 
     def clear_counters(self, port: str | None = None) -> None:
         """Zero the counters (and paused-time totals, peak occupancy) of one port or all."""
         for p in [self._port(port)] if port is not None else self.ports:
-            p.counters.clear()
+            p.c.clear()
             p.pause.clear_stats(self.now)
             p.queues.peak = p.queues.used
         if port is None:
@@ -533,7 +533,7 @@ class Switch:
     def _receive(self, p: Port, frames: list[bytes], t: int, offset: int) -> None:
         """Ingress steps 1-5 (module docstring) for frames that arrived on ``p`` at ``t``, frame
         by frame (``offset``: frames of the batch before these, for :attr:`batch_done`)."""
-        c = p.counters
+        c = p.c
         fcs = p.fcs
         hooks = p.ingress_hooks
         forward = self._forward
@@ -661,7 +661,7 @@ class Switch:
         n = len(frames)
         i = start
         if not e.carrier:
-            e.counters.carrier_drops += n - i
+            e.c.carrier_drops += n - i
             return
         pacer = e.pacer
         while i < n:
@@ -687,7 +687,7 @@ class Switch:
     @staticmethod
     def _features_ingress(p: Port, hooks: list[Any], frame: bytes, t: int) -> bytes | None:
         """Ingress step 4: ``hooks`` in order; None when a hook consumed or broke the frame (counted)."""
-        c = p.counters
+        c = p.c
         try:
             for hook in hooks:
                 frame = hook(frame, t)
@@ -728,7 +728,7 @@ class Switch:
             if out is None:
                 targets = self.ports  # unknown unicast: flood
             elif out == p.index:
-                p.counters.filtered += 1  # the destination is behind the port it came from
+                p.c.filtered += 1  # the destination is behind the port it came from
                 return False
             else:
                 self._enqueue(self.ports[out], frame, cls, p, t)
@@ -740,13 +740,13 @@ class Switch:
 
     def _enqueue(self, e: Port, frame: bytes, cls: int, ingress: Port | None, t: int) -> bool:
         if not e.carrier:
-            e.counters.carrier_drops += 1  # the link is down: nothing to queue for
+            e.c.carrier_drops += 1  # the link is down: nothing to queue for
             return False
         n = len(frame)
         if n > e.max_frame and ingress is not None:
             # forwarded frames only: a feature's own frames (e.g. a LinkGuardian retransmission
             # that already carries its 5-byte tag) are trusted to fit the link
-            e.counters.mtu_drops += 1
+            e.c.mtu_drops += 1
             return False
         # decide every frame boundary before t without this frame (strict priority "as if
         # the pacer ran continuously": it cannot overtake a frame that had already started).
@@ -757,7 +757,7 @@ class Switch:
             e.run(t)
         q = e.queues
         if q.used + n > q.capacity:
-            ec = e.counters
+            ec = e.c
             ec.queue_drops += 1
             ec.queue_drops_class[cls] += 1
             return False
@@ -770,7 +770,7 @@ class Switch:
             try:
                 if ecn_mark_ipv4_frame_inplace(buf, 14):
                     frame = bytes(buf)
-                    e.counters.ecn_marked += 1
+                    e.c.ecn_marked += 1
             except HeaderError:
                 pass  # not a well-formed IPv4 header: forward unmarked
         q.push(cls, frame, ingress)
@@ -779,7 +779,7 @@ class Switch:
         return True
 
     def _mac_control(self, p: Port, frame: bytes, t: int) -> None:
-        c = p.counters
+        c = p.c
         c.mac_control_rx += 1
         if frame[12:14] != _MAC_CONTROL or len(frame) < 18:
             return  # STP/LLDP/LACP...: link-local, consumed, nothing to do
@@ -838,10 +838,10 @@ class Switch:
         elif not any(gen.asserted):
             self._asserting.discard(p)
         if want:
-            p.counters.pauses_tx += 1
+            p.c.pauses_tx += 1
             gen.refresh_at[cls] = t + self._refresh_interval(p)
         else:
-            p.counters.resumes_tx += 1
+            p.c.resumes_tx += 1
             gen.refresh_at[cls] = 0
         self._send_pfc(p, cls, MAX_QUANTA if want else 0, t)
 
@@ -865,7 +865,7 @@ class Switch:
             for cls in range(NUM_CLASSES):
                 r = gen.refresh_at[cls]
                 while gen.asserted[cls] and r and r <= t:
-                    p.counters.pause_refreshes_tx += 1
+                    p.c.pause_refreshes_tx += 1
                     self._send_pfc(p, cls, MAX_QUANTA, r)
                     r += self._refresh_interval(p)
                     gen.refresh_at[cls] = r
@@ -887,7 +887,7 @@ class Switch:
             p.run(t)  # every frame boundary up to t is decided under the pause, as at a resume
             released = p.pause.watchdog(t, wd)
             if released:
-                p.counters.pfc_watchdog_events += len(released)
+                p.c.pfc_watchdog_events += len(released)
                 on_pause = getattr(p.marker, "on_pause", None) if p.marker is not None else None
                 for cls in released:
                     if on_pause is not None:

@@ -16,7 +16,7 @@ from ..ethernet import NUM_CLASSES
 
 @dataclass(slots=True)
 class PortCounters:
-    """Counters of one port. Attributes are bumped directly by the engine (no dict lookups)."""
+    """Counters of one port (``Port.c``), bumped directly on the data path (no dict lookups)."""
 
     rx_frames: int = 0  # every frame handed to receive(), good or bad
     rx_bytes: int = 0

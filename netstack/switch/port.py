@@ -73,11 +73,11 @@ _BITS_NS = 8 * 1_000_000_000  # bits per byte x ns per s: a frame's line time is
 
 class Port:
     __slots__ = (
+        "c",
         "carrier",
         "cfg",
         "clock",
         "control",
-        "counters",
         "delay",
         "departure",
         "ecn_k",
@@ -124,7 +124,7 @@ class Port:
         self.last_release = 0
         self.impair: Impairment | None = None
         self.marker: MarkingPolicy | None = None
-        self.counters = PortCounters()
+        self.c = PortCounters()
         self.features: list[SwitchFeature] = []
         self.ingress_hooks: list[Callable[[bytes, int], bytes | None]] = []
         self.egress_hooks: list[Callable[[bytes, int, int], bytes]] = []
@@ -174,7 +174,7 @@ class Port:
             return  # re-entered from a feature hook: the outer loop picks up the new state
         if not self.carrier:
             if self.control:
-                self.counters.carrier_drops += len(self.control)
+                self.c.carrier_drops += len(self.control)
                 self.control.clear()  # (PFC toward a peer that cannot hear it)
             if t > self.clock:
                 self.clock = t
@@ -218,7 +218,7 @@ class Port:
                     self.clock = di
                     frame = self._poll_idle(di)
                     if frame is not None:
-                        self.counters.idle_tx += 1
+                        self.c.idle_tx += 1
                         self._wire(frame, di, IDLE_CLASS)
                         if not pacer.rate:
                             self.idle_streak += 1
@@ -249,7 +249,7 @@ class Port:
         if marker is not None:
             # TCD measures the queue after the packet leaves (docs/papers.md "TCD")
             frame = marker.on_dequeue(frame, cls, self.queues.class_bytes[cls], d)
-        self.counters.tx_frames_class[cls] += 1
+        self.c.tx_frames_class[cls] += 1
         self.idle_streak = 0
         self._wire(frame, d, cls)
 
@@ -299,7 +299,7 @@ class Port:
             d = end
         self.last_release = last
         queues.took(cls, size)
-        c = self.counters
+        c = self.c
         c.tx_frames += frames
         c.tx_bytes += tx_bytes
         c.tx_frames_class[cls] += frames
@@ -359,7 +359,7 @@ class Port:
             for (_, ing), n in zip(entries, lens, strict=False):  # (the first k entries)
                 if ing is not None:
                     ing.gen.ingress_bytes[cls] -= n
-        c = self.counters
+        c = self.c
         c.tx_frames += k
         c.tx_bytes += size
         c.tx_frames_class[cls] += k
@@ -373,7 +373,7 @@ class Port:
             frame = append_fcs(frame)
             # the software trailer stands for the real FCS, already part of overhead_bytes
         end = self.pacer.start(start, wire_bytes(n, self.overhead))
-        c = self.counters
+        c = self.c
         c.tx_frames += 1
         c.tx_bytes += len(frame)
         imp = self.impair
@@ -410,14 +410,14 @@ class Port:
         release += imp.hold_ns()
         out = self.out
         if out and release < out[-1][0]:
-            self.counters.impair_reordered += 1
+            self.c.impair_reordered += 1
             insort(out, (release, frame), key=_RELEASE)
         else:
             out.append((release, frame))
         if release > self.last_release:
             self.last_release = release  # unshaped frames after it keep to FIFO from here
         if imp.duplicates():
-            self.counters.impair_duplicated += 1
+            self.c.impair_duplicated += 1
             insort(out, (release, frame), key=_RELEASE)
         return release
 
@@ -453,8 +453,8 @@ class Port:
                 dropped += 1
                 if ingress is not None and ingress.gen.remove(cls, len(frame)):
                     self.pfc_changed(ingress, cls, t)
-        self.counters.carrier_drops += dropped
-        self.counters.link_down += 1
+        self.c.carrier_drops += dropped
+        self.c.link_down += 1
         if t > self.clock:
             self.clock = t
         return dropped
@@ -492,7 +492,7 @@ class Port:
     def state(self, now: int) -> dict[str, Any]:
         """Counters plus queue/pause/PFC state, JSON-able."""
         q = self.queues
-        out = self.counters.to_dict()
+        out = self.c.to_dict()
         out.update(
             queue_bytes=list(q.class_bytes),
             queue_frames=[len(x) for x in q.q],
