@@ -289,7 +289,7 @@ def _report_main(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     if sealer is not None and auth is not None:
-        auth["sealed"] = sealer.sealed
+        auth["sealed"] = sealer.c.sealed
     result["planned"] = planned(args.kind, args.count, args.rate, args.duration, args.columns)
     result["sched"] = lag.summary()
     # what the tool can judge alone; run_report (netstack.dta.control) adds the daemons' delay

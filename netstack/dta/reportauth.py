@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 from ..auth.frame import DEFAULT_WINDOW, REASONS, U32, AuthFailure, Opener, era_now
@@ -77,20 +78,36 @@ def report_openers(source: OpenerSource, reporters: Iterable[str], *, keep: Mapp
             for n in names}
 
 
+@dataclass(slots=True)
+class ReportAuthCounters:
+    """What :class:`ReportAuth` counts (its ``c``): every report offered is ``ok`` or refused for
+    exactly one of :data:`REFUSALS` (the fields after ``ok``, in that order)."""
+
+    ok: int = 0
+    unknown_reporter: int = 0
+    truncated: int = 0
+    unknown_key: int = 0
+    forged: int = 0
+    stale_era: int = 0
+    replayed: int = 0
+
+
+assert tuple(f.name for f in fields(ReportAuthCounters))[1:] == REFUSALS
+
+
 class ReportAuth:
     """Checks and strips the trailers of reports: :meth:`open` returns the report without its
-    trailer, or None (counted in :attr:`refused` under one of :data:`REFUSALS`).
+    trailer, or None (counted in ``c`` under one of :data:`REFUSALS`).
 
     ``openers`` maps each reporter's IPv4 address (4 bytes or text) to its opener; nothing is
-    ever added later. Every call counts exactly once: :attr:`ok` or one reason of :attr:`refused`.
+    ever added later. Every call counts exactly once: ``c.ok`` or one reason of :data:`REFUSALS`.
     """
 
     def __init__(self, openers: Mapping[str | bytes, Opener]) -> None:
         if len(openers) > MAX_REPORTERS:
             raise ValueError(f"{len(openers)} reporters; a translator authenticates at most {MAX_REPORTERS}")
         self._openers: dict[bytes, Opener] = {ipaddress.IPv4Address(ip).packed: o for ip, o in openers.items()}
-        self.ok = 0
-        self.refused: dict[str, int] = dict.fromkeys(REFUSALS, 0)
+        self.c = ReportAuthCounters()
 
     def __len__(self) -> int:
         return len(self._openers)
@@ -98,14 +115,14 @@ class ReportAuth:
     def open(self, src_ip: bytes, sealed: bytes) -> bytes | None:
         opener = self._openers.get(src_ip)
         if opener is None:
-            self.refused[UNKNOWN_REPORTER] += 1
+            self.c.unknown_reporter += 1
             return None
         try:
             data = opener.open(sealed)
         except AuthFailure as exc:
-            self.refused[exc.reason] += 1
+            setattr(self.c, exc.reason, getattr(self.c, exc.reason) + 1)
             return None
-        self.ok += 1
+        self.c.ok += 1
         return data
 
     def status(self) -> dict[str, Any]:
@@ -113,15 +130,15 @@ class ReportAuth:
         ``highest`` (era, seq) accepted (the openers' counters run on across re-enables)."""
         per = {}
         for ip, o in self._openers.items():
-            if o.counters["ok"] or o.refused:
+            if o.c.ok or o.refused:
                 hi = o.highest
-                per[reporter_name(ip)] = {"ok": o.counters["ok"],
-                                          "refused": {r: n for r, n in o.counters.items() if r != "ok" and n},
+                per[reporter_name(ip)] = {"ok": o.c.ok,
+                                          "refused": {r: n for r, n in asdict(o.c).items() if r != "ok" and n},
                                           "highest": list(hi) if hi is not None else None}
         return {"reporters": len(self._openers), "window": min((o.window for o in self._openers.values()),
                                                                  default=REPORT_WINDOW),
-                "ok": self.ok, "refused": dict(self.refused), "per_reporter": per}
+                "ok": self.c.ok, "refused": {r: getattr(self.c, r) for r in REFUSALS}, "per_reporter": per}
 
 
 __all__ = ["MAX_REPORTERS", "OPENER_TAG", "REFUSALS", "REPORT_WINDOW", "UNKNOWN_REPORTER", "OpenerSource",
-           "ReportAuth", "next_era", "report_openers", "reporter_name"]
+           "ReportAuth", "ReportAuthCounters", "next_era", "report_openers", "reporter_name"]

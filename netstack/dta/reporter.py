@@ -185,7 +185,7 @@ class Reporter:
         out: dict[str, Any] = {**asdict(self.c), "seqnum": self.seqnum,
                                "kept": len(self._history)}
         if self.sealer is not None:
-            out["sealed"] = self.sealer.sealed
+            out["sealed"] = self.sealer.c.sealed
         return out
 
 

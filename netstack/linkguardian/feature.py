@@ -51,7 +51,7 @@ from headers.auth import TRAILER_LEN
 from headers.errors import HeaderError
 from headers.linkguardian import DATA_DUMMY, DATA_ERA, DATA_RETX, ETHERTYPE, LGType, find_tag
 
-from ..auth.frame import REASONS, AuthFailure, Opener, Sealer
+from ..auth.frame import REASONS, AuthFailure, Opener, OpenerCounters, Sealer
 from ..auth.keys import PURPOSE_LG_LINK
 from ..engine import Backpressure, Transmit
 from ..errors import ConfigError
@@ -236,7 +236,7 @@ class LGSenderFeature(_LGFeature):
     def counters(self) -> dict[str, Any]:
         out = self.engine.counters()
         out["auth"] = self.opener is not None
-        opened = self.opener.counters if self.opener is not None else dict.fromkeys(("ok", *REASONS), 0)
+        opened = asdict(self.opener.c if self.opener is not None else OpenerCounters())
         out["auth_ok"] = opened["ok"]
         out["auth_refused"] = {r: opened[r] for r in REASONS}
         state = self.switch.counters().get(self.port, {})
@@ -376,7 +376,7 @@ class LGReceiverFeature(_LGFeature):
     def counters(self) -> dict[str, Any]:
         out = self.engine.counters()
         out["auth"] = self.sealer is not None
-        out["auth_sealed"] = self.sealer.sealed if self.sealer is not None else 0
+        out["auth_sealed"] = self.sealer.c.sealed if self.sealer is not None else 0
         out.update(asdict(self.c))
         return out
 

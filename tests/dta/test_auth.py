@@ -592,7 +592,7 @@ def test_cycling_reports_are_sealed_as_they_are_sent():
         s = sealer()
         payloads = [Reporter().key_write(1, 1), Reporter().append(1, 2)]
         res = live._send_paced(tx, rx.getsockname(), payloads, 0.0, None, s.seal)
-        assert res["sent"] == 2 and s.sealed == 2
+        assert res["sent"] == 2 and s.c.sealed == 2
         got = [rx.recv(100) for _ in range(2)]
         assert [g[:-TRAILER_LEN] for g in got] == payloads and [decode_trailer(g).seq for g in got] == [1, 2]
     finally:
