@@ -46,7 +46,7 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
@@ -217,6 +217,17 @@ class PeerOpeners(Generic[K]):
             o.update_keys(keys)
 
 
+@dataclass(eq=False, slots=True)
+class HostAuthCounters:
+    """A process's :class:`AuthCounters` per class of peer (``HostAuth.c``): ``tor``: barrier frames
+    from the ToR; ``peer``: PREPAREs and same-host frames from other processes; ``controller``: its
+    messages. ``sealed`` counts in the class the frame goes to."""
+
+    tor: AuthCounters = field(default_factory=AuthCounters)
+    peer: AuthCounters = field(default_factory=AuthCounters)
+    controller: AuthCounters = field(default_factory=AuthCounters)
+
+
 class HostAuth:
     """A 1Pipe process's sealing and opening (module docstring), between its socket and its engine:
     :meth:`seal` what the engine sends to ``dst`` (the real address: the subnet broadcast for
@@ -235,9 +246,7 @@ class HostAuth:
         self._peers: PeerOpeners[Addr] = PeerOpeners(domain, window, max_peers)
         self._ctl_sealer = Sealer(controller_keys, era) if controller_keys is not None else None
         self._ctl = Opener(controller_keys, window) if controller_keys is not None else None
-        #: ``tor``: barrier frames from the ToR; ``peer``: PREPAREs and same-host frames from other
-        #: processes; ``controller``: its messages. ``sealed`` counts in the class it goes to
-        self.c = {"tor": AuthCounters(), "peer": AuthCounters(), "controller": AuthCounters()}
+        self.c = HostAuthCounters()
 
     @classmethod
     def from_ring(cls, ring: KeyRing, domain: str, me: Addr, era: int, now: float,
@@ -247,19 +256,19 @@ class HostAuth:
 
     def seal(self, dst: Addr, data: bytes) -> bytes:
         if dst == self.controller and self._ctl_sealer is not None:
-            self.c["controller"].sealed += 1
+            self.c.controller.sealed += 1
             return seal(self._ctl_sealer, context(K_TO_CTL, self.me, dst), data)
-        self.c["tor" if dst[0] != self.me[0] else "peer"].sealed += 1
+        (self.c.tor if dst[0] != self.me[0] else self.c.peer).sealed += 1
         return seal(self._sealer, context(K_HOST, self.me, dst), data)
 
     def open(self, src: Addr, data: bytes) -> bytes | None:
         """The 1Pipe packet in ``data``, or None: refused (counted per reason)."""
         if src == self.controller and self._ctl is not None:
-            return open_with(self._ctl, context(K_FROM_CTL, src, self.me), data, self.c["controller"])
+            return open_with(self._ctl, context(K_FROM_CTL, src, self.me), data, self.c.controller)
         if len(data) > _OPCODE_AT and data[_OPCODE_AT] in _BARRIER and src[0] != self.me[0]:
             # barriers come through the ToR, which sealed them for us (same host: the kernel's loopback)
-            return open_with(self._tor, context(K_EDGE, src, self.me), data, self.c["tor"])
-        return self._peers.open(src, context(K_HOST, src, self.me), data, self.c["peer"])
+            return open_with(self._tor, context(K_EDGE, src, self.me), data, self.c.tor)
+        return self._peers.open(src, context(K_HOST, src, self.me), data, self.c.peer)
 
     def update_keys(self, domain: DerivedKeys, controller: DerivedKeys | None = None) -> None:
         """A rotated key file, or an old key's end (:class:`netstack.auth.watch.KeyFileWatch`)."""
@@ -275,8 +284,9 @@ class HostAuth:
                          controller_keys(ring, domain, now) if self._ctl is not None else None)
 
     def counters(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: c.to_dict() for k, c in self.c.items()}
-        out["refused"] = sum(c.refused for c in self.c.values())
+        kinds: dict[str, AuthCounters] = {f.name: getattr(self.c, f.name) for f in fields(self.c)}
+        out: dict[str, Any] = {k: c.to_dict() for k, c in kinds.items()}
+        out["refused"] = sum(c.refused for c in kinds.values())
         out["peers"] = len(self._peers)
         out["era"] = self._sealer.era
         return out
@@ -311,5 +321,5 @@ class ControllerAuth:
 
 
 __all__ = ["K_EDGE", "K_FABRIC", "K_FROM_CTL", "K_HOST", "K_TO_CTL", "MAX_PEERS", "MIN_SEALED", "WINDOW",
-           "AuthCounters", "ControllerAuth", "HostAuth", "PeerOpeners", "check", "context",
+           "AuthCounters", "ControllerAuth", "HostAuth", "HostAuthCounters", "PeerOpeners", "check", "context",
            "controller_keys", "domain_keys", "fabric_hop", "frame_context", "ip4", "open_with", "same_keys", "seal"]

@@ -111,6 +111,13 @@ class OutputCounters:
     frozen_ns: int = 0  # time it held, over closed episodes (seen between the calls that noticed)
 
 
+@dataclass(eq=False, slots=True)
+class AggregatorCounters:
+    """What an aggregator counts beside its inputs' and outputs' own (``BarrierAggregator.c``)."""
+
+    unknown_inputs: int = 0  # updates for inputs never declared (refused)
+
+
 class _Input:
     __slots__ = ("c", "down", "ever_live", "gen", "heard_at", "held", "id", "live", "queued", "r")
 
@@ -181,8 +188,7 @@ class BarrierAggregator:
         # deadline heaps: (time, seq, item); the time is never later than the event's
         self._beacon_heap: list[tuple[int, int, int, _Output]] = []  # (time, seq, bgen, output)
         self._timeout_heap: list[tuple[int, int, _Input]] = []
-        #: updates for inputs never declared (refused)
-        self.unknown_inputs = 0
+        self.c = AggregatorCounters()
         #: how much longer the input timeout waits on a loaded host (set_timer_slack)
         self.timer_slack_ns = 0
 
@@ -299,7 +305,7 @@ class BarrierAggregator:
         is: it re-joins under the freeze."""
         inp = self._inputs.get(input_id)
         if inp is None:
-            self.unknown_inputs += 1
+            self.c.unknown_inputs += 1
             return False
         inp.c.heard += 1
         if inp.held:
@@ -517,7 +523,7 @@ class BarrierAggregator:
         return {"inputs": len(self._inputs), "inputs_live": self._live - sum(1 for i in held if i.live),
                 "inputs_held": len(held), "outputs": len(self._outputs), "hold": self.hold,
                 "timeout_ns": self.timeout_ns, "timer_slack_ns": self.timer_slack_ns,
-                "unknown_inputs": self.unknown_inputs, "min_all": self._min(self._all),
+                "unknown_inputs": self.c.unknown_inputs, "min_all": self._min(self._all),
                 "min_down": self._min(self._down)}
 
     def input_state(self, input_id: InputId, now_ns: int) -> dict[str, Any]:
@@ -654,5 +660,5 @@ class BarrierAggregator:
         inp.queued = True
 
 
-__all__ = ["DIRECTIONS", "DOWN", "PROMPT_DIVISOR", "UP", "BarrierAggregator", "InputCounters", "InputId",
-           "OutputCounters", "OutputId"]
+__all__ = ["DIRECTIONS", "DOWN", "PROMPT_DIVISOR", "UP", "AggregatorCounters", "BarrierAggregator", "InputCounters",
+           "InputId", "OutputCounters", "OutputId"]

@@ -199,7 +199,7 @@ def test_a_beacon_is_a_barrier_the_output_carried():
     a.heard("h2", 2000, 0)
     assert dict(a.due_beacons(T))["down"] == 1000
     assert not a.heard("late", 5, T)  # undeclared: refused
-    assert a.unknown_inputs == 1
+    assert a.c.unknown_inputs == 1
     a.add_input("late", down=True)
     a.heard("late", 5, T + 1)
     a.heard("h1", 3000, T + 1)
