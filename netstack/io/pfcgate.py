@@ -16,14 +16,27 @@ Frames that are not PFC, or that do not name the class, leave the gate alone (co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from headers.errors import HeaderError
 from headers.pfc import parse_pfc_frame, quanta_to_ns
+
+
+@dataclass(slots=True)
+class PauseGateCounters:
+    """What a gate counts (``PauseGate.c``; ``counters()`` exports them with a ``pfc_`` prefix)."""
+
+    pauses: int = 0  # PFC frames that paused the class
+    resumes: int = 0  # ... that resumed it (0 quanta)
+    ignored: int = 0  # PFC frames that do not name the class
+    malformed: int = 0  # MAC control frames that are not PFC
+    paused_ns: int = 0  # time spent paused, counted when a pause ends or is cut short
 
 
 class PauseGate:
     """Is class ``cls`` paused at a time? ``rate_bps``: the link's rate (the quanta's unit)."""
 
-    __slots__ = ("cls", "ignored", "malformed", "paused_ns", "pauses", "rate_bps", "resumes", "until")
+    __slots__ = ("c", "cls", "rate_bps", "until")
 
     def __init__(self, rate_bps: int, cls: int = 0) -> None:
         if isinstance(rate_bps, bool) or not isinstance(rate_bps, int) or rate_bps <= 0:
@@ -34,38 +47,37 @@ class PauseGate:
         self.cls = cls
         #: the class is paused before this time (0: never paused)
         self.until = 0
-        self.pauses = self.resumes = self.ignored = self.malformed = 0
-        #: time spent paused, counted when a pause ends or is cut short
-        self.paused_ns = 0
+        self.c = PauseGateCounters()
 
     def on_frame(self, frame: bytes | bytearray | memoryview, now_ns: int) -> bool:
         """A MAC control frame received at ``now_ns``; True if it changed this class's pause."""
         try:
             pfc = parse_pfc_frame(frame)
         except HeaderError:
-            self.malformed += 1
+            self.c.malformed += 1
             return False
         if not pfc.class_enable >> self.cls & 1:
-            self.ignored += 1
+            self.c.ignored += 1
             return False
         if self.until > now_ns:  # the running pause ends (is replaced) now
-            self.paused_ns -= self.until - now_ns
+            self.c.paused_ns -= self.until - now_ns
         quanta = pfc.quanta[self.cls]
         if quanta == 0:
-            self.resumes += 1
+            self.c.resumes += 1
             self.until = min(self.until, now_ns)
             return True
-        self.pauses += 1
+        self.c.pauses += 1
         self.until = now_ns + quanta_to_ns(quanta, self.rate_bps)
-        self.paused_ns += self.until - now_ns
+        self.c.paused_ns += self.until - now_ns
         return True
 
     def paused(self, now_ns: int) -> bool:
         return now_ns < self.until
 
     def counters(self) -> dict[str, int]:
-        return {"pfc_pauses": self.pauses, "pfc_resumes": self.resumes, "pfc_ignored": self.ignored,
-                "pfc_malformed": self.malformed, "pfc_paused_ns": self.paused_ns}
+        c = self.c
+        return {"pfc_pauses": c.pauses, "pfc_resumes": c.resumes, "pfc_ignored": c.ignored,
+                "pfc_malformed": c.malformed, "pfc_paused_ns": c.paused_ns}
 
 
-__all__ = ["PauseGate"]
+__all__ = ["PauseGate", "PauseGateCounters"]
