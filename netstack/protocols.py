@@ -123,7 +123,7 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.onepipe.store", "netstack.onepipe.etcd", "netstack.onepipe.ctlwire",
                           "netstack.onepipe.reliable", "netstack.onepipe.controller", "netstack.onepipe.ctlnode",
                           "netstack.onepipe.auth", "netstack.onepipe.authbench", "netstack.onepipe.actions",
-                          "daemons.onepipe_controller"),
+                          "netstack.onepipe.recovery", "netstack.onepipe.rstate", "daemons.onepipe_controller"),
                    # reliable 1Pipe's controller (design topic §8): its replicas run on this node
                    node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},
                    scenarios="netstack.onepipe.scenarios"),

@@ -24,7 +24,7 @@ ENGINES = (
     "netstack/ethernet.py",
     "netstack/onepipe/endpoint.py", "netstack/onepipe/barrier.py", "netstack/onepipe/params.py",
     "netstack/onepipe/clock.py", "netstack/onepipe/reliable.py", "netstack/onepipe/controller.py",
-    "netstack/onepipe/actions.py",
+    "netstack/onepipe/actions.py", "netstack/onepipe/recovery.py", "netstack/onepipe/rstate.py",
     "netstack/onepipe/ctlwire.py", "netstack/tcd/detector.py", "netstack/tcd/params.py", "netstack/tcd/marker.py",
     "netstack/tcd/dcqcn.py", "netstack/tcd/np.py", "netstack/auth/frame.py",
 )

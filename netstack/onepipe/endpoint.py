@@ -209,8 +209,9 @@ class _TxMsg:
     done: bool = False  # fate known: ACKed whole, or SendFail fired
 
 
-class _TxConn:
-    """Sender side of a connection: the in-flight packets from ``una`` on, and DCTCP."""
+class TxConn:
+    """Sender side of a connection: the in-flight packets from ``una`` on, and DCTCP. (Part of
+    :class:`Endpoint`'s subclass interface: the reliable endpoint's connections extend it.)"""
 
     __slots__ = ("acked_in_win", "alpha", "cut", "cwnd", "cwr_end", "dst", "inflight", "marked_in_win", "una",
                  "win_end")
@@ -234,7 +235,9 @@ class _TxConn:
 
 
 @dataclass(slots=True, eq=False)
-class _Scattering:
+class Scattering:
+    """A scattering in the send buffer, until it is stamped (part of the subclass interface)."""
+
     seq: int
     msgs: list[tuple[Addr, bytes, int]]  # (dst, data, fragments)
     need: dict[Addr, int]  # packets per destination
@@ -275,7 +278,23 @@ _Head = tuple[int, int, int, int, int, _RxConn]
 
 
 class Endpoint:
-    """One 1Pipe process (best effort). See the module docstring for the rules."""
+    """One 1Pipe process (best effort). See the module docstring for the rules.
+
+    **Subclass interface.** The reliable endpoint (reliable.py) builds on this one's sender (the
+    send buffer, credits, DCTCP windows, the stamping rule), its BE barrier and its beacon ticks,
+    and replaces the receiver. Of the members that are not public it uses these, and no others
+    (tests/onepipe/test_reliable_interfaces.py checks):
+
+    - state, read: ``_now`` (host time), ``_next_tick`` (the next beacon tick), ``_queue`` (the
+      send buffer, of :class:`Scattering`: a subclass may take messages out of it) and ``_tx``
+      (destination -> :class:`TxConn`: it may remove connections);
+    - helpers: ``_clock``, ``_same_host``, ``_take_barrier``, ``_floor``, ``_advertise``,
+      ``_stamp_ts``, ``_raise_floor``, ``_rejoin``, ``_beacon_tick``, ``_tx_conn``, ``_dctcp``,
+      ``_loss``;
+    - hooks it overrides: ``_new_tx_conn`` (its connections), ``_pump`` (a gate of its own, then
+      this one's), ``_stamp`` (what a stamped scattering sends) and ``_send_beacon`` (what a beacon
+      carries).
+    """
 
     def __init__(self, params: OnePipeParams, me: Addr, now_ns: int, *,
                  key: Callable[[Addr], int] = sender_key) -> None:
@@ -287,8 +306,8 @@ class Endpoint:
         self._now = now_ns
         # sender
         self._seq = 0
-        self._queue: deque[_Scattering] = deque()
-        self._tx: dict[Addr, _TxConn] = {}
+        self._queue: deque[Scattering] = deque()
+        self._tx: dict[Addr, TxConn] = {}
         self._last_ts: int | None = None
         self._adv: int | None = None  # the barrier last advertised (never decreases)
         self._timeout_at: int | None = None
@@ -311,6 +330,11 @@ class Endpoint:
         self._uplink_adv: int | None = None  # the highest barrier that went up through the ToR
 
     # ------------------------------------------------------------------ public surface
+
+    @property
+    def now(self) -> int:
+        """Host time: the latest any input said (it never goes back)."""
+        return self._now
 
     @property
     def barrier(self) -> int | None:
@@ -376,7 +400,7 @@ class Endpoint:
             return None
         seq = self._seq
         self._seq += 1
-        self._queue.append(_Scattering(seq, msgs, need, {}))
+        self._queue.append(Scattering(seq, msgs, need, {}))
         self._pump()
         return seq
 
@@ -418,13 +442,10 @@ class Endpoint:
         another interval (measured: the latency overhead doubled). Hosts beaconing at the same
         instants is what makes the wait T_beacon / 2 on average (design topic §5)."""
         self._clock(now_ns)
-        now = self._now
-        if now >= self._next_tick:
-            t = self.params.t_beacon_ns
+        if self._beacon_tick():
             self._repeat_acks()
-            if self._uplink_adv is None or self._uplink_adv < now:
+            if self._uplink_adv is None or self._uplink_adv < self._now:
                 self._send_beacon()
-            self._next_tick = (now // t + 1) * t
         self._expire()
         self._pump()
         self._deliver_pass()
@@ -466,14 +487,40 @@ class Endpoint:
         would lose messages; stamping at the barrier costs it nothing but that lag. (A process
         that has just joined can still lose its first ones: other outputs may have carried
         more than it received, design topic §4.)"""
-        b = self._now
-        for v in (self._last_ts, self._adv, self._barrier):
-            if v is not None and v > b:
-                b = v
+        b = self._floor()
         self._adv = b
         if not self._same_host(dst):
             self._uplink_adv = b
         return b
+
+    def _floor(self) -> int:
+        """The lowest ts a scattering stamped from now on can get: the clock, and never below a ts
+        stamped or a barrier advertised or received (:meth:`_advertise` says why)."""
+        b = self._now
+        for v in (self._last_ts, self._adv, self._barrier):
+            if v is not None and v > b:
+                b = v
+        return b
+
+    def _raise_floor(self, ts: int) -> None:
+        """Stamp and advertise nothing below ``ts`` from now on (a re-joining reliable process,
+        design topic §4: the barriers given out while it was away may be ahead of its clock)."""
+        self._adv = max(self._adv or self._now, ts)
+
+    def _rejoin(self) -> None:
+        """Forget the barrier received: the process joins again, and nothing is stamped before its
+        ToR sends a barrier (design topic §4; see :meth:`_pump`)."""
+        self._barrier = None
+
+    def _beacon_tick(self) -> bool:
+        """True when a beacon tick (a multiple of T_beacon in host time, design topic §5) has come
+        since the last call that said so; the next tick is then the next multiple."""
+        now = self._now
+        if now < self._next_tick:
+            return False
+        t = self.params.t_beacon_ns
+        self._next_tick = (now // t + 1) * t
+        return True
 
     def _same_host(self, src: Addr) -> bool:
         """A datagram from this host: ourselves, or another process on the same IP. The kernel
@@ -500,13 +547,17 @@ class Endpoint:
 
     # ------------------------------------------------------------------ sender
 
-    def _tx_conn(self, dst: Addr) -> _TxConn:
+    def _tx_conn(self, dst: Addr) -> TxConn:
         tx = self._tx.get(dst)
         if tx is None:
-            tx = self._tx[dst] = _TxConn(dst, min(self.params.init_cwnd, self.params.rwnd_packets))
+            tx = self._tx[dst] = self._new_tx_conn(dst)
         return tx
 
-    def _window(self, tx: _TxConn) -> int:
+    def _new_tx_conn(self, dst: Addr) -> TxConn:
+        """A new connection to ``dst`` (a subclass's connections may carry more)."""
+        return TxConn(dst, min(self.params.init_cwnd, self.params.rwnd_packets))
+
+    def _window(self, tx: TxConn) -> int:
         return min(self.params.rwnd_packets, int(tx.cwnd))
 
     def _pump(self) -> None:
@@ -530,7 +581,7 @@ class Endpoint:
             self._queue.popleft()
             self._stamp(sc)
 
-    def _take_credits(self, sc: _Scattering) -> bool:
+    def _take_credits(self, sc: Scattering) -> bool:
         """Credits for the head scattering from each destination's window; what it already
         holds it keeps (design topic §9: no live-lock for a large scattering)."""
         ready = True
@@ -548,14 +599,13 @@ class Endpoint:
             ready = ready and held >= need
         return ready
 
-    def _stamp(self, sc: _Scattering) -> None:
+    def _stamp(self, sc: Scattering) -> None:
         """One ts for every fragment of every message (design topic §1, §12 inv. 4), taken as
         the scattering leaves the send buffer (design topic §2)."""
         now = self._now
-        ts = self._advertise(self.me)
+        ts = self._stamp_ts()
         if any(not self._same_host(dst) for dst in sc.need):
             self._uplink_adv = ts  # (a same-host peer's packet never reaches the ToR)
-        self._last_ts = ts
         wire = ts_from_ns(ts)
         mtu = self.params.mtu_payload
         for dst, data, n in sc.msgs:
@@ -574,6 +624,12 @@ class Endpoint:
         sc.held.clear()
         if self._timeout_at is None:
             self._timeout_at = now + self.ack_timeout_ns
+
+    def _stamp_ts(self) -> int:
+        """The ts of a scattering leaving the send buffer now (design topic §2): every later one
+        is at least it."""
+        ts = self._last_ts = self._advertise(self.me)
+        return ts
 
     def _fail(self, msg: _TxMsg) -> None:
         if not msg.done:
@@ -610,7 +666,7 @@ class Endpoint:
         self._dctcp(tx, n, bool(hdr.flags & _ECE))
         self._pump()
 
-    def _dctcp(self, tx: _TxConn, n: int, ece: bool) -> None:
+    def _dctcp(self, tx: TxConn, n: int, ece: bool) -> None:
         """RFC 8257 §3.3-3.4 per window of ACKed packets, +1 packet per window without a cut."""
         p = self.params
         tx.acked_in_win += n
@@ -626,7 +682,7 @@ class Endpoint:
             tx.cut = False
             tx.win_end = tx.next_psn
 
-    def _reduce(self, tx: _TxConn, factor: float) -> None:
+    def _reduce(self, tx: TxConn, factor: float) -> None:
         """Multiply cwnd by ``factor``, at most once per window of data: not again until every
         packet outstanding now has been settled (as TCP's CWR state does)."""
         if tx.una > tx.cwr_end:
@@ -635,7 +691,7 @@ class Endpoint:
             tx.cwr_end = tx.next_psn - 1
             self.c.cwnd_cuts += 1
 
-    def _loss(self, tx: _TxConn) -> None:
+    def _loss(self, tx: TxConn) -> None:
         """A lost packet halves cwnd (RFC 8257 §3.5: DCTCP reacts to loss as standard TCP)."""
         self._reduce(tx, 0.5)
 
@@ -916,5 +972,5 @@ class Endpoint:
                 del self._repeat[conn]
 
 
-__all__ = ["ACK_REPEATS", "MAX_RX_CONNECTIONS", "SOM", "UPLINK", "Addr", "Endpoint", "EndpointCounters",
-           "psn_unwrap", "sender_key"]
+__all__ = ["ACK_REPEATS", "MAX_RX_CONNECTIONS", "SOM", "UPLINK", "Addr", "Endpoint", "EndpointCounters", "Scattering",
+           "TxConn", "psn_unwrap", "sender_key"]

@@ -42,6 +42,7 @@ from netstack.onepipe.controller import Controller, ControllerParams
 from netstack.onepipe.endpoint import SOM, UPLINK
 from netstack.onepipe.params import OnePipeParams
 from netstack.onepipe.reliable import ReliableEndpoint
+from netstack.onepipe.rstate import SETTLED
 
 from .fabric import assert_total_order
 
@@ -262,9 +263,9 @@ class RFabric:
         """Design topic §12 item 6: a commit T means every message with ts <= T was ACKed."""
         ep = self.eps[i]
         for m in ep._unsettled:
-            if m.state != 3:  # _SETTLED
+            if m.state != SETTLED:
                 assert m.ts > ep.commit, f"process {i} committed {ep.commit} over unsettled ts {m.ts}"
-        for r in ep._recalls.values():
+        for r in ep.recovery.recalls.values():
             assert r.msg.ts > ep.commit, f"process {i} committed over a pending recall"
 
     def _arm(self, node: Any) -> None:

@@ -222,7 +222,7 @@ def test_a_recall_after_a_recovery_drops_the_old_message_not_the_new_one_at_its_
     fab.freeze(3)
     fab.run_for(60 * US)
     fab.thaw(3)
-    while P(3) in fab.eps[1]._failed_procs or not fab.eps[3].registered:
+    while P(3) in fab.eps[1].recovery.failed or not fab.eps[3].registered:
         fab.run_for(US)
     assert fab.eps[3].incarnation == 2
     new = fab.send(1, [3, 2])  # the first message of P1's new connection to P3: m's PSN
