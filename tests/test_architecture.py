@@ -141,6 +141,76 @@ def test_engines_are_sans_io(path):
     assert bad == [], f"{path} imports {bad}"
 
 
+#: where counters are kept besides the engines: switch features, marking policies, the switch's ports
+#: and what the engines count through (docs/architecture.md "Engines are sans-IO")
+COUNTED = (*ENGINES, "netstack/linkguardian/feature.py", "netstack/dta/feature.py", "netstack/dta/reportauth.py",
+           "netstack/onepipe/feature.py", "netstack/onepipe/auth.py", "netstack/switch/port.py",
+           "netstack/switch/counters.py", "netstack/io/pfcgate.py")
+#: counters kept apart from ``c`` because they are exported apart: (module, attribute) -> why
+COUNTERS_APART = {("netstack/onepipe/feature.py", "a"): "a port's authentication counters, the status's 'auth'"}
+
+
+def _name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _classes(path: str) -> list[ast.ClassDef]:
+    return [n for n in ast.walk(ast.parse((ROOT / path).read_text())) if isinstance(n, ast.ClassDef)]
+
+
+def _makes_counters(node: ast.expr | None) -> bool:
+    """``XCounters(...)``, ``field(default_factory=XCounters)``, or either branch of an ``if`` is one."""
+    if isinstance(node, ast.IfExp):
+        return _makes_counters(node.body) or _makes_counters(node.orelse)
+    if isinstance(node, ast.Call) and _name(node.func) == "field":
+        return any(k.arg == "default_factory" and _name(k.value).endswith("Counters") for k in node.keywords)
+    return isinstance(node, ast.Call) and _name(node.func).endswith("Counters")
+
+
+def _counters_kept_elsewhere(path: str, fields: set[str]) -> list[str]:
+    """In ``path``'s classes (but the counters dataclasses themselves, which may extend and hold
+    others): a counters dataclass inherited, an attribute or field named ``counters``, counters
+    held in another attribute than ``c``, or ``self.<a counter's name>`` bumped."""
+    out = []
+    for cls in (c for c in _classes(path) if not c.name.endswith("Counters")):
+        where = f"{path}: {cls.name}"
+        out += [f"{where} inherits {_name(b)}" for b in cls.bases if _name(b).endswith("Counters")]
+        for node in ast.walk(cls):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else []
+            # attributes set anywhere, and the class's own fields (not a method's local names)
+            names = [_name(t) for t in targets if isinstance(t, ast.Attribute) or (node in cls.body and _name(t))]
+            out += [f"{where}: {n} (counters is the method)" for n in names if n in ("counters", "counters_")]
+            if isinstance(node, ast.Assign | ast.AnnAssign) and _makes_counters(node.value):
+                out += [f"{where}: counters held in {n}, not c" for n in names
+                        if n != "c" and (path, n) not in COUNTERS_APART]
+            if isinstance(node, ast.AugAssign) and _name(node.target) in fields \
+                    and isinstance(node.target, ast.Attribute) and _name(node.target.value) == "self":
+                out.append(f"{where}: self.{node.target.attr} is bumped outside c")
+    return out
+
+
+def test_counters_are_a_dataclass_in_c_everywhere():
+    """docs/architecture.md "Engines are sans-IO": an engine's (a feature's, a port's) counters are a
+    ``*Counters`` dataclass held in ``c``: never inherited, never the class's own attributes, never
+    named ``counters`` (that is the method); and every ``counters()`` method reads ``self.c`` or
+    hands the call on (a feature to its engine)."""
+    fields = {s.target.id for path in COUNTED for cls in _classes(path) if cls.name.endswith("Counters")
+              for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    offences = [o for path in COUNTED for o in _counters_kept_elsewhere(path, fields)]
+    for path in COUNTED:
+        for cls in _classes(path):
+            method = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "counters"), None)
+            if method is None or all(isinstance(s, ast.Raise | ast.Expr) for s in method.body):
+                continue  # no counters(), or an abstract one
+            reads_c = any(isinstance(n, ast.Attribute) and n.attr == "c" and _name(n.value) == "self"
+                          for n in ast.walk(method))
+            hands_on = any(isinstance(n, ast.Call) and _name(n.func) == "counters" for n in ast.walk(method))
+            if not (reads_c or hands_on):
+                offences.append(f"{path}: {cls.name}.counters() reads no self.c")
+    assert len(fields) > 100 and offences == []
+
+
 #: the topology model: the loader, its classes and values, and the checks of each section
 TOPOLOGY_MODEL = ["netstack/topo/model.py", "netstack/topo/classes.py", "netstack/topo/values.py",
                   *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "netstack" / "topo" / "validate").glob("*.py"))]
