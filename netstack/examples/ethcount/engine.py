@@ -13,7 +13,7 @@ as 0x8100, whatever it carries (this example reads no further into the frame).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from netstack.engine import ActionQueue
@@ -46,6 +46,15 @@ class Counts:
     last_ns: int | None = None
 
 
+@dataclass
+class EthCountCounters:
+    """Every engine keeps its counters in one dataclass held as ``c`` (docs/architecture.md
+    "Engines are sans-IO"): here, what each direction of the port has seen."""
+
+    ingress: Counts = field(default_factory=Counts)
+    egress: Counts = field(default_factory=Counts)
+
+
 class EthCounter:
     """Counts the frames of ``ethertype`` one port receives (``ingress``) and sends (``egress``).
 
@@ -58,8 +67,7 @@ class EthCounter:
         self.ethertype = check_ethertype(ethertype)
         # compared with the frame's two bytes as they are: no int conversion per frame
         self._wanted = ethertype.to_bytes(2, "big")
-        self.ingress = Counts()
-        self.egress = Counts()
+        self.c = EthCountCounters()
         self.actions = ActionQueue()
 
     def count(self, frame: bytes, now_ns: int, *, egress: bool = False) -> bool:
@@ -67,7 +75,7 @@ class EthCounter:
         too short to hold an EtherType is simply not of it."""
         if frame[ETHERTYPE_OFFSET:ETHERTYPE_OFFSET + 2] != self._wanted:
             return False
-        counts = self.egress if egress else self.ingress
+        counts = self.c.egress if egress else self.c.ingress
         counts.frames += 1
         counts.bytes += len(frame)
         counts.last_ns = now_ns
@@ -75,15 +83,15 @@ class EthCounter:
 
     def reset(self) -> None:
         """Start counting from zero again (the EtherType stays)."""
-        self.ingress = Counts()
-        self.egress = Counts()
+        self.c = EthCountCounters()
 
     def next_deadline(self) -> int | None:
         return None
 
     def counters(self) -> dict[str, Any]:
         """``{"ethertype": "0x88b5", "ingress": {frames, bytes, last_ns}, "egress": {...}}``, JSON-able."""
-        return {"ethertype": f"{self.ethertype:#06x}", "ingress": asdict(self.ingress), "egress": asdict(self.egress)}
+        return {"ethertype": f"{self.ethertype:#06x}", "ingress": asdict(self.c.ingress),
+                "egress": asdict(self.c.egress)}
 
 
-__all__ = ["DEFAULT_ETHERTYPE", "MIN_ETHERTYPE", "Counts", "EthCounter", "check_ethertype"]
+__all__ = ["DEFAULT_ETHERTYPE", "MIN_ETHERTYPE", "Counts", "EthCountCounters", "EthCounter", "check_ethertype"]

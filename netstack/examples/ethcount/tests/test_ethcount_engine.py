@@ -68,7 +68,7 @@ def test_counts_are_exact_whatever_the_bytes(frames: list[tuple[bytes, bool]], e
     c = EthCounter(ethertype)
     for now, (frame, egress) in enumerate(frames):
         assert c.count(frame, now, egress=egress) == is_counted(frame, ethertype)
-    for egress, counts in ((False, c.ingress), (True, c.egress)):
+    for egress, counts in ((False, c.c.ingress), (True, c.c.egress)):
         mine = [(now, f) for now, (f, e) in enumerate(frames) if e == egress and is_counted(f, ethertype)]
         assert counts.frames == len(mine)
         assert counts.bytes == sum(len(f) for _, f in mine)
@@ -102,8 +102,8 @@ def test_through_a_switch_every_frame_passes_unchanged_and_the_counts_are_exact(
         sw.receive("p0", frame, now * 1000)
     out = [frame for port, frame in sw.transmit(10**9) if port == "p1"]
     expected = sum(is_counted(f) for f in sent)
-    assert rx.counter.ingress.frames == expected
-    assert tx.counter.egress.frames == sum(is_counted(f) for f in out)
+    assert rx.counter.c.ingress.frames == expected
+    assert tx.counter.c.egress.frames == sum(is_counted(f) for f in out)
     assert all(f in sent for f in out)  # forwarded as they came: counting never rewrites a frame
     probe = probe_frame(H2, H1, 7)
     sw.receive("p0", probe, 2 * 10**9)
