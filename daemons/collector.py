@@ -49,18 +49,9 @@ What it does ("Direct Telemetry Access", §7.3; docs/dta.md, "The collector daem
 A frame never kills it: the responder counts every drop, and anything unexpected is logged
 and counted (``internal_errors``).
 
-Default layout (override any part with ``--layout FILE`` or a ``"layout"`` object / path in
-the config; keys absent from the file keep their defaults, ``null`` removes a store):
-
-========================  =========================================================  ========
-store                      geometry                                                   size
-========================  =========================================================  ========
-``keywrite``               65,536 slots x (4 B checksum + 4 B data), N <= 4           512 KiB
-``append-1/2/4/8/16``      list id = batch size B (1, 2, 4, 8, 16), 65,536 x 4 B each  256 KiB each
-``keyincrement``           65,536 little-endian u64 counters, N <= 4                  512 KiB
-``sketch-1``               Count-Min, 4 rows x 256 columns, sum, reporters 1 and 2,   16 KiB
-                           4 columns per WRITE, 4 epoch slots
-========================  =========================================================  ========
+Default layout: netstack/dta/layout.py (override any part with ``--layout FILE`` or a
+``"layout"`` object / path in the config; keys absent from the file keep their defaults,
+``null`` removes a store).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from typing import Any
 from headers.inet import mac_bytes
 
 from ..topo.model import Link, NodeKind, Topology, TopologyError
+from ..topo.validate.features import each_end
 
 ROLE = "translator"
 #: options given as whole non-negative numbers
@@ -151,20 +152,7 @@ def _check_config(options: dict[str, Any], where: str, topology: Topology) -> No
 def validate_link(topology: Topology, link: Link, tables: dict[str, Any], path: str) -> dict[str, Any]:
     """Check each end's ``dta`` table; ``{"a": options | None, "b": options | None}``, options
     JSON-able (they go into the switch daemon's config): ``{"role", "collector", "options"}``."""
-    out: dict[str, Any] = {}
-    errors: list[tuple[str, str]] = []
-    for side in ("a", "b"):
-        table = tables.get(side)
-        out[side] = None
-        if table is None:
-            continue
-        try:
-            out[side] = _end(topology, link, side, table, path)
-        except TopologyError as exc:
-            errors.extend(exc.errors)
-    if errors:
-        raise TopologyError(errors, topology.source)
-    return out
+    return each_end(topology, tables, lambda side, table: _end(topology, link, side, table, path))
 
 
 def attach(switch: Any, port: str, options: dict[str, Any], now_ns: int | None = None) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..topo.model import Link, LinkEnd, NodeKind, Topology, TopologyError, parse_delay, parse_size
+from ..topo.validate.features import each_end
 from .marker import EcnMarker, TcdMarker, marker_from_options
 from .params import TcdParamError, marker_options
 
@@ -113,20 +114,7 @@ def _end(topology: Topology, link: Link, side: str, table: Any, path: str) -> di
 def validate_link(topology: Topology, link: Link, tables: dict[str, Any], path: str) -> dict[str, Any]:
     """Check each end's ``tcd`` table; ``{"a": options | None, "b": options | None}`` with every
     derived number filled in (JSON-able: they go into the switch daemon's config)."""
-    out: dict[str, Any] = {}
-    errors: list[tuple[str, str]] = []
-    for side in ("a", "b"):
-        table = tables.get(side)
-        if table is None:
-            out[side] = None
-            continue
-        try:
-            out[side] = _end(topology, link, side, table, path)
-        except TopologyError as exc:
-            errors.extend(exc.errors)
-    if errors:
-        raise TopologyError(errors, topology.source)
-    return out
+    return each_end(topology, tables, lambda side, table: _end(topology, link, side, table, path))
 
 
 def attach(switch: Any, port: str, options: dict[str, Any], now_ns: int | None = None) -> TcdMarker | EcnMarker:
