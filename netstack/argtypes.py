@@ -84,17 +84,27 @@ def probability(text: str) -> float:
     return value
 
 
-def int_between(lo: int, hi: int, what: str = "it") -> Callable[[str], int]:
-    """A whole number in ``lo``..``hi``; ``what`` names it ("a priority class must be 0 to 7")."""
+def int_between(lo: int, hi: int, what: str = "it", *, refusal: str | None = None) -> Callable[[str], int]:
+    """A whole number in ``lo``..``hi``; ``what`` names it ("a priority class must be 0 to 7"),
+    or ``refusal`` is the whole message after the quoted text, for values that must be refused in
+    the words used elsewhere (see :func:`tcp_port_between`)."""
+    tail = refusal if refusal is not None else f": {what} must be {lo} to {hi}"
+
     def convert(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be {lo} to {hi}")
+            raise argparse.ArgumentTypeError(f"{text!r}{tail}")
         return value
     return convert
+
+
+def tcp_port_between(lo: int, hi: int) -> Callable[[str], int]:
+    """A TCP port in ``lo``..``hi``, refused in the words the topology loader uses for the same
+    value ("'80' is not a TCP port in 1024..65000"), so the file and the flag read alike."""
+    return int_between(lo, hi, refusal=f" is not a TCP port in {lo}..{hi}")
 
 
 def uint32(text: str) -> int:
@@ -179,4 +189,4 @@ def delay_ns(text: str) -> int:
 
 
 __all__ = ["delay_ns", "finite_float", "int_between", "int_list", "name_value", "non_negative_float", "pair",
-           "positive_float", "positive_int", "probability", "rate_bps", "size_bytes", "uint32"]
+           "positive_float", "positive_int", "probability", "rate_bps", "size_bytes", "tcp_port_between", "uint32"]

@@ -56,6 +56,7 @@ def test_good_text_gives_the_value(convert, text, value):
     (at.probability, "nan", "'nan' is not a probability in [0, 1]"),
     (at.int_between(0, 7, "a priority class"), "8", "'8': a priority class must be 0 to 7"),
     (at.int_between(1, 9, "the number of replicas"), "1.5", "'1.5' is not a whole number"),
+    (at.tcp_port_between(1024, 65000), "80", "'80' is not a TCP port in 1024..65000"),
     (at.uint32, "-1", "'-1' is not a 32-bit unsigned integer"),
     (at.uint32, "0x1_0000_0000", "is not a 32-bit unsigned integer"),
     (at.uint32, "ten", "'ten' is not an integer"),

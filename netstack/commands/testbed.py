@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..argtypes import int_between, non_negative_float, pair, probability
+from ..argtypes import int_between, non_negative_float, pair, probability, tcp_port_between
 from ..errors import CommandError
 from .common import acts_on_testbed, add_json, print_json
 
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"TOML topology file, or a shipped topology by name: {names} (omitted: default)")
     p.add_argument("--prefix", help="namespace prefix (default: the file's, 'ns' for the default topology)")
     p.add_argument("--no-impair", action="store_true", help="ignore the impairments the topology file sets")
-    p.add_argument("--metrics-port", type=int_between(*METRICS_PORTS, "a metrics port"), default=None, metavar="PORT",
+    p.add_argument("--metrics-port", type=tcp_port_between(*METRICS_PORTS), default=None, metavar="PORT",
                    help="every daemon serves Prometheus metrics on 127.0.0.1, the first on PORT, the next on PORT+1... "
                         "('netstack metrics' reads them all; default: the file's [topology] metrics_port, else none)")
     p.add_argument("--json", action="store_true", help="print the run state as JSON")
