@@ -17,6 +17,12 @@ with the same parts (docs/architecture.md, "Adding a protocol"):
   ``netstack.runtime``'s docstring; ``SHARES_RUN_DIR = True`` when its daemons use other nodes'
   control sockets, so that containers of one deployment share their run directory,
   ``netstack.container.compose``);
+- a **section** of a topology file (``sections``: a top-level table ``[<name>]`` -> the module whose
+  ``validate_section(topology, table, path)`` checks it into options, whose ``on_up(topology, prefix,
+  options, say)`` ``netstack up`` calls once every daemon is ready, and whose ``sim_attach(network,
+  options)``, if it has one, ``netstack.sim`` calls once the network is built): for a protocol that
+  is on for a whole testbed rather than on a link end (1Pipe in every switch, T/C-SACK's transfer
+  parameters);
 - **scenarios** for ``netstack sim`` and the benchmarks (``scenarios``: a module with ``SCENARIOS``);
 - what it adds to the command line and the checks: its **commands** (modules in
   ``netstack/commands/``, or in its own package, with ``register(subparsers)``), its **benches**
@@ -53,6 +59,9 @@ class ProtocolPlugin:
     control: str | None = None
     features: Mapping[str, str] = field(default_factory=dict)
     node_kinds: Mapping[str, str] = field(default_factory=dict)
+    #: top-level tables of a topology file it owns: ``[name]`` -> the module with ``validate_section``,
+    #: ``on_up`` and, optionally, ``sim_attach`` (see the module docstring)
+    sections: Mapping[str, str] = field(default_factory=dict)
     scenarios: str | None = None
     #: EtherTypes only switches may originate: a switch's edge ports drop them from hosts
     switch_only_ethertypes: tuple[int, ...] = ()
@@ -123,9 +132,12 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.onepipe.store", "netstack.onepipe.etcd", "netstack.onepipe.ctlwire",
                           "netstack.onepipe.reliable", "netstack.onepipe.controller", "netstack.onepipe.ctlnode",
                           "netstack.onepipe.auth", "netstack.onepipe.authbench", "netstack.onepipe.actions",
-                          "netstack.onepipe.recovery", "netstack.onepipe.rstate", "daemons.onepipe_controller"),
+                          "netstack.onepipe.recovery", "netstack.onepipe.rstate", "netstack.onepipe.section",
+                          "daemons.onepipe_controller"),
                    # reliable 1Pipe's controller (design topic §8): its replicas run on this node
                    node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},
+                   # [onepipe]: 1Pipe on in every switch from netstack up on (netstack/onepipe/section.py)
+                   sections={"onepipe": "netstack.onepipe.section"},
                    scenarios="netstack.onepipe.scenarios"),
     ProtocolPlugin("tcd", "Congestion Detection in Lossless Networks (TCD)",
                    control="netstack.tcd.control",
@@ -152,7 +164,10 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                                   "spoofing the peers' addresses and ports (invariant: every transfer completes "
                                   "and the receiver's SHA-256 matches the sender's)"},
                    typed=("netstack.tcsack.common", "netstack.tcsack.sender", "netstack.tcsack.receiver",
-                          "netstack.tcsack.gbn", "netstack.tcsack.params", "netstack.tcsack.rangeset"),
+                          "netstack.tcsack.gbn", "netstack.tcsack.params", "netstack.tcsack.rangeset",
+                          "netstack.tcsack.section"),
+                   # [tcsack]: the testbed's transfer parameters (netstack/tcsack/section.py)
+                   sections={"tcsack": "netstack.tcsack.section"},
                    scenarios="netstack.tcsack.scenarios"),
     # the worked example (docs/extending.md): everything it has lives in netstack/examples/ethcount/
     ProtocolPlugin("ethcount", "none: a worked example that counts the frames of one EtherType per switch port",
@@ -194,7 +209,7 @@ FUZZ_ORDER = ("switch", "linkguardian", "dta", "onepipe", "tcsack", PROTOCOLS_HE
 #: typed modules and packages that belong to no protocol (``mypy --strict``, tests/test_typing.py)
 GENERIC_TYPED = ("headers", "netstack.io.pfcgate", "netstack.engine", "netstack.protocols", "netstack.ethernet",
                  "netstack.errors", "netstack.auth", "netstack.switch", "netstack.sim.reno", "netstack.sim.loop",
-                 "netstack.progress")
+                 "netstack.progress", "netstack.typecheck")
 
 
 def load(module: str) -> ModuleType:
@@ -214,6 +229,21 @@ def features() -> dict[str, str]:
         for name, module in p.features.items():
             if name in out:
                 raise RuntimeError(f"feature {name!r} registered twice ({out[name]}, {module})")
+            out[name] = module
+    return out
+
+
+#: the top-level tables of a topology file that belong to no protocol (netstack.topo)
+GENERIC_SECTIONS = ("topology", "defaults", "nodes", "links")
+
+
+def sections() -> dict[str, str]:
+    """Top-level topology tables protocols own (``[onepipe]``) -> the module that checks and applies them."""
+    out: dict[str, str] = {}
+    for p in PROTOCOLS:
+        for name, module in p.sections.items():
+            if name in out or name in GENERIC_SECTIONS:
+                raise RuntimeError(f"topology section [{name}] registered twice ({module})")
             out[name] = module
     return out
 
@@ -294,4 +324,5 @@ def typed_modules() -> tuple[str, ...]:
 
 __all__ = ["GENERIC_BENCHES", "GENERIC_COMMANDS", "GENERIC_FUZZ", "GENERIC_SCENARIOS", "GENERIC_TYPED", "PROTOCOLS",
            "PROTOCOLS_HERE", "ProtocolPlugin", "benches", "command_module", "commands", "control_modules", "features",
-           "fuzz_targets", "load", "node_kinds", "scenario_modules", "switch_only_ethertypes", "typed_modules"]
+           "fuzz_targets", "load", "node_kinds", "scenario_modules", "sections", "switch_only_ethertypes",
+           "typed_modules", "GENERIC_SECTIONS"]

@@ -88,22 +88,11 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise CommandError(str(exc)) from None
 
 
-def _ack_ratio() -> int:
-    """The default ACK timeout in beacon intervals (20)."""
-    from ..onepipe.params import OnePipeParams
-
-    d = OnePipeParams()
-    return d.ack_timeout_ns // d.t_beacon_ns
-
-
 def cmd_enable(args: argparse.Namespace) -> int:
     from ..onepipe.control import enable_all
     from ..onepipe.params import OnePipeParams
 
-    t = round(args.t_beacon_ms * 1e6)
-    # the ACK timeout follows T_beacon (its default ratio), or a T_beacon above it would fail
-    ratio = _ack_ratio()
-    params = OnePipeParams(t_beacon_ns=t, timeout_beacons=args.timeout_beacons, ack_timeout_ns=max(1, t * ratio))
+    params = OnePipeParams.beaconing(round(args.t_beacon_ms * 1e6), args.timeout_beacons)
     done = _call(enable_all, args.prefix, params)
     if args.json:
         print_json({"switches": done, "t_beacon_ns": params.t_beacon_ns, "input_timeout_ns": params.input_timeout_ns,

@@ -46,11 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--src", default="h1", help="sending host (default %(default)s)")
     t.add_argument("--dst", default="h2", help="receiving host (default %(default)s)")
     t.add_argument("--bytes", type=size_bytes, default=4_000_000, help="bytes to move (default 4MB)")
-    t.add_argument("--rate", type=rate_bps, default=TcsParams.rate_bps,
-                   help="preset sending rate, e.g. 80Mbit (default: the engines' default)")
-    t.add_argument("--t-ms", type=float, default=TcsParams.t_ns / 1e6, help="T: ACK at least this often (ms)")
-    t.add_argument("--n", type=int, default=TcsParams.n, help="N: ... or after this many packets")
-    t.add_argument("--payload", type=int, default=TcsParams.payload, help="bytes per packet")
+    # (None: the testbed's [tcsack] table, else the engines' default; netstack/tcsack/section.py)
+    t.add_argument("--rate", type=rate_bps, default=None,
+                   help=f"preset sending rate, e.g. 80Mbit (default: the topology's [tcsack] rate, else "
+                        f"{TcsParams.rate_bps / 1e6:g}Mbit)")
+    t.add_argument("--t-ms", type=float, default=None,
+                   help=f"T: ACK at least this often, in ms (default: [tcsack] t, else {TcsParams.t_ns / 1e6:g})")
+    t.add_argument("--n", type=int, default=None,
+                   help=f"N: ... or after this many packets (default: [tcsack] n, else {TcsParams.n})")
+    t.add_argument("--payload", type=int, default=None,
+                   help=f"bytes per packet (default: [tcsack] payload, else {TcsParams.payload})")
     t.add_argument("--seed", type=int, default=1, help="seed of the pseudo-random data")
     t.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds")
     t.add_argument("--prefix", default="ns")
@@ -82,9 +87,15 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
     rep = Reporter("tcsack transfer")
     state = load_state(args.prefix)
+    given = {"rate_bps": args.rate, "t_ns": None if args.t_ms is None else round(args.t_ms * 1e6), "n": args.n,
+             "payload": args.payload}
+    params, source = transfer_params(state, given)
     with rep.heartbeat(f"{args.proto} {args.src} -> {args.dst}, {args.bytes:,} B"):
-        out = transfer(state, args.proto, args.bytes, src=args.src, dst=args.dst, rate_bps=args.rate,
-                       t_ms=args.t_ms, n=args.n, payload=args.payload, seed=args.seed, timeout=args.timeout)
+        out = transfer(state, args.proto, args.bytes, src=args.src, dst=args.dst, rate_bps=params.rate_bps,
+                       t_ms=params.t_ns / 1e6, n=params.n, payload=params.payload, seed=args.seed,
+                       timeout=args.timeout)
+    out["params"] = {"rate_bps": params.rate_bps, "t_ns": params.t_ns, "n": params.n, "payload": params.payload,
+                     "from": source}
     c = out["sender"].get("counters", {})
     resent = c.get("retx_sent", c.get("retransmits", "-"))
     line = (f"{out['proto']} {out['src']} -> {out['dst']}: {out['bytes']:,} B in {out['seconds']:.3f} s, "
@@ -104,6 +115,28 @@ def cmd_transfer(args: argparse.Namespace) -> int:
         print("FAILED: the receiver's bytes differ from the sender's (SHA-256)", file=sys.stderr, flush=True)
         return 1
     return finish(out, 0 if out["ok"] else 1)
+
+
+def transfer_params(state: Any, given: dict[str, int | None]) -> tuple[Any, dict[str, str]]:
+    """The transfer's TcsParams: each field from its flag (``given``, None where not given), else the
+    testbed's ``[tcsack]`` table (its run state), else the engines' default; and where each came
+    from (``"flag"``, ``"topology"``, ``"default"``). A bad flag value is a CommandError."""
+    from ..tcsack.params import TcsParamError, TcsParams
+
+    declared = state.sections.get("tcsack", {})
+    values: dict[str, Any] = {}
+    source = {}
+    for name, value in given.items():
+        if value is not None:
+            values[name], source[name] = value, "flag"
+        elif name in declared:
+            values[name], source[name] = declared[name], "topology"
+        else:
+            source[name] = "default"
+    try:
+        return TcsParams(**values), source
+    except TcsParamError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def cmd_end(args: argparse.Namespace) -> int:

@@ -179,8 +179,10 @@ def peers_of(topology: Any) -> dict[str, dict[str, str]]:
     return out
 
 
-def enable_all(prefix: str, params: OnePipeParams | None = None, controller: bool | None = None) -> dict[str, Any]:
+def enable_all(prefix: str, params: OnePipeParams | None = None, controller: bool | None = None, *,
+               topology: Any = None) -> dict[str, Any]:
     """Turn 1Pipe on in every switch of the run under ``prefix``; ``{switch: its answer}``.
+    ``topology``: the one it runs (default: read again from the run's file, ``runtime.topology_of``).
     ``controller``: whether reliable 1Pipe's controller releases timed-out inputs (design topic §8
     step 7); None: when the topology has an ``onepipe-controller`` node. The domain is ``prefix``
     (a switch with keys authenticates with ``onepipe-domain/<prefix>``)."""
@@ -191,7 +193,7 @@ def enable_all(prefix: str, params: OnePipeParams | None = None, controller: boo
     state = load_state(prefix)
     params = params or OnePipeParams()
     try:
-        topology = topology_of(state)
+        topology = topology or topology_of(state)
         dirs = directions(topology)  # every port up or down by tier; no route may climb twice
         source = beacon_ip(topology)
     except TopologyError as exc:
@@ -244,9 +246,10 @@ def status_all(prefix: str) -> dict[str, Any]:
 # 1Pipe's run and kill are netstack.onepipe.runner's)
 
 
-def enable(prefix: str, params: OnePipeParams | None = None, controller: bool | None = None) -> dict[str, Any]:
+def enable(prefix: str, params: OnePipeParams | None = None, controller: bool | None = None, *,
+           topology: Any = None) -> dict[str, Any]:
     """1Pipe on in every switch: :func:`enable_all`, under the verb every protocol's control module has."""
-    return enable_all(prefix, params, controller)
+    return enable_all(prefix, params, controller, topology=topology)
 
 
 def disable(prefix: str) -> dict[str, bool]:

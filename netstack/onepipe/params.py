@@ -104,6 +104,16 @@ class OnePipeParams:
         """The paper's own scale: T_beacon = 3 us (for the virtual-time runtime)."""
         return cls(**{"t_beacon_ns": 3_000, "ack_timeout_ns": 60_000, **changes})
 
+    @classmethod
+    def beaconing(cls, t_beacon_ns: int, timeout_beacons: int | None = None) -> OnePipeParams:
+        """The switches' parameters for a beacon interval ``t_beacon_ns``: the ACK timeout keeps
+        its default ratio to it (20 intervals), or a T_beacon above the default ACK timeout would
+        fail every message (``netstack onepipe enable``, a topology's ``[onepipe]``)."""
+        d = cls()
+        ratio = d.ack_timeout_ns // d.t_beacon_ns
+        return cls(t_beacon_ns=t_beacon_ns, ack_timeout_ns=max(1, t_beacon_ns * ratio),
+                   timeout_beacons=d.timeout_beacons if timeout_beacons is None else timeout_beacons)
+
     def with_(self, **changes: Any) -> OnePipeParams:
         return replace(self, **changes)
 

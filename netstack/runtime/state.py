@@ -13,6 +13,8 @@ the key were written before it existed (format 1, the same shape): they are read
 daemons given the fields added since (``name``: the node's; ``metrics``: none). A file that misses a
 part (the first versions wrote no ``links``), names another format, or is not a run state at all is
 refused with a :class:`RuntimeErrorNS` that names the file and says to run ``netstack down``.
+``"sections"`` (the protocols' tables of the topology file as checked, ``[onepipe]``...) is there
+only when the topology has one: a file without it has none.
 """
 
 from __future__ import annotations
@@ -140,6 +142,9 @@ class RunState(Mapping[str, Any]):
     roots: dict[str, str] = field(default_factory=dict)  #: node -> its file system as seen from here
     tunnels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  #: node -> its VXLAN tunnels
     starting: list[str] = field(default_factory=list)  #: nodes whose runner is not ready yet
+    #: the protocols' tables of the topology file (``[onepipe]``...), as their modules checked them
+    #: (netstack.topo.sections); files written before it existed have none
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ what the call sites ask
     def host_ip(self, node: str) -> str:
@@ -159,7 +164,9 @@ class RunState(Mapping[str, Any]):
 
     # ------------------------------------------------------------------ the JSON shape
     def _keys(self) -> tuple[str, ...]:
-        return _COMPOSE_KEYS if self.runtime == "compose" else _NETNS_KEYS
+        keys = _COMPOSE_KEYS if self.runtime == "compose" else _NETNS_KEYS
+        # (only a topology with protocol tables has the part: every other state keeps its old shape)
+        return (*keys, "sections") if self.sections else keys
 
     def _part(self, key: str) -> Any:
         value = getattr(self, key)
@@ -213,6 +220,8 @@ class RunState(Mapping[str, Any]):
             runtime="compose" if compose else _get(raw, "runtime", str, "netns"),
             containers=_str_map(raw, "containers", compose), roots=_str_map(raw, "roots", compose),
             tunnels=dict(_get(raw, "tunnels", dict, {})), starting=list(_get(raw, "starting", list, [])),
+            sections={str(k): dict(_check(v, dict, f"sections.{k}"))
+                      for k, v in _get(raw, "sections", dict, {}).items()},
         )
 
 

@@ -15,6 +15,8 @@ from typing import Any
 from .. import protocols
 from ..topo import netns
 from ..topo.model import Topology, load_topology
+from ..topo.sections import apply_up as apply_sections
+from ..topo.sections import checked as checked_sections
 from .config import switch_config
 from .daemons import DaemonSpec, _metrics_address, _popen_daemon, _spawn, _stop, _wait_ready
 from .state import Daemon, RunLink, RunPort, RunState, RuntimeErrorNS, run_dir, state_path, write_state
@@ -31,6 +33,7 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
     say = progress or (lambda msg: None)
     check_options(topology, options)
     check_keys(topology)
+    sections = checked_sections(topology)  # (a TopologyError before anything is built)
     if prefix in netns.list_running():
         raise RuntimeErrorNS(f"a topology is already running under prefix {prefix!r}: "
                              f"'netstack down --prefix {prefix}' first, or choose another --prefix")
@@ -64,13 +67,32 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
         netns.teardown(prefix)
         shutil.rmtree(rdir, ignore_errors=True)
         raise
-    state = run_state(topology, built, prefix, daemons)
+    state = dataclasses.replace(run_state(topology, built, prefix, daemons), sections=sections)
     write_state(state_path(prefix), state)
+    _apply_sections(topology, prefix, sections, say)
     flappers = _start_flappers(topology, prefix, rdir, say)  # (they read the state)
     if flappers:
         state = dataclasses.replace(state, daemons=[*daemons, *flappers])
         write_state(state_path(prefix), state)
     return state
+
+
+def _apply_sections(topology: Topology, prefix: str, sections: dict[str, dict[str, Any]], say: Any) -> None:
+    """The protocols' ``[section]`` tables on the running testbed (1Pipe turned on in every
+    switch...). All or nothing, as the rest of ``up``: if one fails, the testbed is taken down."""
+    if not sections:
+        return
+    try:
+        for name, done in apply_sections(topology, prefix, sections, say).items():
+            say(f"[{name}]: {done}" if isinstance(done, str) else f"[{name}] applied")
+    except BaseException as exc:
+        from .down import down
+
+        down(prefix)
+        if isinstance(exc, Exception) and not isinstance(exc, RuntimeErrorNS):
+            raise RuntimeErrorNS(f"the topology's [{', '.join(sorted(sections))}] could not be applied, so the "
+                                 f"testbed was taken down again: {exc}") from exc
+        raise
 
 
 def run_state(topology: Topology, built: netns.BuiltTopology, prefix: str, daemons: list[Daemon]) -> RunState:

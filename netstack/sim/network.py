@@ -260,6 +260,7 @@ class Network:
                  loop: EventLoop | None = None) -> None:
         from ..runtime import switch_config  # (the live runtime's config builder, pure)
         from ..switch import plugins
+        from ..topo import sections
 
         self.topology = topology
         self.seed = int(seed)
@@ -312,6 +313,8 @@ class Network:
             mine = {ifname: f for (node, ifname), f in features.items() if node == name}
             self.features[name] = plugins.attach(sn.switch, mine, 0)
             sn.service(0)
+        #: the protocols' ``[section]`` tables of the file applied here, as ``netstack up`` applies them
+        self.sections = sections.attach_sim(self, sections.checked(topology))
         self._link_faults(topology)
 
     def _link_faults(self, topology: Topology) -> None:

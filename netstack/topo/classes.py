@@ -251,6 +251,9 @@ class Topology:
     #: machine, the first on this port and each next one on the next (netstack.io.metrics);
     #: None: no metrics
     metrics_port: int | None = None
+    #: the protocols' own top-level tables (``[onepipe]``, ``[tcsack]``: ``netstack.protocols``
+    #: ``sections``), as written; their modules check them (:mod:`netstack.topo.sections`)
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def keys_path(self) -> Path | None:
         """:attr:`keys` resolved: a relative path is taken from the topology file's directory."""
