@@ -53,36 +53,10 @@ class SendTo(NamedTuple):
     data: bytes
 
 
-class Deliver(NamedTuple):
-    """A message delivered to the application in the total order: its scattering's timestamp,
-    its sender, its bytes (1Pipe's ``onepipe_unreliable_recv``)."""
-
-    ts: int
-    src: Any
-    msg: bytes
-
-
-class SendFail(NamedTuple):
-    """A message the network lost or the receiver refused (1Pipe's ``onepipe_send_fail_callback``:
-    best effort never retransmits)."""
-
-    ts: int
-    dst: Any
-    msg: bytes
-
-
-class ProcFail(NamedTuple):
-    """A process failed at ``ts`` (its T_f): reliable 1Pipe's ``onepipe_proc_fail_callback``
-    (1Pipe §8 step 6). The shell runs the callback before it sends what follows in the queue."""
-
-    proc: Any
-    ts: int
-
-
 #: the actions of this module; a protocol whose engine decides kinds of its own defines them in its
-#: package and queues them in an :class:`ActionQueueOf` over its own union (the reliable-1Pipe
-#: controller: netstack/onepipe/actions.py)
-Action = Transmit | Backpressure | SendTo | Deliver | SendFail | ProcFail
+#: package and queues them in an :class:`ActionQueueOf` over its own union (1Pipe's endpoints and
+#: its controller: netstack/onepipe/actions.py)
+Action = Transmit | Backpressure | SendTo
 #: what a queue holds
 ActT = TypeVar("ActT")
 #: one kind of action (they are all NamedTuples)
@@ -136,5 +110,4 @@ class Engine(Protocol):
     def counters(self) -> dict[str, Any]: ...
 
 
-__all__ = ["Action", "ActionQueue", "ActionQueueOf", "Backpressure", "Deliver", "Engine", "ProcFail", "SendFail",
-           "SendTo", "Transmit"]
+__all__ = ["Action", "ActionQueue", "ActionQueueOf", "Backpressure", "Engine", "SendTo", "Transmit"]

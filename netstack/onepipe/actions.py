@@ -1,12 +1,20 @@
-"""What the reliable-1Pipe controller engine asks of its shell (design topic §8 in docs/papers.md;
-docs/onepipe-reliable.md "Controller"), as typed actions in the shape of :mod:`netstack.engine`'s.
+"""What 1Pipe's engines ask of their shells beyond :mod:`netstack.engine`'s generic actions, in
+the same shape (typed NamedTuples in an ``ActionQueueOf`` over the engine's own union).
 
+**The endpoints** (:class:`~.endpoint.Endpoint`, :class:`~.reliable.ReliableEndpoint`) queue
+``SendTo`` and the application's side of 1Pipe's API (its receive call and failure callbacks): :class:`Deliver`,
+:class:`SendFail` and, reliable 1Pipe only, :class:`ProcFail` (an :class:`EndpointActionQueue`).
+
+**The reliable-1Pipe controller** (design topic §8 in docs/papers.md; docs/onepipe-reliable.md
+"Controller"):
 :class:`~.controller.Controller` queues these in its ``actions`` (a :class:`ControllerActionQueue`)
 beside the generic ``SendTo``: store writes (:class:`RegisterProcess`, :class:`RecordFailure`,
 :class:`RecordRecall`) and requests to every switch (:class:`Fence`, :class:`Release`,
 :class:`Admit`). Its shells carry them out in order: daemons/onepipe_controller.py live,
-``rscenario.SimController`` in virtual time, tests/onepipe/rfabric.py in memory. Only the controller
-emits them, so they live with it rather than among every engine's actions.
+``rscenario.SimController`` in virtual time, tests/onepipe/rfabric.py in memory.
+
+Only 1Pipe's engines emit these, so they live in its package rather than among every engine's
+actions.
 """
 
 from __future__ import annotations
@@ -14,6 +22,42 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..engine import ActionQueueOf, SendTo
+
+
+class Deliver(NamedTuple):
+    """A message delivered to the application in the total order: its scattering's timestamp,
+    its sender, its bytes (1Pipe's ``onepipe_unreliable_recv``)."""
+
+    ts: int
+    src: Any
+    msg: bytes
+
+
+class SendFail(NamedTuple):
+    """A message the network lost or the receiver refused (1Pipe's ``onepipe_send_fail_callback``:
+    best effort never retransmits)."""
+
+    ts: int
+    dst: Any
+    msg: bytes
+
+
+class ProcFail(NamedTuple):
+    """A process failed at ``ts`` (its T_f): reliable 1Pipe's ``onepipe_proc_fail_callback``
+    (1Pipe §8 step 6). The shell runs the callback before it sends what follows in the queue."""
+
+    proc: Any
+    ts: int
+
+
+#: everything an endpoint emits, in decision order
+EndpointAction = SendTo | Deliver | SendFail | ProcFail
+
+
+class EndpointActionQueue(ActionQueueOf[EndpointAction]):
+    """An endpoint's ``actions``: :class:`netstack.engine.ActionQueue`'s methods over its kinds."""
+
+    __slots__ = ()
 
 
 class RecordFailure(NamedTuple):
@@ -77,5 +121,5 @@ class ControllerActionQueue(ActionQueueOf[ControllerAction]):
     __slots__ = ()
 
 
-__all__ = ["Admit", "ControllerAction", "ControllerActionQueue", "Fence", "RecordFailure", "RecordRecall",
-           "RegisterProcess", "Release"]
+__all__ = ["Admit", "ControllerAction", "ControllerActionQueue", "Deliver", "EndpointAction", "EndpointActionQueue",
+           "Fence", "ProcFail", "RecordFailure", "RecordRecall", "RegisterProcess", "Release", "SendFail"]

@@ -64,7 +64,8 @@ from headers.errors import HeaderError
 from headers.onepipe import OnePipeOpcode, decode_packet
 
 from .. import looplag
-from ..engine import Deliver, ProcFail, SendFail, SendTo
+from ..engine import SendTo
+from .actions import Deliver, ProcFail, SendFail
 from .auth import HostAuth
 from .clock import HostClock
 from .ctlwire import parse_failure_notice

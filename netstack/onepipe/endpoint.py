@@ -110,7 +110,8 @@ from headers.onepipe import (
 )
 from headers.serial import W32
 
-from ..engine import ActionQueue, Deliver, SendFail, SendTo
+from ..engine import SendTo
+from .actions import Deliver, EndpointActionQueue, SendFail
 from .params import OnePipeParams
 
 #: ``SendTo`` destination of a host beacon: the ToR the process hangs off (hop by hop, design
@@ -301,7 +302,7 @@ class Endpoint:
         self.params = params
         self.me = me
         self.key = key
-        self.actions = ActionQueue()
+        self.actions = EndpointActionQueue()
         self.c = EndpointCounters()
         self._now = now_ns
         # sender

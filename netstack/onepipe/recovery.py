@@ -38,8 +38,9 @@ from typing import Protocol, cast
 from headers.errors import HeaderError
 from headers.onepipe import OnePipeHeader, OnePipeOpcode, ts_from_ns, ts_unwrap
 
-from ..engine import ActionQueue, ProcFail, SendFail, SendTo
+from ..engine import SendTo
 from . import ctlwire
+from .actions import EndpointActionQueue, ProcFail, SendFail
 from .ctlwire import Recall
 from .endpoint import Addr, psn_unwrap
 from .params import OnePipeParams
@@ -74,7 +75,7 @@ class RecoveryHost(Protocol):
     nonce: int
     params: OnePipeParams
     c: ReliableCounters
-    actions: ActionQueue
+    actions: EndpointActionQueue
 
     @property
     def now(self) -> int:

@@ -50,8 +50,9 @@ from headers.onepipe import (
     ts_unwrap,
 )
 
-from ..engine import Deliver, SendFail, SendTo
+from ..engine import SendTo
 from . import ctlwire
+from .actions import Deliver, SendFail
 from .endpoint import SOM, UPLINK, Addr, Endpoint, Scattering, TxConn, psn_unwrap, sender_key
 from .params import OnePipeParams
 from .recovery import Recovery

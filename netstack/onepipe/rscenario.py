@@ -24,11 +24,11 @@ from typing import Any
 
 from headers.onepipe import ts_from_ns, ts_unwrap
 
-from ..engine import ProcFail, SendTo
+from ..engine import SendTo
 from ..errors import ConfigError
 from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
 from . import feature
-from .actions import Admit, Fence, RecordFailure, Release
+from .actions import Admit, Fence, ProcFail, RecordFailure, Release
 from .controller import Controller, ControllerParams
 from .ctlwire import parse_proc
 from .params import PORT, OnePipeParams

@@ -12,9 +12,10 @@ from typing import Any
 from headers.onepipe import TS_MASK, OnePipeFlag, OnePipeOpcode
 from headers.registry import BROADCAST_MAC
 
-from ..engine import Deliver, SendFail, SendTo
+from ..engine import SendTo
 from ..sim.hosts import Host
 from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
+from .actions import Deliver, SendFail
 from .check import log_record
 from .clock import HostClock
 from .endpoint import UPLINK, Endpoint, sender_key

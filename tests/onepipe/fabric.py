@@ -30,7 +30,8 @@ from headers.onepipe import (
     ts_unwrap,
     write_be_barrier,
 )
-from netstack.engine import Deliver, SendFail, SendTo
+from netstack.engine import SendTo
+from netstack.onepipe.actions import Deliver, SendFail
 from netstack.onepipe.barrier import DOWN, UP, BarrierAggregator
 from netstack.onepipe.clock import HostClock
 from netstack.onepipe.endpoint import UPLINK, Endpoint

@@ -35,8 +35,18 @@ from headers.onepipe import (
     ts_unwrap,
     write_barriers,
 )
-from netstack.engine import Deliver, ProcFail, SendFail, SendTo
-from netstack.onepipe.actions import Admit, Fence, RecordFailure, RecordRecall, RegisterProcess, Release
+from netstack.engine import SendTo
+from netstack.onepipe.actions import (
+    Admit,
+    Deliver,
+    Fence,
+    ProcFail,
+    RecordFailure,
+    RecordRecall,
+    RegisterProcess,
+    Release,
+    SendFail,
+)
 from netstack.onepipe.barrier import DOWN, UP, BarrierAggregator
 from netstack.onepipe.controller import Controller, ControllerParams
 from netstack.onepipe.endpoint import SOM, UPLINK

@@ -9,7 +9,8 @@ import struct
 import pytest
 
 from headers.onepipe import OnePipeFlag, OnePipeHeader, OnePipeOpcode, beacon, decode_packet, ts_from_ns, ts_unwrap
-from netstack.engine import Deliver, Engine, SendFail, SendTo
+from netstack.engine import Engine, SendTo
+from netstack.onepipe.actions import Deliver, SendFail
 from netstack.onepipe.endpoint import ACK_REPEATS, SOM, UPLINK, Endpoint, EndpointCounters, psn_unwrap, sender_key
 from netstack.onepipe.params import OnePipeParams
 

@@ -49,7 +49,8 @@ from headers.onepipe import (
     ts_unwrap,
     write_be_barrier,
 )
-from netstack.engine import Deliver, SendFail, SendTo
+from netstack.engine import SendTo
+from netstack.onepipe.actions import Deliver, SendFail
 from netstack.onepipe.clock import HostClock
 from netstack.onepipe.endpoint import SOM, UPLINK, Endpoint
 from netstack.onepipe.params import OnePipeParams
