@@ -17,7 +17,7 @@ from .. import runtime
 from ..topo.model import load_topology
 from .checks import account, liveness, row, settled
 from .frames import Injector, switch_only
-from .ports import iface_mtu, raw_socket
+from .ports import Link, iface_mtu, raw_socket
 from .sender import Sender
 from .traffic import Stream, ping, stream_detail, stream_ok
 
@@ -102,6 +102,25 @@ def open_injectors(injectors: list[Injector]) -> None:
         i.max_len = iface_mtu(i.link.far_ns, i.link.far_ifname) + 14
 
 
+def close_injectors(injectors: list[Injector]) -> None:
+    for i in injectors:
+        if i.sock is not None:
+            i.sock.close()
+
+
+def account_settled(state: dict[str, Any], res: Result, injectors: list[Injector], links: list[Link],
+                    settled_before: tuple[dict[str, Any], bool], featureless: Callable[[str, str], bool]) -> None:
+    """Every campaign's last checks, once its injectors are closed: the counters of ``links``
+    settled again, every daemon alive, and every injected frame accounted for against the
+    snapshot taken before (``featureless(node, port)``: a port whose frames no feature consumes)."""
+    before, quiet = settled_before
+    after, quiet2 = settled(state, links)
+    res.checks += liveness(state)
+    res.checks += account(injectors, before, after, featureless)
+    if not (quiet and quiet2):
+        res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+
+
 def stream_campaign(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector],
               stream_ends: tuple[str, str], featureless: Callable[[str, str], bool]) -> Result:
     """One phase: the stream and every injector at once; accounting, liveness, stream check."""
@@ -116,19 +135,13 @@ def stream_campaign(opts: Options, state: dict[str, Any], res: Result, injectors
         sender.run(opts.frames, stream, guard=False, total=opts.frames)
         sender.progress(opts.frames)
         res.stream = stream.finish()
-        after, quiet2 = settled(state, links)
         finish(res, injectors, sender)
-        res.checks += liveness(state)
-        res.checks += account(injectors, before, after, featureless)
-        if not (quiet and quiet2):
-            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+        account_settled(state, res, injectors, links, (before, quiet), featureless)
         res.checks.append(row(f"{stream_ends[0]}>{stream_ends[1]}", "stream",
                                stream_detail(res.stream), stream_ok(res.stream)))
         ok = ping(state, *stream_ends)
         res.checks.append(row(f"{stream_ends[0]}>{stream_ends[1]}", "ping", "answered" if ok else "NO ANSWER", ok))
     finally:
         stream.close()
-        for i in injectors:
-            if i.sock is not None:
-                i.sock.close()
+        close_injectors(injectors)
     return res

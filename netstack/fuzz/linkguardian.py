@@ -13,8 +13,8 @@ from headers.linkguardian import ETHERTYPE as LG_ETHERTYPE
 
 from .. import runtime
 from ..switch.forwarding import is_link_local
-from .campaign import Options, Result, finish, open_injectors, topology
-from .checks import account, liveness, row, settled
+from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
+from .checks import row, settled
 from .frames import Injector, switch_only
 from .ports import Link, find_link, ip_of, mac_of
 from .sender import Sender
@@ -52,15 +52,10 @@ def run_linkguardian(opts: Options) -> Result:
             lg = runtime.control(prefix, "sw2", "lg_status")
         finally:
             disable_link(prefix, "sw1-sw2")
-            for i in injectors:
-                if i.sock is not None:
-                    i.sock.close()
-        after, quiet2 = settled(state, links)
-        res.checks += liveness(state)
-        res.checks += account(injectors, before, after, lambda node, port: (node, port) != ("sw1", "p-sw2"))
+            close_injectors(injectors)
+        account_settled(state, res, injectors, links, (before, quiet),
+                        lambda node, port: (node, port) != ("sw1", "p-sw2"))
         res.checks += _lg_bounds(lg)
-        if not (quiet and quiet2):
-            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
         return res
 
 

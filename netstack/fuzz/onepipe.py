@@ -15,8 +15,8 @@ from typing import Any
 from headers import strategies as hs
 
 from .. import runtime
-from .campaign import Options, Result, finish, open_injectors, topology
-from .checks import account, liveness, row, settled
+from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
+from .checks import row, settled
 from .frames import Injector, spoofs, switch_only
 from .ports import Link, find_link, ip_of, mac_of
 from .sender import Sender
@@ -63,14 +63,8 @@ def run_onepipe(opts: Options) -> Result:
             res.notes.append("tor1 1Pipe counters: " + _op_counters(op))
         finally:
             disable_all(prefix)
-            for i in injectors:
-                if i.sock is not None:
-                    i.sock.close()
-        after, quiet2 = settled(state, links)
-        res.checks += liveness(state)
-        res.checks += account(injectors, before, after, lambda node, port: False)
-        if not (quiet and quiet2):
-            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+            close_injectors(injectors)
+        account_settled(state, res, injectors, links, (before, quiet), lambda node, port: False)
         return res
 
 

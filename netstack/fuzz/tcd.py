@@ -12,8 +12,8 @@ from typing import Any
 from headers import strategies as hs
 
 from .. import runtime, toolproc
-from .campaign import Options, Result, finish, open_injectors, topology
-from .checks import account, liveness, row, settled
+from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
+from .checks import row, settled
 from .errors import FuzzError
 from .frames import Injector, switch_only
 from .ports import Link, find_link, ip_of, mac_of
@@ -75,14 +75,8 @@ def run_tcd(opts: Options) -> Result:
             res.checks += tcd_checks(st, link.ifname, enabled_ns) + _flow_rows(ends)
         finally:
             flow.kill()
-            for i in injectors:
-                if i.sock is not None:
-                    i.sock.close()
-        after, quiet2 = settled(state, [link])
-        res.checks += liveness(state)
-        res.checks += account(injectors, before, after, lambda node, port: False)
-        if not (quiet and quiet2):
-            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+            close_injectors(injectors)
+        account_settled(state, res, injectors, [link], (before, quiet), lambda node, port: False)
         return res
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from headers import strategies as hs
 
 from ..topo.nsenter import in_netns
-from .campaign import Options, Result, finish, open_injectors, topology
-from .checks import account, liveness, row, settled
+from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
+from .checks import row, settled
 from .frames import Injector, switch_only, udp_payload, udp_source
 from .ports import Link, find_link, ip_of, mac_of
 from .sender import Sender
@@ -139,14 +139,8 @@ def run_tcsack(opts: Options) -> Result:
                 open_injectors(injectors)
                 _tcs_phase(opts, state, res, injectors, warm)
             finally:
-                for i in injectors:
-                    if i.sock is not None:
-                        i.sock.close()
-        after, quiet2 = settled(state, links)
-        res.checks += liveness(state)
-        res.checks += account(injectors, before, after, lambda node, port: node == "sw1")
-        if not (quiet and quiet2):
-            res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
+                close_injectors(injectors)
+        account_settled(state, res, injectors, links, (before, quiet), lambda node, port: node == "sw1")
         return res
 
 
