@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NetstackError
 from ..io.control import ControlError
+from .feature import install, remove
 from .marker import EcnMarker, TcdMarker, marker_from_options
 from .params import ECN_OVERRIDES, TCD_OVERRIDES, TcdParamError, marker_options
 
@@ -107,17 +108,16 @@ def switch_handlers(shell: Any) -> dict[str, Any]:
             marker = build(shell.switch, name, req, _clock())
         except (TcdParamError, ValueError, TypeError) as exc:
             raise ControlError(f"cannot enable {req.get('marker') or 'tcd'} marking on {name}: {exc}") from None
-        shell.switch.set_marking_policy(name, marker)
+        install(shell.switch, name, marker)
         shell.flush()
         shell.log.info("%s marking enabled on %s", marker.kind.upper(), name)
         return {"port": name, **marker.status(_clock())}
 
     def tcd_disable(req: dict[str, Any]) -> dict[str, Any]:
         name = shell.port_of(req)
-        marker = markers(shell.switch).get(name)
+        marker = remove(shell.switch, name)
         if marker is None:
             return {"port": name, "marker": None}
-        shell.switch.set_marking_policy(name, None)
         shell.flush()
         shell.log.info("%s marking disabled on %s", marker.kind.upper(), name)
         return {"port": name, **marker.status(_clock())}

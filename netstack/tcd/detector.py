@@ -37,6 +37,17 @@ Where we depart from the ns-3 port (our choices):
   single-congestion-point scenario P2 must never be labelled congestion);
 - the initial state is a parameter (:class:`~.params.TcdParams`, non-congestion by default).
 
+A port with nothing to send is re-evaluated on a timer, not only at its next dequeue (issue 30):
+a resume that finds the class queue empty ends the OFF period at once (the port is ON, it only
+has nothing to send: ``t_resume`` is the resume, not the first packet that happens to arrive
+later), and :meth:`Detector.next_deadline` asks to be called T_on^max after ``t_resume``, when
+the port is continuously ON again (TCD §3.2.1: "the port recovers to a continuous ON pattern and
+leaves the undetermined state"). :meth:`Detector.on_timer` then evaluates the port as a dequeue
+at that time would, with the queue its caller reads from the switch (the marker's queue probe).
+Without that, an idle port stayed undetermined until the next packet came, milliseconds to
+forever after the traffic stopped. A pause that expires without a resume frame is still seen at
+the first dequeue after it (the detector is not told when quanta run out).
+
 Times never go backwards: a ``now_ns`` below the latest seen is taken as the latest (counted in
 ``clock_regressions``).
 """
@@ -66,6 +77,8 @@ class DetectorCounters:
     pauses: int = 0  # PFC pauses of its class received
     resumes: int = 0  # ... and resumes
     clock_regressions: int = 0  # events whose time was before the latest seen (taken as the latest)
+    idle_resumes: int = 0  # resumes that found the class queue empty (the OFF period ended at the resume)
+    timer_evaluations: int = 0  # re-evaluations on the timer, without a dequeue (an idle port)
     timeline_dropped: int = 0  # timeline entries the cap pushed out
 
 
@@ -140,8 +153,9 @@ class Detector:
             self.c.timeline_dropped += 1
         tl.append((t, int(state)))
 
-    def on_pause(self, paused: bool, now_ns: int) -> None:
-        """A PFC pause (``paused``) or resume of this class received at ``now_ns``."""
+    def on_pause(self, paused: bool, now_ns: int, queue_bytes: int | None = None) -> None:
+        """A PFC pause (``paused``) or resume of this class received at ``now_ns``; ``queue_bytes``:
+        the class queue at a resume, when the caller knows it (0: the OFF period ends now)."""
         t = self._clock(now_ns)
         if paused:
             self.c.pauses += 1
@@ -150,7 +164,11 @@ class Detector:
                 self._set(_UNDET, t)  # at once (our choice), not at the next dequeue
         else:
             self.c.resumes += 1
-            self.paused = False  # t_resume waits for the first packet actually sent
+            self.paused = False  # t_resume waits for the first packet actually sent...
+            if queue_bytes == 0 and self.blocked:
+                # ... unless there is none to send: the port is ON from now on, only idle
+                self.c.idle_resumes += 1
+                self._unblock(0, t)
 
     def on_dequeue(self, qlen_bytes: int, now_ns: int) -> PortState:
         """A packet left the class queue at ``now_ns``, leaving ``qlen_bytes`` behind: the state
@@ -158,13 +176,8 @@ class Detector:
         t = self._clock(now_ns)
         if self.blocked:
             # the first successful dequeue after a block: the OFF period is over
-            self.blocked = self.paused = False
-            self.t_resume = t
-            # a new window from the resume: the backlog left by the OFF period is its reference,
-            # and nothing is known of the trend until a whole ON window has passed
-            self.q_dec = self.q_inc = False
-            self.q_prev = self._wmin = qlen_bytes
-            self._next_sample = t + self._window
+            self.paused = False
+            self._unblock(qlen_bytes, t)
         elif t >= self._next_sample:
             wmin = min(self._wmin, qlen_bytes)
             self.q_dec = wmin < self.q_prev
@@ -191,6 +204,36 @@ class Detector:
             self._set(_NONCON, t)
         return self.state
 
+    def on_timer(self, qlen_bytes: int, now_ns: int) -> PortState:
+        """Re-evaluate without a dequeue (an idle port), ``qlen_bytes`` being the class queue at
+        ``now_ns``: as a dequeue at that time would (the queue sampled into the trend window, the
+        state table), except that a blocked port stays blocked (only a packet sent, or a resume
+        that finds nothing to send, ends an OFF period). Called at :meth:`next_deadline`; at any
+        other time it changes nothing the rules would not."""
+        if self.blocked:
+            self._clock(now_ns)
+            return self.state
+        self.c.timer_evaluations += 1
+        return self.on_dequeue(qlen_bytes, now_ns)
+
+    def next_deadline(self) -> int | None:
+        """When the port leaves undetermined without a dequeue (None: no such time): T_on^max after
+        the OFF period ended, if it is undetermined and not blocked."""
+        tr = self.t_resume
+        if self.state is not _UNDET or self.blocked or tr is None:
+            return None
+        return tr + self._t_on_max + 1  # cont_on is now - t_resume > T_on^max
+
+    def _unblock(self, qlen_bytes: int, t: int) -> None:
+        """The OFF period ended at ``t``, leaving ``qlen_bytes`` queued."""
+        self.blocked = False
+        self.t_resume = t
+        # a new window from the resume: the backlog left by the OFF period is its reference,
+        # and nothing is known of the trend until a whole ON window has passed
+        self.q_dec = self.q_inc = False
+        self.q_prev = self._wmin = qlen_bytes
+        self._next_sample = t + self._window
+
     # ----------------------------------------------------------------- queries
     def time_in_state(self, now_ns: int | None = None) -> dict[str, int]:
         """ns spent in each state from creation to ``now_ns`` (or the latest time seen); the three
@@ -207,7 +250,8 @@ class Detector:
                 "transitions": c.transitions, "paused": self.paused, "blocked": self.blocked,
                 "t_resume_ns": self.t_resume, "pauses": c.pauses, "resumes": c.resumes,
                 "q_prev_bytes": self.q_prev, "q_dec": self.q_dec, "q_inc": self.q_inc,
-                "clock_regressions": c.clock_regressions,
+                "clock_regressions": c.clock_regressions, "idle_resumes": c.idle_resumes,
+                "timer_evaluations": c.timer_evaluations, "next_deadline_ns": self.next_deadline(),
                 "timeline_len": len(self.timeline), "timeline_dropped": c.timeline_dropped}
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..topo.model import Link, LinkEnd, NodeKind, Topology, TopologyError, parse_delay, parse_size
 from ..topo.validate.features import each_end
+from .feature import install
 from .marker import EcnMarker, TcdMarker, marker_from_options
 from .params import TcdParamError, marker_options
 
@@ -120,7 +121,7 @@ def validate_link(topology: Topology, link: Link, tables: dict[str, Any], path: 
 def attach(switch: Any, port: str, options: dict[str, Any], now_ns: int | None = None) -> TcdMarker | EcnMarker:
     """Install the marker ``options`` describe (checked by :func:`validate_link`) on ``port``."""
     marker = marker_from_options(options, switch.now if now_ns is None else now_ns)
-    switch.set_marking_policy(port, marker)
+    install(switch, port, marker)  # (the TCD marker's idle timer too: feature.py)
     return marker
 
 

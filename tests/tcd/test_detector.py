@@ -325,8 +325,10 @@ def test_status_is_json_able():
 
 
 # ---------------------------------------------------------------------------- hypothesis
-EVENTS = st.lists(st.tuples(st.integers(-200, 3_000), st.sampled_from(["deq", "pause", "resume"]),
-                            st.integers(0, 3 * K)), max_size=200)
+#: (time step, event, queue): a resume's queue is the class queue it finds (0: the port is idle);
+#: "timer" is the marker's timer, called only once the detector's deadline has come, as the switch does
+EVENTS = st.lists(st.tuples(st.integers(-200, 3_000), st.sampled_from(["deq", "pause", "resume", "timer"]),
+                            st.integers(0, 3 * K) | st.just(0)), max_size=200)
 
 
 class Model:
@@ -345,13 +347,24 @@ class Model:
         self.blocked = True
         self.state = UND
 
+    def resume(self, q: int, t: int) -> None:
+        if self.blocked and q == 0:  # nothing to send: ON (and idle) from the resume on
+            self._unblock(0, t)
+
+    def _unblock(self, q: int, t: int) -> None:
+        self.blocked = False
+        self.t_resume = t
+        self.q_dec = self.q_inc = False
+        self.q_prev = self.wmin = q
+        self.next = t + self.window
+
+    def timer(self, q: int, t: int) -> PortState:
+        """A re-evaluation without a dequeue: a dequeue's, but a blocked port stays blocked."""
+        return self.state if self.blocked else self.dequeue(q, t)
+
     def dequeue(self, q: int, t: int) -> PortState:
         if self.blocked:  # a new window from the resume, its reference the queue found
-            self.blocked = False
-            self.t_resume = t
-            self.q_dec = self.q_inc = False
-            self.q_prev = self.wmin = q
-            self.next = t + self.window
+            self._unblock(q, t)
         elif t >= self.next:  # the window is over: compare its minimum with the last one's
             m = min(self.wmin, q)
             self.q_dec, self.q_inc = m < self.q_prev, m > self.q_prev
@@ -380,6 +393,9 @@ def test_arbitrary_traces_keep_the_invariants(events, initial, window):
     latest = 0
     ever_paused = False
     for dt, kind, q in events:
+        due = d.next_deadline()
+        if kind == "timer" and (due is None or due > max(latest, now + dt)):
+            continue  # the switch calls the timer only once it is due
         now += dt  # may go backwards: the detector takes the latest time
         latest = max(latest, now)
         before = d.state
@@ -389,8 +405,13 @@ def test_arbitrary_traces_keep_the_invariants(events, initial, window):
             ever_paused = True
             assert d.state is UND
         elif kind == "resume":
-            d.on_pause(False, now)
-            assert d.state is before  # a resume changes nothing until a packet is sent
+            d.on_pause(False, now, q)
+            model.resume(q, latest)
+            assert d.state is before  # a resume changes no state (only when the OFF period ended)
+        elif kind == "timer":
+            assert d.on_timer(q, now) is model.timer(q, latest)
+            # T_on^max after the OFF period ended the port is continuously ON: never undetermined
+            assert d.state is not UND and d.next_deadline() is None
         else:
             state = d.on_dequeue(q, now)
             assert state is model.dequeue(q, latest)
@@ -407,6 +428,10 @@ def test_arbitrary_traces_keep_the_invariants(events, initial, window):
         assert sum(times.values()) == latest
         assert all(v >= 0 for v in times.values())
     assert sum(d.time_in_state(latest + 5).values()) == latest + 5
+    due = d.next_deadline()
+    if due is not None:  # an undetermined port that is ON leaves at its deadline, dequeue or not
+        d.on_timer(0, max(due, latest))
+        assert d.state is NON and sum(d.time_in_state().values()) == max(due, latest)
     assert d.timeline[0] == (0, int(initial))
     ts = [t for t, _ in d.timeline]
     assert ts == sorted(ts)

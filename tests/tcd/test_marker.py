@@ -168,6 +168,39 @@ def test_marker_from_options():
     assert isinstance(e, EcnMarker) and e.params.k_bytes == 9
 
 
+def test_marks_are_counted_per_flow_even_when_already_marked():
+    """Per flow (source and destination address) the marks the port decided: UE while paused, CE in
+    congestion; a packet an earlier hop already marked CE still counts (TCD §3.1: "partial
+    packets of F1 are marked at P2" is read port by port)."""
+    sw = make_switch(2, p1={"rate_bps": GBPS})
+    m = TcdMarker(TcdParams(50_000, 2_500, 20_000), classes=(0,))
+    sw.set_marking_policy("p1", m)
+    sw.receive("p1", pause_frame(PEER, [0]), 0)
+    for src, ecn in ((1, Ecn.ECT_0), (3, Ecn.CE), (3, Ecn.ECT_0), (1, Ecn.NOT_ECT)):
+        sw.receive("p0", udp_frame(src=src, size=1000, tos=class_tos(0, ecn)), 10)
+    sw.receive("p1", resume_frame(PEER, [0]), 1_000)
+    sw.transmit(10**9)
+    assert m.flow_marks() == {"10.0.0.1>10.0.0.2": {"ce": 0, "ue": 1}, "10.0.0.3>10.0.0.2": {"ce": 0, "ue": 2}}
+    assert m.c.classes[0].marked_ue == 2  # (the CE packet was not rewritten, the Not-ECT one untouched)
+    assert json.loads(json.dumps(m.status()))["flows"] == m.flow_marks()
+    e = EcnMarker(EcnParams(k_bytes=0))
+    for src in (1, 1, 4):
+        e.on_dequeue(udp_frame(src=src, size=100, tos=Ecn.CE), 0, 1, 0)  # above K, already CE: decided all the same
+    assert e.flow_marks() == {"10.0.0.1>10.0.0.2": {"ce": 2, "ue": 0}, "10.0.0.4>10.0.0.2": {"ce": 1, "ue": 0}}
+    assert e.c.marked == 0 and e.c.already_ce == 3
+
+
+def test_flows_beyond_the_cap_are_counted_apart(monkeypatch):
+    import netstack.tcd.marker as marker
+
+    monkeypatch.setattr(marker, "FLOW_CAP", 2)
+    e = EcnMarker(EcnParams(k_bytes=0))
+    for src in (1, 2, 3, 3, 1):
+        e.on_dequeue(udp_frame(src=src, size=100, tos=Ecn.ECT_0), 0, 1, 0)
+    assert e.flow_marks() == {"10.0.0.1>10.0.0.2": {"ce": 2, "ue": 0}, "10.0.0.2>10.0.0.2": {"ce": 1, "ue": 0}}
+    assert e.flows.dropped == 2 and e.status()["flows_dropped"] == 2
+
+
 # ------------------------------------------------------------------------------- ECN baseline
 def test_ecn_threshold_marks_at_dequeue():
     sw = make_switch(2, p1={"rate_bps": GBPS})

@@ -62,6 +62,9 @@ def test_single_congestion_point_ecn_mismarks_f0_and_tcd_does_not():
         assert ports[name]["time_in_state_ns"]["undetermined"] > 0, name
     assert ports["P3"]["time_in_state_ns"]["undetermined"] == 0  # never paused
     assert ports["P3"]["time_in_state_ns"]["congestion"] > 0
+    # the traffic has stopped: no port is left undetermined for want of a dequeue (issue 30, the
+    # detector's idle timer; P0 was undetermined until the end of the run before)
+    assert {name: p["state"] for name, p in ports.items()} == dict.fromkeys(PORTS, "non_congestion")
     for f in tcd["flows"].values():
         assert f["packets"] == f["sent"]  # lossless: every packet arrives
 
