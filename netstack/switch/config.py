@@ -339,6 +339,14 @@ class SwitchConfig:
     ``static_fdb`` entries and every port's ``static_macs`` are merged; a MAC may be
     static on one port only. ``fdb_max_entries`` bounds the learned table so that a
     flood of random source MACs cannot exhaust memory (learning stops when full; counted).
+
+    ECMP (:mod:`netstack.switch.ecmp`): ``ecmp_groups`` maps a MAC to its equal-cost next
+    hops (port names, in a stable order); such a MAC is static (learning never moves it, and
+    ``Fdb.static`` holds its first port) and each frame to it leaves by the port the hash of
+    its flow picks with the multiplier of ``ecmp_seed``. ``ecmp_names`` names the groups'
+    MACs in the counters (the topology's node names). ``flood_ports``: the ports broadcasts and
+    unknown unicast are flooded on (a spanning tree's, where the switches form a cycle); the
+    others carry unicast only and learn nothing. None (the default): every port.
     """
 
     name: str
@@ -348,6 +356,10 @@ class SwitchConfig:
     #: EtherTypes only a switch may originate (the protocols' own: ``netstack.protocols``);
     #: an edge port drops them
     switch_only_ethertypes: tuple[int, ...] = ()
+    ecmp_groups: Mapping[Any, tuple[str, ...]] = field(default_factory=dict)
+    ecmp_seed: int = 0
+    ecmp_names: Mapping[Any, str] = field(default_factory=dict)
+    flood_ports: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -380,10 +392,43 @@ class SwitchConfig:
                 raise ConfigError("switch.static_fdb", f"{m.hex(':')} -> unknown port {port!r}")
             normalized[m] = port
         object.__setattr__(self, "static_fdb", normalized)
+        self._check_ecmp(names)
         self.all_static()  # raises on a MAC static on two ports
 
+    def _check_ecmp(self, names: list[str]) -> None:
+        """``ecmp_groups``, ``ecmp_seed``, ``ecmp_names`` and ``flood_ports``, normalised (MACs as
+        bytes, port lists as tuples)."""
+        if not isinstance(self.ecmp_groups, Mapping):
+            raise ConfigError("switch.ecmp_groups", "must be a mapping MAC -> port names")
+        groups: dict[bytes, tuple[str, ...]] = {}
+        for key, ports in self.ecmp_groups.items():
+            m = parse_mac(key, "switch.ecmp_groups")
+            where = f"switch.ecmp_groups.{m.hex(':')}"
+            if m[0] & 1:
+                raise ConfigError(where, "a group address is not a station")
+            if isinstance(ports, str) or not isinstance(ports, Iterable):
+                raise ConfigError(where, "must be a list of port names")
+            ports = tuple(ports)
+            if not ports or len(set(ports)) != len(ports) or any(p not in names for p in ports):
+                raise ConfigError(where, f"must be distinct ports of this switch, got {list(ports)!r}")
+            groups[m] = ports
+        object.__setattr__(self, "ecmp_groups", groups)
+        seed = self.ecmp_seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 64:
+            raise ConfigError("switch.ecmp_seed", f"must be an integer in 0..2**64-1, got {seed!r}")
+        if not isinstance(self.ecmp_names, Mapping) or not all(isinstance(v, str) for v in self.ecmp_names.values()):
+            raise ConfigError("switch.ecmp_names", "must be a mapping MAC -> name")
+        object.__setattr__(self, "ecmp_names", {parse_mac(k, "switch.ecmp_names"): v
+                                                for k, v in self.ecmp_names.items()})
+        flood = self.flood_ports
+        if flood is not None:
+            if isinstance(flood, str) or not isinstance(flood, Iterable) or any(p not in names for p in flood):
+                raise ConfigError("switch.flood_ports", f"must be a list of this switch's ports, got {flood!r}")
+            object.__setattr__(self, "flood_ports", tuple(dict.fromkeys(flood)))
+
     def all_static(self) -> dict[bytes, str]:
-        """``static_fdb`` merged with every port's ``static_macs`` (MAC -> port name)."""
+        """``static_fdb`` merged with every port's ``static_macs`` and the first port of every
+        ECMP group (MAC -> port name)."""
         merged: dict[bytes, str] = {}
         for p in self.ports:
             for m in p.static_macs:
@@ -394,6 +439,10 @@ class SwitchConfig:
             if m in merged and merged[m] != port:
                 raise ConfigError("switch.static_fdb", f"{m.hex(':')} is static on {merged[m]} and {port}")
             merged[m] = port
+        for m, group in self.ecmp_groups.items():
+            if m in merged:
+                raise ConfigError(f"switch.ecmp_groups.{m.hex(':')}", f"is also static on {merged[m]}")
+            merged[m] = group[0]  # (what readers of Fdb.static see: the group's first next hop)
         return merged
 
     def port(self, name: str) -> PortConfig:

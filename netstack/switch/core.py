@@ -12,9 +12,15 @@ Ingress pipeline of :meth:`Switch.receive`:
 3. MAC control (EtherType 0x8808) or a 01:80:C2:00:00:0x destination: consumed by the
    port, never forwarded; PFC (opcode 0x0101) and 802.3x PAUSE (0x0001) are honoured;
 4. features' ``on_ingress`` in attach order (None = consumed);
-5. learn the source MAC, look up the destination, classify (at ingress, per the ingress
-   port's ``class_map``), and enqueue on every egress port (tail drop, ECN marking,
-   PFC ingress accounting).
+5. learn the source MAC, look up the destination (a static entry, an ECMP group: the port
+   the hash of the frame's flow picks, :mod:`netstack.switch.ecmp`; a learned entry; else
+   flood on the flood ports), classify (at ingress, per the ingress port's ``class_map``),
+   and enqueue on every egress port (tail drop, ECN marking, PFC ingress accounting).
+
+Flooding follows ``SwitchConfig.flood_ports`` when the config gives them (a spanning tree of
+the switch graph, where the switches form a cycle: ``netstack.runtime.switch_config``); a port
+outside them carries unicast only and learns nothing, as a port blocked by a spanning tree
+would, but it still forwards by the static and ECMP entries.
 
 The plain-port fast path: on a port without feature hooks or FCS, a run of frames that share
 their first 16 bytes (one flow's frames, as they come off a ring) shares every decision above,
@@ -44,6 +50,7 @@ from headers.tcd import ecn_mark_ipv4_frame_inplace
 from ..errors import ConfigError
 from ..ethernet import NUM_CLASSES
 from .config import ImpairmentConfig, PortConfig, SwitchConfig
+from .ecmp import EcmpGroup, multiplier
 from .feature import MarkingPolicy, SwitchFeature, has_timer, implements
 from .forwarding import Fdb, classify, is_link_local
 from .pfc import pause_ns
@@ -68,6 +75,7 @@ _VLAN_TAGS = frozenset((b"\x81\x00", b"\x88\xa8"))
 #: The bytes every step of the ingress pipeline decides on for an untagged frame: addresses,
 #: EtherType, and an IPv4 header's version and ToS (the class). Frames of one flow share them.
 _HEAD = itemgetter(slice(0, 16))
+_FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 #: Shortest run of same-header frames worth queueing at once (shorter ones go frame by frame)
 _RUN_MIN = 4
@@ -104,6 +112,13 @@ class Switch:
             self._by_name[pc.name] = p
         self.fdb = Fdb(max_learned=config.fdb_max_entries)
         self._load_static()
+        #: destination MAC -> its ECMP group (None: the switch has none, the common case)
+        self.ecmp: dict[bytes, EcmpGroup] | None = self._ecmp_groups(config)
+        flood = config.flood_ports
+        #: the ports broadcasts and unknown unicast go out on (a spanning tree's: SwitchConfig)
+        self._flood: list[Port] = self.ports if flood is None else [self._by_name[n] for n in flood]
+        #: ports outside the flood ports: they learn nothing (every frame a bridge floods stays on the tree)
+        self._blocked = frozenset(p.index for p in self.ports if p not in self._flood)
         #: MAC control frames generated while a port's link was being simulated, placed after
         #: the simulation step that produced them (never re-entering a running port)
         self._pending: deque[tuple[Port, bytes, int]] = deque()
@@ -331,6 +346,12 @@ class Switch:
             "unknown_port": self.unknown_port,
         }
 
+    def ecmp_counters(self) -> dict[str, dict[str, int]]:
+        """``{destination: {next-hop port: frames}}`` for every ECMP group (the destination's name
+        from ``SwitchConfig.ecmp_names``, else its MAC); empty without ECMP."""
+        names = self.config.ecmp_names
+        return {names.get(mac) or mac.hex(":"): g.counters() for mac, g in (self.ecmp or {}).items()}
+
     def add_kernel_drops(self, port: str, drops: int) -> None:
         """Add drops the kernel reported for ``port``'s socket (PACKET_STATISTICS tp_drops)."""
         self._port(port).c.kernel_drops += int(drops)
@@ -345,10 +366,14 @@ class Switch:
             self.unknown_port = 0
             self.fdb.full_events = 0
             self.fdb.moves = 0
+            for g in (self.ecmp or {}).values():
+                g.clear()
 
     def fdb_entries(self) -> list[dict[str, Any]]:
         """The forwarding table, for the control socket."""
-        rows = [{"mac": m.hex(":"), "port": self.ports[i].name, "static": True} for m, i in self.fdb.static.items()]
+        ecmp = self.ecmp or {}
+        rows = [{"mac": m.hex(":"), "port": self.ports[i].name, "static": True}
+                | ({"ecmp": list(ecmp[m].names)} if m in ecmp else {}) for m, i in self.fdb.static.items()]
         rows += [{"mac": m.hex(":"), "port": self.ports[i].name, "static": False}
                  for m, i in self.fdb.learned.items()]
         return rows
@@ -524,6 +549,14 @@ class Switch:
     def _refresh_idle_ports(self) -> None:
         self._idle_ports = [p for p in self.ports if p.idle_hooks]
 
+    def _ecmp_groups(self, config: SwitchConfig) -> dict[bytes, EcmpGroup] | None:
+        """The config's ECMP groups with the multiplier of its seed (None: it has none)."""
+        if not config.ecmp_groups:
+            return None
+        a = multiplier(config.ecmp_seed)
+        return {mac: EcmpGroup(tuple(self._by_name[n].index for n in names), names, a)
+                for mac, names in config.ecmp_groups.items()}
+
     def _load_static(self) -> None:
         index = {p.name: p.index for p in self.ports}
         self.fdb.static = {mac: index[name] for mac, name in self.config.all_static().items()}
@@ -592,9 +625,10 @@ class Switch:
         the same learning, class and destination. The first frame of a run takes the general
         path, which also learns its source; when that leaves the run's decisions settled (the
         source known on this port, a unicast destination known behind a port without
-        features), the rest of the run is queued in one step (:meth:`_enqueue_run`). Every
-        other frame (MAC control, tagged, flooded, short runs...) goes through :meth:`_receive`
-        in arrival order, so the outcome is the general path's, frame for frame.
+        features), the rest of the run is queued in one step (:meth:`_enqueue_run`; to an ECMP
+        group, a step per stretch of frames the hash sends to one port: :meth:`_enqueue_group_run`).
+        Every other frame (MAC control, tagged, flooded, short runs...) goes through
+        :meth:`_receive` in arrival order, so the outcome is the general path's, frame for frame.
         """
         if set(map(type, frames)) != _BYTES_ONLY:
             frames = [f if type(f) is bytes else bytes(f) for f in frames]  # as _receive takes them
@@ -602,6 +636,7 @@ class Switch:
         fdb = self.fdb
         learned = fdb.learned
         static = fdb.static
+        ecmp = self.ecmp
         ports = self.ports
         idx = p.index
         cfg = p.cfg
@@ -626,15 +661,20 @@ class Switch:
             out = static.get(key[:6])
             if out is None:
                 out = learned.get(key[:6])
-            e = ports[out] if out is not None and out != idx else None
+            hops = ecmp.get(key[:6]) if ecmp is not None else None
+            e = ports[out] if out is not None and out != idx and hops is None else None
             src = key[6:12]
-            if e is None or not e.plain_egress() or not (src[0] & 1 or src in static or learned.get(src) == idx):
+            plain = e.plain_egress() if e is not None else hops is not None and self._plain_group(hops, idx)
+            if not plain or not (src[0] & 1 or src in static or learned.get(src) == idx):
                 self._receive(p, run[1:], t, done)  # (settles nothing here: frame by frame)
                 done += len(run) - 1
                 continue
             done += len(run) - 1
             self.batch_done = done
-            self._enqueue_run(e, run, 1, self._class_of(cfg, key), p, t)
+            if e is not None:
+                self._enqueue_run(e, run, 1, self._class_of(cfg, key), p, t)
+            elif hops is not None:
+                self._enqueue_group_run(hops, run[1:], self._class_of(cfg, key), p, t)
         if pending:
             self._receive(p, pending, t, done)
             done += len(pending)
@@ -646,6 +686,37 @@ class Switch:
         if head[12:14] == _IPV4 and head[14] >> 4 == 4:
             return cfg.class_map[head[15] >> 5]
         return classify(head, cfg.class_map, cfg.default_class)
+
+    def _plain_group(self, group: EcmpGroup, ingress: int) -> bool:
+        """Every next hop of ``group`` is a plain egress port (:meth:`Port.plain_egress`) and none
+        is the ingress port: a run to it can be queued in whole-list steps."""
+        ports = self.ports
+        return ingress not in group.ports and all(ports[i].plain_egress() for i in group.ports)
+
+    def _enqueue_group_run(self, group: EcmpGroup, frames: list[bytes], cls: int, ingress: Port, t: int) -> None:
+        """:meth:`_enqueue` of each of ``frames`` to the port the hash picks in ``group`` (whose
+        ports are plain), with the same outcome, in whole-list steps (:meth:`_enqueue_run`).
+
+        Enqueues on two plain ports touch nothing of each other but the PFC generators (a
+        frame queued counts toward its ingress port's XOFF threshold; a dequeue while a link
+        runs up to ``t`` may release another port's pause), so without a lossless port in the
+        switch the frames are queued a port at a time, and with one, a stretch of consecutive
+        frames to one port at a time, in arrival order."""
+        ports = self.ports
+        picks = list(map(group.pick, frames))
+        first = picks[0]
+        if picks.count(first) == len(picks):
+            self._enqueue_run(ports[first], frames, 0, cls, ingress, t)
+            return
+        if any(p.gen.mask for p in ports):
+            runs = [(out, [f for _, f in stretch]) for out, stretch in groupby(zip(picks, frames, strict=True), _FIRST)]
+        else:
+            by_port: dict[int, list[bytes]] = {}
+            for out, frame in zip(picks, frames, strict=True):
+                by_port.setdefault(out, []).append(frame)
+            runs = list(by_port.items())
+        for out, run in runs:
+            self._enqueue_run(ports[out], run, 0, cls, ingress, t)
 
     def _enqueue_run(self, e: Port, frames: list[bytes], start: int, cls: int, ingress: Port, t: int) -> None:
         """:meth:`_enqueue` of each of ``frames[start:]`` in turn, with the same outcome, on an
@@ -711,7 +782,8 @@ class Switch:
         """Ingress step 5: learn, look up, classify, enqueue (or flood). False if filtered."""
         fdb = self.fdb
         src = frame[6:12]
-        if not src[0] & 1 and fdb.learned.get(src) != p.index and src not in fdb.static:
+        if not src[0] & 1 and fdb.learned.get(src) != p.index and src not in fdb.static \
+                and p.index not in self._blocked:
             fdb.learn(src, p.index)  # (the two lookups skip the call for known stations)
         cfg = p.cfg
         if frame[12:14] == _IPV4 and len(frame) > 15 and frame[14] >> 4 == 4:
@@ -719,14 +791,18 @@ class Switch:
         else:
             cls = classify(frame, cfg.class_map, cfg.default_class)
         if frame[0] & 1:
-            targets = self.ports  # broadcast / multicast: flood
+            targets = self._flood  # broadcast / multicast: flood
         else:
             dst = frame[:6]
             out = fdb.static.get(dst)
             if out is None:
                 out = fdb.learned.get(dst)
+            elif self.ecmp is not None:
+                group = self.ecmp.get(dst)
+                if group is not None:
+                    out = group.pick(frame)  # the next hop of the frame's flow
             if out is None:
-                targets = self.ports  # unknown unicast: flood
+                targets = self._flood  # unknown unicast: flood
             elif out == p.index:
                 p.c.filtered += 1  # the destination is behind the port it came from
                 return False
