@@ -79,3 +79,19 @@ def host_pair(a: str = "a", b: str = "b", *, net: str = "10.9.0", extra_a: str =
     """Two hosts ``a`` (``net``.1/24) and ``b`` (``net``.2/24) on one link (``a-b`` when ``named``)."""
     return (host(a, f"{net}.1/24", extra_a) + host(b, f"{net}.2/24")
             + link(a, b, named=named, extra=link_extra))
+
+
+def leaf_spine(name: str = "leafspine", *, leaves: int = 2, spines: int = 2, hosts_per_leaf: int = 2,
+               top: str = "ecmp = true\n", switch_extra: dict[str, str] | None = None) -> str:
+    """A leaf-spine fabric: every leaf linked to every spine, ``hosts_per_leaf`` hosts on each
+    leaf (h1, h2 on leaf1, h3, h4 on leaf2...; 10.0.0.<n>/24), ``top`` in its ``[topology]``
+    (ECMP on by default) and ``switch_extra`` keys on a switch's ``[[nodes]]`` entry. Nodes in
+    the order hosts, leaves, spines; links host-leaf, then leaf-spine leaf by leaf."""
+    extra = switch_extra or {}
+    n_hosts = leaves * hosts_per_leaf
+    text = f'[topology]\nname = "{name}"\n{top}\n'
+    text += "".join(host(f"h{i}", f"10.0.0.{i}/24") for i in range(1, n_hosts + 1))
+    sws = [f"leaf{i}" for i in range(1, leaves + 1)] + [f"spine{i}" for i in range(1, spines + 1)]
+    text += "".join(switch(s, extra.get(s, "")) for s in sws)
+    text += "".join(link(f"h{i}", f"leaf{(i - 1) // hosts_per_leaf + 1}") for i in range(1, n_hosts + 1))
+    return text + "".join(link(f"leaf{a}", f"spine{b}") for a in range(1, leaves + 1) for b in range(1, spines + 1))

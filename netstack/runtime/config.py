@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from .. import protocols
-from ..topo import netns
+from ..topo import netns, routes
 from ..topo.model import NodeKind, Topology
 
 
 def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> dict[str, Any]:
-    """The daemon config of switch ``node``: one port per veth end, static entries for every
-    host-like node's MAC toward the port that leads to it (shortest path over the links)."""
+    """The daemon config of switch ``node``: one port per veth end, and its forwarding
+    (:func:`forwarding`: static entries, ECMP groups, flood ports)."""
     ports = []
     for port in built.ports_of(node):
         link = topology.link(port.link)
@@ -39,16 +39,10 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
             # chose for a shaped link on a kernel without netem (netns.end_backend)
             entry["impairment"] = imp.model()
         ports.append(entry)
-    first_hop = topology.first_hops(node)  # the port a node is first reached through is its static port
-    static = {}
-    for other, via in first_hop.items():
-        n = topology.node(other)
-        if n.kind is not NodeKind.SWITCH:
-            static[built.mac(other, topology.links_of(other)[0].name)] = via
     from ..switch.plugins import port_features
 
     features = {ifname: feats for (n, ifname), feats in port_features(topology).items() if n == node}
-    out: dict[str, Any] = {"switch": {"name": node, "ports": ports, "static_fdb": static,
+    out: dict[str, Any] = {"switch": {"name": node, "ports": ports, **forwarding(topology, built, node),
                                       "switch_only_ethertypes": list(protocols.switch_only_ethertypes())}}
     keys = topology.keys_path()
     if keys is not None:
@@ -56,6 +50,35 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
         out["auth"] = {"keys": str(keys), "links": {p.ifname: p.link for p in built.ports_of(node)}}
     if features:
         out["features"] = features  # attached by the daemon at start (netstack.switch.plugins)
+    return out
+
+
+def forwarding(topology: Topology, built: netns.BuiltTopology, node: str) -> dict[str, Any]:
+    """Switch ``node``'s forwarding config: ``static_fdb``, a static entry for every host-like
+    node's MAC toward the port that leads to it (``Topology.first_hops``: the first of a breadth
+    first search, links in file order); with ECMP on (docs/topology.md "ECMP"), ``ecmp_groups``
+    instead for the hosts it reaches over several equal-cost next hops, with the switch's
+    ``ecmp_seed`` and the hosts' names; and ``flood_ports`` where the switches form a cycle
+    (netstack.topo.routes). Without ECMP and loops: exactly the static entries of before."""
+    hops = routes.equal_cost_hops(topology, node) if routes.ecmp_on(topology, node) else {}
+    static: dict[str, str] = {}
+    groups: dict[str, list[str]] = {}
+    names: dict[str, str] = {}
+    for other, via in topology.first_hops(node).items():
+        if topology.node(other).kind is NodeKind.SWITCH:
+            continue
+        mac = built.mac(other, topology.links_of(other)[0].name)
+        if len(hops.get(other, ())) > 1:
+            groups[mac] = list(hops[other])  # (the first is ``via``)
+            names[mac] = other
+        else:
+            static[mac] = via
+    out: dict[str, Any] = {"static_fdb": static}
+    if groups:
+        out.update(ecmp_groups=groups, ecmp_seed=routes.ecmp_seed(topology, node), ecmp_names=names)
+    flood = routes.flood_ports(topology, node)
+    if flood is not None:
+        out["flood_ports"] = list(flood)
     return out
 
 

@@ -4,9 +4,9 @@
 builds what the live runtime would start, without a namespace or a socket:
 
 - every switch node is a :class:`netstack.switch.Switch` with exactly the config its daemon
-  would get (``runtime.switch_config``: ports, rates, delays, buffers, static forwarding, the
-  switch-backend impairment) and the features the file names (``netstack.switch.plugins``:
-  LinkGuardian, ...), attached through the same entry points;
+  would get (``runtime.switch_config``: ports, rates, delays, buffers, static forwarding, ECMP
+  groups and seed, flood ports, the switch-backend impairment) and the features the file
+  names (``netstack.switch.plugins``: LinkGuardian, ...), attached through the same entry points;
 - every host or collector is a :class:`~netstack.sim.hosts.Host`: a NIC and the host models
   (apps) a scenario puts on it;
 - every link is two :class:`Channel` objects, one per direction.
@@ -398,7 +398,9 @@ class Network:
     def counters(self) -> dict[str, Any]:
         """Everything counted, JSON-able: switches (as ``netstack status``), channels, hosts."""
         return {
-            "switches": {n: {"ports": sn.switch.counters(), "switch": sn.switch.switch_counters(), "wakes": sn.wakes}
+            "switches": {n: {"ports": sn.switch.counters(), "switch": sn.switch.switch_counters(), "wakes": sn.wakes,
+                             # a switch with ECMP groups: frames per next hop, as the daemon's status has them
+                             **({"ecmp": sn.switch.ecmp_counters()} if sn.switch.ecmp else {})}
                          for n, sn in self.switches.items()},
             "channels": [ch.counters() for ch in self.channels],
             "hosts": {n: h.counters() for n, h in self.hosts.items()},

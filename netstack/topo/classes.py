@@ -97,6 +97,10 @@ class Node:
     #: drift / 1e6 (docs/topology.md "Per-host clocks"); zero: the true time
     clock_offset_ns: int = 0
     clock_drift_ppm: float = 0.0
+    #: a switch's own ``ecmp`` (None: the topology's) and ``ecmp_seed`` (None: derived from the
+    #: topology's and the switch's name; docs/topology.md "ECMP", netstack.topo.routes)
+    ecmp: bool | None = None
+    ecmp_seed: int | None = None
 
     @property
     def has_ip(self) -> bool:
@@ -254,6 +258,11 @@ class Topology:
     #: the protocols' own top-level tables (``[onepipe]``, ``[tcsack]``: ``netstack.protocols``
     #: ``sections``), as written; their modules check them (:mod:`netstack.topo.sections`)
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``[topology] ecmp``: every switch forwards to a host over all its equal-cost next hops
+    #: (a switch's own ``ecmp`` overrides it); ``ecmp_seed``: the seed the switches' seeds are
+    #: derived from (None: from their names alone). docs/topology.md "ECMP", netstack.topo.routes
+    ecmp: bool = False
+    ecmp_seed: int | None = None
 
     def keys_path(self) -> Path | None:
         """:attr:`keys` resolved: a relative path is taken from the topology file's directory."""
@@ -289,7 +298,8 @@ class Topology:
     def first_hops(self, switch: str) -> dict[str, str]:
         """``{node: interface}``: the port ``switch`` reaches every other node by, breadth first
         through switches only, links in file order (a switch's static forwarding entries, and
-        the routes protocols reason about)."""
+        the routes protocols reason about). With ECMP a host's entry holds every equal-cost
+        first hop, this one first (:func:`netstack.topo.routes.equal_cost_hops`)."""
         first: dict[str, str] = {}
         for link, end in self.ends_of(switch):
             first.setdefault(link.peer(switch).node, end.ifname)

@@ -20,7 +20,7 @@ from .defaults import parse_defaults
 from .fields import Errors, as_table, unknown_keys
 from .links import LinkTable, parse_links
 from .nodes import NodeTable, parse_nodes
-from .topology import parse_topology_section
+from .topology import parse_topology_ecmp, parse_topology_section
 
 _TOP_KEYS = set(protocols.GENERIC_SECTIONS)
 
@@ -35,6 +35,7 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     # Every section reports into the same list, in this order, so that one TopologyError
     # names every problem of the file and always in the same order.
     name, prefix, paper_rate, keys, metrics_port = parse_topology_section(errors, data)
+    ecmp, ecmp_seed = parse_topology_ecmp(errors, data)
     defaults = parse_defaults(errors, data)
     nodes = parse_nodes(errors, data)
     links = parse_links(errors, data, nodes, defaults)
@@ -46,7 +47,7 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
         raise TopologyError(errors.items, source)
     ordered_nodes = tuple(nodes.nodes[n] for n in nodes.paths if n in nodes.nodes)
     return Topology(name, prefix, ordered_nodes, tuple(links.links), source, paper_rate, keys, metrics_port,
-                    sections)
+                    sections, ecmp=ecmp, ecmp_seed=ecmp_seed)
 
 
 def _protocol_tables(errors: Errors, data: Mapping[str, Any], owned: Mapping[str, str]) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""``[[nodes]]``: names, kinds, addresses (one topology is one L2 subnet), MACs and host clocks,
-each node checked against the ones before it."""
+"""``[[nodes]]``: names, kinds, addresses (one topology is one L2 subnet), MACs, host clocks and a
+switch's ECMP keys, each node checked against the ones before it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 from ..classes import IFNAME_MAX, NODE_NAME_MAX, Node, NodeKind
 from ..values import parse_clock_offset, parse_drift_ppm, show
 from .fields import MAC_RE, NODE_NAME_RE, Errors, as_table, parsed, unknown_keys
+from .topology import parse_ecmp_keys
 
-_NODE_KEYS = {"name", "kind", "ip", "mac", "clock_offset", "clock_drift_ppm"}
+_NODE_KEYS = {"name", "kind", "ip", "mac", "clock_offset", "clock_drift_ppm", "ecmp", "ecmp_seed"}
 
 
 @dataclass
@@ -70,7 +71,11 @@ def _parse_node(errors: Errors, path: str, raw: Any, table: NodeTable) -> None:
     ip: ipaddress.IPv4Interface | None = None
     mac: str | None = None
     offset, drift = 0, 0.0
+    ecmp, ecmp_seed = None, None
     if kind is NodeKind.SWITCH:
+        bad = len(errors.items)
+        ecmp, ecmp_seed = parse_ecmp_keys(errors, path, t)
+        ok = ok and len(errors.items) == bad
         for key in ("ip", "mac"):
             if key in t:
                 errors.add(f"{path}.{key}", "switches have no address (their ports are plain L2 ports)")
@@ -84,8 +89,13 @@ def _parse_node(errors: Errors, path: str, raw: Any, table: NodeTable) -> None:
         mac, mac_ok = _parse_node_mac(errors, path, t)
         offset, drift, clock_ok = _parse_node_clock(errors, path, t)
         ok = ok and ip_ok and mac_ok and clock_ok
+        for key in ("ecmp", "ecmp_seed"):
+            if key in t:
+                errors.add(f"{path}.{key}", "only switches forward: ECMP is a switch's (on its [[nodes]] entry or "
+                                            "for all in [topology])")
+                ok = False
     if ok:
-        table.nodes[n_name] = Node(n_name, kind, ip, mac, offset, drift)
+        table.nodes[n_name] = Node(n_name, kind, ip, mac, offset, drift, ecmp, ecmp_seed)
 
 
 def _check_node_name(errors: Errors, path: str, n_name: str) -> bool:

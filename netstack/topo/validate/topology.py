@@ -1,5 +1,5 @@
-"""``[topology]``: the name, the namespace prefix, the paper's link rate, the key file and the
-metrics port; and :func:`validate_prefix`, which a prefix from the command line passes too."""
+"""``[topology]``: the name, the namespace prefix, the paper's link rate, the key file, the
+metrics port and ECMP; and :func:`validate_prefix`, which a prefix from the command line passes too."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import Any
 
 from ..classes import DEFAULT_PREFIX, PREFIX_MAX, TopologyError
 from ..values import parse_rate, show
-from .fields import PREFIX_RE, Errors, as_table, parsed, unknown_keys
+from .fields import PREFIX_RE, Errors, as_table, int_field, parsed, unknown_keys
 
-_TOPOLOGY_KEYS = {"name", "prefix", "paper_rate", "keys", "metrics_port"}
+_TOPOLOGY_KEYS = {"name", "prefix", "paper_rate", "keys", "metrics_port", "ecmp", "ecmp_seed"}
 #: ``[topology] metrics_port``: the first daemon's port; the others count up from it
 METRICS_PORTS = (1024, 65000)
+#: ``ecmp_seed`` (``[topology]`` and a switch's ``[[nodes]]`` entry): as an impairment's seed
+ECMP_SEEDS = (0, 2**63 - 1)
 
 
 def validate_prefix(prefix: Any) -> str:
@@ -62,3 +64,28 @@ def parse_topology_section(errors: Errors, data: Mapping[str, Any]
             else:
                 errors.add("topology.metrics_port", f"{show(value)} is not a TCP port in {lo}..{hi}")
     return name, prefix, paper_rate, keys, metrics_port
+
+
+def parse_ecmp_keys(errors: Errors, path: str, table: Mapping[str, Any]) -> tuple[bool | None, int | None]:
+    """``ecmp`` (true/false) and ``ecmp_seed`` (an integer) of ``table`` at ``path``: each None
+    where absent or invalid ([topology] and a switch's [[nodes]] entry say them alike)."""
+    ecmp: bool | None = None
+    seed: int | None = None
+    if "ecmp" in table:
+        if isinstance(table["ecmp"], bool):
+            ecmp = table["ecmp"]
+        else:
+            errors.add(f"{path}.ecmp", f"{show(table['ecmp'])} is not true or false")
+    if "ecmp_seed" in table:
+        seed = int_field(errors, f"{path}.ecmp_seed", table["ecmp_seed"], *ECMP_SEEDS)
+    return ecmp, seed
+
+
+def parse_topology_ecmp(errors: Errors, data: Mapping[str, Any]) -> tuple[bool, int | None]:
+    """``[topology] ecmp`` (default false) and ``ecmp_seed`` (default None: each switch's seed
+    comes from its name; docs/topology.md "ECMP")."""
+    top = data.get("topology", {})
+    if not isinstance(top, dict):
+        return False, None  # (parse_topology_section said so)
+    ecmp, seed = parse_ecmp_keys(errors, "topology", top)
+    return bool(ecmp), seed
