@@ -277,11 +277,15 @@ def _onepipe(d: Draw) -> onepipe.OnePipeHeader:
 
 
 def _tcd_data(d: Draw) -> tcd.TcdData:
-    return tcd.TcdData(u16(d), u32(d), u64(d), u1(d))
+    return tcd.TcdData(u16(d), u32(d), u64(d), d.integer(0, tcd.DATA_FLAGS))
 
 
 def _tcd_cnp(d: Draw) -> tcd.TcdCnp:
     return tcd.TcdCnp(u16(d), d.choice(list(tcd.CnpKind)), u16(d))
+
+
+def _tcd_ack(d: Draw) -> tcd.TcdAck:
+    return tcd.TcdAck(u16(d), u32(d), u64(d), u16(d), u16(d))
 
 
 def _tcs_data(d: Draw) -> tcsack.TcsData:
@@ -335,7 +339,7 @@ _RECORD_FNS: dict[type, Callable[[Draw], Any]] = {
     roce.BTH: _bth, roce.RETH: _reth, roce.AtomicETH: _atomic_eth, roce.AETH: _aeth,
     roce.AtomicAckETH: _atomic_ack_eth,
     onepipe.OnePipeHeader: _onepipe,
-    tcd.TcdData: _tcd_data, tcd.TcdCnp: _tcd_cnp,
+    tcd.TcdData: _tcd_data, tcd.TcdCnp: _tcd_cnp, tcd.TcdAck: _tcd_ack,
     tcsack.TcsData: _tcs_data, tcsack.TcsAck: _tcs_ack,
     auth.AuthTrailer: _auth_trailer,
 }

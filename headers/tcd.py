@@ -23,8 +23,9 @@ Not-ECT packet: the end points would not understand it). The plain-ECN baseline
 The marks themselves need no header record: they are the IP ECN field, decoded by
 :mod:`headers.inet`. This module holds the marking rules and an in-place rewrite of an IPv4
 frame with an incremental checksum update (RFC 1624), which is what a switch port does per
-packet; and the two messages of TCD's end hosts (DCQCN + TCD, netstack/tcd/dcqcn.py and
-netstack/tcd/np.py), :class:`TcdData` and :class:`TcdCnp`, the records in ``HEADERS``.
+packet; and the messages of TCD's end hosts (DCQCN + TCD and TIMELY + TCD, netstack/tcd/dcqcn.py,
+netstack/tcd/timely.py and netstack/tcd/np.py), :class:`TcdData`, :class:`TcdCnp` and
+:class:`TcdAck`, the records in ``HEADERS``.
 
 Data packet: UDP to port 40300 (``UdpPort.TCD``), sent with IP ECN = ECT(0) (TOS 0x02 with
 DSCP 0) so that switches can mark it; a 16-byte header, then zero padding up to the sender's
@@ -33,7 +34,7 @@ packet size (the receiver ignores the padding's content)::
      0                   1                   2                   3
      0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
     +---------------+---------------+-------------------------------+
-    |  version = 1  |  flags (FIN)  |             flow              |  0
+    |  version = 1  |flags (FIN,ACK)|             flow              |  0
     +---------------+---------------+-------------------------------+
     |                     seq (per flow, from 0)                    |  4
     +---------------------------------------------------------------+
@@ -42,9 +43,10 @@ packet size (the receiver ignores the padding's content)::
     +---------------------------------------------------------------+
     :                        padding ...                            : 16
 
-``flags`` bit 0 is FIN (the last packet of the flow); the other bits are reserved, sent as 0
-and refused on decode. ``send_ts_ns`` is the sender's CLOCK_MONOTONIC (live hosts share one
-kernel clock) or the simulator's clock.
+``flags`` bit 0 is FIN (the last packet of the flow), bit 1 ACK (answer with a :class:`TcdAck`:
+the last packet of a TIMELY segment); the other bits are reserved, sent as 0 and refused on
+decode. ``send_ts_ns`` is the sender's CLOCK_MONOTONIC (live hosts share one kernel clock) or
+the simulator's clock.
 
 CNP: the RoCEv2 Congestion Notification Packet (IBTA RoCEv2 annex A17) as the UDP payload,
 32 bytes: a BTH with opcode 0x81 (CNP), P_Key 0xFFFF, BECN = 1, DestQP = the data flow's
@@ -62,6 +64,29 @@ ICRC covers, so a sender cannot compute it: the ICRC is sent as zero and the rea
 does not check it. The CNP goes (our choice) to the data flow's source IP and source UDP port,
 from port 40300, not to 4791: several paced senders on one host each get their own CNPs on
 their own socket.
+
+ACK (TIMELY's completion event, our format): a TIMELY sender (netstack/tcd/timely.py, "TIMELY:
+RTT-based Congestion Control for the Datacenter", SIGCOMM 2015) sets flag bit 1, ACK, on the last
+data packet of each segment; the receiver answers it at once with a 20-byte ACK, from port 40300
+to the flow's source address and port, like a CNP. It echoes the packet's ``seq`` and
+``send_ts_ns`` (the sender's RTT sample is its arrival time minus the echo) and counts the CE and
+UE marks of the flow's packets since the previous ACK (the segment)::
+
+     0                   1                   2                   3
+     0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+    +---------------+---------------+-------------------------------+
+    |  type = 0xAC  |  flags = 0    |             flow              |  0
+    +---------------+---------------+-------------------------------+
+    |                  seq (the acknowledged packet's)              |  4
+    +---------------------------------------------------------------+
+    |                  echo_ts_ns (its send_ts_ns)                  |  8
+    |                                                               |
+    +-------------------------------+-------------------------------+
+    |     ce (u16, saturating)      |     ue (u16, saturating)      | 16
+    +-------------------------------+-------------------------------+
+
+``type`` 0xAC tells it from a data packet (version 1) and a CNP (BTH opcode 0x81); the flags are
+reserved, sent as 0 and refused on decode; ``ue`` is 0 from a receiver that does not run TCD.
 """
 
 from __future__ import annotations
@@ -77,6 +102,7 @@ from .roce import BTH, Opcode
 _U16 = struct.Struct("!H")
 _DATA = struct.Struct("!BBHIQ")  # version, flags, flow, seq, send_ts_ns
 _CNP_TAIL = struct.Struct("!BH13xI")  # kind, marked, 13 reserved bytes, ICRC
+_ACK = struct.Struct("!BBHIQHH")  # type, flags, flow, seq, echo_ts_ns, ce, ue
 
 ECN_MASK = 0b11
 
@@ -252,6 +278,13 @@ TCD_VERSION = 1
 
 class TcdDataFlag(IntFlag):
     FIN = 0x01  # the last packet of the flow: the receiver's flow completion time ends with it
+    ACK = 0x02  # the last packet of a TIMELY segment: the receiver answers with a TcdAck at once
+
+
+#: the flag bits a data packet may set (the others are reserved)
+DATA_FLAGS = int(TcdDataFlag.FIN | TcdDataFlag.ACK)
+#: the first byte of a TcdAck
+ACK_TYPE = 0xAC
 
 
 class CnpKind(IntEnum):
@@ -278,12 +311,18 @@ class TcdData:
         check_bits("TcdData", "seq", self.seq, 32)
         check_bits("TcdData", "send_ts_ns", self.send_ts_ns, 64)
         check_bits("TcdData", "flags", self.flags, 8)
-        if self.flags & 0xFE:
-            raise HeaderError("TcdData", f"flags={self.flags:#04x} sets reserved bits (only FIN, 0x01, is defined)")
+        if self.flags & ~DATA_FLAGS:
+            raise HeaderError("TcdData", f"flags={self.flags:#04x} sets reserved bits (only FIN, 0x01, and ACK, "
+                              "0x02, are defined)")
 
     @property
     def fin(self) -> bool:
         return bool(self.flags & TcdDataFlag.FIN)
+
+    @property
+    def ack(self) -> bool:
+        """The sender asks for a :class:`TcdAck` (the last packet of a TIMELY segment)."""
+        return bool(self.flags & TcdDataFlag.ACK)
 
     def size(self) -> int:
         return 16
@@ -307,7 +346,7 @@ class TcdData:
         version, flags, flow, seq, ts = _DATA.unpack_from(data, offset)
         if version != TCD_VERSION:
             raise HeaderError("TcdData", f"version={version} is not {TCD_VERSION}", offset)
-        if flags & 0xFE:
+        if flags & ~DATA_FLAGS:
             raise HeaderError("TcdData", f"flags={flags:#04x} sets reserved bits", offset + 1)
         return cls(flow, seq, ts, flags)
 
@@ -367,4 +406,62 @@ class TcdCnp:
         return cls(flow, CnpKind(kind), marked)
 
 
-HEADERS = (TcdData, TcdCnp)
+@dataclass(frozen=True, slots=True)
+class TcdAck:
+    """The receiver's answer to a data packet with the ACK flag (20 bytes, module docstring): the
+    packet's ``seq`` and ``send_ts_ns`` echoed, and the CE and UE marks of the flow's packets since
+    the previous ACK."""
+
+    flow: int
+    seq: int
+    echo_ts_ns: int
+    ce: int = 0
+    ue: int = 0
+
+    SIZE: ClassVar[int] = 20
+    TYPE: ClassVar[int] = ACK_TYPE
+
+    def __post_init__(self) -> None:
+        check_bits("TcdAck", "flow", self.flow, 16)
+        check_bits("TcdAck", "seq", self.seq, 32)
+        check_bits("TcdAck", "echo_ts_ns", self.echo_ts_ns, 64)
+        check_bits("TcdAck", "ce", self.ce, 16)
+        check_bits("TcdAck", "ue", self.ue, 16)
+
+    def size(self) -> int:
+        return 20
+
+    def to_bytes(self) -> bytes:
+        return _ACK.pack(ACK_TYPE, 0, self.flow, self.seq, self.echo_ts_ns, self.ce, self.ue)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        need("TcdAck", buf, offset, 20)
+        _ACK.pack_into(buf, offset, ACK_TYPE, 0, self.flow, self.seq, self.echo_ts_ns, self.ce, self.ue)
+        return 20
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> TcdAck:
+        """Decode an ACK that fills ``data`` from ``offset`` to its end (one datagram, as a CNP)."""
+        need("TcdAck", data, offset, 20)
+        if len(data) - offset != 20:
+            raise HeaderError("TcdAck", f"an ACK is 20 bytes, got {len(data) - offset}", offset)
+        kind, flags, flow, seq, ts, ce, ue = _ACK.unpack_from(data, offset)
+        if kind != ACK_TYPE:
+            raise HeaderError("TcdAck", f"type {kind:#04x} is not an ACK ({ACK_TYPE:#04x})", offset)
+        if flags:
+            raise HeaderError("TcdAck", f"flags={flags:#04x} sets reserved bits", offset + 1)
+        return cls(flow, seq, ts, ce, ue)
+
+
+def decode_feedback(data: bytes | bytearray | memoryview) -> TcdCnp | TcdAck:
+    """What a receiver sends a sender, by its first byte: a CNP (0x81) or an ACK (0xAC);
+    HeaderError for anything else."""
+    need("TCD feedback", data, 0, 1)
+    if data[0] == ACK_TYPE:
+        return TcdAck.from_bytes(data)
+    if data[0] == Opcode.CNP:
+        return TcdCnp.from_bytes(data)
+    raise HeaderError("TCD feedback", f"first byte {data[0]:#04x} is neither a CNP (0x81) nor an ACK (0xac)")
+
+
+HEADERS = (TcdData, TcdCnp, TcdAck)

@@ -1,4 +1,4 @@
-"""TCD on Scapy packets: marking helpers, and the end hosts' two messages (codec in :mod:`headers.tcd`).
+"""TCD on Scapy packets: marking helpers, and the end hosts' messages (codec in :mod:`headers.tcd`).
 
 The marks need no layer: they live in the ECN bits of Scapy's ``IP.tos`` (and ``IPv6.tc``).
 :func:`tcd_mark`, :func:`ecn_mark` and :func:`tcd_state` apply exactly the rules of the fast
@@ -8,12 +8,13 @@ is cleared so Scapy recomputes it from scratch when the packet is built; that fu
 recomputation is what the fast path's incremental update (RFC 1624) is tested against.
 
 The layers: ``TCD`` is what UDP dissects to when either port is 40300 (data goes *to* 40300,
-CNPs come back *from* it to the sender's port); it looks at the first byte and becomes
-:class:`TcdData` (1, the version) or :class:`TcdCnp` (0x81, the CNP opcode), else Raw.
-``UDP()/TcdData()`` builds with dport 40300 and ``UDP()/TcdCnp()`` with sport 40300. A CNP
-sent elsewhere (or cut out of a capture) decodes with ``TcdCnp(raw)``. Field names and values
-equal the records' fields (``TcdCnp.flow`` is the BTH DestQP); the layers add the fixed ones
-(``version``; the CNP's BTH fields, ``reserved`` and ``icrc``). A data packet's padding is Raw.
+CNPs and ACKs come back *from* it to the sender's port); it looks at the first byte and becomes
+:class:`TcdData` (1, the version), :class:`TcdCnp` (0x81, the CNP opcode) or :class:`TcdAck`
+(0xAC), else Raw. ``UDP()/TcdData()`` builds with dport 40300, ``UDP()/TcdCnp()`` and
+``UDP()/TcdAck()`` with sport 40300. A CNP or ACK sent elsewhere (or cut out of a capture)
+decodes with ``TcdCnp(raw)`` / ``TcdAck(raw)``. Field names and values equal the records' fields
+(``TcdCnp.flow`` is the BTH DestQP); the layers add the fixed ones (``version``; the CNP's BTH
+fields, ``reserved`` and ``icrc``; the ACK's ``type`` and ``flags``). A data packet's padding is Raw.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from scapy.fields import (
     LongField,
     ShortField,
     StrFixedLenField,
+    XByteField,
     XIntField,
     XShortField,
 )
@@ -43,6 +45,7 @@ from headers.errors import HeaderError
 from headers.registry import UdpPort
 from headers.roce import Opcode
 from headers.tcd import (
+    ACK_TYPE,
     DEFAULT_CODEPOINTS,
     TCD_VERSION,
     CnpKind,
@@ -110,6 +113,8 @@ class TCD(Packet):
             return TcdData
         if _pkt[0] == Opcode.CNP:
             return TcdCnp
+        if _pkt[0] == ACK_TYPE:
+            return TcdAck
         return conf.raw_layer
 
 
@@ -119,7 +124,7 @@ class TcdData(Packet):
     name = "TCD data"
     fields_desc = [
         ByteField("version", TCD_VERSION),
-        FlagsField("flags", 0, 8, ["FIN", "R1", "R2", "R3", "R4", "R5", "R6", "R7"]),
+        FlagsField("flags", 0, 8, ["FIN", "ACK", "R2", "R3", "R4", "R5", "R6", "R7"]),
         ShortField("flow", 0),
         IntField("seq", 0),
         LongField("send_ts_ns", 0),
@@ -158,7 +163,27 @@ class TcdCnp(Packet):
         return self.sprintf("TCD CNP-%kind% flow=%flow% marked=%marked%")
 
 
+class TcdAck(Packet):
+    """A TIMELY ACK (fields as :class:`headers.tcd.TcdAck`): the echoed ``seq`` and ``echo_ts_ns``
+    and the segment's ``ce`` and ``ue`` marks; ``type`` 0xAC and ``flags`` 0 are fixed."""
+
+    name = "TCD ACK"
+    fields_desc = [
+        XByteField("type", ACK_TYPE),
+        XByteField("flags", 0),
+        ShortField("flow", 0),
+        IntField("seq", 0),
+        LongField("echo_ts_ns", 0),
+        ShortField("ce", 0),
+        ShortField("ue", 0),
+    ]
+
+    def mysummary(self) -> str:
+        return self.sprintf("TCD ACK flow=%flow% seq=%seq% ce=%ce% ue=%ue%")
+
+
 for _port in ("sport", "dport"):
     bind_bottom_up(UDP, TCD, **{_port: int(UdpPort.TCD)})
 bind_top_down(UDP, TcdData, dport=int(UdpPort.TCD))
 bind_top_down(UDP, TcdCnp, sport=int(UdpPort.TCD))
+bind_top_down(UDP, TcdAck, sport=int(UdpPort.TCD))

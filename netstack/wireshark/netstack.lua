@@ -1036,7 +1036,7 @@ p_tcs.dissector = guarded(tcs_dissect, p_tcs, et.internal)
 udp_table:add(UDP_TCSACK, p_tcs)
 
 ------------------------------------------------------------------------------------------
--- TCD: marks in the IP ECN field, data packets and CNPs (UDP 40300), headers/tcd.py
+-- TCD: marks in the IP ECN field, data packets, CNPs and TIMELY's ACKs (UDP 40300), headers/tcd.py
 ------------------------------------------------------------------------------------------
 
 local p_tcd = Proto("netstack_tcd", "netstack TCD")
@@ -1049,6 +1049,8 @@ local fc = {
     version = ProtoField.uint8("netstack_tcd.version", "Version", base.DEC),
     flags = ProtoField.uint8("netstack_tcd.flags", "Flags", base.HEX),
     fin = ProtoField.bool("netstack_tcd.fin", "FIN (last packet of the flow)", 8, nil, 0x01),
+    ack_req = ProtoField.bool("netstack_tcd.ack_req", "ACK (answer with an ACK: the end of a TIMELY segment)", 8,
+        nil, 0x02),
     flow = ProtoField.uint16("netstack_tcd.flow", "Flow", base.DEC),
     seq = ProtoField.uint32("netstack_tcd.seq", "Sequence number", base.DEC),
     send_ts_ns = ProtoField.uint64("netstack_tcd.send_ts_ns", "Send time (ns)", base.DEC),
@@ -1063,21 +1065,27 @@ local fc = {
     marked = ProtoField.uint16("netstack_tcd.marked", "Marked packets in the interval", base.DEC),
     reserved = ProtoField.bytes("netstack_tcd.reserved", "Reserved"),
     icrc = ProtoField.uint32("netstack_tcd.icrc", "ICRC (sent as zero)", base.HEX),
+    ack_type = ProtoField.uint8("netstack_tcd.ack_type", "Type", base.HEX, { [0xAC] = "ACK" }),
+    echo_ts_ns = ProtoField.uint64("netstack_tcd.echo_ts_ns", "Echoed send time (ns)", base.DEC),
+    ce = ProtoField.uint16("netstack_tcd.ce", "CE marks in the segment", base.DEC),
+    ue = ProtoField.uint16("netstack_tcd.ue", "UE marks in the segment", base.DEC),
 }
-p_tcd.fields = { fc.ecn, fc.mark, fc.state, fc.version, fc.flags, fc.fin, fc.flow, fc.seq, fc.send_ts_ns,
-    fc.padding, fc.bth_opcode, fc.pkey, fc.fecn, fc.becn, fc.dest_qp, fc.psn, fc.kind, fc.marked, fc.reserved,
-    fc.icrc }
+p_tcd.fields = { fc.ecn, fc.mark, fc.state, fc.version, fc.flags, fc.fin, fc.ack_req, fc.flow, fc.seq,
+    fc.send_ts_ns, fc.padding, fc.bth_opcode, fc.pkey, fc.fecn, fc.becn, fc.dest_qp, fc.psn, fc.kind, fc.marked,
+    fc.reserved, fc.icrc, fc.ack_type, fc.echo_ts_ns, fc.ce, fc.ue }
 local ec = {
     truncated = ef("netstack_tcd.truncated", "TCD message truncated"),
     version = ef("netstack_tcd.bad_version", "TCD data version is not 1"),
-    flags = ef("netstack_tcd.reserved_flags", "Reserved flag bits set (only FIN, 0x01, is defined)"),
+    flags = ef("netstack_tcd.reserved_flags", "Reserved flag bits set (only FIN, 0x01, and ACK, 0x02, are defined)"),
     cnp_len = ef("netstack_tcd.cnp_length", "A CNP is exactly 32 bytes"),
     cnp_qp = ef("netstack_tcd.cnp_dest_qp", "DestQP beyond a 16-bit flow"),
     cnp_kind = ef("netstack_tcd.cnp_kind", "CNP kind is neither CE (0) nor UE (1)"),
-    unknown = ef("netstack_tcd.unknown", "Neither a TCD data packet (version 1) nor a CNP (opcode 0x81)"),
+    ack_len = ef("netstack_tcd.ack_length", "An ACK is exactly 20 bytes"),
+    unknown = ef("netstack_tcd.unknown", "Neither a TCD data packet (version 1), a CNP (opcode 0x81) nor an ACK (0xAC)"),
     internal = ef("netstack_tcd.internal", "netstack dissector failure", expert.group.UNDECODED),
 }
-p_tcd.experts = { ec.truncated, ec.version, ec.flags, ec.cnp_len, ec.cnp_qp, ec.cnp_kind, ec.unknown, ec.internal }
+p_tcd.experts = { ec.truncated, ec.version, ec.flags, ec.cnp_len, ec.cnp_qp, ec.cnp_kind, ec.ack_len, ec.unknown,
+    ec.internal }
 
 -- the codepoint assignments TcdCodepoints accepts: every permutation of 01, 10, 11 (ect, ue, ce)
 local TCD_CODEPOINTS = {
@@ -1127,7 +1135,8 @@ local function tcd_data(tvb, pinfo, t, n)
     local vi = t:add(fc.version, tvb(0, 1))
     local fi = t:add(fc.flags, tvb(1, 1))
     fi:add(fc.fin, tvb(1, 1))
-    if band(tvb(1, 1):uint(), 0xFE) ~= 0 then fi:add_proto_expert_info(ec.flags) end
+    fi:add(fc.ack_req, tvb(1, 1))
+    if band(tvb(1, 1):uint(), 0xFC) ~= 0 then fi:add_proto_expert_info(ec.flags) end
     t:add(fc.flow, tvb(2, 2))
     t:add(fc.seq, tvb(4, 4))
     t:add(fc.send_ts_ns, tvb(8, 8))
@@ -1135,6 +1144,7 @@ local function tcd_data(tvb, pinfo, t, n)
     if tvb(0, 1):uint() ~= 1 then vi:add_proto_expert_info(ec.version) end
     local s = string.format("data flow=%d seq=%d", tvb(2, 2):uint(), tvb(4, 4):uint())
     if band(tvb(1, 1):uint(), 1) ~= 0 then s = s .. " [FIN]" end
+    if band(tvb(1, 1):uint(), 2) ~= 0 then s = s .. " [ACK]" end
     return s
 end
 
@@ -1161,6 +1171,24 @@ local function tcd_cnp(tvb, pinfo, t, n)
     return string.format("%s flow=%d marked=%d", kind, tvb(6, 2):uint(), tvb(13, 2):uint())
 end
 
+local function tcd_ack(tvb, pinfo, t, n)
+    if n < 20 then
+        t:add_proto_expert_info(ec.truncated, string.format("TCD ACK truncated: need 20 bytes, have %d", n))
+        return "ACK [truncated]"
+    end
+    t:add(fc.ack_type, tvb(0, 1))
+    local fi = t:add(fc.flags, tvb(1, 1))
+    if tvb(1, 1):uint() ~= 0 then fi:add_proto_expert_info(ec.flags) end
+    t:add(fc.flow, tvb(2, 2))
+    t:add(fc.seq, tvb(4, 4))
+    t:add(fc.echo_ts_ns, tvb(8, 8))
+    t:add(fc.ce, tvb(16, 2))
+    t:add(fc.ue, tvb(18, 2))
+    if n ~= 20 then t:add_proto_expert_info(ec.ack_len, string.format("An ACK is 20 bytes, got %d", n)) end
+    return string.format("ACK flow=%d seq=%d ce=%d ue=%d", tvb(2, 2):uint(), tvb(4, 4):uint(), tvb(16, 2):uint(),
+        tvb(18, 2):uint())
+end
+
 local function tcd_dissect(tvb, pinfo, tree)
     local n = tvb:len()
     pinfo.cols.protocol = "TCD"
@@ -1173,6 +1201,8 @@ local function tcd_dissect(tvb, pinfo, tree)
         s = tcd_cnp(tvb, pinfo, t, n)
     elseif tvb(0, 1):uint() == 1 then
         s = tcd_data(tvb, pinfo, t, n)
+    elseif tvb(0, 1):uint() == 0xAC then
+        s = tcd_ack(tvb, pinfo, t, n)
     else
         t:add_proto_expert_info(ec.unknown)
         s = string.format("first byte 0x%02x [unknown]", tvb(0, 1):uint())

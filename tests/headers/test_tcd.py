@@ -36,8 +36,9 @@ MAC1, MAC2 = "02:00:00:00:00:01", "02:00:00:00:00:02"
 
 
 def test_the_header_records_are_the_end_hosts_messages():
-    # the marks are the IP ECN field (no record); the records are TCD's data packet and CNP
-    assert [cls.__name__ for cls in HEADERS] == ["TcdData", "TcdCnp"]
+    # the marks are the IP ECN field (no record); the records are TCD's data packet, CNP and
+    # TIMELY's ACK
+    assert [cls.__name__ for cls in HEADERS] == ["TcdData", "TcdCnp", "TcdAck"]
 
 
 def test_default_codepoints_table():

@@ -25,7 +25,7 @@ from headers.linkguardian import LGData, LGLeadingAck, LGLossNotification
 from headers.onepipe import OnePipeFlag, OnePipeHeader, OnePipeOpcode, beacon, commit
 from headers.pfc import build_pfc_frame
 from headers.registry import EtherType, UdpPort
-from headers.tcd import CnpKind, PortState, TcdCnp, TcdData, TcdDataFlag, mark_tos
+from headers.tcd import CnpKind, PortState, TcdAck, TcdCnp, TcdData, TcdDataFlag, mark_tos
 from headers.tcsack import TcsAck, TcsAckFlag, TcsData, TcsDataFlag
 from netstack.linkguardian import LG_CONTROL_MAC
 from netstack.onepipe import ctlwire
@@ -316,6 +316,14 @@ def tcd_cases() -> list[Case]:
             "netstack_tcd.bth_opcode": [0x81], "netstack_tcd.pkey": [0xFFFF], "netstack_tcd.becn": [1],
             "netstack_tcd.dest_qp": [0x1234], "netstack_tcd.flow": [0x1234], "netstack_tcd.psn": [0],
             "netstack_tcd.kind": [int(kind)], "netstack_tcd.marked": [marked], "netstack_tcd.icrc": [0]}))
+    seg_end = TcdData(5, 10, 123_456_789_013, TcdDataFlag.ACK)
+    cases.append(Case("tcd-data-ack", _udp(40301, UdpPort.TCD, seg_end.to_bytes(size=64), tos=ect), {
+        "netstack_tcd.flags": [2], "netstack_tcd.fin": [0], "netstack_tcd.ack_req": [1], "netstack_tcd.seq": [10]}))
+    ack = TcdAck(flow=5, seq=10, echo_ts_ns=123_456_789_013, ce=3, ue=65535)
+    cases.append(Case("tcd-ack", _udp(UdpPort.TCD, 50001, ack.to_bytes()), {
+        "netstack_tcd.ack_type": [0xAC], "netstack_tcd.flags": [0], "netstack_tcd.flow": [5],
+        "netstack_tcd.seq": [10], "netstack_tcd.echo_ts_ns": [123_456_789_013], "netstack_tcd.ce": [3],
+        "netstack_tcd.ue": [65535]}))
     return cases
 
 

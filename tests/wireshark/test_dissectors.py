@@ -86,7 +86,7 @@ def test_every_protocol_and_message_type_is_covered():
     assert {f"dta-{k}-{s}" for k, s in (("KeyWrite", 0), ("Append", 1), ("KeyIncrement", 2), ("Postcarder", 3),
                                         ("SketchMerge", 4))} <= names
     assert {"dta-nack-0", "dta-nack-1", "lg-data-ipv4", "lg-courier", "lg-loss-notification", "tcsack-data",
-            "tcsack-ack", "tcd-cnp-UE", "tcd-cnp-CE", "tcd-data-ue", "fcs-good"} <= names
+            "tcsack-ack", "tcd-cnp-UE", "tcd-cnp-CE", "tcd-data-ue", "tcd-data-ack", "tcd-ack", "fcs-good"} <= names
 
 
 def test_tcd_mark_on_every_ipv4_packet_when_asked(ts):
