@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,18 +93,22 @@ def test_round_trip_through_the_file(run):
     assert runtime.read_state(path) == again
 
 
-def test_the_dict_view_reads_like_the_old_dict_and_changes_nothing():
+def test_the_record_is_no_dict_its_dict_is_a_copy():
+    """The dict view is gone (issue 29): code reads the attributes; to_dict() is the JSON shape,
+    and changing it changes nothing of the record."""
     state = _state()
-    assert dict(state) == state.to_dict() and list(state) == list(state.to_dict())
-    assert state["hosts"]["h1"] == state.hosts["h1"] and state.get("nope", 1) == 1 and "links" in state
-    assert "runtime" not in state  # (a namespace run's dict never had it)
-    state["ports"][0]["node"] = "changed"
-    state["hosts"]["h1"] = "changed"
-    assert state.ports[0].node != "changed" and state.hosts["h1"] != "changed"
+    assert not isinstance(state, Mapping)
     with pytest.raises(TypeError):
-        state["prefix"] = "x"  # type: ignore[index]
-    with pytest.raises(KeyError):
-        state["containers"]
+        state["hosts"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        iter(state)  # type: ignore[call-overload]
+    doc = state.to_dict()
+    assert "runtime" not in doc  # (a namespace run's dict never had it)
+    doc["ports"][0]["node"] = "changed"
+    doc["hosts"]["h1"] = "changed"
+    assert state.ports[0].node != "changed" and state.hosts["h1"] != "changed"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.prefix = "x"  # type: ignore[misc]
 
 
 def test_helpers():

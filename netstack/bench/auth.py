@@ -36,11 +36,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..validity import Validity
 from .common import format_table
 from .output import Progress, loadavg, write_results
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 CORRUPT = 1e-2
 DURATION_S = 10.0
@@ -132,7 +135,7 @@ def lg_run(prefix: str, keys_file: Path | None, corrupt: float, seconds: float, 
         runtime.down(prefix)
 
 
-def _tcp(state: dict[str, Any], prefix: str, pids: dict[str, int],
+def _tcp(state: RunState, prefix: str, pids: dict[str, int],
          seconds: float) -> tuple[dict[str, Any], dict[str, float], Validity]:
     """Kernel TCP h1 -> h2 for ``seconds``: tcp-send's JSON, the switch daemons' CPU (s/s), and the
     run's checks (every process's scheduling delay over it)."""

@@ -41,7 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..sim.scenario import Context, RunSpec, document, get
 from ..sim.sweep import sweep
@@ -51,6 +51,9 @@ from ..validity import Validity
 from .output import Progress, format_table, loadavg, write_results
 from .plot import pyplot, save
 from .proc import sigterm_unwinds
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 SECTIONS = ("sim", "live")
 LOSSES = (0.0, 1e-3, 1e-2, 3e-2)
@@ -205,7 +208,7 @@ def run_live(rounds: int, say: Progress) -> tuple[list[dict[str, Any]], list[dic
     return rows, docs
 
 
-def _live_transfer(topo: Any, state: dict[str, Any], prefix: str, proto: str, loss: float, r: int, rounds: int,
+def _live_transfer(topo: Any, state: RunState, prefix: str, proto: str, loss: float, r: int, rounds: int,
                    say: Progress) -> dict[str, Any]:
     """One live transfer as a run document (``valid``/``checks`` from netstack/tcsack/verdict.py)."""
     sc = get("tcsack-transfer")

@@ -449,7 +449,7 @@ def _detach(args: argparse.Namespace, state: RunState, ns: str, container: str |
         print_json({"node": args.node, "container": None, "argv": argv, "pid": proc.pid, "log": str(log_path)})
         return 0
     print(f"{args.node}: started pid {proc.pid} ({argv[0]}), detached; output in {log_path}; "
-          f"'netstack down --prefix {state['prefix']}' stops it")
+          f"'netstack down --prefix {state.prefix}' stops it")
     return 0
 
 

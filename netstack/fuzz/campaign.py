@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .. import runtime
+from ..runtime import RunState
 from ..topo.model import load_topology
 from .checks import account, liveness, row, settled
 from .frames import Injector, switch_only
@@ -63,7 +64,7 @@ class Result:
 
 
 @contextlib.contextmanager
-def topology(opts: Options, name: str | None) -> Iterator[dict[str, Any]]:
+def topology(opts: Options, name: str | None) -> Iterator[RunState]:
     """The run to fuzz: ``opts.prefix``'s if one runs, else ``name`` brought up under a unique
     prefix and torn down afterwards (unless ``keep``), also on Ctrl-C or failure."""
     if opts.prefix is not None and opts.prefix in runtime.netns.list_running():
@@ -108,7 +109,7 @@ def close_injectors(injectors: list[Injector]) -> None:
             i.sock.close()
 
 
-def account_settled(state: dict[str, Any], res: Result, injectors: list[Injector], links: list[Link],
+def account_settled(state: RunState, res: Result, injectors: list[Injector], links: list[Link],
                     settled_before: tuple[dict[str, Any], bool], featureless: Callable[[str, str], bool]) -> None:
     """Every campaign's last checks, once its injectors are closed: the counters of ``links``
     settled again, every daemon alive, and every injected frame accounted for against the
@@ -121,7 +122,7 @@ def account_settled(state: dict[str, Any], res: Result, injectors: list[Injector
         res.notes.append("counters were still moving when read: accounting may be off by frames in flight")
 
 
-def stream_campaign(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector],
+def stream_campaign(opts: Options, state: RunState, res: Result, injectors: list[Injector],
               stream_ends: tuple[str, str], featureless: Callable[[str, str], bool]) -> Result:
     """One phase: the stream and every injector at once; accounting, liveness, stream check."""
     links = list({id(i.link): i.link for i in injectors}.values())

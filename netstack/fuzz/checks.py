@@ -11,15 +11,16 @@ from typing import Any
 
 from .. import runtime
 from ..io.control import ControlError, request
+from ..runtime import RunState
 from .frames import KERNEL_VLAN_SHORT, Injector
 from .ports import Link, iface_stats
 
 SETTLE_MAX_S = 8.0
 
 
-def snapshot(state: dict[str, Any], links: list[Link]) -> dict[str, Any]:
+def snapshot(state: RunState, links: list[Link]) -> dict[str, Any]:
     """Every switch daemon's status and the kernel counters of both ends of each fuzzed link."""
-    st = runtime.status(state["prefix"])["daemons"]
+    st = runtime.status(state.prefix)["daemons"]
     kernel = {}
     for link in links:
         kernel[f"{link.node}/{link.ifname}"] = iface_stats(link.ns, link.ifname)
@@ -33,7 +34,7 @@ def _fingerprint(snap: dict[str, Any]) -> Any:
     return ports, snap["kernel"]
 
 
-def settled(state: dict[str, Any], links: list[Link], timeout: float = SETTLE_MAX_S) -> tuple[dict[str, Any], bool]:
+def settled(state: RunState, links: list[Link], timeout: float = SETTLE_MAX_S) -> tuple[dict[str, Any], bool]:
     """A snapshot taken once two in a row, more than the daemons' kernel-statistics interval
     apart (1 s), agree: nothing in flight, ``kernel_drops`` up to date."""
     deadline = time.monotonic() + timeout
@@ -125,7 +126,7 @@ def row(where: str, check: str, detail: str, ok: bool) -> dict[str, Any]:
     return {"where": where, "check": check, "detail": detail, "ok": bool(ok)}
 
 
-def liveness(state: dict[str, Any]) -> list[dict[str, Any]]:
+def liveness(state: RunState) -> list[dict[str, Any]]:
     """Every daemon of the run alive and answering ``ping``; switches without internal errors."""
     rows = []
     for dmn in runtime.daemons_of(state):

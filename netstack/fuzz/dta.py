@@ -12,6 +12,7 @@ from typing import Any
 
 from headers import strategies as hs
 
+from ..runtime import RunState
 from ..topo.nsenter import in_netns
 from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
 from .checks import row, settled
@@ -25,12 +26,12 @@ class Reports:
     """Genuine DTA Key-Write reports from a host to the collector, sent in this process at a
     rate (``pump``, like :class:`Stream`) or all at once (``send``)."""
 
-    def __init__(self, state: dict[str, Any], src: str, collector_ip: str, rate: float, first_key: int,
+    def __init__(self, state: RunState, src: str, collector_ip: str, rate: float, first_key: int,
                  redundancy: int = 2) -> None:
         from headers import dta
 
         self._dta = dta
-        with in_netns(state["namespaces"][src]):
+        with in_netns(state.namespaces[src]):
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("0.0.0.0", 40041))
         self.dst = (collector_ip, 40040)
@@ -76,7 +77,7 @@ def run_dta(opts: Options) -> Result:
     from ..dta import control as dta_control
 
     with topology(opts, None) as state:
-        prefix = state["prefix"]
+        prefix = state.prefix
         res = Result("dta", prefix, opts.seed, opts.frames)
         rep = find_link(state, "sw2", "h2")  # reports (and anything else) from a reporter's edge
         col = find_link(state, "sw2", "c1")  # RoCEv2 responses (and anything else) from the collector's edge
@@ -85,7 +86,7 @@ def run_dta(opts: Options) -> Result:
         info = dta_control.enable_translator(prefix, "sw2", "c1")
         injectors: list[Injector] = []
         try:
-            c_ip = state["hosts"]["c1"].split("/")[0]
+            c_ip = state.host_ip("c1")
             warm = Reports(state, "h2", c_ip, 2000.0, 500_000)
             try:
                 corpus = capture(links, lambda: warm.send(100))
@@ -102,7 +103,7 @@ def run_dta(opts: Options) -> Result:
         return res
 
 
-def dta_injectors(state: dict[str, Any], info: dict[str, Any], rep: Link, col: Link,
+def dta_injectors(state: RunState, info: dict[str, Any], rep: Link, col: Link,
                    corpus: list[bytes]) -> list[Injector]:
     c1, h2 = mac_of(state, "c1"), mac_of(state, "h2")
     t_mac = bytes.fromhex(str(info["translator_mac"]).replace(":", ""))
@@ -119,7 +120,7 @@ def dta_injectors(state: dict[str, Any], info: dict[str, Any], rep: Link, col: L
     ]
 
 
-def _dta_phases(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector],
+def _dta_phases(opts: Options, state: RunState, res: Result, injectors: list[Injector],
                 info: dict[str, Any]) -> None:
     """Genuine reports from h1 flow while the frames arrive (forged Key-Writes may overwrite their
     slots, as any reporter's may: not checked); then, with the injection over, every one of a
@@ -129,8 +130,8 @@ def _dta_phases(opts: Options, state: dict[str, Any], res: Result, injectors: li
     from ..dta import CollectorQuery
     from ..dta import control as dta_control
 
-    prefix = state["prefix"]
-    c_ip = state["hosts"]["c1"].split("/")[0]
+    prefix = state.prefix
+    c_ip = state.host_ip("c1")
     rng = random.Random(opts.seed)
     during = Reports(state, "h1", c_ip, max(100.0, min(1000.0, opts.rate / 10)), 1_000_000)
     after = during  # (one socket: the reporter's port)

@@ -12,6 +12,7 @@ from headers import strategies as hs
 from headers.linkguardian import ETHERTYPE as LG_ETHERTYPE
 
 from .. import runtime
+from ..runtime import RunState
 from ..switch.forwarding import is_link_local
 from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
 from .checks import row, settled
@@ -35,7 +36,7 @@ def run_linkguardian(opts: Options) -> Result:
     from ..linkguardian.control import disable_link, enable_link
 
     with topology(opts, None) as state:
-        prefix = state["prefix"]
+        prefix = state.prefix
         res = Result("linkguardian", prefix, opts.seed, opts.frames)
         rx = find_link(state, "sw2", "sw1")  # into sw2's receiver, sent on sw1's p-sw2
         tx = find_link(state, "sw1", "sw2")  # into sw1's sender, sent on sw2's p-sw1
@@ -59,7 +60,7 @@ def run_linkguardian(opts: Options) -> Result:
         return res
 
 
-def lg_injectors(state: dict[str, Any], rx: Link, tx: Link, corpus: list[bytes]) -> list[Injector]:
+def lg_injectors(state: RunState, rx: Link, tx: Link, corpus: list[bytes]) -> list[Injector]:
     from ..linkguardian import LG_CONTROL_MAC
 
     hosts = [mac_of(state, n) for n in ("h1", "h2", "c1")]
@@ -76,7 +77,7 @@ def lg_injectors(state: dict[str, Any], rx: Link, tx: Link, corpus: list[bytes])
     ]
 
 
-def _lg_phases(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector]) -> None:
+def _lg_phases(opts: Options, state: RunState, res: Result, injectors: list[Injector]) -> None:
     """Phase 1: the stream runs while frames arrive that LinkGuardian must withstand (any frame
     without a valid FCS; with a valid one, anything but LinkGuardian tags and MAC control,
     which docs/security.md lists as what an attacker on the link can forge without keys): the

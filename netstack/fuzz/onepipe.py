@@ -15,6 +15,7 @@ from typing import Any
 from headers import strategies as hs
 
 from .. import runtime
+from ..runtime import RunState
 from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
 from .checks import row, settled
 from .frames import Injector, spoofs, switch_only
@@ -41,7 +42,7 @@ def run_onepipe(opts: Options) -> Result:
     from ..onepipe.control import disable_all, enable_all, status_all
 
     with topology(opts, "onepipe") as state:
-        prefix = state["prefix"]
+        prefix = state.prefix
         res = Result("onepipe", prefix, opts.seed, opts.frames)
         edge = find_link(state, "tor1", "h1")  # a ToR's host-facing port, sent from h1
         fabric = find_link(state, "tor1", "spine1")  # the ToR's spine-facing port, sent on spine1's p-tor1
@@ -78,7 +79,7 @@ def _op_counters(status: dict[str, Any]) -> str:
     return "; ".join(out) or "none"
 
 
-def op_addresses(state: dict[str, Any], procs: int = OP_PROCS) -> dict[str, tuple[bytes, int]]:
+def op_addresses(state: RunState, procs: int = OP_PROCS) -> dict[str, tuple[bytes, int]]:
     """``{process: (IP, port)}`` of the 1Pipe run's processes, as netstack/onepipe/runner.py places them."""
     from ..onepipe.params import PORT
     from ..onepipe.runner import end_hosts, place
@@ -87,7 +88,7 @@ def op_addresses(state: dict[str, Any], procs: int = OP_PROCS) -> dict[str, tupl
     return {p: (ip_of(state, h), PORT + 1 + i) for h, ps in placed.items() for i, p in enumerate(ps)}
 
 
-def op_injectors(state: dict[str, Any], edge: Link, fabric: Link, corpus: list[bytes]) -> list[Injector]:
+def op_injectors(state: RunState, edge: Link, fabric: Link, corpus: list[bytes]) -> list[Injector]:
     from ..onepipe.params import PORT
 
     addrs = op_addresses(state)
@@ -99,8 +100,8 @@ def op_injectors(state: dict[str, Any], edge: Link, fabric: Link, corpus: list[b
     into_edge = hs.Endpoints(src_macs=[mac_of(state, "h1")], dst_macs=[*others, b"\xff" * 6, edge.mac],
                              src_ips=[ip_of(state, "h1"), stranger],
                              dst_ips=[ip_of(state, n) for n in ("h2", "h3", "h4", "ctl")], sports=sports, dports=dports)
-    spine_mac = next(bytes.fromhex(p["mac"].replace(":", "")) for p in state["ports"]
-                     if p["node"] == fabric.far_node and p["ifname"] == fabric.far_ifname)
+    spine_mac = next(bytes.fromhex(p.mac.replace(":", "")) for p in state.ports
+                     if p.node == fabric.far_node and p.ifname == fabric.far_ifname)
     into_fabric = hs.Endpoints(src_macs=[spine_mac, *others[1:]], dst_macs=[mac_of(state, n) for n in ("h1", "h2")]
                                + [b"\xff" * 6, fabric.mac], src_ips=[ip_of(state, n) for n in ("h3", "h4", "ctl")]
                                + [stranger], dst_ips=[ip_of(state, n) for n in ("h1", "h2")], sports=sports,
@@ -112,7 +113,7 @@ def op_injectors(state: dict[str, Any], edge: Link, fabric: Link, corpus: list[b
     ]
 
 
-def _op_phase(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector], out: Path) -> None:
+def _op_phase(opts: Options, state: RunState, res: Result, injectors: list[Injector], out: Path) -> None:
     """The 1Pipe processes scatter while the frames arrive (none of them from a process's own
     address: 1Pipe without keys does not claim to withstand a forged process, docs/security.md
     "1Pipe on the edge"); then ``netstack onepipe check`` must pass on what they delivered of
@@ -126,7 +127,7 @@ def _op_phase(opts: Options, state: dict[str, Any], res: Result, injectors: list
 
     def scatter() -> None:
         try:
-            box["summary"] = op_run(state["prefix"], procs=OP_PROCS, seconds=seconds, out=out, rate=OP_RATE,
+            box["summary"] = op_run(state.prefix, procs=OP_PROCS, seconds=seconds, out=out, rate=OP_RATE,
                                     fanout=OP_FANOUT)
         except Exception as exc:  # (a process that crashed: the check below fails)
             box["error"] = f"{type(exc).__name__}: {exc}"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 from .. import runtime
+from ..runtime import RunState
 from ..topo.nsenter import in_netns, iproute
 from .errors import FuzzError
 
@@ -29,18 +29,18 @@ class Link:
     accepts_pfc: bool
 
 
-def find_link(state: dict[str, Any], node: str, peer: str) -> Link:
-    port = next((p for p in state["ports"] if p["node"] == node and p["peer"] == peer), None)
-    far = next((p for p in state["ports"] if p["node"] == peer and p["peer"] == node), None)
+def find_link(state: RunState, node: str, peer: str) -> Link:
+    port = next((p for p in state.ports if p.node == node and p.peer == peer), None)
+    far = next((p for p in state.ports if p.node == peer and p.peer == node), None)
     if port is None or far is None:
         raise FuzzError(f"no link between {node} and {peer} in the running topology")
-    cfg = json.loads((runtime.run_dir(state["prefix"]) / f"{node}.json").read_text())
-    pc = next(p for p in cfg["switch"]["ports"] if p["name"] == port["ifname"])
+    cfg = json.loads((runtime.run_dir(state.prefix) / f"{node}.json").read_text())
+    pc = next(p for p in cfg["switch"]["ports"] if p["name"] == port.ifname)
     edge = pc.get("role") == "edge"
     lossless = bool(pc.get("lossless"))
     accepts = True if not edge else (lossless if pc.get("pfc_from_host") is None else bool(pc["pfc_from_host"]))
-    return Link(node, port["ifname"], port["netns"], bytes.fromhex(port["mac"].replace(":", "")), peer,
-                far["ifname"], far["netns"], bool(port["fcs"]), edge, accepts)
+    return Link(node, port.ifname, port.netns, bytes.fromhex(port.mac.replace(":", "")), peer,
+                far.ifname, far.netns, bool(port.fcs), edge, accepts)
 
 
 def iface_stats(ns: str, ifname: str) -> dict[str, int]:
@@ -64,10 +64,10 @@ def raw_socket(ns: str, ifname: str, proto: int = 0) -> socket.socket:
     return s
 
 
-def mac_of(state: dict[str, Any], node: str) -> bytes:
-    port = next(p for p in state["ports"] if p["node"] == node)
-    return bytes.fromhex(port["mac"].replace(":", ""))
+def mac_of(state: RunState, node: str) -> bytes:
+    port = next(p for p in state.ports if p.node == node)
+    return bytes.fromhex(port.mac.replace(":", ""))
 
 
-def ip_of(state: dict[str, Any], node: str) -> bytes:
-    return socket.inet_aton(state["hosts"][node].split("/")[0])
+def ip_of(state: RunState, node: str) -> bytes:
+    return socket.inet_aton(state.host_ip(node))

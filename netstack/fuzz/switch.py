@@ -3,10 +3,9 @@ a sequenced UDP stream h1 -> h2 crosses it (docs/faults.md "Fuzzing campaign")."
 
 from __future__ import annotations
 
-from typing import Any
-
 from headers import strategies as hs
 
+from ..runtime import RunState
 from .campaign import Options, Result, stream_campaign, topology
 from .frames import Injector
 from .ports import Link, find_link, iface_mtu, ip_of, mac_of
@@ -15,7 +14,7 @@ from .traffic import capture, corpus_traffic
 
 def run_switch(opts: Options) -> Result:
     with topology(opts, None) as state:
-        res = Result("switch", state["prefix"], opts.seed, opts.frames)
+        res = Result("switch", state.prefix, opts.seed, opts.frames)
         link = find_link(state, "sw1", "h1")
         corpus = capture([link], corpus_traffic(state, [("h1", "h2"), ("h2", "h1")]))
         res.notes.append(f"corpus: {len(corpus)} frames captured at {link.node}/{link.ifname}")
@@ -23,7 +22,7 @@ def run_switch(opts: Options) -> Result:
         return stream_campaign(opts, state, res, injectors, ("h1", "h2"), lambda node, port: True)
 
 
-def switch_injectors(state: dict[str, Any], link: Link, corpus: list[bytes], max_len: int) -> list[Injector]:
+def switch_injectors(state: RunState, link: Link, corpus: list[bytes], max_len: int) -> list[Injector]:
     """Any valid frame aimed at h2, c1, everyone or the port itself, from h1, and mutations of
     them and of the corpus, cut to what h1's interface sends (``max_len``)."""
     ends = hs.Endpoints(dst_macs=[mac_of(state, n) for n in ("h2", "c1")] + [b"\xff" * 6, link.mac],

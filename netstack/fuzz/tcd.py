@@ -12,6 +12,7 @@ from typing import Any
 from headers import strategies as hs
 
 from .. import runtime, toolproc
+from ..runtime import RunState
 from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
 from .checks import row, settled
 from .errors import FuzzError
@@ -25,13 +26,13 @@ class DcqcnFlow:
     """One DCQCN flow (``python -m netstack.tcd send|recv``, TCD's mode) between two hosts for
     ``seconds``; ``finish`` waits for both ends and returns their reports and exit statuses."""
 
-    def __init__(self, state: dict[str, Any], src: str, dst: str, seconds: float) -> None:
+    def __init__(self, state: RunState, src: str, dst: str, seconds: float) -> None:
         def argv(node: str, *args: str) -> list[str]:
             return runtime.node_exec_argv(state, node, [sys.executable, "-m", "netstack.tcd", *args])
 
         self.recv = toolproc.start(argv(dst, "recv", "--quiet", "--idle", "3", "--wait", "30"),
                                    "the TCD receiver", ready_on="stderr", error=FuzzError)
-        self.send = toolproc.popen(argv(src, "send", "--quiet", "--dst", state["hosts"][dst].split("/")[0],
+        self.send = toolproc.popen(argv(src, "send", "--quiet", "--dst", state.host_ip(dst),
                                         "--seconds", f"{seconds:g}", "--mode", "tcd", "--max-seconds",
                                         f"{seconds + 60:g}"))
         self.timeout = seconds + 90
@@ -52,7 +53,7 @@ def run_tcd(opts: Options) -> Result:
     from ..tcd import control as tcd_control
 
     with topology(opts, "tcd-single") as state:
-        prefix = state["prefix"]
+        prefix = state.prefix
         res = Result("tcd", prefix, opts.seed, opts.frames)
         link = find_link(state, "sw3", "r0")  # the receiver's edge port: its egress carries TCD's marker
         before, quiet = settled(state, [link])
@@ -80,7 +81,7 @@ def run_tcd(opts: Options) -> Result:
         return res
 
 
-def tcd_injector(state: dict[str, Any], link: Link, corpus: list[bytes]) -> Injector:
+def tcd_injector(state: RunState, link: Link, corpus: list[bytes]) -> Injector:
     senders = ("s0", "s1", "s2")
     ends = hs.Endpoints(src_macs=[mac_of(state, "r0")], dst_macs=[mac_of(state, n) for n in senders]
                         + [b"\xff" * 6, link.mac], src_ips=[ip_of(state, "r0"), ip_of(state, "r1")],

@@ -13,6 +13,7 @@ from typing import Any
 
 from headers import strategies as hs
 
+from ..runtime import RunState
 from ..topo.nsenter import in_netns
 from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
 from .checks import row, settled
@@ -66,7 +67,7 @@ def _pick(counters: Any, keys: tuple[str, ...]) -> dict[str, int]:
 class Transfers:
     """T/C-SACK transfers h1 -> h2 back to back (``python -m netstack.tcsack``) in a thread, until stopped."""
 
-    def __init__(self, state: dict[str, Any]) -> None:
+    def __init__(self, state: RunState) -> None:
         import threading
 
         self.state = state
@@ -118,13 +119,13 @@ def port_range(ns: str, ports: tuple[int, int]) -> Iterator[None]:
 
 def run_tcsack(opts: Options) -> Result:
     with topology(opts, None) as state:
-        res = Result("tcsack", state["prefix"], opts.seed, opts.frames)
+        res = Result("tcsack", state.prefix, opts.seed, opts.frames)
         to_rcv = find_link(state, "sw1", "h1")  # from h1's namespace, toward the receiver on h2
         to_snd = find_link(state, "sw2", "h2")  # from h2's namespace, toward the sender on h1
         links = [to_rcv, to_snd]
         before, quiet = settled(state, links)
         injectors: list[Injector] = []
-        with port_range(state["namespaces"]["h1"], TCS_SENDER_PORTS):
+        with port_range(state.namespaces["h1"], TCS_SENDER_PORTS):
             warm = Transfers(state)
             try:
                 warm.thread.start()
@@ -144,7 +145,7 @@ def run_tcsack(opts: Options) -> Result:
         return res
 
 
-def tcs_injectors(state: dict[str, Any], to_rcv: Link, to_snd: Link, corpus: list[bytes]) -> list[Injector]:
+def tcs_injectors(state: RunState, to_rcv: Link, to_snd: Link, corpus: list[bytes]) -> list[Injector]:
     from ..tcsack.live import PORT
 
     h1, h2 = ip_of(state, "h1"), ip_of(state, "h2")
@@ -163,7 +164,7 @@ def tcs_injectors(state: dict[str, Any], to_rcv: Link, to_snd: Link, corpus: lis
     ]
 
 
-def _tcs_phase(opts: Options, state: dict[str, Any], res: Result, injectors: list[Injector],
+def _tcs_phase(opts: Options, state: RunState, res: Result, injectors: list[Injector],
                warm: Transfers) -> None:
     """Transfers run back to back while the frames arrive (toward the receiver none that could
     pass for the sender's data of the flow: :func:`tcs_forgery`; toward the sender everything,
@@ -185,7 +186,7 @@ def _tcs_phase(opts: Options, state: dict[str, Any], res: Result, injectors: lis
                            "matching SHA-256"
                            + (f"; mismatched: {bad}" if bad else "") + (f"; {'; '.join(errors)}" if errors else ""),
                            bool(transfers.done) and not bad and not errors and all(t["ok"] for t in warm.done)))
-    h1 = state["hosts"]["h1"].split("/")[0]
+    h1 = state.host_ip("h1")
     peers = {f"{t['peer'][0]}:{t['peer'][1]}" if isinstance(t["peer"], list) else str(t["peer"]) for t in runs}
     res.checks.append(row("h2", "receiver's peer", f"bound to {', '.join(sorted(peers))} (the spoofed sender "
                            f"ports: {h1}:{TCS_SENDER_PORTS})", bool(runs) and peers <= {f"{h1}:{p}"

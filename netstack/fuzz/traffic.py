@@ -15,6 +15,7 @@ from typing import Any
 from headers.fcs import fcs_ok
 
 from .. import runtime
+from ..runtime import RunState
 from ..topo.nsenter import in_netns
 from .ports import Link, raw_socket
 
@@ -28,12 +29,12 @@ class Stream:
     """A sequenced UDP stream from one host to another, sent and received in this process;
     datagrams carry the campaign's nonce, so that no injected frame can pass for one."""
 
-    def __init__(self, state: dict[str, Any], src: str, dst: str, rate: float, size: int = 200) -> None:
+    def __init__(self, state: RunState, src: str, dst: str, rate: float, size: int = 200) -> None:
         self.nonce = os.urandom(8)
-        self.dst = (state["hosts"][dst].split("/")[0], STREAM_PORT)
-        with in_netns(state["namespaces"][src]):
+        self.dst = (state.host_ip(dst), STREAM_PORT)
+        with in_netns(state.namespaces[src]):
             self.tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with in_netns(state["namespaces"][dst]):
+        with in_netns(state.namespaces[dst]):
             self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self.rx.bind(("0.0.0.0", STREAM_PORT))
@@ -154,25 +155,25 @@ def capture(links: list[Link], traffic: Callable[[], None], limit: int = 300) ->
             s.close()
 
 
-def corpus_traffic(state: dict[str, Any], pairs: list[tuple[str, str]], count: int = 40) -> Callable[[], None]:
+def corpus_traffic(state: RunState, pairs: list[tuple[str, str]], count: int = 40) -> Callable[[], None]:
     """UDP datagrams to a port nobody listens on (so the ICMP errors come back too)."""
     def run() -> None:
         for src, dst in pairs:
-            with in_netns(state["namespaces"][src]):
+            with in_netns(state.namespaces[src]):
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             try:
                 for i in range(count):
                     with contextlib.suppress(OSError):
-                        s.sendto(bytes([i]) * (20 + 17 * i % 300), (state["hosts"][dst].split("/")[0], CORPUS_PORT))
+                        s.sendto(bytes([i]) * (20 + 17 * i % 300), (state.host_ip(dst), CORPUS_PORT))
                     time.sleep(0.002)
             finally:
                 s.close()
     return run
 
 
-def ping(state: dict[str, Any], src: str, dst: str) -> bool:
+def ping(state: RunState, src: str, dst: str) -> bool:
     import subprocess
 
     argv = runtime.node_exec_argv(state, src, ["ping", "-c", "3", "-i", "0.2", "-W", "1",
-                                               state["hosts"][dst].split("/")[0]])
+                                               state.host_ip(dst)])
     return subprocess.run(argv, capture_output=True, timeout=20, check=False).returncode == 0

@@ -48,11 +48,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import toolproc
 from .control import CONTROLLER_KIND, OnePipeControlError, enable_all, status_all, switches_of
 from .params import PORT, PORT_RANGE, OnePipeParams
+
+if TYPE_CHECKING:
+    from ..runtime import Daemon, RunState
 
 #: in the testbed's run directory while a run lasts: ``{"out", "runner", "reliable", "started",
 #: "processes": {name: {"pid", "host", "addr"}}}``
@@ -62,10 +65,10 @@ CLOCK_FILE = "onepipe-clock-{host}.json"
 Addr = tuple[str, int]
 
 
-def end_hosts(state: dict[str, Any]) -> list[str]:
+def end_hosts(state: RunState) -> list[str]:
     """The hosts of a run: nodes with an address that run no daemon of their own."""
-    with_daemon = {d["node"] for d in state.get("daemons", [])}
-    return sorted(n for n in state["hosts"] if n not in with_daemon)
+    with_daemon = {d.node for d in state.daemons}
+    return sorted(n for n in state.hosts if n not in with_daemon)
 
 
 def place(hosts: list[str], procs: int) -> dict[str, list[str]]:
@@ -83,7 +86,7 @@ def place(hosts: list[str], procs: int) -> dict[str, list[str]]:
     return {h: ps for h, ps in out.items() if ps}
 
 
-def host_clocks(state: dict[str, Any]) -> dict[str, tuple[int, float]]:
+def host_clocks(state: RunState) -> dict[str, tuple[int, float]]:
     """``{host: (offset_ns, drift_ppm)}`` from the topology the run was built from (none: 0, 0)."""
     from ..runtime import topology_of
     from ..topo.model import TopologyError
@@ -110,7 +113,7 @@ def clock_file(prefix: str, host: str) -> Path:
     return run_dir(prefix) / CLOCK_FILE.format(host=host)
 
 
-def key_file(state: dict[str, Any]) -> Path | None:
+def key_file(state: RunState) -> Path | None:
     """The key file of the topology the run was built from (None: no keys, frames unsealed)."""
     from ..runtime import topology_of
     from ..topo.model import TopologyError
@@ -148,16 +151,16 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
     controller = find_controller(prefix, state) if reliable else None
     _refuse_a_second_run(prefix)
     placed = place(end_hosts(state), procs)
-    losses = [parse_loss(s, state["links"]) for s in loss]
+    losses = [parse_loss(s, state.links) for s in loss]
     out = _fresh_out(Path(out))
     params = _enable(prefix, state, params, controller, say)
-    addrs = {p: (state["hosts"][h].split("/")[0], PORT + 1 + i) for h, ps in placed.items() for i, p in enumerate(ps)}
+    addrs = {p: (state.host_ip(h), PORT + 1 + i) for h, ps in placed.items() for i, p in enumerate(ps)}
     clocks = host_clocks(state)
     impaired = []
     try:
         for link, p in losses:
-            for end in (e for e in state["ports"] if e["link"] == link):
-                apply_impairment(prefix, end["netns"], end["ifname"], loss=p, backend="nft")
+            for end in state.ends_of(link):
+                apply_impairment(prefix, end.netns, end.ifname, loss=p, backend="nft")
                 impaired.append(end)
             say(f"dropping {p:g} of the frames on {link} (both directions, nft)")
         join_at = time.time() + 1.0 + 0.05 * procs
@@ -192,7 +195,7 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
                 procs_file(prefix).parent.rmdir()
     finally:
         for end in impaired:
-            clear_impairment(prefix, end["netns"], end["ifname"])
+            clear_impairment(prefix, end.netns, end.ifname)
     for name in killed:
         say(f"{name} was killed (SIGKILL): its logs end where it died")
     run_args = dict(procs=procs, seconds=seconds, rate=rate, fanout=fanout, size=size, drain=drain,
@@ -269,7 +272,7 @@ def _fresh_out(out: Path) -> Path:
 LIVE_FAILURE_BEACONS = 100
 
 
-def _enable(prefix: str, state: dict[str, Any], params: OnePipeParams | None, controller: Any,
+def _enable(prefix: str, state: RunState, params: OnePipeParams | None, controller: Any,
             say: Callable[[str], None]) -> OnePipeParams:
     """(Re-)enable 1Pipe in every switch; the parameters the processes must use.
 
@@ -293,7 +296,7 @@ def _enable(prefix: str, state: dict[str, Any], params: OnePipeParams | None, co
     return params
 
 
-def _spawn(prefix: str, state: dict[str, Any], placed: dict[str, list[str]], addrs: dict[str, Addr],
+def _spawn(prefix: str, state: RunState, placed: dict[str, list[str]], addrs: dict[str, Addr],
            clocks: dict[str, tuple[int, float]], common: list[str], reliable: bool,
            out: Path) -> dict[str, subprocess.Popen[str]]:
     """One ``python -m netstack.onepipe.live`` per process in its host's namespace; the pid file."""
@@ -304,7 +307,7 @@ def _spawn(prefix: str, state: dict[str, Any], placed: dict[str, list[str]], add
     try:
         for name, host in hosts.items():
             offset, drift = clocks.get(host, (0, 0.0))
-            bcast = str(ipaddress.ip_interface(state["hosts"][host]).network.broadcast_address)
+            bcast = str(ipaddress.ip_interface(state.hosts[host]).network.broadcast_address)
             # ``ip netns exec`` (and ``nsenter``) exec the command: the pid is the process's own
             argv = node_exec_argv(state, host, [
                 sys.executable, "-m", "netstack.onepipe.live", "--procs", name, *common,
@@ -374,18 +377,18 @@ def _proc_number(name: str) -> int:
 # --------------------------------------------------------------------------- the controller
 
 
-def controllers(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """The run's controller daemons (``state["daemons"]`` entries of kind :data:`CONTROLLER_KIND`)."""
-    return [d for d in state.get("daemons", []) if d.get("kind") == CONTROLLER_KIND and d.get("control")]
+def controllers(state: RunState) -> list[Daemon]:
+    """The run's controller daemons (``state.daemons`` of kind :data:`CONTROLLER_KIND`)."""
+    return [d for d in state.daemons if d.kind == CONTROLLER_KIND and d.control]
 
 
-def controller_addr(state: dict[str, Any], daemon: dict[str, Any]) -> Addr:
+def controller_addr(state: RunState, daemon: Daemon) -> Addr:
     """Where processes reach a controller daemon unless its status says (``address``): its
     node's address, 1Pipe's port."""
-    return state["hosts"][daemon["node"]].split("/")[0], PORT
+    return state.host_ip(daemon.node), PORT
 
 
-def controller_status(prefix: str, state: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def controller_status(prefix: str, state: RunState | None = None) -> dict[str, Any] | None:
     """The controller's ``status`` (``{"node", "addr", "role", "view", ...}``; the leader's when
     there are replicas), ``{"node", "addr", "error"}`` when it does not answer, None when the
     topology has no controller."""
@@ -396,9 +399,9 @@ def controller_status(prefix: str, state: dict[str, Any] | None = None) -> dict[
     found = []
     for d in controllers(state):
         ip, port = controller_addr(state, d)
-        where = {"node": d.get("name") or d["node"], "addr": f"{ip}:{port}"}
+        where = {"node": d.key, "addr": f"{ip}:{port}"}
         try:
-            st = request(d["control"], "status", timeout=2.0)
+            st = request(d.control, "status", timeout=2.0)
         except (ControlError, OSError, ValueError) as exc:
             found.append({**where, "error": f"not answering ({exc})"})
             continue
@@ -410,7 +413,7 @@ def controller_status(prefix: str, state: dict[str, Any] | None = None) -> dict[
                                                                       found[0]))
 
 
-def find_controller(prefix: str, state: dict[str, Any]) -> tuple[str, Addr]:
+def find_controller(prefix: str, state: RunState) -> tuple[str, Addr]:
     """``(node, address)`` of the controller reliable processes register with; a clear
     OnePipeControlError when there is none, or it does not answer."""
     st = controller_status(prefix, state)

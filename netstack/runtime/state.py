@@ -8,11 +8,12 @@ A container deployment's state is the same record, assembled from docker
 (``netstack.container.discover``), with the container parts filled in (``runtime == "compose"``).
 
 ``RunState.to_dict()`` is the JSON shape, the same as when the state was a plain dict (``netstack up
---json`` prints it). The file holds that dict and ``"format"``: :data:`STATE_FORMAT`. Files without
-the key were written before it existed (format 1, the same shape): they are read as they are, their
-daemons given the fields added since (``name``: the node's; ``metrics``: none). A file that misses a
-part (the first versions wrote no ``links``), names another format, or is not a run state at all is
-refused with a :class:`RuntimeErrorNS` that names the file and says to run ``netstack down``.
+--json`` prints it); the record itself is no mapping: code reads its attributes. The file holds that
+dict and ``"format"``: :data:`STATE_FORMAT`. Files without the key were written before it existed
+(format 1, the same shape): they are read as they are, their daemons given the fields added since
+(``name``: the node's; ``metrics``: none). A file that misses a part (the first versions wrote no
+``links``), names another format, or is not a run state at all is refused with a
+:class:`RuntimeErrorNS` that names the file and says to run ``netstack down``.
 ``"sections"`` (the protocols' tables of the topology file as checked, ``[onepipe]``...) is there
 only when the topology has one: a file without it has none.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,7 @@ _COMPOSE_KEYS = ("prefix", "runtime", "topology", "source", "started", "namespac
 
 
 @dataclass(frozen=True)
-class RunState(Mapping[str, Any]):
+class RunState:
     """A running topology. Everything but ``prefix`` has a default, so that a test can make one of
     the parts it needs; a file must have every part (:meth:`from_dict`)."""
 
@@ -183,23 +184,6 @@ class RunState(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape (module docstring): what ``up --json`` prints."""
         return {key: self._part(key) for key in self._keys()}
-
-    # A read-only ``state["key"]`` view, as when the run state was a dict: the values are
-    # to_dict()'s (plain dicts and lists, copies). It is there for the code not converted yet
-    # (tests, mostly); new code reads the attributes.
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._keys():
-            raise KeyError(key)
-        return self._part(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys())
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys()  # (Mapping's would build the part to find out)
-
-    def __len__(self) -> int:
-        return len(self._keys())
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RunState:

@@ -13,13 +13,16 @@ switch-to-switch link, both directions) as a topology document.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..sim.scenario import Context, Scenario, ScenarioError
 from ..sim.scenarios import live_prefix, two_switch_topology
 from .control import transfer
 from .live import data_for
 from .params import TcsParamError, TcsParams
+
+if TYPE_CHECKING:
+    from ..runtime import RunState
 
 PARAMS: dict[str, Any] = {"proto": "tcsack", "bytes": 2_000_000, "rate_bps": 80_000_000, "t_ms": 2.0, "n": 16,
                           "payload": 1200, "src": "h1", "dst": "h2", "data_seed": 1, "max_seconds": 60.0}
@@ -74,7 +77,7 @@ def _sim_validity(p: dict[str, Any], out: dict[str, Any], intact: bool, done: bo
                              t_ns=int(p["t_ms"] * 1_000_000), lags=None)
 
 
-def transfer_live(ctx: Context, state: dict[str, Any] | None = None) -> dict[str, Any]:
+def transfer_live(ctx: Context, state: RunState | None = None) -> dict[str, Any]:
     """On the live testbed: brought up from the topology for this run (or ``state``, one already up)."""
     from .. import runtime
 

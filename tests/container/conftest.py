@@ -94,7 +94,7 @@ def cli(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return run([sys.executable, "-m", "netstack.cli", *argv], timeout=timeout)
 
 
-def wait_ready(prefix: str, timeout: float = 120.0, nodes: set[str] = NODES) -> dict[str, Any]:
+def wait_ready(prefix: str, timeout: float = 120.0, nodes: set[str] = NODES) -> runtime.RunState:
     """The deployment's run state once every node is up (node runners done, daemons answering)."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -104,8 +104,8 @@ def wait_ready(prefix: str, timeout: float = 120.0, nodes: set[str] = NODES) -> 
         except runtime.RuntimeErrorNS as exc:
             last = str(exc)
         else:
-            last = {"nodes": sorted(st["namespaces"]), "starting": st["starting"]}
-            if set(st["namespaces"]) == nodes and not st["starting"]:
+            last = {"nodes": sorted(st.namespaces), "starting": st.starting}
+            if set(st.namespaces) == nodes and not st.starting:
                 return st
         time.sleep(0.5)
     raise AssertionError(f"deployment {prefix} not ready after {timeout:g} s: {last}\n{logs(prefix)}")
@@ -149,15 +149,15 @@ def leftovers(prefix: str) -> dict[str, list[str]]:
     }
 
 
-def in_container(state: dict[str, Any], node: str, *argv: str, timeout: float = 60,
+def in_container(state: runtime.RunState, node: str, *argv: str, timeout: float = 60,
                  background: bool = False) -> Any:
-    cmd = ["docker", "exec", state["containers"][node], *argv]
+    cmd = ["docker", "exec", state.containers[node], *argv]
     if background:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return run(cmd, timeout=timeout)
 
 
-def sequenced_stream(state: dict[str, Any], count: int, rate: int) -> dict[str, Any]:
+def sequenced_stream(state: runtime.RunState, count: int, rate: int) -> dict[str, Any]:
     """A sequenced UDP stream h1 -> h2 with the traffic tools inside the containers (the
     image's own netstack); the sink's JSON (loss, duplicates, reordering: exact counts)."""
     sink = in_container(state, "h2", "python", "-m", "netstack.traffic", "udp-sink", "--quiet", "1.5",

@@ -46,9 +46,9 @@ def compose(image, tmp_path_factory):
 def test_every_node_comes_up_healthy(compose):
     wait_healthy(compose["prefix"])
     state = wait_ready(compose["prefix"])
-    assert state["runtime"] == "compose"
-    assert {p["ifname"] for p in state["ports"] if p["node"] == "sw2"} == {"p-sw1", "p-h2", "p-c1"}
-    assert {d["name"] for d in state["daemons"]} == {"sw1", "sw2", "c1"}  # switches and the DTA collector
+    assert state.runtime == "compose"
+    assert {p.ifname for p in state.ports if p.node == "sw2"} == {"p-sw1", "p-h2", "p-c1"}
+    assert {d.name for d in state.daemons} == {"sw1", "sw2", "c1"}  # switches and the DTA collector
     # each port is a VXLAN tunnel with the topology's MAC and MTU, offloads off
     out = in_container(state, "sw1", "ip", "-d", "link", "show", "p-sw2").stdout
     assert "vxlan id" in out and "mtu 1564" in out
@@ -111,7 +111,7 @@ def test_onepipe_and_its_controller_run_in_containers(image, tmp_path):
         r = run([*argv, "up", "-d"], timeout=180)
         assert r.returncode == 0, r.stderr
         state = wait_ready(prefix, nodes={"h1", "h2", "h3", "h4", "tor1", "tor2", "spine1", "ctl"})
-        assert any(d["kind"] == "onepipe-controller" for d in state["daemons"])
+        assert any(d.kind == "onepipe-controller" for d in state.daemons)
         assert len(leftovers(prefix)["volumes"]) == 1  # the shared run directory, labelled
         out = tmp_path / "run"
         r = cli("onepipe", "run", "--prefix", prefix, "--procs", "4", "--seconds", "1", "--out", str(out),
@@ -134,7 +134,7 @@ def test_down_removes_every_container_network_and_rule(compose):
     state = wait_ready(prefix)
     present = leftovers(prefix)
     assert len(present["containers"]) == 5 and len(present["networks"]) == 4
-    pids = [int(ns.split("/")[2]) for ns in state["namespaces"].values()]
+    pids = [int(ns.split("/")[2]) for ns in state.namespaces.values()]
     r = run([*compose["compose"], "down", "--timeout", "5"], timeout=120)
     assert r.returncode == 0, r.stderr
     assert leftovers(prefix) == {"containers": [], "networks": [], "volumes": []}

@@ -67,7 +67,7 @@ def test_stack_comes_up_on_overlays(stack):
     nets = run(["docker", "network", "ls", "--filter", f"label=io.netstack.prefix={stack['prefix']}",
                 "--format", "{{.Driver}} {{.Scope}}"], timeout=30).stdout.split("\n")
     assert {n for n in nets if n} == {"overlay swarm"}
-    assert len(state["tunnels"]["sw2"]) == 3
+    assert len(state.tunnels["sw2"]) == 3
 
 
 def test_h1_pings_h2(stack):

@@ -30,6 +30,7 @@ from netstack.fuzz import onepipe as fz_op
 from netstack.fuzz import switch as fz_switch
 from netstack.fuzz import tcd as fz_tcd
 from netstack.fuzz import tcsack as fz_tcs
+from netstack.runtime import Daemon, RunPort, RunState
 
 GOLDEN = Path(__file__).with_name("golden_frames.json")
 SEEDS = (0, 1, 7, 4242)
@@ -49,15 +50,16 @@ def _mac(i: int) -> bytes:
     return bytes([2, 0, 0x0A, 0, 0, i])
 
 
-def _state() -> dict[str, Any]:
-    """A run state as ``netstack up`` writes it, as far as the injectors read it."""
+def _state() -> RunState:
+    """A run state as ``netstack up`` makes it, as far as the injectors read it."""
     hosts = {n: f"10.0.0.{i + 1}/24" for i, n in enumerate(NODES) if not n.startswith(("sw", "tor", "spine"))}
-    ports = [{"node": n, "peer": "x", "ifname": "eth0", "netns": f"fz-{n}", "mac": _mac(i + 1).hex(":"), "fcs": False}
+    ports = [RunPort(node=n, link="x", netns=f"fz-{n}", ifname="eth0", mac=_mac(i + 1).hex(":"), peer="x", fcs=False)
              for i, n in enumerate(NODES)]
-    ports.append({"node": "spine1", "peer": "tor1", "ifname": "p-tor1", "netns": "fz-spine1",
-                  "mac": _mac(0x70).hex(":"), "fcs": True})
-    return {"prefix": "fz", "hosts": hosts, "ports": ports, "namespaces": {n: f"fz-{n}" for n in NODES},
-            "daemons": [{"node": "ctl"}, {"node": "c1"}]}
+    ports.append(RunPort(node="spine1", link="tor1-spine1", netns="fz-spine1", ifname="p-tor1",
+                         mac=_mac(0x70).hex(":"), peer="tor1", fcs=True))
+    daemons = [Daemon(node="ctl", kind="onepipe-controller", pid=0, control="", log=""),
+               Daemon(node="c1", kind="collector", pid=0, control="", log="")]
+    return RunState(prefix="fz", hosts=hosts, ports=ports, namespaces={n: f"fz-{n}" for n in NODES}, daemons=daemons)
 
 
 def _link(node: str, far: str, fcs: bool, edge: bool, accepts: bool = False) -> fuzz.Link:
@@ -67,7 +69,7 @@ def _link(node: str, far: str, fcs: bool, edge: bool, accepts: bool = False) -> 
 
 #: per target: its injectors on the stand-in run, and its phases as its runner sends them
 #: ((share of the frames, the checked phase's guard); None: the rest)
-TARGETS: dict[str, tuple[Callable[[dict[str, Any]], list[fuzz.Injector]], list[tuple[float | None, bool]]]] = {
+TARGETS: dict[str, tuple[Callable[[RunState], list[fuzz.Injector]], list[tuple[float | None, bool]]]] = {
     "switch": (lambda st: fz_switch.switch_injectors(st, _link("sw1", "h1", False, True), CORPUS, 1514),
                [(None, False)]),
     "linkguardian": (lambda st: fz_lg.lg_injectors(st, _link("sw2", "sw1", True, False, True),

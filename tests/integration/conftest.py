@@ -45,30 +45,30 @@ def testbed(tmp_path_factory):
     yield from running(load_topology(None), tmp_path_factory)
 
 
-def in_node(state: dict, node: str, code: str, *args: str, timeout: float = 60.0,
+def in_node(state: runtime.RunState, node: str, code: str, *args: str, timeout: float = 60.0,
             background: bool = False) -> subprocess.CompletedProcess | subprocess.Popen:
     """Run a Python snippet inside ``node``'s namespace."""
-    argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-c", code, *args]
+    argv = ["ip", "netns", "exec", state.namespaces[node], sys.executable, "-c", code, *args]
     if background:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def sh(state: dict, node: str, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", "netns", "exec", state["namespaces"][node], *argv],
+def sh(state: runtime.RunState, node: str, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", state.namespaces[node], *argv],
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def traffic(state: dict, node: str, *args: str, background: bool = False) -> Any:
+def traffic(state: runtime.RunState, node: str, *args: str, background: bool = False) -> Any:
     """``python -m netstack.traffic ARGS`` in ``node``: its last JSON line, or (``background``) the
     process once it said ``ready``."""
-    argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
+    argv = ["ip", "netns", "exec", state.namespaces[node], sys.executable, "-m", "netstack.traffic", *args]
     if background:
         return toolproc.start(argv, f"{args[0]} in {node}", ready_on="stderr")
     return toolproc.run(argv, f"{args[0]} in {node}", 300)
 
 
-def udp_stream(state: dict, n: int, rate: int, size: int = 400) -> dict:
+def udp_stream(state: runtime.RunState, n: int, rate: int, size: int = 400) -> dict:
     """A sequenced UDP stream h1 -> h2 (10.0.0.2): what h2's sink counted (lost, reordered, duplicates)."""
     sink = traffic(state, "h2", "udp-sink", "--quiet", "1.5", "--expect", str(n), background=True)
     traffic(state, "h1", "udp-send", "--dst", "10.0.0.2", "--count", str(n), "--rate", str(rate), "--size", str(size))

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from netstack.runtime import RunState
 from netstack.topo.nsenter import in_netns
 
 from .conftest import sh
@@ -22,8 +23,8 @@ CLI = [sys.executable, "-m", "netstack.cli"]
 PORT = 45555
 
 
-def _stream(state: dict, count: int, tag: bytes) -> None:
-    with in_netns(state["namespaces"]["h1"]):
+def _stream(state: RunState, count: int, tag: bytes) -> None:
+    with in_netns(state.namespaces["h1"]):
         tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     with tx:
         for seq in range(count):
@@ -42,7 +43,7 @@ def test_a_stream_is_captured_whole_in_order_with_the_fcs_marked(testbed, tmp_pa
 
     out = tmp_path / "sw1.pcapng"
     cap = subprocess.Popen([*CLI, "capture", "sw1-sw2", "--end", "sw1", "-w", str(out), "--count", "200",
-                            "--filter", f"udp dst port {PORT}", "--prefix", testbed["prefix"]],
+                            "--filter", f"udp dst port {PORT}", "--prefix", testbed.prefix],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _started(cap)
@@ -102,7 +103,7 @@ def _tshark_reads(pcapng) -> None:
 
 def test_without_a_file_each_frame_is_one_line(testbed):
     cap = subprocess.Popen([*CLI, "capture", "h1-sw1", "--count", "4", "--filter", f"udp port {PORT}",
-                            "--prefix", testbed["prefix"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            "--prefix", testbed.prefix], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _started(cap)
         _stream(testbed, 4, b"NSLINE")
@@ -131,16 +132,16 @@ def test_without_a_file_each_frame_is_one_line(testbed):
     (["metrics"], "serve no metrics: start the topology with 'netstack up --metrics-port PORT'"),
 ])
 def test_bad_input_is_refused_clearly_and_nothing_runs(testbed, argv, said):
-    r = subprocess.run([*CLI, *argv, "--prefix", testbed["prefix"]], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([*CLI, *argv, "--prefix", testbed.prefix], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
     # only this testbed's commands: another user's `netstack capture` may run meanwhile
-    left = subprocess.run(["pgrep", "-f", f"netstack.cli {argv[0]} .*--prefix {testbed['prefix']}$"],
+    left = subprocess.run(["pgrep", "-f", f"netstack.cli {argv[0]} .*--prefix {testbed.prefix}$"],
                           capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
 
 def test_link_down_stops_traffic_up_restores_it_and_flap_leaves_it_up(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     r = subprocess.run([*CLI, "link", "sw1-sw2", "down", "--prefix", prefix], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 0 and "down" in r.stdout, r.stderr
@@ -153,7 +154,7 @@ def test_link_down_stops_traffic_up_restores_it_and_flap_leaves_it_up(testbed):
     # ~0.1 s of carrier after the up; the first ping may wait for it
     assert sh(testbed, "h1", "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.0.2").returncode == 0
     # a 100 ms ping stream across 3 flaps of 300 ms down: the gaps are in the replies' sequence
-    ping = subprocess.Popen(["ip", "netns", "exec", testbed["namespaces"]["h1"], "ping", "-i", "0.05", "-c", "60",
+    ping = subprocess.Popen(["ip", "netns", "exec", testbed.namespaces["h1"], "ping", "-i", "0.05", "-c", "60",
                              "-W", "1", "10.0.0.2"], stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)
     r = subprocess.run([*CLI, "link", "sw1-sw2", "flap", "--down-ms", "300", "--up-ms", "300", "--count", "3",

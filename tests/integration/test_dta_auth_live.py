@@ -70,7 +70,7 @@ def keyed(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dta(keyed):
-    prefix = keyed["prefix"]
+    prefix = keyed.prefix
     info = control.enable_translator(prefix, "sw2", "c1")
     q = CollectorQuery.open(info["memory_dir"])
     try:
@@ -136,8 +136,8 @@ def test_genuine_reports_land_and_forged_replayed_ones_do_not(dta, capsys):
 
     before = memory(q)
     c1 = control.collector_status(prefix)["responder"]["qps"]["keywrite"]["writes"]
-    h1 = state["hosts"]["h1"].split("/")[0]
-    dst = state["hosts"]["c1"].split("/")[0]
+    h1 = state.host_ip("h1")
+    dst = state.host_ip("c1")
     report = encode_report(DTABase.of(KeyWrite(2, 42, (666,)), 0), KeyWrite(2, 42, (666,)))
     forged = report + AuthTrailer(1, int(time.time()) + 10, 1, os.urandom(8)).encode()
     # from h2's own address and socket: the codec's report with a made-up trailer (wrong MAC)
@@ -174,8 +174,8 @@ def test_genuine_reports_land_and_forged_replayed_ones_do_not(dta, capsys):
 def test_the_reporter_tool_takes_the_key_file_itself(dta):
     state, q = dta["state"], dta["q"]
     keys = dta["info"]["auth"]["keys"]
-    dst = state["hosts"]["c1"].split("/")[0]
-    argv = ["ip", "netns", "exec", state["namespaces"]["h2"], sys.executable, "-m", "netstack.dta.live", "report",
+    dst = state.host_ip("c1")
+    argv = ["ip", "netns", "exec", state.namespaces["h2"], sys.executable, "-m", "netstack.dta.live", "report",
             "append", "--dst", dst, "--list", "4", "--value", "500", "--count", "8", "--quiet", "--key-file", keys,
             "--era", str(int(time.time()) + 100)]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)

@@ -41,7 +41,7 @@ def _enabled(prefix: str) -> dict:
 
 
 def test_the_translator_is_on_when_up_returns_with_the_files_options(declared):
-    prefix = declared["prefix"]
+    prefix = declared.prefix
     st = _enabled(prefix)
     assert st["config"]["window"] == 256 and st["config"]["grace_reports"] == 50  # the file's, not the defaults
     assert st["translator_ip"] == "10.0.0.254"
@@ -51,7 +51,7 @@ def test_the_translator_is_on_when_up_returns_with_the_files_options(declared):
 
 
 def test_reports_reach_the_collector_with_nothing_else_done(declared, capsys):
-    prefix = declared["prefix"]
+    prefix = declared.prefix
     # netstack dta report (control.plan_report + run_report): 50 Key-Writes 7000+i := 10+i from h1
     code = cli.main(["dta", "report", "keywrite", "7000", "10", "--count", "50", "--rate", "500", "--json",
                      "--prefix", prefix])
@@ -67,7 +67,7 @@ def test_reports_reach_the_collector_with_nothing_else_done(declared, capsys):
 
 
 def test_a_restarted_switch_daemon_gets_the_declared_translator_back(declared):
-    prefix = declared["prefix"]
+    prefix = declared.prefix
     runtime.kill_daemon(prefix, "sw2")
     runtime.restart_daemon(prefix, "sw2")  # runs the protocols' after_restart
     st = _enabled(prefix)

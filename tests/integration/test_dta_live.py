@@ -28,11 +28,11 @@ pytestmark = pytest.mark.netns
 
 
 def _collector_ip(state) -> str:
-    return state["hosts"]["c1"].split("/")[0]
+    return state.host_ip("c1")
 
 
 def _report(state, node, kind, *args, background=False):
-    argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.dta.live", "report",
+    argv = ["ip", "netns", "exec", state.namespaces[node], sys.executable, "-m", "netstack.dta.live", "report",
             kind, "--dst", _collector_ip(state), "--quiet", *map(str, args)]
     if background:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -62,7 +62,7 @@ def _qps(prefix):
 
 @pytest.fixture(scope="module")
 def dta(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     info = control.enable_translator(prefix, "sw2", "c1")
     q = CollectorQuery.open(info["memory_dir"])
     try:
@@ -78,7 +78,7 @@ def test_enable_finds_the_collector_port_and_regions(dta):
     assert {"keywrite", "keyincrement", "append-4", "sketch-1"} <= set(info["regions"])
     # the collector's QPs are bound to the translator (its IP, the port's MAC, its QPNs) before dta_enable
     assert sorted(info["bound"]) == sorted(info["regions"])
-    port_mac = next(p["mac"] for p in dta["state"]["ports"] if p["node"] == "sw2" and p["ifname"] == "p-c1")
+    port_mac = next(p.mac for p in dta["state"].ports if p.node == "sw2" and p.ifname == "p-c1")
     assert info["translator_mac"] == port_mac
     st = control.collector_status(dta["prefix"])
     ci = control.connect_info(dta["prefix"])
@@ -92,7 +92,7 @@ def test_enable_finds_the_collector_port_and_regions(dta):
 def test_keywrite_from_two_hosts_with_valid_icrc_on_the_wire(dta):
     state, prefix, q = dta["state"], dta["prefix"], dta["q"]
     # watch c1's wire: every RoCEv2 frame the translator sends must carry a correct ICRC
-    with in_netns(state["namespaces"]["c1"]):
+    with in_netns(state.namespaces["c1"]):
         tap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     tap.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     tap.bind(("eth0", 0))
@@ -263,7 +263,7 @@ def test_forged_roce_frames_from_a_stranger_are_dropped_unanswered(dta):
     snapshot = {p.name: p.read_bytes() for p in directory.glob("*.mem")}
     params = {"qpn": region["qpn"], "psn": qp_before["epsn"], "rkey": region["rkey"], "bad_rkey": bad,
               "va": region["base_va"], "mac": info["mac"], "ip": info["ip"],
-              "src": state["hosts"]["h1"].split("/")[0]}
+              "src": state.host_ip("h1")}
     r = in_node(state, "h1", FORGE, json.dumps(params), timeout=30)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"answer": None}
@@ -289,7 +289,7 @@ def test_a_normal_report_run_is_valid_with_its_checks(dta):
     state, prefix = dta["state"], dta["prefix"]
     argv = [sys.executable, "-m", "netstack.dta.live", "report", "keywrite", "--dst", _collector_ip(state),
             "--key", "8000000", "--count", "500", "--rate", "2000", "--redundancy", "2", "--quiet"]
-    res = valid_run(lambda: control.run_report(prefix, "h1", ["ip", "netns", "exec", state["namespaces"]["h1"], *argv]),
+    res = valid_run(lambda: control.run_report(prefix, "h1", ["ip", "netns", "exec", state.namespaces["h1"], *argv]),
                     machine=MACHINE_CHECKS)
     assert res["valid"] is True, [c for c in res["checks"] if not c["ok"]]
     assert [c["name"] for c in res["checks"]] == ["reports sent", "report rate (/s)", "scheduling delay"]

@@ -80,7 +80,7 @@ print(count)
 
 
 def _ip(state, node: str) -> str:
-    return state["hosts"][node].split("/")[0]
+    return state.host_ip(node)
 
 
 def _until(cond, timeout: float = 10.0):
@@ -143,7 +143,7 @@ def _bed(topology, tmp_path_factory):
         yield state
     finally:
         gen.close()  # netstack down
-        for leftover in Path("/dev/shm").glob(f"netstack-{state['prefix']}-*"):
+        for leftover in Path("/dev/shm").glob(f"netstack-{state.prefix}-*"):
             shutil.rmtree(leftover, ignore_errors=True)
 
 
@@ -157,7 +157,7 @@ def testbed_f(tmp_path_factory):
 
 
 def test_bad_input_exits_2_with_a_message_and_changes_nothing(testbed_f, capsys):
-    prefix = testbed_f["prefix"]
+    prefix = testbed_f.prefix
     before = {d.key: d.pid for d in runtime.daemons_of(runtime.load_state(prefix))}
     cases = [
         (["kill", "nosuch", "--prefix", prefix], "no node or daemon 'nosuch'"),
@@ -190,7 +190,7 @@ def test_bad_input_exits_2_with_a_message_and_changes_nothing(testbed_f, capsys)
     assert all(d.alive() for d in runtime.daemons_of(state))
     st = runtime.status(prefix)["daemons"]
     assert all("error" not in v for v in st.values()), st
-    assert all(v == "UP" for link in state["links"] for v in faults.link_state(state, link).values())
+    assert all(v == "UP" for link in state.links for v in faults.link_state(state, link).values())
     assert not list(runtime.run_dir(prefix).glob("*clock-*.json"))
     assert not list(runtime.run_dir(prefix).glob("*" + runtime.LAUNCH_SUFFIX))
 
@@ -198,7 +198,7 @@ def test_bad_input_exits_2_with_a_message_and_changes_nothing(testbed_f, capsys)
 def test_a_killed_and_restarted_daemon_keeps_status_and_down_working(tmp_path_factory, capsys):
     gen = _bed(load_topology(None), tmp_path_factory)
     state = next(gen)
-    prefix = state["prefix"]
+    prefix = state.prefix
     try:
         old = {d.key: d for d in runtime.daemons_of(state)}
         rc, out, err = _fault(capsys, "kill", "sw1", "--signal", "TERM", "--restart", "--prefix", prefix)
@@ -243,7 +243,7 @@ def lg_bed(request, tmp_path_factory):
     gen = _bed(load_topology(None), tmp_path_factory)
     state = next(gen)
     try:
-        assert cli(["lg", "enable", "sw1-sw2", "--copies", "1", "--prefix", state["prefix"]]) == 0
+        assert cli(["lg", "enable", "sw1-sw2", "--copies", "1", "--prefix", state.prefix]) == 0
         yield state
     finally:
         gen.close()
@@ -254,7 +254,7 @@ def test_a_switch_killed_and_restarted_under_linkguardian_delivers_no_duplicate(
     sequenced stream h1 -> h2 and restarted. Required (the issue): LinkGuardian restarts on
     sw2 with a new era, sw1's sender resynchronises, no datagram is delivered twice, and the
     stream sent after the restart arrives whole."""
-    state, prefix = lg_bed, lg_bed["prefix"]
+    state, prefix = lg_bed, lg_bed.prefix
     stream = Stream(state, "h1", "h2", 5011)
     try:
         stream.send(0, 500, rate=2000)
@@ -289,7 +289,7 @@ def test_a_switch_killed_and_restarted_under_linkguardian_delivers_no_duplicate(
 
 def _report_argv(state, first: int, count: int, redundancy: int = 1, rate: float = 2000.0) -> list[str]:
     """Key-Write reports from h1: key k := k + 7 for k in first..first+count-1."""
-    return ["ip", "netns", "exec", state["namespaces"]["h1"], sys.executable, "-m", "netstack.dta.live", "report",
+    return ["ip", "netns", "exec", state.namespaces["h1"], sys.executable, "-m", "netstack.dta.live", "report",
             "keywrite", "--dst", _ip(state, "c1"), "--quiet", "--key", str(first), "--value", str(first + 7),
             "--count", str(count), "--redundancy", str(redundancy), "--rate", str(rate)]
 
@@ -334,7 +334,7 @@ def test_a_collector_killed_and_started_again_keeps_its_qps_and_memory_and_count
     translator's next request is then ahead of that PSN: one NAK, a resync and a grace period
     (DTA §5.3), each request and report of it counted. ``netstack dta enable`` (the RDMA_CM
     exchange again, §7.2.1) still reconnects, in sequence."""
-    state, prefix = testbed_f, testbed_f["prefix"]
+    state, prefix = testbed_f, testbed_f.prefix
     control.enable_translator(prefix, "sw2", "c1", grace_reports=200)
     assert _report(state, 1_000_000, 200) == 200
     _settled(prefix, 200)
@@ -395,7 +395,7 @@ def test_a_frozen_collector_is_resynchronised_by_a_nak_and_the_grace_period(test
     (DTA §5.3); then reports land again. Every WRITE is accounted for. (Without the output
     window, ``window=0``: with it, the translator stops at the window instead of overflowing the
     frozen collector's ring, so no gap opens and no NAK comes: docs/dta.md "Output window".)"""
-    state, prefix = testbed_f, testbed_f["prefix"]
+    state, prefix = testbed_f, testbed_f.prefix
     grace = 200
     control.enable_translator(prefix, "sw2", "c1", grace_reports=grace, window=0)
     assert _report(state, 1_000_000, 100) == 100
@@ -451,7 +451,7 @@ def test_a_restarted_collector_is_resynchronised_through_naks_without_a_reconnec
     ahead, so the first request the restarted c1 sees is a PSN sequence error. Every WRITE is
     accounted for. (Restarted with nothing sent meanwhile, c1 is simply in sequence: nothing
     was lost, nothing needs a resync.)"""
-    state, prefix = testbed_f, testbed_f["prefix"]
+    state, prefix = testbed_f, testbed_f.prefix
     grace = 200
     control.enable_translator(prefix, "sw2", "c1", grace_reports=grace)
     assert _report(state, 1_000_000, 100) == 100
@@ -503,7 +503,7 @@ def test_a_restarted_collector_is_resynchronised_through_naks_without_a_reconnec
 
 
 def _kernel_rx(state, node: str, ifname: str) -> int:
-    ns = state["namespaces"][node]
+    ns = state.namespaces[node]
     with iproute(ns) as ipr:
         link = ipr.get_links(ipr.link_lookup(ifname=ifname)[0])[0]
     return int(link.get_attr("IFLA_STATS64")["rx_packets"])
@@ -513,7 +513,7 @@ def test_a_link_set_down_stops_the_stream_and_it_resumes_once_up(testbed_f, caps
     """sw1-sw2 set down (both veth ends) in the middle of a sequenced stream h1 -> h2: both
     switches see the carrier go (``link_down``), what is sent meanwhile is lost (sw1 drops and
     counts it in ``carrier_drops``, sw2 receives nothing); set up again, the stream resumes."""
-    state, prefix = testbed_f, testbed_f["prefix"]
+    state, prefix = testbed_f, testbed_f.prefix
     stream = Stream(state, "h1", "h2", 5013)
     try:
         stream.send(0, 200)
@@ -559,7 +559,7 @@ STORM_TOPOLOGY = header("faults-storm", prefix="fs", rate="100Mbit", delay="10us
 
 
 def test_a_pause_storm_on_a_default_edge_port_is_refused_and_counted(testbed_f, capsys):
-    prefix = testbed_f["prefix"]
+    prefix = testbed_f.prefix
     rc, out, err = _fault(capsys, "pause-storm", "h1-sw1", "--from", "h1", "--seconds", "0.5", "--pps", "200",
                           "--json", "--prefix", prefix)
     assert rc == 0, err
@@ -586,7 +586,7 @@ def _storm_with_traffic(state, link: str, src: str, stream_src: str, stream_dst:
     the class is paused), 300 datagrams ``stream_src`` -> ``stream_dst`` through the stormed port
     ``watched`` (switch, port). Returns (storm report, how many of them the port sent while the
     storm was still on, the datagrams that arrived in the end)."""
-    prefix = state["prefix"]
+    prefix = state.prefix
     node, port = watched
     result: dict = {}
     started = threading.Event()
@@ -668,7 +668,7 @@ def test_pauses_forged_on_the_onepipe_fabric_are_refused(onepipe_bed, capsys):
     """Finding 5: the onepipe topology enables PFC on no class of its fabric ports (802.1Qbb
     per-priority enable), so pause frames sent at tor1 over its uplink pause nothing; each is
     counted in ``pauses_refused``."""
-    prefix = onepipe_bed["prefix"]
+    prefix = onepipe_bed.prefix
     rc, out, err = _fault(capsys, "pause-storm", "tor1-spine1", "--from", "spine1", "--seconds", "0.5", "--pps",
                           "200", "--json", "--prefix", prefix)
     assert rc == 0, err
@@ -693,7 +693,7 @@ def test_a_clock_jump_reaches_the_1pipe_processes_of_that_host(onepipe_bed, tmp_
     (What 1Pipe does about it is 1Pipe's: docs/onepipe.md.)"""
     from netstack.onepipe.runner import run
 
-    prefix = onepipe_bed["prefix"]
+    prefix = onepipe_bed.prefix
     out, rate, summary = tmp_path / "run", 50.0, {}
     runner = threading.Thread(target=lambda: summary.update(run(prefix, procs=4, seconds=4.0, out=out, rate=rate,
                                                                 fanout=2)))

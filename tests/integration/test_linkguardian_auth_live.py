@@ -44,16 +44,16 @@ def _lg(prefix):
 
 
 def test_sealed_control_keeps_the_stream_complete_and_in_order(keyed):
-    prefix = keyed["prefix"]
+    prefix = keyed.prefix
     assert runtime.control(prefix, "sw1", "auth_status")["current"] == 1
-    impair.apply_impairment(prefix, keyed["namespaces"]["sw1"], "p-sw2", corrupt=0.02, backend="nft")
+    impair.apply_impairment(prefix, keyed.namespaces["sw1"], "p-sw2", corrupt=0.02, backend="nft")
     try:
         enable_link(prefix, "sw1-sw2", copies=2)
         res = _stream(keyed, 3000, 1500)
         sender, receiver = _lg(prefix)
     finally:
         disable_link(prefix, "sw1-sw2")
-        impair.clear_impairment(prefix, keyed["namespaces"]["sw1"], "p-sw2")
+        impair.clear_impairment(prefix, keyed.namespaces["sw1"], "p-sw2")
     assert (res["duplicates"], res["reordered"]) == (0, 0), res
     # complete but for a hole given up after ackNoTimeout (§3.5: a CPU stall), which is counted
     assert res["lost"] <= receiver["timeouts"] + receiver.get("reorder_drops", 0) and res["lost"] <= 3, \
@@ -65,7 +65,7 @@ def test_sealed_control_keeps_the_stream_complete_and_in_order(keyed):
 
 
 def test_control_forged_on_the_link_is_refused_and_counted(keyed):
-    prefix = keyed["prefix"]
+    prefix = keyed.prefix
     enable_link(prefix, "sw1-sw2", copies=1)
     try:
         _stream(keyed, 300, 1000)
@@ -78,7 +78,7 @@ def test_control_forged_on_the_link_is_refused_and_counted(keyed):
         forged = [ctl_mac + src + lg + bytes([0x40, 0x12, 0x34, 0, 0]) + bytes(60),  # a courier, no trailer
                   ctl_mac + src + lg + bytes([0x40, 0x00, 0x10, 0, 0]) + bytes(43) + bytes(range(17)),
                   ctl_mac + src + lg + bytes([0x80, 0x00, 0x05, 3, 0x00, 0x06, 0, 0]) + bytes(60)]
-        with in_netns(keyed["namespaces"]["sw2"]):
+        with in_netns(keyed.namespaces["sw2"]):
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         try:
             s.bind(("p-sw1", 0))
@@ -100,7 +100,7 @@ def test_control_forged_on_the_link_is_refused_and_counted(keyed):
 
 
 def test_a_key_rotation_reaches_both_switches(keyed):
-    prefix = keyed["prefix"]
+    prefix = keyed.prefix
     path = runtime.topology_of(keyed).keys_path()
     new = keys.rotate(path, overlap_s=30, now=time.time())
     deadline = time.monotonic() + 10

@@ -32,20 +32,20 @@ def _stream(state, n: int, rate: int, attempt=None) -> dict:
 
 
 def _fcs_errors(state) -> int:
-    return runtime.status(state["prefix"])["daemons"]["sw2"]["ports"]["p-sw1"]["fcs_errors"]
+    return runtime.status(state.prefix)["daemons"]["sw2"]["ports"]["p-sw1"]["fcs_errors"]
 
 
 @pytest.mark.parametrize("mode", ["blocking", "nb"])
 def test_lg_masks_corruption_loss(testbed, mode):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     for attempt in validated(prefix, **LIMITS):
         with attempt:
             _masks_corruption_loss(testbed, mode, attempt)
 
 
 def _masks_corruption_loss(testbed, mode, attempt):
-    prefix = testbed["prefix"]
-    ns_sw1 = testbed["namespaces"]["sw1"]
+    prefix = testbed.prefix
+    ns_sw1 = testbed.namespaces["sw1"]
     impair.apply_impairment(prefix, ns_sw1, "p-sw2", corrupt=0.02, backend="nft")
     try:
         enable_link(prefix, "sw1-sw2", mode=mode, copies=2)
@@ -68,14 +68,14 @@ def test_recirculating_reorder_buffer_drains_at_link_rate_in_order(testbed):
     """--recirc-rate link (LinkGuardian §3.3: the buffer is a recirculation port's queue): the
     receiver resolves the rate to the link's, repaired holes drain through it, and the stream
     still arrives complete and in order."""
-    for attempt in validated(testbed["prefix"], **LIMITS):
+    for attempt in validated(testbed.prefix, **LIMITS):
         with attempt:
             _drains_in_order(testbed, attempt)
 
 
 def _drains_in_order(testbed, attempt):
-    prefix = testbed["prefix"]
-    ns_sw1 = testbed["namespaces"]["sw1"]
+    prefix = testbed.prefix
+    ns_sw1 = testbed.namespaces["sw1"]
     impair.apply_impairment(prefix, ns_sw1, "p-sw2", corrupt=0.02, backend="nft")
     try:
         enable_link(prefix, "sw1-sw2", copies=2, recirc_rate_bps=None)
@@ -92,8 +92,8 @@ def _drains_in_order(testbed, attempt):
 
 
 def test_tcp_intact_with_lg(testbed):
-    prefix = testbed["prefix"]
-    ns_sw1 = testbed["namespaces"]["sw1"]
+    prefix = testbed.prefix
+    ns_sw1 = testbed.namespaces["sw1"]
     impair.apply_impairment(prefix, ns_sw1, "p-sw2", corrupt=0.01, backend="nft")
     try:
         enable_link(prefix, "sw1-sw2", copies=2)
@@ -108,10 +108,10 @@ while True:
     h.update(b); n += len(b)
 print(n, h.hexdigest(), flush=True)
 """
-        sink = subprocess.Popen(["ip", "netns", "exec", testbed["namespaces"]["h2"], sys.executable, "-c", code],
+        sink = subprocess.Popen(["ip", "netns", "exec", testbed.namespaces["h2"], sys.executable, "-c", code],
                                 stdout=subprocess.PIPE, text=True)
         assert sink.stdout.readline().strip() == "ready"
-        src = subprocess.run(["ip", "netns", "exec", testbed["namespaces"]["h1"], sys.executable, "-c",
+        src = subprocess.run(["ip", "netns", "exec", testbed.namespaces["h1"], sys.executable, "-c",
                               "import hashlib, os, socket; d = os.urandom(3 << 20); "
                               "s = socket.create_connection(('10.0.0.2', 5011)); s.sendall(d); s.close(); "
                               "print(len(d), hashlib.sha256(d).hexdigest())"],
@@ -128,14 +128,14 @@ def test_lg_state_survives_a_link_flap_and_masks_corruption_after_it(testbed):
     """A carrier loss is no repair (LinkGuardian §3.6 repairs a link by disabling it, and
     corruptd activates LinkGuardian afresh on the repaired link): a flap keeps the sender's
     sequence numbers and retransmission buffer, and the link stays protected once it is back."""
-    for attempt in validated(testbed["prefix"], **LIMITS):
+    for attempt in validated(testbed.prefix, **LIMITS):
         with attempt:
             _survives_a_flap(testbed, attempt)
 
 
 def _survives_a_flap(testbed, attempt):
-    prefix = testbed["prefix"]
-    ns_sw1 = testbed["namespaces"]["sw1"]
+    prefix = testbed.prefix
+    ns_sw1 = testbed.namespaces["sw1"]
     impair.apply_impairment(prefix, ns_sw1, "p-sw2", corrupt=0.02, backend="nft")
     try:
         enable_link(prefix, "sw1-sw2", mode="blocking", copies=2)

@@ -37,11 +37,11 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_a_switch_serves_its_status_counters_under_their_names(metered):
-    daemons = {d["name"] or d["node"]: d for d in metered["daemons"]}
-    assert daemons["sw1"]["metrics"] and daemons["sw1"]["metrics"] != daemons["sw2"]["metrics"]
+    daemons = {d.key: d for d in metered.daemons}
+    assert daemons["sw1"].metrics and daemons["sw1"].metrics != daemons["sw2"].metrics
     assert sh(metered, "h1", "ping", "-c", "3", "-i", "0.1", "10.0.0.2").returncode == 0
-    text = scrape(daemons["sw1"]["metrics"])
-    st = runtime.control(metered["prefix"], "sw1", "status")
+    text = scrape(daemons["sw1"].metrics)
+    st = runtime.control(metered.prefix, "sw1", "status")
     got = _samples(text)
     rx = got[("netstack_rx_frames", (("node", "sw1"), ("port", "p-h1")))]
     # the scrape came first: the counter can only have grown since
@@ -50,20 +50,20 @@ def test_a_switch_serves_its_status_counters_under_their_names(metered):
 
 
 def test_netstack_metrics_merges_every_daemon(metered):
-    r = subprocess.run([*CLI, "metrics", "--prefix", metered["prefix"], "--match", "rx_frames"], capture_output=True,
+    r = subprocess.run([*CLI, "metrics", "--prefix", metered.prefix, "--match", "rx_frames"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     got = _samples(r.stdout)
     nodes = {dict(labels)["node"] for name, labels in got}
     assert {"sw1", "sw2"} <= nodes and all(name == "netstack_rx_frames" for name, _ in got)
     assert "samples in 1 metrics from" in r.stderr
-    r = subprocess.run([*CLI, "metrics", "--prefix", metered["prefix"], "--json", "--match", "tx_frames"],
+    r = subprocess.run([*CLI, "metrics", "--prefix", metered.prefix, "--json", "--match", "tx_frames"],
                        capture_output=True, text=True, timeout=30)
     doc = json.loads(r.stdout)
     assert doc["netstack_tx_frames"] and all({"labels", "value"} <= set(row) for row in doc["netstack_tx_frames"])
-    r = subprocess.run([*CLI, "metrics", "--prefix", metered["prefix"], "--scrape-config"], capture_output=True,
+    r = subprocess.run([*CLI, "metrics", "--prefix", metered.prefix, "--scrape-config"], capture_output=True,
                        text=True, timeout=30)
-    assert r.stdout.startswith("scrape_configs:") and metered["daemons"][0]["metrics"] in r.stdout
+    assert r.stdout.startswith("scrape_configs:") and metered.daemons[0].metrics in r.stdout
 
 
 def test_a_port_outside_the_range_is_refused():

@@ -54,10 +54,10 @@ def _controller(prefix: str, timeout: float = 15.0) -> dict[str, Any]:
     state = runtime.load_state(prefix)
     deadline = time.monotonic() + timeout
     while True:
-        for d in state["daemons"]:
-            if d["kind"] == "onepipe-controller":
+        for d in state.daemons:
+            if d.kind == "onepipe-controller":
                 try:
-                    st = request(d["control"], "status", timeout=2.0)
+                    st = request(d.control, "status", timeout=2.0)
                 except (OSError, ValueError):
                     continue
                 if st.get("role") == "leader":
@@ -71,7 +71,7 @@ def _refused(auth: dict[str, int]) -> int:
 
 
 def test_a_run_with_keys_seals_every_hop_and_keeps_the_total_order(fabric, tmp_path):
-    prefix = fabric["prefix"]
+    prefix = fabric.prefix
     out = tmp_path / "run"
     summary = run(prefix, procs=8, seconds=2.0, out=out, rate=60, fanout=3)
     assert summary["authenticated"] is True
@@ -93,7 +93,7 @@ def test_a_run_with_keys_seals_every_hop_and_keeps_the_total_order(fabric, tmp_p
 
 
 def test_a_reliable_run_with_keys_talks_to_the_controller_with_the_controller_key(fabric, tmp_path):
-    prefix = fabric["prefix"]
+    prefix = fabric.prefix
     before = _controller(prefix)["auth"]
     assert before is not None
     out = tmp_path / "reliable"
@@ -135,10 +135,10 @@ print("sent")
 
 
 def test_frames_injected_from_a_host_are_refused_at_its_tor_and_counted(fabric):
-    prefix = fabric["prefix"]
+    prefix = fabric.prefix
     enable_all(prefix)
     keys = Path(runtime.topology_of(runtime.load_state(prefix)).keys_path() or "")
-    r = subprocess.run(["ip", "netns", "exec", fabric["namespaces"]["h1"], sys.executable, "-c", INJECT, str(keys),
+    r = subprocess.run(["ip", "netns", "exec", fabric.namespaces["h1"], sys.executable, "-c", INJECT, str(keys),
                         prefix], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert r.stdout.strip() == "sent", r.stderr
     deadline = time.monotonic() + 10

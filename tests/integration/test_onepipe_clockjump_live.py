@@ -29,6 +29,7 @@ import pytest
 
 from netstack.onepipe.check import check_logs
 from netstack.onepipe.runner import clock_file, read_procs_file, run
+from netstack.runtime import RunState
 from netstack.topo.model import load_topology_spec
 
 from .conftest import running
@@ -38,7 +39,7 @@ MS = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunState]:
     yield from running(load_topology_spec("onepipe"), tmp_path_factory, "j")
 
 
@@ -98,7 +99,7 @@ def _accounted(out: Path, summary: dict[str, Any]) -> None:
 def test_a_forward_jump_moves_the_hosts_timestamps_and_keeps_the_order(fabric, tmp_path):
     out = tmp_path / "forward"
     jump = 20 * MS  # below the ACK timeout (60 ms live): its delayed messages are still ACKed in time
-    summary = _run_with_jump(fabric["prefix"], out, jump)
+    summary = _run_with_jump(fabric.prefix, out, jump)
     _accounted(out, summary)
     step_at = summary["processes"]["p2"]["clock_steps"][0]["at"]
     sent = _lines(out / "sent" / "p2.jsonl")
@@ -133,7 +134,7 @@ def test_a_backward_jump_holds_the_hosts_clock_and_keeps_the_order(fabric, tmp_p
     # holds the minimum). Near the ACK timeout (60 ms live) best-effort senders would report
     # delivered messages failed and their windows collapse (docs/onepipe.md "Clock jumps")
     jump = -20 * MS
-    summary = _run_with_jump(fabric["prefix"], out, jump)
+    summary = _run_with_jump(fabric.prefix, out, jump)
     _accounted(out, summary)
     for p in ("p2", "p6"):
         _held(out, summary, p, jump)
@@ -142,6 +143,6 @@ def test_a_backward_jump_holds_the_hosts_clock_and_keeps_the_order(fabric, tmp_p
 def test_a_backward_jump_under_reliable_1pipe_keeps_order_and_atomicity(fabric, tmp_path):
     out = tmp_path / "reliable"
     jump = -60 * MS  # longer than the input timeout (30 ms): masked while the process keeps sending
-    summary = _run_with_jump(fabric["prefix"], out, jump, reliable=True)
+    summary = _run_with_jump(fabric.prefix, out, jump, reliable=True)
     for p in ("p2", "p6"):
         _held(out, summary, p, jump)

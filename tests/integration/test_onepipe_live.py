@@ -67,14 +67,14 @@ def _accounted(out: Path, summary: dict) -> tuple[set[str], set[str]]:
 
 def test_processes_under_two_tors_deliver_one_total_order(fabric, tmp_path, capsys):
     out = tmp_path / "run"
-    summary = run(fabric["prefix"], procs=8, seconds=2.0, out=out, rate=80, fanout=3)
+    summary = run(fabric.prefix, procs=8, seconds=2.0, out=out, rate=80, fanout=3)
     assert summary["placement"] == {"h1": ["p1", "p5"], "h2": ["p2", "p6"], "h3": ["p3", "p7"], "h4": ["p4", "p8"]}
     assert summary["messages_sent"] == 8 * 160 * 3
     delivered, _failed = _accounted(out, summary)
     assert len(delivered) == summary["delivered"] > 0.95 * summary["messages_sent"]
     said = _check(out, capsys)
     assert f"ok: {summary['delivered']} messages from 8 senders at 8 receivers" in said
-    st = runtime.status(fabric["prefix"])
+    st = runtime.status(fabric.prefix)
     spine = st["daemons"]["spine1"]["protocols"]["onepipe"]["ports"]
     # across the spine, both ways (nothing 1Pipe goes to the controller's port)
     assert all(p["counters"]["stamped"] > 0 for name, p in spine.items() if name != "p-ctl")
@@ -84,7 +84,7 @@ def test_loss_on_a_tor_spine_link_is_reported_and_the_order_holds(fabric, tmp_pa
     """1 % of the frames on tor1-spine1 dropped both ways: the check still passes, and every
     message that never arrived was reported by its sender's send-fail callback."""
     out = tmp_path / "lossy"
-    summary = run(fabric["prefix"], procs=8, seconds=2.0, out=out, rate=80, fanout=3, loss=["tor1-spine1:0.01"])
+    summary = run(fabric.prefix, procs=8, seconds=2.0, out=out, rate=80, fanout=3, loss=["tor1-spine1:0.01"])
     _check(out, capsys)
     delivered, failed = _accounted(out, summary)
     assert failed - delivered  # the loss cost messages, and their senders heard of it
@@ -96,7 +96,7 @@ def test_a_silent_sender_host_stalls_delivery_only_until_its_input_times_out(fab
     other receiver stalls only until the ToR times their inputs out (10 beacon intervals, 30 ms
     at the testbed's scale, design topic §6); deliveries then go on to the end of the run."""
     out = tmp_path / "silent"
-    ns = fabric["namespaces"]["h1"]
+    ns = fabric.namespaces["h1"]
 
     def cut() -> None:
         time.sleep(2.5)  # ~1 s after the processes start (they start 1.5 s after the run)
@@ -105,7 +105,7 @@ def test_a_silent_sender_host_stalls_delivery_only_until_its_input_times_out(fab
     t = threading.Thread(target=cut)
     t.start()
     try:
-        run(fabric["prefix"], procs=8, seconds=3.0, out=out, rate=100, fanout=3)
+        run(fabric.prefix, procs=8, seconds=3.0, out=out, rate=100, fanout=3)
     finally:
         t.join()
         subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "up"], check=True)
@@ -124,9 +124,9 @@ def test_a_silent_sender_host_stalls_delivery_only_until_its_input_times_out(fab
 def test_the_asyncio_api_example_runs_and_both_processes_see_one_order(fabric):
     """docs/examples/onepipe_hello.py (the API's documented example) in h1 and h3, each
     scattering to both: each delivers every message, in the same order."""
-    enable_all(fabric["prefix"])
+    enable_all(fabric.prefix)
     everyone = ["10.0.0.1:40101", "10.0.0.3:40101"]
-    procs = [subprocess.Popen(["ip", "netns", "exec", fabric["namespaces"][h], sys.executable, str(EXAMPLE), me,
+    procs = [subprocess.Popen(["ip", "netns", "exec", fabric.namespaces[h], sys.executable, str(EXAMPLE), me,
                                *everyone, "--count", "6"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for h, me in (("h1", everyone[0]), ("h3", everyone[1]))]
     outs = []

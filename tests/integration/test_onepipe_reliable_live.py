@@ -94,10 +94,10 @@ def _controller(prefix: str, timeout: float = 15.0) -> dict[str, Any]:
     state = runtime.load_state(prefix)
     deadline = time.monotonic() + timeout
     while True:
-        for d in state["daemons"]:
-            if d["kind"] == "onepipe-controller":
+        for d in state.daemons:
+            if d.kind == "onepipe-controller":
                 try:
-                    st = request(d["control"], "status", timeout=2.0)
+                    st = request(d.control, "status", timeout=2.0)
                 except (OSError, ValueError):
                     continue
                 if st.get("role") == "leader":
@@ -128,7 +128,7 @@ def test_kill_9_of_a_sender_mid_stream_delivers_up_to_t_f_everywhere_and_nothing
     """Design topic §12 item 7, "sender fails", live: ``netstack onepipe kill`` (SIGKILL) of p1
     while it scatters; every message of p1 at or below its T_f is delivered at all its receivers
     (atomicity, checked on the logs), none above T_f anywhere, and the others go on."""
-    prefix = fabric["prefix"]
+    prefix = fabric.prefix
     out = tmp_path / "run"
     t, got = _start(prefix, out, procs=4, seconds=4.0, rate=40, fanout=2, drain=3.0)
     _wait_scattering(prefix, t, 2.5)
@@ -152,7 +152,7 @@ def test_a_receiver_host_cut_off_before_its_acks_is_recalled_from_the_others(fab
     """Design topic §12 item 7, "receiver fails before ACK": h4 loses its link while the others
     scatter to its process; the controller declares it failed, the senders recall what it never
     ACKed from its co-receivers, and every scattering reaches all its correct receivers or none."""
-    prefix = fabric["prefix"]
+    prefix = fabric.prefix
     out = tmp_path / "run"
     t, got = _start(prefix, out, procs=4, seconds=4.0, rate=40, fanout=3, drain=3.0)
     _wait_scattering(prefix, t, 2.0)
@@ -170,7 +170,7 @@ def test_a_process_stopped_past_the_failure_timeout_is_fenced_then_recovers(fabr
     it must not deliver it (the paper's §5, restricted failure atomicity; its ToR holds the commit
     barrier it gives it); once it learns it failed it recovers as a new incarnation, and every
     scattering reaches all its correct and recovered receivers or none."""
-    prefix = fabric["prefix"]
+    prefix = fabric.prefix
     out = tmp_path / "run"
     t, got = _start(prefix, out, procs=4, seconds=3.0, rate=40, fanout=3, drain=2.5)
     _wait_scattering(prefix, t, 2.3)  # (they scatter from about 1.7 s after the pid file)
@@ -199,17 +199,17 @@ def test_the_leader_controller_killed_during_a_recovery_hands_over_and_the_recov
     """The etcd store with two controller replicas: p1 is killed, and while its failure is being
     handled the leader controller is SIGKILLed too; the other replica takes the lead (etcd lease),
     restores the failure records from etcd and completes the recovery."""
-    prefix = etcd_fabric["prefix"]
+    prefix = etcd_fabric.prefix
     out = tmp_path / "run"
     leader = _controller(prefix)["daemon"]
     t, got = _start(prefix, out, procs=4, seconds=5.0, rate=30, fanout=2, drain=6.0)
     _wait_scattering(prefix, t, 2.0)
     kill(prefix, "p1")
     time.sleep(0.4)  # the switches report p1 after 300 ms of silence: its failure is under way
-    os.killpg(leader["pid"], signal.SIGKILL)
+    os.killpg(leader.pid, signal.SIGKILL)
     summary = _finish(t, got)
     now = _controller(prefix)
-    assert now["daemon"]["name"] != leader["name"], "the other replica leads"
+    assert now["daemon"].name != leader.name, "the other replica leads"
     f = _failure(prefix, summary["addresses"]["p1"])
     assert f["t_f"] > 0
     _assert_check(out)
@@ -222,7 +222,7 @@ def test_the_controller_follows_the_switches_t_beacon(fabric):
     from netstack.onepipe.ctlnode import live_timers
     from netstack.onepipe.params import OnePipeParams
 
-    prefix = fabric["prefix"]
+    prefix = fabric.prefix
     before = _controller(prefix)
     assert before["t_beacon_ns"] == OnePipeParams().t_beacon_ns
     params = OnePipeParams(t_beacon_ns=6_000_000, ack_timeout_ns=6_000_000 * 20)

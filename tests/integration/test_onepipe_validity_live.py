@@ -61,7 +61,7 @@ def test_a_short_best_effort_run_is_valid_and_says_why(fabric, tmp_path, capsys)
 
     def go(i: int) -> dict[str, Any]:
         capsys.readouterr()
-        rcs.append(main(["onepipe", "run", "--prefix", fabric["prefix"], "--procs", "4", "--seconds", "2",
+        rcs.append(main(["onepipe", "run", "--prefix", fabric.prefix, "--procs", "4", "--seconds", "2",
                          "--rate", "50", "--out", str(out), "--json"]))
         return json.loads(capsys.readouterr().out)
 
@@ -80,7 +80,7 @@ def test_a_short_best_effort_run_is_valid_and_says_why(fabric, tmp_path, capsys)
 
 def test_a_short_reliable_run_is_valid_and_no_process_was_declared_failed(fabric, tmp_path):
     said: list[str] = []
-    doc = _not_starved(lambda i: run(fabric["prefix"], procs=4, seconds=2.0, rate=50, fanout=2,
+    doc = _not_starved(lambda i: run(fabric.prefix, procs=4, seconds=2.0, rate=50, fanout=2,
                                      out=tmp_path / "rel", reliable=True, say=said.append))
     assert [c["name"] for c in doc["checks"]] == ["processes", "messages sent", "on schedule", "accounting",
                                                   "process failures", "scheduling delay"]

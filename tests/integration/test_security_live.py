@@ -37,8 +37,8 @@ def _until(cond, timeout: float = 5.0) -> None:
 
 
 def _mac(state, node: str) -> bytes:
-    port = next(p for p in state["ports"] if p["node"] == node)
-    return bytes.fromhex(port["mac"].replace(":", ""))
+    port = next(p for p in state.ports if p.node == node)
+    return bytes.fromhex(port.mac.replace(":", ""))
 
 
 def _forged(h1: bytes, h2: bytes) -> list[bytes]:
@@ -51,7 +51,7 @@ def _forged(h1: bytes, h2: bytes) -> list[bytes]:
 
 
 def test_a_hosts_forged_linkguardian_frames_are_dropped_and_counted_at_sw1(testbed, capsys):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     enable_link(prefix, "sw1-sw2", copies=1)
     try:
         before = runtime.status(prefix)["daemons"]["sw1"]["ports"]["p-h1"]["edge_drops_switch_only"]
@@ -76,7 +76,7 @@ def test_a_hosts_forged_linkguardian_frames_are_dropped_and_counted_at_sw1(testb
 
 
 def test_a_hosts_pause_on_a_non_lossless_edge_port_is_refused(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     before = runtime.status(prefix)["daemons"]["sw1"]["ports"]["p-h1"]
     pfc = pause_frame(_mac(testbed, "h1"), list(range(8)))
     r = in_node(testbed, "h1", SEND, pfc.hex())

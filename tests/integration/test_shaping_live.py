@@ -44,7 +44,7 @@ def _min_rtt_ms(state) -> float:
 
 
 def test_impair_delays_jitters_duplicates_and_clears(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     base = _min_rtt_ms(testbed)
     r = _cli("impair", "sw1-sw2", "--delay", "30", "--direction", "sw1:sw2", "--prefix", prefix)
     assert r.returncode == 0, r.stderr
@@ -78,10 +78,10 @@ def test_impair_delays_jitters_duplicates_and_clears(testbed):
 def test_bad_shaping_is_refused_clearly(testbed, argv, said):
     from netstack.topo.impair import netem_available
 
-    r = _cli("impair", "sw2-h2" if "h2:sw2" in argv else "sw1-sw2", *argv, "--prefix", testbed["prefix"])
+    r = _cli("impair", "sw2-h2" if "h2:sw2" in argv else "sw1-sw2", *argv, "--prefix", testbed.prefix)
     if said is None:
         if netem_available():
-            _cli("impair", "sw2-h2", "--clear", "--prefix", testbed["prefix"])
+            _cli("impair", "sw2-h2", "--clear", "--prefix", testbed.prefix)
             pytest.skip("this kernel has netem: a host end can be shaped")
         said = "need netem"
     assert r.returncode == 2 and said in r.stderr, (r.stdout, r.stderr)
@@ -100,8 +100,8 @@ def test_a_topology_declares_shaping_a_down_link_and_a_flap(tmp_path_factory):
     os.environ.setdefault("NETSTACK_RUN_DIR", str(tmp_path_factory.mktemp("run")))
     state = runtime.up(loads_topology(TOPOLOGY), prefix)
     try:
-        flapper = next(d for d in state["daemons"] if d["kind"] == "linkflap")
-        assert flapper["name"] == "flap-sw1-sw2"
+        flapper = next(d for d in state.daemons if d.kind == "linkflap")
+        assert flapper.name == "flap-sw1-sw2"
         # the declared shaping: 25 ms each way on sw1-sw2 (netem, or the switches' model here)
         r = sh(state, "h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.2")
         assert r.returncode == 0, r.stdout
@@ -119,9 +119,9 @@ def test_a_topology_declares_shaping_a_down_link_and_a_flap(tmp_path_factory):
         assert _reachable(state, "h1", "10.0.0.3", within_s=10.0)
         # the declared flap: 2 x 200 ms down after 1.5 s, then the link stays up
         deadline = time.monotonic() + 20
-        while runtime.Daemon(**flapper).alive() and time.monotonic() < deadline:
+        while flapper.alive() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not runtime.Daemon(**flapper).alive()
+        assert not flapper.alive()
         ports = runtime.status(prefix)["daemons"]
         assert ports["sw1"]["ports"]["p-sw2"]["link_down"] == 2 and ports["sw1"]["ports"]["p-sw2"]["carrier"]
         assert ports["sw2"]["ports"]["p-sw1"]["link_down"] == 2

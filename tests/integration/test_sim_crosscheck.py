@@ -77,7 +77,7 @@ def test_a_topology_file_turns_linkguardian_on_in_the_daemons(prefix):
         st2 = runtime.control(prefix, "sw2", "lg_status")["p-sw1"]["receiver"]
     finally:
         runtime.down(prefix)
-    assert state["prefix"] == prefix
+    assert state.prefix == prefix
     assert st1["enabled"] and st2["enabled"]
     # the paper's 100G settings scaled to the 100 Mbit/s link, N = 1 from the file
     assert st1["params"]["n_copies"] == 1 and st1["params"]["ack_no_timeout_ns"] == 7_000_000

@@ -27,21 +27,21 @@ def _transfer(state, proto: str, nbytes: int, *extra: str) -> tuple[dict, dict]:
 
 @pytest.fixture(scope="module")
 def lossy(testbed):
-    prefix = testbed["prefix"]
+    prefix = testbed.prefix
     for sw, port in (("sw1", "p-sw2"), ("sw2", "p-sw1")):
         runtime.control(prefix, sw, "set_port", port=port, delay_ns=DELAY_NS)
-        impair.apply_impairment(prefix, testbed["namespaces"][sw], port, loss=LOSS, backend="nft")
+        impair.apply_impairment(prefix, testbed.namespaces[sw], port, loss=LOSS, backend="nft")
     try:
         yield testbed
     finally:
         for sw, port in (("sw1", "p-sw2"), ("sw2", "p-sw1")):
-            impair.clear_impairment(prefix, testbed["namespaces"][sw], port)
+            impair.clear_impairment(prefix, testbed.namespaces[sw], port)
             runtime.control(prefix, sw, "set_port", port=port, delay_ns=10_000)
 
 
 def _dropped(state) -> tuple[int, int]:
     """Frames nft has dropped so far on sw1 -> sw2 (data) and sw2 -> sw1 (ACKs)."""
-    return tuple(impair.active_impairment(state["prefix"], state["namespaces"][sw], port)["dropped"]
+    return tuple(impair.active_impairment(state.prefix, state.namespaces[sw], port)["dropped"]
                  for sw, port in (("sw1", "p-sw2"), ("sw2", "p-sw1")))
 
 
@@ -95,18 +95,18 @@ def test_netstack_tcsack_transfer_command(lossy, capsys):
     machine starved says so and exits 3 (netstack.validity)."""
     from netstack.cli import main
 
-    rc = main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--bytes", "200KB", "--rate", "40Mbit"])
+    rc = main(["tcsack", "transfer", "--prefix", lossy.prefix, "--bytes", "200KB", "--rate", "40Mbit"])
     said = capsys.readouterr()
     assert rc == 0 or (rc == 3 and ("scheduling delay" in said.err or "sending rate" in said.err)), said.err
     line, verdict = said.out.strip().splitlines()
     assert line.startswith("tcsack h1 -> h2: 200,000 B in") and line.endswith("intact")
     assert verdict.startswith("VALID (" if rc == 0 else "INVALID: ")  # the run's verdict, its own line
-    rc = main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--proto", "gbn", "--bytes", "100000",
+    rc = main(["tcsack", "transfer", "--prefix", lossy.prefix, "--proto", "gbn", "--bytes", "100000",
                "--rate", "40Mbit", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] and out["proto"] == "gbn" and out["receiver"]["bytes"] == 100_000
     assert rc == (0 if out["valid"] else 3) and (out["valid"] or _starved(out))
-    assert main(["tcsack", "transfer", "--prefix", lossy["prefix"], "--src", "sw1"]) == 2
+    assert main(["tcsack", "transfer", "--prefix", lossy.prefix, "--src", "sw1"]) == 2
     assert "not a host" in capsys.readouterr().err
 
 
@@ -117,11 +117,11 @@ def test_netstack_tcsack_send_and_recv_run_one_end_each(lossy):
     import sys
 
     base = [sys.executable, "-m", "netstack.cli", "tcsack"]
-    recv = subprocess.Popen([*base, "recv", "--host", "h2", "--prefix", lossy["prefix"], "--json", "--wait", "20"],
+    recv = subprocess.Popen([*base, "recv", "--host", "h2", "--prefix", lossy.prefix, "--json", "--wait", "20"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert recv.stderr is not None and recv.stderr.readline().strip() == "ready"
-        send = subprocess.run([*base, "send", "--host", "h1", "--prefix", lossy["prefix"], "--dst", "10.0.0.2",
+        send = subprocess.run([*base, "send", "--host", "h1", "--prefix", lossy.prefix, "--dst", "10.0.0.2",
                                "--bytes", "300KB", "--rate", "40Mbit"], capture_output=True, text=True, timeout=60)
         out, _ = recv.communicate(timeout=60)
     finally:
@@ -140,7 +140,7 @@ def test_netstack_tcsack_send_refuses_bad_input_clearly(lossy):
     import subprocess
     import sys
 
-    base = [sys.executable, "-m", "netstack.cli", "tcsack", "send", "--prefix", lossy["prefix"], "--dst", "10.0.0.2"]
+    base = [sys.executable, "-m", "netstack.cli", "tcsack", "send", "--prefix", lossy.prefix, "--dst", "10.0.0.2"]
     for extra, said in ((["--host", "sw1"], "not a host"), (["--host", "h1", "--flow", "70000"], "--flow 16 bits"),
                         (["--host", "h1", "--port", "0"], "--port must be")):
         r = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=30)
@@ -207,7 +207,7 @@ def test_the_receiver_acks_only_its_sender_while_another_source_forges(lossy):
     a = json.loads(out.strip().splitlines()[-1])
     assert send["done"] and recv["complete"] and recv["sha256"] == send["sha256"]
     assert a["sent"] > 0 and a["acks"] == 0, a
-    assert recv["checks"]["not_peer"] > 0 and recv["peer"][0] == lossy["hosts"]["h1"].split("/")[0]
+    assert recv["checks"]["not_peer"] > 0 and recv["peer"][0] == lossy.host_ip("h1")
     assert send["counters"]["bogus_acks"] == 0 and recv["counters"]["delivered"] == send["counters"]["packets"]
 
 

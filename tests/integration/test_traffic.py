@@ -12,7 +12,7 @@ pytestmark = pytest.mark.netns
 
 
 def _tool(state, node: str, *args: str, background: bool = False):
-    argv = ["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-m", "netstack.traffic", *args]
+    argv = ["ip", "netns", "exec", state.namespaces[node], sys.executable, "-m", "netstack.traffic", *args]
     if background:
         return toolproc.start(argv, f"{args[0]} in {node}", ready_on="stderr")
     return toolproc.run(argv, f"{args[0]} in {node}", 120)

@@ -83,7 +83,7 @@ def test_corruptd_enables_lg_on_the_live_link(tmp_path, monkeypatch):
     prefix = "cd" + os.urandom(2).hex()
     state = runtime.up(load_topology(None), prefix, apply_impairments=False)
     try:
-        impair.apply_impairment(prefix, state["namespaces"]["sw1"], "p-sw2", corrupt=0.02, backend="nft")
+        impair.apply_impairment(prefix, state.namespaces["sw1"], "p-sw2", corrupt=0.02, backend="nft")
         sink = start_tool(state, "h2", "udp-sink", "--quiet", "1")
         # traffic runs while corruptd watches (its first poll is the baseline)
         sender = subprocess.Popen(tool_argv(state, "h1", "udp-send", "--dst", "10.0.0.2", "--count", "8000",

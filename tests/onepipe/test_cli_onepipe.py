@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socketserver
 import subprocess
@@ -165,14 +164,14 @@ def test_run_reliable_without_a_controller_names_the_node_kind(fake_testbed, tmp
 
 def test_the_controller_is_found_in_the_run_state(fake_testbed):
     from netstack.onepipe.runner import controller_status, find_controller
+    from netstack.runtime import load_state
 
     fake_testbed()
     assert controller_status("fake") is None
     fake_testbed(CTL_STATUS)
     st = controller_status("fake")
     assert st["node"] == "ctl" and st["addr"] == "10.0.0.100:40100" and st["view"] == VIEW
-    assert find_controller("fake", json.loads((Path(os.environ["NETSTACK_RUN_DIR"]) / "fake" / "state.json")
-                                              .read_text())) == ("ctl", ("10.0.0.100", 40100))
+    assert find_controller("fake", load_state("fake")) == ("ctl", ("10.0.0.100", 40100))
 
 
 def test_status_shows_the_controllers_view(fake_testbed, capsys):

@@ -306,9 +306,9 @@ def run_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _register(state: dict[str, Any], node: str) -> None:
-    ip = state["hosts"][node].split("/")[0]
-    r = subprocess.run(["ip", "netns", "exec", state["namespaces"][node], sys.executable, "-c", REGISTER, ip, "40101"],
+def _register(state: runtime.RunState, node: str) -> None:
+    ip = state.host_ip(node)
+    r = subprocess.run(["ip", "netns", "exec", state.namespaces[node], sys.executable, "-c", REGISTER, ip, "40101"],
                        cwd=ROOT, capture_output=True, text=True, timeout=30, check=False)
     assert r.stdout.strip() == "1", r.stdout + r.stderr
 
@@ -317,8 +317,8 @@ def _processes(st: dict[str, Any]) -> list[str]:
     return [p["addr"] for p in (st.get("view") or {}).get("processes", [])]
 
 
-def _gone(state: dict[str, Any]) -> None:
-    assert netns.running_namespaces(state["prefix"]) == {}
+def _gone(state: runtime.RunState) -> None:
+    assert netns.running_namespaces(state.prefix) == {}
     assert not [d for d in runtime.daemons_of(state) if d.alive()]
 
 
@@ -327,8 +327,8 @@ def test_up_with_the_default_store_runs_a_leader_that_registers_processes(run_ro
     prefix = "opc" + uuid.uuid4().hex[:6]
     state = runtime.up(with_controller(), prefix, apply_impairments=False)
     try:
-        ctl = [d for d in state["daemons"] if d["node"] == "ctl"]
-        assert [(d["name"], d["kind"]) for d in ctl] == [("ctl", "onepipe-controller")]
+        ctl = [d for d in state.daemons if d.node == "ctl"]
+        assert [(d.name, d.kind) for d in ctl] == [("ctl", "onepipe-controller")]
         st = runtime.control(prefix, "ctl", "status")
         assert (st["role"], st["replica"], st["store"], st["address"]) == ("leader", "ctl-r1", "sqlite",
                                                                            "10.0.0.100:40100")
@@ -344,7 +344,7 @@ def test_etcd_replicas_fail_over_when_the_leader_is_killed(run_root: Path) -> No
     prefix = "opc" + uuid.uuid4().hex[:6]
     state = runtime.up(with_controller(), prefix, apply_impairments=False, options={"store": "etcd"})
     try:
-        kinds = [(d["name"], d["kind"]) for d in state["daemons"] if d["node"] == "ctl"]
+        kinds = [(d.name, d.kind) for d in state.daemons if d.node == "ctl"]
         assert kinds == [("ctl-etcd-m0", "etcd"), ("ctl-etcd-m1", "etcd"), ("ctl-etcd-m2", "etcd"),
                          ("ctl", "onepipe-controller"), ("ctl-r2", "onepipe-controller")]
         deadline = time.monotonic() + 10
@@ -358,7 +358,7 @@ def test_etcd_replicas_fail_over_when_the_leader_is_killed(run_root: Path) -> No
         other = next(n for n in roles if n != leader)
         _register(state, "h1")
         _register(state, "h2")
-        os.kill(next(d["pid"] for d in state["daemons"] if d["name"] == leader), signal.SIGKILL)
+        os.kill(next(d.pid for d in state.daemons if d.name == leader), signal.SIGKILL)
         deadline = time.monotonic() + 8  # the lease (2 s) lapses, the standby wins and restores
         while (st := runtime.control(prefix, other, "status"))["role"] != "leader":
             assert time.monotonic() < deadline, st["role"]

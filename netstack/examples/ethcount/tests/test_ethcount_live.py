@@ -54,7 +54,7 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     prefix = "ec" + uuid.uuid4().hex[:6]  # unique: other live runs may be up under other prefixes
     state = runtime.up(topo, prefix, apply_impairments=False)
     try:
-        yield prefix, state["namespaces"]["h1"], topo
+        yield prefix, state.namespaces["h1"], topo
     finally:
         runtime.down(prefix)
 
