@@ -116,9 +116,11 @@ def add_run_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser])
 def add_send_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ..tcd.live import add_send_arguments
 
-    p = actions.add_parser("send", help="a paced flow (DCQCN, DCQCN+TCD or fixed rate) on this host's real socket",
-                           description="One TCD data flow over UDP 40300 with ECT(0), paced by DCQCN (+TCD) or at "
-                                       "a fixed rate, holding while PFC pauses the host. Run it in a host's "
+    p = actions.add_parser("send", help="a paced flow (DCQCN or TIMELY, +TCD, or fixed rate) on this host's real "
+                                        "socket",
+                           description="One TCD data flow over UDP 40300 with ECT(0), paced by DCQCN or TIMELY "
+                                       "(--cc; +TCD) or at a fixed rate, holding while PFC pauses the host. Run it "
+                                       "in a host's "
                                        "namespace (netstack exec). Last stdout line: one JSON report; progress "
                                        "and a one-line summary on stderr.")
     add_send_arguments(p)
@@ -313,14 +315,14 @@ def cmd_recv(args: argparse.Namespace) -> int:
 
 
 def _host_tool(which: str, args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
     from ..progress import Reporter
-    from ..tcd.dcqcn import DcqcnParamError
     from ..tcd.live import run_recv, run_send
 
     rep = Reporter(f"tcd {which}")
     try:
         out = run_send(args) if which == "send" else run_recv(args)
-    except (DcqcnParamError, OSError) as exc:
+    except (ConfigError, OSError) as exc:  # a DCQCN or TIMELY setting, a --cc / --mode mismatch; the socket
         raise CommandError(f"tcd {which}: {exc}") from None
     print(json.dumps(out))  # the last stdout line stays the JSON report; the summary goes to stderr
     rep.summary(end_summary(out))

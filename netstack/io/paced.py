@@ -146,6 +146,17 @@ def _drain_pfc(raw: socket.socket, gate: PauseGate) -> None:
         gate.on_frame(frame, time.monotonic_ns())
 
 
+def _feed(sock: socket.socket, engine: PacedEngine) -> int:
+    """Feed every datagram waiting on ``sock`` to ``engine``, each at its own read time; how many it refused."""
+    malformed = 0
+    for d, _ in drain(sock):
+        try:
+            engine.receive(d, time.monotonic_ns())
+        except HeaderError:
+            malformed += 1
+    return malformed
+
+
 def run_sender(sock: socket.socket, engine: PacedEngine, *, max_seconds: float,
                progress: Callable[[], None] | None = None, progress_every_s: float = 1.0,
                wait_cap_s: float = 0.05, pfc: tuple[socket.socket, PauseGate] | None = None) -> dict[str, Any]:
@@ -175,20 +186,18 @@ def run_sender(sock: socket.socket, engine: PacedEngine, *, max_seconds: float,
         if raw is not None and gate is not None:
             _drain_pfc(raw, gate)
             if gate.paused(now):
-                # held by a PAUSE: wake on its expiry or on any frame (a resume)
+                # held by a PAUSE: wake on its expiry or on any frame (a resume); what came back is
+                # taken meanwhile (a paused NIC still receives: an ACK's arrival time is an RTT sample)
                 timeout = min(wait_cap_s, max(0.0, (gate.until - now) / 1e9))
                 select.select([raw, sock], [], [], timeout)
+                malformed += _feed(sock, engine)
                 continue
         for d in engine.poll(now):
             try:
                 sock.send(d)
             except OSError:
                 send_errors += 1  # a full socket buffer: the packet is lost, as on a wire
-        for d, _ in drain(sock):
-            try:
-                engine.receive(d, time.monotonic_ns())
-            except HeaderError:
-                malformed += 1
+        malformed += _feed(sock, engine)
         if progress is not None and now >= next_progress:
             progress()
             next_progress += every

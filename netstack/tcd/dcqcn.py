@@ -30,11 +30,13 @@ The reaction point, as :class:`RateSender` runs it:
   none).
 - mode ``fixed``: a constant rate; CNPs are counted and ignored.
 
-Timers are evaluated lazily, in virtual time: before a packet is sent at its slot, and before a
-CNP is taken, every alpha decay and increase event due by then is applied at its own time, so the
-result does not depend on how late the shell calls, and :meth:`RateSender.next_deadline` is only
-the next packet's slot. Rates are line rates (Ethernet, IPv4 and UDP headers, preamble, FCS and
-gap count, :mod:`netstack.ethernet`), as a NIC's rate limiter counts them.
+The pacing, the flow's end, burst mode and the rate log are :class:`netstack.tcd.pacing.PacedFlow`'s
+(shared with TIMELY's sender). Timers are evaluated lazily, in virtual time: before a packet is
+sent at its slot, and before a CNP is taken, every alpha decay and increase event due by then is
+applied at its own time, so the result does not depend on how late the shell calls, and
+:meth:`RateSender.next_deadline` is only the next packet's slot. Rates are line rates (Ethernet,
+IPv4 and UDP headers, preamble, FCS and gap count, :mod:`netstack.ethernet`), as a NIC's rate
+limiter counts them.
 
 The parameters (:class:`DcqcnParams`) default to the DCQCN paper's, at its 40 Gbit/s (as we read
 them: g = 1/256, K = T = 55 us, B = 10 MB, F = 5, R_AI = 40 Mbit/s, N = 50 us); alpha starts at 1
@@ -47,15 +49,14 @@ up, bytes as they are).
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from headers.tcd import CnpKind, TcdCnp, TcdData, TcdDataFlag
+from headers.tcd import CnpKind, TcdCnp
 
 from ..engine import ActionQueue
 from ..errors import ConfigError
-from ..ethernet import UDP_HEADERS_BYTES, line_time_exact_ns
+from .pacing import BURST_PACKETS, HOUR_NS, MAX_RATE, RATE_LOG_MAX, PacedFlow, check_int, check_real, scaled_params
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -63,16 +64,10 @@ if TYPE_CHECKING:
 #: the rate the DCQCN paper's parameters are given for
 PAPER_LINE_RATE_BPS: Final = 40_000_000_000
 MODES: Final = ("dcqcn", "dcqcn+tcd", "fixed")
-#: a late poll releases at most this many packets' or ``DcqcnParams.burst_ns``' worth of credit
-BURST_PACKETS: Final = 64
 #: ``burst_ns`` at the paper's scale: 2 us, the live testbed's 2 ms at its x1000 (its timers have
 #: ~1 ms granularity). A time, so it scales like one: a sender held by PFC gets the same credit, in
 #: packets, on a resume at every scale (the TCD multi scenario is scale-invariant only so)
 BURST_NS: Final = 2_000
-#: rate-log samples kept (halved, every other sample dropped, when full)
-RATE_LOG_MAX: Final = 4096
-_HOUR_NS = 3_600_000_000_000
-_MAX_RATE = 10**13
 
 
 class DcqcnParamError(ConfigError):
@@ -80,15 +75,11 @@ class DcqcnParamError(ConfigError):
 
 
 def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise DcqcnParamError(name, f"must be an integer in [{lo}, {hi}], got {value!r}")
+    check_int(DcqcnParamError, name, value, lo, hi)
 
 
 def _check_real(name: str, value: Any, lo: float, hi: float, *, open_low: bool = False) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
-        and (lo < value if open_low else lo <= value) and value <= hi
-    if not ok:
-        raise DcqcnParamError(name, f"must be a number in {'(' if open_low else '['}{lo}, {hi}], got {value!r}")
+    check_real(DcqcnParamError, name, value, lo, hi, open_low=open_low)
 
 
 @dataclass(frozen=True)
@@ -110,12 +101,12 @@ class DcqcnParams:
     burst_ns: int = BURST_NS  # a late poll (or a PFC resume) releases at most this long's credit
 
     def __post_init__(self) -> None:
-        _check_int("line_rate_bps", self.line_rate_bps, 1_000, _MAX_RATE)
+        _check_int("line_rate_bps", self.line_rate_bps, 1_000, MAX_RATE)
         _check_int("r_min_bps", self.r_min_bps, 1, self.line_rate_bps)
         _check_real("g", self.g, 0.0, 1.0, open_low=True)
         _check_real("alpha0", self.alpha0, 0.0, 1.0)
         for name in ("alpha_timer_ns", "rate_timer_ns", "cnp_interval_ns", "burst_ns"):
-            _check_int(name, getattr(self, name), 1, _HOUR_NS)
+            _check_int(name, getattr(self, name), 1, HOUR_NS)
         _check_int("byte_counter_bytes", self.byte_counter_bytes, 1, 1 << 50)
         _check_int("f_stages", self.f_stages, 1, 10_000)
         _check_int("r_ai_bps", self.r_ai_bps, 0, self.line_rate_bps)
@@ -128,26 +119,10 @@ class DcqcnParams:
         """The paper's parameters at ``line_rate_bps``: its rates (R_AI, R_HAI, Rmin) in
         proportion to the line rate over its 40 Gbit/s, its timers (K, T, N, burst_ns) times
         ``time_scale``, the byte counter as it is; then ``overrides`` (field names)."""
-        _check_int("line_rate_bps", line_rate_bps, 1_000, _MAX_RATE)
-        _check_real("time_scale", time_scale, 0.0, 1e9, open_low=True)
-        paper = cls()
-        f = line_rate_bps / PAPER_LINE_RATE_BPS
-        values: dict[str, Any] = {
-            "line_rate_bps": line_rate_bps,
-            "r_min_bps": max(1, round(paper.r_min_bps * f)),
-            "r_ai_bps": round(paper.r_ai_bps * f),
-            "r_hai_bps": round(paper.r_hai_bps * f),
-            "alpha_timer_ns": max(1, round(paper.alpha_timer_ns * time_scale)),
-            "rate_timer_ns": max(1, round(paper.rate_timer_ns * time_scale)),
-            "cnp_interval_ns": max(1, round(paper.cnp_interval_ns * time_scale)),
-            "burst_ns": max(1, round(paper.burst_ns * time_scale)),
-        }
-        known = {f.name for f in fields(cls)}
-        for name in overrides:
-            if name not in known:
-                raise DcqcnParamError(name, f"is not a DCQCN parameter (one of: {', '.join(sorted(known))})")
-        values.update(overrides)
-        return cls(**values)
+        return scaled_params(cls, paper_rate_bps=PAPER_LINE_RATE_BPS, line_rate_bps=line_rate_bps,
+                             time_scale=time_scale, rates=("r_min_bps", "r_ai_bps", "r_hai_bps"),
+                             times=("alpha_timer_ns", "rate_timer_ns", "cnp_interval_ns", "burst_ns"),
+                             overrides=overrides, error=DcqcnParamError, what="DCQCN")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,19 +148,16 @@ class RateSenderCounters:
     alpha_decays: int = 0
 
 
-class RateSender:
+class RateSender(PacedFlow):
     """A paced flow of TCD data packets under DCQCN (``dcqcn``), DCQCN + TCD (``dcqcn+tcd``) or at
     a fixed rate (``fixed``); sans-IO (docs/architecture.md "Engines are sans-IO").
 
-    ``payload``: UDP payload bytes per packet (the 16-byte :class:`~headers.tcd.TcdData` header
-    and zero padding). The flow ends after ``size_bytes`` payload bytes (the last packet carries
-    the remainder, at least 16 bytes) or once ``duration_ns`` has passed since the start (the
-    last packet whose slot falls before the end), whichever comes first; with neither it never
-    ends. Its last packet carries FIN. ``rate_bps``: the fixed rate, or the initial Rc in the
-    DCQCN modes (default: the line rate, as DCQCN starts). ``burst_bytes`` / ``burst_period_ns``:
-    send ``burst_bytes`` at the current rate every ``burst_period_ns`` (a burst that outlasts its
-    period delays the next). ``start_ns``: the first packet's time (not before ``now_ns``).
+    The flow's settings (``payload``, ``size_bytes``, ``duration_ns``, ``burst_bytes``,
+    ``burst_period_ns``, ``start_ns``) are :class:`~netstack.tcd.pacing.PacedFlow`'s. ``rate_bps``:
+    the fixed rate, or the initial Rc in the DCQCN modes (default: the line rate, as DCQCN starts).
     """
+
+    c: RateSenderCounters
 
     def __init__(self, params: DcqcnParams, *, flow: int, mode: str = "dcqcn", payload: int = 1000,
                  size_bytes: int | None = None, duration_ns: int | None = None, rate_bps: int | None = None,
@@ -193,37 +165,23 @@ class RateSender:
                  now_ns: int) -> None:
         self._validate(params, flow, mode, payload, size_bytes, duration_ns, rate_bps, burst_bytes,
                        burst_period_ns, start_ns, now_ns)
+        rate = float(params.line_rate_bps if rate_bps is None else rate_bps)
+        super().__init__(flow=flow, payload=payload, size_bytes=size_bytes, duration_ns=duration_ns,
+                         burst_bytes=burst_bytes, burst_period_ns=burst_period_ns, start_ns=start_ns, now_ns=now_ns,
+                         burst_ns=params.burst_ns, rate=rate)
         self.params = params
-        self.flow = flow
         self.mode = mode
-        self.payload = payload
         self.actions = ActionQueue()  # a sender's outputs are all return values
         self.c = RateSenderCounters()
-        rate = float(params.line_rate_bps if rate_bps is None else rate_bps)
-        #: Rc and Rt (bit/s), alpha
-        self.rc = self.rt = self.min_rc = rate
+        #: Rc (``rc``, the current rate) and Rt (bit/s), alpha
+        self.rt = self.min_rc = rate
         self.alpha = float(params.alpha0)
-        self.start_ns = max(start_ns, now_ns)
-        self.done_ns: int | None = None
-        self._done = False
-        self._seq = 0
-        self._next = float(self.start_ns)  # the next packet's slot
-        self._remaining = size_bytes
-        self._end = None if duration_ns is None else self.start_ns + duration_ns
-        self._burst = burst_bytes
-        self._period = burst_period_ns
-        self._burst_left = burst_bytes or 0
-        self._burst_start = self.start_ns
         # DCQCN state, live from the first cut: stage counters, bytes since the last byte event,
         # the next increase-timer event and the next alpha decay (None: not running)
         self._time_stage = self._byte_stage = 0
         self._bytes_since = 0
         self._rate_timer_at: int | None = None
         self._alpha_at: int | None = None
-        #: (t_ns, Rc in bit/s) at the start and at every change of Rc (bounded: RATE_LOG_MAX)
-        self.rate_log: list[tuple[int, int]] = [(self.start_ns, round(rate))]
-        self._log_stride = 1
-        self._log_skip = 0
 
     @staticmethod
     def _validate(params: DcqcnParams, flow: int, mode: str, payload: int, size_bytes: int | None,
@@ -231,85 +189,17 @@ class RateSender:
                   burst_period_ns: int | None, start_ns: int, now_ns: int) -> None:
         if mode not in MODES:
             raise DcqcnParamError("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
-        _check_int("flow", flow, 0, 0xFFFF)
-        _check_int("payload", payload, TcdData.SIZE, 65_507)
-        if size_bytes is not None:
-            _check_int("size_bytes", size_bytes, 1, 1 << 50)
-        if duration_ns is not None:
-            _check_int("duration_ns", duration_ns, 1, 1 << 62)
+        PacedFlow.check_flow(DcqcnParamError, flow, payload, size_bytes, duration_ns, burst_bytes, burst_period_ns,
+                             start_ns, now_ns)
         if rate_bps is not None:
             _check_int("rate_bps", rate_bps, 1 if mode == "fixed" else params.r_min_bps, params.line_rate_bps)
-        if (burst_bytes is None) != (burst_period_ns is None):
-            raise DcqcnParamError("burst_bytes", "burst mode needs both burst_bytes and burst_period_ns")
-        if burst_bytes is not None:
-            _check_int("burst_bytes", burst_bytes, 1, 1 << 40)
-            _check_int("burst_period_ns", burst_period_ns, 1, _HOUR_NS)
-        _check_int("start_ns", start_ns, -(1 << 62), 1 << 62)
-        _check_int("now_ns", now_ns, -(1 << 62), 1 << 62)
 
-    # ------------------------------------------------------------------ state
-    @property
-    def done(self) -> bool:
-        """The packet with FIN has been released."""
-        return self._done
+    # ------------------------------------------------------------------ the pacing's hooks
+    def _before_packet(self, t: int) -> None:
+        self._advance(t)
 
-    @property
-    def rate_bps(self) -> float:
-        """The current rate Rc (bit/s)."""
-        return self.rc
-
-    def next_deadline(self) -> int | None:
-        return None if self._done else math.ceil(self._next)
-
-    # ------------------------------------------------------------------ pacing
-    def _gap(self, size: int) -> float:
-        return line_time_exact_ns(UDP_HEADERS_BYTES + size, self.rc)
-
-    def _size(self) -> int:
-        size = self.payload
-        if self._remaining is not None and self._remaining < size:
-            size = self._remaining
-        if self._burst is not None and self._burst_left < size:
-            size = self._burst_left
-        return max(TcdData.SIZE, size)
-
-    def poll(self, now_ns: int) -> list[bytes]:
-        """The datagrams due by ``now_ns`` at the current rate (send them now, in order): at most
-        :data:`BURST_PACKETS`, and no credit older than ``params.burst_ns`` or that many packets."""
-        out: list[bytes] = []
-        if self._done or self._next > now_ns:
-            return out
-        floor = now_ns - min(self.params.burst_ns, BURST_PACKETS * self._gap(self.payload))
-        if self._end is not None:
-            floor = min(floor, self._end - 1)  # a late poll still ends the flow with its FIN
-        nxt = max(self._next, floor)
-        while nxt <= now_ns and len(out) < BURST_PACKETS:
-            t = math.floor(nxt)
-            self._advance(t)
-            size = self._size()
-            nxt += self._gap(size)
-            if self._burst is not None:
-                self._burst_left -= size
-                if self._burst_left <= 0:  # this burst is out: the next starts at its period
-                    assert self._period is not None
-                    self._burst_start += self._period
-                    self._burst_left = self._burst
-                    nxt = max(nxt, float(self._burst_start))
-            fin = (self._remaining is not None and self._remaining <= size) or (self._end is not None
-                                                                                and nxt >= self._end)
-            out.append(TcdData(self.flow, self._seq & 0xFFFFFFFF, t, TcdDataFlag.FIN if fin else 0).to_bytes(size))
-            self._seq += 1
-            self.c.packets_sent += 1
-            self.c.bytes_sent += size
-            if self._remaining is not None:
-                self._remaining -= size
-            if fin:
-                self._done = True
-                self.done_ns = t
-                break
-            self._count_bytes(size, t)
-        self._next = nxt
-        return out
+    def _after_packet(self, size: int, t: int) -> None:
+        self._count_bytes(size, t)
 
     # ------------------------------------------------------------------ CNPs
     def receive(self, datagram: bytes, now_ns: int) -> None:
@@ -422,20 +312,6 @@ class RateSender:
             self.c.hyper_increase += 1
         self.rc = min(line, (self.rt + self.rc) / 2)
         self._log(t)
-
-    def _log(self, t: int) -> None:
-        rc = round(self.rc)
-        log = self.rate_log
-        if log[-1][1] == rc:
-            return
-        if self._log_skip:
-            self._log_skip -= 1
-            return
-        log.append((t, rc))
-        self._log_skip = self._log_stride - 1
-        if len(log) >= RATE_LOG_MAX:
-            del log[1::2]  # keep the first sample, then every other one
-            self._log_stride *= 2
 
     # ------------------------------------------------------------------ reports
     def counters(self) -> dict[str, Any]:

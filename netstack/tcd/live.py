@@ -5,16 +5,20 @@ Run the receiver in one host's namespace and the senders in others' (``netstack 
     python -m netstack.tcd recv --tcd
     python -m netstack.tcd send --dst 10.0.0.3 --flow 1 --mode tcd --bytes 1MB
     python -m netstack.tcd send --dst 10.0.0.3 --flow 2 --mode fixed --rate 20Mbit --seconds 3
+    python -m netstack.tcd send --dst 10.0.0.3 --flow 3 --cc timely --mode tcd --bytes 1MB
 
-The engines are sans-IO (``netstack.tcd.dcqcn.RateSender``, ``netstack.tcd.np.TcdReceiver``);
-this shell owns the sockets and the clock. The sender's socket is connected to the receiver's
-UDP port 40300 and sends with IP ECN = ECT(0) (TOS 0x02 plus ``--dscp``) so that switches can
-mark; ``netstack.io.paced.run_sender`` paces it and feeds it the CNPs that come back. The
+The engines are sans-IO (``netstack.tcd.dcqcn.RateSender`` or, with ``--cc timely``,
+``netstack.tcd.timely.TimelySender``, picked by ``netstack.tcd.cc``;
+``netstack.tcd.np.TcdReceiver``, which answers TIMELY's ACK requests by itself); this shell owns
+the sockets and the clock. The sender's socket is connected to the receiver's UDP port 40300 and
+sends with IP ECN = ECT(0) (TOS 0x02 plus ``--dscp``) so that switches can mark;
+``netstack.io.paced.run_sender`` paces it and feeds it the CNPs and ACKs that come back. The
 receiver reads each datagram with its TOS byte (``IP_RECVTOS``), hands the engine the ECN bits
-and the source, and sends the engine's CNPs from port 40300 to each flow's source address and
-port. Rates and times follow docs/architecture.md "Time and scale": ``--line-rate 40Mbit
---time-scale 1000`` runs DCQCN's 40 Gbit/s parameters at 40 Mbit/s with its 50-55 us timers at
-50-55 ms. Each side prints progress on stderr and one JSON object on its last stdout line,
+and the source, and sends the engine's CNPs and ACKs from port 40300 to each flow's source
+address and port. Rates and times follow docs/architecture.md "Time and scale": ``--line-rate
+40Mbit --time-scale 1000`` runs DCQCN's 40 Gbit/s parameters at 40 Mbit/s with its 50-55 us
+timers at 50-55 ms (TIMELY's: its 10 Mbit/s step per 10 Gbit/s in proportion, T_low 50 ms,
+T_high 500 ms). Each side prints progress on stderr and one JSON object on its last stdout line,
 which carries ``sched``: the tool's own scheduling delay (:mod:`netstack.looplag`) while it sent
 (from its start time) or received (from its first packet), so that a run can tell a starved end
 host from a congested network (docs/tcd.md "Is a run valid?").
@@ -35,6 +39,7 @@ from headers.registry import UdpPort
 from headers.tcd import Ecn
 from netstack.argtypes import delay_ns, name_value, rate_bps, size_bytes
 from netstack.engine import SendTo
+from netstack.errors import ConfigError
 from netstack.io.paced import (
     drain_with_tos,
     enable_recv_tos,
@@ -48,23 +53,33 @@ from netstack.looplag import LagHistogram, ThreadSampler
 from netstack.topo.model import parse_rate
 from netstack.traffic import resolve_neighbour
 
-from .dcqcn import DcqcnParamError, DcqcnParams, RateSender
+from .cc import CCS, CcParams, CcSender, cc_mode, cc_params, make_sender
+from .dcqcn import DcqcnParamError, DcqcnParams
 from .np import TcdReceiver
 
 PORT = int(UdpPort.TCD)
 #: the sender starts measuring its scheduling delay this long before its first packet (the
 #: scenario starts its 20 processes before a common zero: their start-up is not the run)
 SCHED_LEAD_NS = 20_000_000
-#: the CLI's modes, and the engine's
-MODES = {"dcqcn": "dcqcn", "tcd": "dcqcn+tcd", "fixed": "fixed"}
+#: the CLI's modes: with TCD, without (``plain``, or the cc's own name), or a fixed rate
+MODES = ("tcd", "plain", "dcqcn", "timely", "fixed")
 DEFAULT_LINE_RATE = "40Mbit"
 DEFAULT_TIME_SCALE = 1000.0
 
 
-def params_of(args: argparse.Namespace) -> DcqcnParams:
-    """DCQCN's parameters scaled to ``--line-rate`` and ``--time-scale``, then ``--param`` overrides
-    (DcqcnParamError for a bad one)."""
-    return DcqcnParams.scaled(args.line_rate, args.time_scale, **dict(args.param or ()))
+def params_of(args: argparse.Namespace) -> CcParams:
+    """``--cc``'s parameters (DCQCN's for the receiver) scaled to ``--line-rate`` and
+    ``--time-scale``, then ``--param`` overrides (DcqcnParamError / TimelyParamError for a bad one)."""
+    return cc_params(getattr(args, "cc", "dcqcn"), args.line_rate, args.time_scale, **dict(args.param or ()))
+
+
+def engine_mode(cc: str, mode: str) -> str:
+    """The engine's mode for the CLI's ``--mode`` under ``--cc`` (DcqcnParamError if they do not go together)."""
+    if mode in CCS and mode != cc:
+        raise DcqcnParamError("mode", f"{mode} is not --cc {cc}'s: use --mode plain (or tcd, fixed)")
+    if mode == "fixed":
+        return "fixed"
+    return cc_mode(cc, mode == "tcd")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -73,8 +88,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help=f"the NIC's line rate the paper's 40 Gbit/s maps to (default {DEFAULT_LINE_RATE})")
     p.add_argument("--time-scale", type=float, default=DEFAULT_TIME_SCALE,
                    help="the paper's microsecond timers times this (default 1000: 55 us -> 55 ms)")
-    p.add_argument("--param", type=name_value("a DcqcnParams field"), action="append", metavar="NAME=VALUE",
-                   help="override a DcqcnParams field after scaling (e.g. cnp_interval_ns=20000000); repeatable")
+    p.add_argument("--param", type=name_value("a parameter field"), action="append", metavar="NAME=VALUE",
+                   help="override a DcqcnParams field (TimelyParams with --cc timely) after scaling (e.g. "
+                        "cnp_interval_ns=20000000); repeatable")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -83,8 +99,12 @@ def add_send_arguments(p: argparse.ArgumentParser) -> None:
     _add_common(p)
     p.add_argument("--dst", required=True, help="the receiver's IPv4 address")
     p.add_argument("--flow", type=int, default=0, help="the flow id, 0-65535 (default 0)")
-    p.add_argument("--mode", choices=tuple(MODES), default="tcd",
-                   help="tcd (DCQCN + TCD: hold on CNP-UE), dcqcn (cut on every CNP) or fixed (default tcd)")
+    p.add_argument("--cc", choices=CCS, default="dcqcn",
+                   help="the congestion control: dcqcn (DCQCN's reaction point, CNPs) or timely (TIMELY, RTT "
+                        "gradient from per-segment ACKs); default dcqcn")
+    p.add_argument("--mode", choices=MODES, default="tcd",
+                   help="tcd (the cc + TCD: hold on UE marks), plain (the cc alone: DCQCN cuts on every CNP, "
+                        "TIMELY ignores the marks; 'dcqcn' and 'timely' say the same) or fixed (default tcd)")
     p.add_argument("--rate", type=rate_bps, default=None,
                    help="fixed mode's rate, or DCQCN's initial rate (default: the line rate)")
     what = p.add_mutually_exclusive_group(required=True)
@@ -132,11 +152,12 @@ def _check_send(args: argparse.Namespace) -> None:
         raise DcqcnParamError("start_delay", f"must be >= 0, got {args.start_delay}")
 
 
-def _sender(args: argparse.Namespace, params: DcqcnParams, now: int) -> RateSender:
-    return RateSender(params, flow=args.flow, mode=MODES[args.mode], payload=args.payload, size_bytes=args.bytes,
-                      duration_ns=None if args.seconds is None else int(args.seconds * 1e9), rate_bps=args.rate,
-                      burst_bytes=args.burst, burst_period_ns=args.burst_period,
-                      start_ns=_start_ns(args, now), now_ns=now)
+def _sender(args: argparse.Namespace, params: CcParams, now: int) -> CcSender:
+    cc = getattr(args, "cc", "dcqcn")
+    return make_sender(cc, engine_mode(cc, args.mode), params, flow=args.flow, payload=args.payload,
+                       size_bytes=args.bytes, duration_ns=None if args.seconds is None else int(args.seconds * 1e9),
+                       rate_bps=args.rate, burst_bytes=args.burst, burst_period_ns=args.burst_period,
+                       start_ns=_start_ns(args, now), now_ns=now)
 
 
 def _start_ns(args: argparse.Namespace, now: int) -> int:
@@ -162,7 +183,8 @@ def run_send(args: argparse.Namespace) -> dict[str, Any]:
 
         def progress() -> None:
             c = eng.counters()
-            print(f"[tcd-send flow {args.flow}] {c['packets_sent']} packets, Rc {c['rc_bps'] / 1e6:.3f} Mbit/s, "
+            rtt = f", RTT {c['last_rtt_ns'] / 1e6:.3f} ms" if c.get("last_rtt_ns") is not None else ""
+            print(f"[tcd-send flow {args.flow}] {c['packets_sent']} packets, Rc {c['rc_bps'] / 1e6:.3f} Mbit/s{rtt}, "
                   f"CNPs {c['cnps_ce']} CE / {c['cnps_ue']} UE", file=sys.stderr, flush=True)
 
         _sleep_until(eng.start_ns - SCHED_LEAD_NS)
@@ -179,8 +201,8 @@ def run_send(args: argparse.Namespace) -> dict[str, Any]:
         c.update(gate.counters())
     end = eng.done_ns if eng.done_ns is not None else run["ended_ns"]
     secs = max(0, end - eng.start_ns) / 1e9
-    return {"tool": "tcd-send", "mode": args.mode, "flow": args.flow, "dst": args.dst, "done": eng.done,
-            "start_ns": eng.start_ns, "done_ns": eng.done_ns, "seconds": secs,
+    return {"tool": "tcd-send", "cc": getattr(args, "cc", "dcqcn"), "mode": args.mode, "flow": args.flow,
+            "dst": args.dst, "done": eng.done, "start_ns": eng.start_ns, "done_ns": eng.done_ns, "seconds": secs,
             "bytes": c["bytes_sent"], "rate_bps_avg": c["bytes_sent"] * 8 / secs if secs > 0 else 0.0,
             "send_errors": run["send_errors"], "malformed": run["malformed"], "timed_out": run["timed_out"],
             "neighbour_resolved": resolved, "params": params.to_dict(), "counters": c,
@@ -225,7 +247,7 @@ def run_recv(args: argparse.Namespace) -> dict[str, Any]:
     """Receive on ``--port`` until a stop condition; the per-flow report."""
     if not 0 <= args.cnp_dscp <= 63:
         raise DcqcnParamError("cnp_dscp", f"must be in [0, 63], got {args.cnp_dscp}")
-    params = params_of(args)
+    params = DcqcnParams.scaled(args.line_rate, args.time_scale, **dict(args.param or ()))
     eng = TcdReceiver(params, tcd=args.tcd)
     malformed = send_errors = 0
     with _recv_socket(args) as sock, ThreadSampler() as lag:
@@ -274,8 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m netstack.tcd", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    add_send_arguments(sub.add_parser("send", help="a paced flow: DCQCN, DCQCN + TCD or a fixed rate"))
-    add_recv_arguments(sub.add_parser("recv", help="the receiver and notification point (CNPs)"))
+    add_send_arguments(sub.add_parser("send", help="a paced flow: DCQCN or TIMELY, with or without TCD, or a "
+                                                   "fixed rate"))
+    add_recv_arguments(sub.add_parser("recv", help="the receiver and notification point (CNPs; TIMELY's ACKs)"))
     return ap
 
 
@@ -284,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         out = run_send(args) if args.cmd == "send" else run_recv(args)
-    except DcqcnParamError as e:
+    except ConfigError as e:  # DcqcnParamError, TimelyParamError, a --cc / --mode mismatch
         ap.error(str(e))
     except OSError as e:
         print(f"error: {e}", file=sys.stderr)

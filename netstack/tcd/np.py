@@ -10,6 +10,12 @@ the sender which it saw: a CNP-CE when any CE mark arrived since the flow's last
 CNP-UE when only UE marks did (:class:`headers.tcd.CnpKind`). A plain DCQCN NP (``tcd=False``)
 knows CE only: a UE-marked packet is an unmarked ECT packet to it, and it never sends a CNP-UE.
 
+TIMELY's completion events (netstack/tcd/timely.py): a data packet with the ACK flag (the last of
+a TIMELY segment) is answered at once with a :class:`headers.tcd.TcdAck` to the flow's source,
+echoing its ``seq`` and ``send_ts_ns`` (the sender's RTT sample) and carrying the CE and UE marks
+of the flow's packets since its previous ACK (UE only with ``tcd``, as for CNPs). The NP's CNPs
+go to every flow alike: the receiver cannot tell a TIMELY flow, whose sender ignores them.
+
 Which ECN value is which mark comes from the TCD codepoints (:class:`headers.tcd.TcdCodepoints`;
 by default CE = 11, UE = 01, ECT = 10). The shell passes each datagram's ECN bits (live: the
 TOS byte from ``IP_RECVTOS``; simulated: the frame's). A CNP goes to the flow's source, as the
@@ -31,10 +37,11 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from headers.tcd import DEFAULT_CODEPOINTS, CnpKind, PortState, TcdCnp, TcdCodepoints, TcdData
+from headers.tcd import DEFAULT_CODEPOINTS, CnpKind, PortState, TcdAck, TcdCnp, TcdCodepoints, TcdData
 
 from ..engine import ActionQueue, SendTo
 from .dcqcn import DcqcnParamError, DcqcnParams
+from .timely import TimelyParams
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -76,6 +83,10 @@ class FlowState:
     last_cnp: int | None = None
     pend_ce: int = 0
     pend_ue: int = 0
+    # TIMELY's ACKs: sent, and the marks since the last one (UE only with TCD)
+    acks: int = 0
+    seg_ce: int = 0
+    seg_ue: int = 0
 
 
 @dataclass(slots=True)
@@ -85,6 +96,7 @@ class ReceiverCounters:
     cnps_sent: int = 0
     cnps_ce: int = 0
     cnps_ue: int = 0
+    acks_sent: int = 0  # TIMELY's ACKs, one per data packet with the ACK flag
 
 
 def show_src(src: Hashable) -> str:
@@ -98,13 +110,15 @@ def show_src(src: Hashable) -> str:
 
 
 class TcdReceiver:
-    """Receives TCD data packets of any number of flows; DCQCN's NP, with TCD's CNP-UE if ``tcd``.
+    """Receives TCD data packets of any number of flows; DCQCN's NP, with TCD's CNP-UE if ``tcd``;
+    TIMELY's ACKs to the packets that ask for one.
 
-    ``params``: :class:`DcqcnParams` (its ``cnp_interval_ns``, N) or N itself in ns."""
+    ``params``: :class:`DcqcnParams` or :class:`~netstack.tcd.timely.TimelyParams` (its
+    ``cnp_interval_ns``, N) or N itself in ns."""
 
-    def __init__(self, params: DcqcnParams | int, *, tcd: bool = True,
+    def __init__(self, params: DcqcnParams | TimelyParams | int, *, tcd: bool = True,
                  codepoints: TcdCodepoints = DEFAULT_CODEPOINTS) -> None:
-        interval = params.cnp_interval_ns if isinstance(params, DcqcnParams) else params
+        interval = params.cnp_interval_ns if isinstance(params, DcqcnParams | TimelyParams) else params
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
             raise DcqcnParamError("cnp_interval_ns", f"must be a positive integer, got {interval!r}")
         self.cnp_interval_ns = interval
@@ -118,7 +132,8 @@ class TcdReceiver:
     # ------------------------------------------------------------------ data
     def receive(self, datagram: bytes, now_ns: int, src: Hashable, ecn: int) -> None:
         """A data packet (UDP payload) from ``src`` whose IP ECN bits were ``ecn``; HeaderError
-        if it is not one. CNPs due by ``now_ns`` are sent first."""
+        if it is not one. CNPs due by ``now_ns`` are sent first; the packet's ACK, if it asks for
+        one, last."""
         hdr = TcdData.from_bytes(datagram)
         self.on_timer(now_ns)
         self.c.datagrams += 1
@@ -135,6 +150,8 @@ class TcdReceiver:
         f.last_rx = now_ns
         self._mark(f, ecn & 3, now_ns)
         self._sequence(f, hdr, now_ns)
+        if hdr.ack:
+            self._send_ack(f, hdr)
 
     def _mark(self, f: FlowState, ecn: int, now: int) -> None:
         state = self.codepoints.state_of(ecn)
@@ -144,11 +161,13 @@ class TcdReceiver:
         if state == PortState.CONGESTION:
             f.ce += 1
             f.pend_ce += 1
+            f.seg_ce += 1
         elif state == PortState.UNDETERMINED:
             f.ue += 1
             if not self.tcd:
                 return  # a plain DCQCN NP: ECT(1), not a mark
             f.pend_ue += 1
+            f.seg_ue += 1
         else:
             f.ect += 1
             return
@@ -190,6 +209,14 @@ class TcdReceiver:
             f.complete_ns = now
             if f.first_send_ts is not None:
                 f.fct_ns = now - f.first_send_ts
+
+    # ------------------------------------------------------------------ TIMELY's ACKs
+    def _send_ack(self, f: FlowState, hdr: TcdData) -> None:
+        ack = TcdAck(f.flow, hdr.seq, hdr.send_ts_ns, min(_U16, f.seg_ce), min(_U16, f.seg_ue))
+        self.actions.emit(SendTo(f.src, ack.to_bytes()))
+        f.seg_ce = f.seg_ue = 0
+        f.acks += 1
+        self.c.acks_sent += 1
 
     # ------------------------------------------------------------------ the NP's CNPs
     def _send_cnp(self, f: FlowState, now: int) -> None:
@@ -239,7 +266,7 @@ class TcdReceiver:
                 "first_send_ts_ns": f.first_send_ts, "first_rx_ns": f.first_rx, "last_rx_ns": f.last_rx,
                 "fin_seen": f.fin_seq is not None, "fin_seq": f.fin_seq, "fin_conflicts": f.fin_conflicts,
                 "complete": f.complete_ns is not None, "fct_ns": f.fct_ns, "cnps_ce": f.cnps_ce,
-                "cnps_ue": f.cnps_ue, "goodput_bps": f.bytes * 8e9 / span if span > 0 else None,
+                "cnps_ue": f.cnps_ue, "acks": f.acks, "goodput_bps": f.bytes * 8e9 / span if span > 0 else None,
             }
         return out
 
