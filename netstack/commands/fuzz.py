@@ -1,4 +1,5 @@
-"""``netstack fuzz TARGET``: a fuzzing campaign against a live daemon (the campaigns: the ``netstack.fuzz`` package, one module per target)."""
+"""``netstack fuzz TARGET``: a fuzzing campaign against a live daemon (the campaigns: the
+``netstack.fuzz`` package, one module per target)."""
 
 from __future__ import annotations
 
