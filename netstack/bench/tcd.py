@@ -5,9 +5,13 @@
 ``scenarios`` (virtual time, the paper's 40 Gbit/s and 4 us links, time scale 1)
     §3.1's *single* and *multiple congestion points* scenarios (the ``tcd`` scenario,
     ``netstack.tcd.scenarios``) with the ECN baseline (CE above K = 200 KB) and with TCD, one run
-    each: per flow (F0, F1, F2) its packets, CE and undetermined (UE) marks; per port (P0-P3)
-    the time in each TCD state. PNGs like the paper's figures: the TCD ports' state over time
-    (``bench-tcd-states.png``) and the marks per flow, ECN vs TCD (``bench-tcd-marks.png``).
+    each: per flow (F0, F1, F2) its packets, CE and undetermined (UE) marks, in total and at each
+    port; per port (P0-P3) the time in each TCD state. PNGs like the paper's figures: the queue
+    length and sending rate over time at P0-P3, ECN vs TCD, for the single (Fig. 3,
+    ``bench-tcd-fig3.png``) and the multiple congestion points scenario (Fig. 4,
+    ``bench-tcd-fig4.png``; the series, sampled every 5 us of virtual time, under ``figs`` in the
+    JSON: netstack/tcd/series.py); the TCD ports' state over time (``bench-tcd-states.png``) and the
+    marks per flow, ECN vs TCD (``bench-tcd-marks.png``).
 
 ``fct`` (virtual time, 40 Gbit/s)
     The ``tcd-fct`` scenario (``netstack.tcd.fct``): Poisson flows from the websearch CDF (sizes
@@ -52,6 +56,7 @@ from ..sim.scenario import RunSpec, resolve_topology
 from ..sim.sweep import sweep
 from ..tcd.fct import SIZE_BUCKETS, size_bucket
 from ..tcd.scenarios import (
+    ECN_K_BYTES,
     KINDS,
     LIVE_RATE_BPS,
     MARKERS,
@@ -95,7 +100,8 @@ def scenario_specs(runtime: str = "sim") -> list[RunSpec]:
                 topo = topology_doc(kind, marker, rate_bps=PAPER_RATE_BPS)
             else:
                 topo = _live_topology(kind, marker)
-            specs.append(RunSpec("tcd", topo, SCENARIO_SEED, None, {"kind": kind, "timeline": True}, runtime=runtime))
+            params = {"kind": kind, "timeline": True, "series": runtime == "sim"}  # (Figs. 3-4: virtual time)
+            specs.append(RunSpec("tcd", topo, SCENARIO_SEED, None, params, runtime=runtime))
     return specs
 
 
@@ -124,7 +130,7 @@ def scenario_rows(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
                 continue
             tis = p.get("time_in_state_ns")
             row = base | {"port": name, "marked_ce": p.get("marked_ce", 0), "marked_ue": p.get("marked_ue", 0),
-                          "pauses": p.get("pauses")}
+                          "pauses": p.get("pauses"), "flow_marks": p.get("flow_marks") or {}}
             for s in STATES:
                 row[f"{s}_ms"] = tis[s] / 1e6 / doc["time_scale"] if tis else None
             ports.append(row)
@@ -146,6 +152,18 @@ def port_table(rows: list[dict[str, Any]]) -> str:
                          "congestion ms", "marked CE", "marked UE"],
                         [[r["runtime"], r["scenario"], r["marker"], r["port"], ms(r["non_congestion_ms"]),
                           ms(r["undetermined_ms"]), ms(r["congestion_ms"]), r["marked_ce"], r["marked_ue"]]
+                         for r in rows])
+
+
+def flow_port_table(rows: list[dict[str, Any]]) -> str:
+    """CE / UE marks each port decided per long flow (TCD §3.1: "F0 is mistakenly marked with ECN at
+    port P2 [...] partial packets of F1 are marked with ECN at port P2")."""
+    def cell(r: dict[str, Any], flow: str) -> str:
+        m = r["flow_marks"].get(flow)
+        return "-" if m is None else f"{m['ce']} / {m['ue']}"
+
+    return format_table(["runtime", "scenario", "marker", "port", *(f"{f} CE / UE" for f in FLOWS)],
+                        [[r["runtime"], r["scenario"], r["marker"], r["port"], *(cell(r, f) for f in FLOWS)]
                          for r in rows])
 
 
@@ -211,6 +229,72 @@ def plot_marks(rows: list[dict[str, Any]], path: Path) -> bool:
         ax.legend()
     save(plt, fig, path, dpi=110)
     return True
+
+
+#: the paper's figure for each scenario: queue length and sending rate over time at P0-P3
+FIGS = {"single": "fig3", "multi": "fig4"}
+STATE_SHADE = {1: ("tab:orange", "undetermined"), 2: ("tab:red", "congestion")}
+
+
+def take_series(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{scenario: {marker: series}}`` (netstack/tcd/series.py), moved out of the run documents
+    (they would carry it twice in the JSON); the paper's time and Gbit/s added for the plots."""
+    out: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        res = doc["result"]
+        series = res.pop("series", None)
+        if series is not None:
+            series["time_scale"] = doc["time_scale"]
+            series["timelines"] = {n: p.get("timeline") for n, p in res["ports"].items()}
+            out.setdefault(res["scenario"], {})[res["marker"]] = series
+    return out
+
+
+def plot_fig(kind: str, runs: dict[str, Any], path: Path) -> bool:
+    """The paper's Fig. 3 (single) or Fig. 4 (multi): per port (rows P0-P3) and marker (columns ECN,
+    TCD), the queue length (KB, filled) and the sending rate (Gbit/s, line) over paper time; the
+    TCD ports' undetermined and congestion spells shaded, ECN's K drawn."""
+    plt = pyplot()
+    markers = [m for m in MARKERS if m in runs]
+    if plt is None or not markers:
+        return False
+    fig, axes = plt.subplots(len(PORTS), len(markers), figsize=(6.5 * len(markers), 1.9 * len(PORTS) + 1),
+                             squeeze=False, sharex=True)
+    for col, marker in enumerate(markers):
+        se = runs[marker]
+        scale = se["time_scale"]
+        xs = [t / scale / 1e6 for t in se["t_ns"]]
+        for row, name in enumerate(PORTS):
+            ax = axes[row][col]
+            r = se["ports"][name]
+            _shade_states(ax, (se["timelines"].get(name) or []), scale, xs[-1] if xs else 0.0)
+            ax.fill_between(xs, [q / 1e3 for q in r["queue_bytes"]], step="post", color="tab:blue", alpha=0.45,
+                            label="queue (KB)")
+            if marker == "ecn":
+                ax.axhline(ECN_K_BYTES / 1e3, color="tab:blue", ls=":", lw=0.8, label="ECN K 200 KB")
+            ax.set_ylabel(f"{name}\nqueue KB")
+            ax.grid(alpha=0.3)
+            rate = ax.twinx()
+            rate.step(xs, [b * scale / 1e9 for b in r["tx_bps"]], where="post", color="k", lw=0.7,
+                      label="sending rate (Gbit/s)")
+            rate.set_ylim(0, PAPER_RATE_BPS / 1e9 * 1.1)
+            rate.set_ylabel("Gbit/s")
+            if row == 0:
+                ax.set_title(f"{TITLES[kind]}: {marker.upper()}")
+                handles = ax.get_legend_handles_labels()[0] + rate.get_legend_handles_labels()[0]
+                ax.legend(handles=handles, fontsize=7, loc="upper left", framealpha=0.9)
+        axes[-1][col].set_xlabel("time (ms, paper scale)")
+    save(plt, fig, path, dpi=100)
+    return True
+
+
+def _shade_states(ax: Any, timeline: list[list[int]], scale: float, end_ms: float) -> None:
+    """Background spans of a TCD port's undetermined (orange) and congestion (red) states."""
+    if not timeline:
+        return  # (an ECN port: no states)
+    for (t, st), nxt in zip(timeline, [*timeline[1:], [end_ms * 1e6 * scale, 0]], strict=True):
+        if st in STATE_SHADE:
+            ax.axvspan(t / scale / 1e6, nxt[0] / scale / 1e6, color=STATE_SHADE[st][0], alpha=0.15, lw=0)
 
 
 # ---------------------------------------------------------------------------------- FCT
@@ -451,6 +535,11 @@ def section_scenarios(workers: int | None, results_dir: Path, say: Progress, out
     docs = counted(docs, "scenarios", out)  # virtual time: valid by construction, checked all the same
     fr, pr = scenario_rows(docs)
     out["scenarios"] = {"flows": fr, "ports": pr, "seed": SCENARIO_SEED}
+    out["figs"] = take_series(docs)
+    for kind, runs in out["figs"].items():
+        png = results_dir / f"bench-tcd-{FIGS[kind]}.png"
+        if plot_fig(kind, runs, png):
+            out["plots"][FIGS[kind]] = str(png)
     png = results_dir / "bench-tcd-states.png"
     if plot_states(docs, png):
         out["plots"]["states"] = str(png)
@@ -458,7 +547,8 @@ def section_scenarios(workers: int | None, results_dir: Path, say: Progress, out
     if plot_marks(fr, png):
         out["plots"]["marks"] = str(png)
     return ["## §3.1 scenarios, 40 Gbit/s, 4 us links (virtual time): marks per flow", "", flow_table(fr), "",
-            "## §3.1: time per state per port (paper ms; ECN ports have no TCD state)", "", port_table(pr), ""]
+            "## §3.1: time per state per port (paper ms; ECN ports have no TCD state)", "", port_table(pr), "",
+            "## §3.1: marks per flow at each port (each port's own decisions)", "", flow_port_table(pr), ""]
 
 
 def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progress, out: dict[str, Any]) -> list[str]:

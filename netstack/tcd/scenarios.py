@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any
 from headers.registry import UdpPort
 
 from .. import toolproc
+from ..ethernet import UDP_HEADERS_BYTES, WIRE_OVERHEAD_BYTES
 from ..sim.scenario import Context, Scenario, ScenarioError
 from ..topo.model import Topology
+from .series import EVERY_PAPER_NS, PortSampler
 from .verdict import lag_limits, scenario_validity
 
 if TYPE_CHECKING:
@@ -254,9 +256,22 @@ def marker_of(topology: Topology) -> str:
 
 
 # ------------------------------------------------------------------------------ reports
+def send_rate_bps(c: dict[str, Any]) -> float | None:
+    """A sender's average rate on the wire (bit/s, the unit of its configured rate: frames with
+    their UDP/IP/Ethernet headers and the Ethernet overhead) from its first packet's slot to its
+    last (``start_ns`` .. ``done_ns`` of its counters); None if it did not finish."""
+    start, done, packets = c.get("start_ns"), c.get("done_ns"), int(c.get("packets_sent") or 0)
+    if start is None or done is None or done <= start or packets < 2:
+        return None
+    wire = int(c.get("bytes_sent") or 0) + packets * (UDP_HEADERS_BYTES + WIRE_OVERHEAD_BYTES)
+    # (the last packet's own line time is not in start..done: the rate of the packets before it)
+    return (wire - wire / packets) * 8e9 / (done - start)
+
+
 def flow_report(flows: list[Flow], received: dict[int, dict[str, Any]],
                 sent: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``{"F0": {"packets", "ce", "undetermined", "bytes", ...}, ...}``: the stable part first."""
+    """``{"F0": {"packets", "ce", "undetermined", "bytes", ...}, ...}``: the stable part first;
+    ``rate_bps``: the sender's average rate from its first to its last packet (:func:`send_rate_bps`)."""
     out = {}
     for f in flows:
         r = received.get(f.fid) or {}
@@ -265,12 +280,32 @@ def flow_report(flows: list[Flow], received: dict[int, dict[str, Any]],
                        "undetermined": int(r.get("ue", 0)), "bytes": int(r.get("bytes", 0)),
                        "src": f.src, "dst": f.dst, "kind": f.kind, "sent": int(s.get("packets_sent", 0)),
                        "cnps_received": int(s.get("cnps_ce", 0)) + int(s.get("cnps_ue", 0)),
-                       "rate_cuts": int(s.get("rate_cuts", 0)), "fct_ns": r.get("fct_ns")}
+                       "rate_cuts": int(s.get("rate_cuts", 0)), "fct_ns": r.get("fct_ns"),
+                       "rate_bps": _round(send_rate_bps(s))}
     return out
 
 
-def port_report(name: str, rep: dict[str, Any], t0: int, timeline: list[tuple[int, int]] | None) -> dict[str, Any]:
-    """One P port: its marker, state, time in each state (ms of the run's clock), marks."""
+def flow_names(flows: list[Flow], topology: Topology) -> dict[str, str]:
+    """A marker's flow key (``"<source IP>><destination IP>"``, netstack/tcd/marker.py) -> the
+    flow's name: each §3.1 flow has its own source host."""
+    ips = {n.name: str(n.ip.ip) for n in topology.nodes if n.ip is not None}
+    return {f"{ips[f.src]}>{ips[f.dst]}": f.name for f in flows if f.src in ips and f.dst in ips}
+
+
+def flow_marks(marks: dict[str, dict[str, int]] | None, names: dict[str, str]) -> dict[str, dict[str, int]]:
+    """A port's marks per flow by flow name (F0, F1, F2, A0...), only the flows it marked; a pair
+    that is no flow of the scenario under its key."""
+    out: dict[str, dict[str, int]] = {}
+    for key, m in (marks or {}).items():
+        out[names.get(key, key)] = {"ce": int(m.get("ce", 0)), "ue": int(m.get("ue", 0))}
+    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "F", len(kv[0]), kv[0])))
+
+
+def port_report(name: str, rep: dict[str, Any], t0: int, timeline: list[tuple[int, int]] | None,
+                marks: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
+    """One P port: its marker, state, time in each state (ms of the run's clock), marks in total
+    and per flow (``flow_marks``: the CE and UE marks this port decided, TCD §3.1 "F1 is partly
+    marked at P2")."""
     node, ifname = PORTS[name]
     c = rep.get("counters") or {}
     times = rep.get("time_in_state_ns") or {}
@@ -279,7 +314,7 @@ def port_report(name: str, rep: dict[str, Any], t0: int, timeline: list[tuple[in
                            "marked_ce": int(c.get("marked_ce", c.get("marked", 0))),
                            "marked_ue": int(c.get("marked_ue", 0)),
                            "transitions": c.get("transitions"), "pauses": c.get("pauses"),
-                           "ecn_would_mark": c.get("ecn_would_mark")}
+                           "ecn_would_mark": c.get("ecn_would_mark"), "flow_marks": marks or {}}
     if timeline is not None:
         out["timeline"] = [[max(0, t - t0), s] for t, s in timeline]
     return out
@@ -321,6 +356,8 @@ def run_sim(net: Any, ctx: Context) -> dict[str, Any]:
         senders[f.name] = eng
         apps[f.name] = EngineSender(net.host(f.src), f.dst, eng, int(UdpPort.TCD), tos=0x02, honour_pfc=True)
     end = t0 + int(wl.end_ns * scale) + int(0.5e6 * scale)
+    sampler = PortSampler(net, _sampled_ports(), t0, end, int(EVERY_PAPER_NS * scale)).start() \
+        if p["series"] else None
     while net.loop.next_time() is not None and net.loop.now < end:
         net.loop.run(end, max_events=50_000)
         ctx.progress(f"sim {kind}/{marker}: {(net.loop.now - t0) / scale / 1e6:.2f} of "
@@ -331,20 +368,32 @@ def run_sim(net: Any, ctx: Context) -> dict[str, Any]:
         if app.gate is not None:  # the host's PFC gate: how long the sender was held
             sent[name]["pfc_paused_ns"] = app.gate.counters()["pfc_paused_ns"]
     ports = {}
+    names = flow_names(flows, topo)
     for name, (node, ifname) in PORTS.items():
         m = markers(net.switch(node)).get(ifname)
         if m is None:
             continue
         rep = marker_report(m, net.now)
         tl = _timeline(m) if p["timeline"] else None
-        ports[name] = port_report(name, rep, t0, tl)
+        ports[name] = port_report(name, rep, t0, tl, flow_marks(m.flow_marks(), names))
     result = _result(kind, marker, scale, flows, received, sent, ports,
                      senders["F1"].rate_log if p["timeline"] else None, t0)
+    if sampler is not None:
+        result["series"] = sampler.result()
     # virtual time: nothing can starve a process (no scheduling delay to report), the other
     # checks are the live run's
     result["sched"] = {}
     plans = _plans(flows, params, scale, int(p["payload"]), sent)
     return scenario_validity(kind, result, plans, None, None).annotate(result)
+
+
+def _sampled_ports() -> dict[str, tuple[str, str, str | None, str | None]]:
+    """P0-P3 and, for each, the next switch's port that its PFC pauses come from (P3's peer is R1)."""
+    out: dict[str, tuple[str, str, str | None, str | None]] = {}
+    for name, (node, ifname) in PORTS.items():
+        peer = ifname.removeprefix("p-")
+        out[name] = (node, ifname, peer, f"p-{node}") if peer.startswith("sw") else (node, ifname, None, None)
+    return out
 
 
 def _timeline(m: Any) -> list[tuple[int, int]] | None:
@@ -377,10 +426,11 @@ def _sender(f: Flow, params: Any, scale: float, marker: str, t0: int, payload: i
                       now_ns=t0)
 
 
-def planned_packets(f: Flow, params: Any, scale: float, payload: int) -> int | None:
-    """The packets ``f``'s sender schedules: its own engine run in virtual time, never paused,
-    never cut (None for F1 under DCQCN, whose rate is the run's outcome). What a run's sender is
-    held to (netstack/tcd/verdict.py)."""
+def planned_send(f: Flow, params: Any, scale: float, payload: int) -> tuple[int, float | None] | None:
+    """(packets, average rate on the wire) that ``f``'s sender schedules: its own engine run in
+    virtual time, never paused, never cut (None for F1 under DCQCN, whose rate is the run's
+    outcome). What a run's sender is held to (netstack/tcd/verdict.py); the rate is measured as
+    :func:`send_rate_bps` measures the run's."""
     if f.kind == "dcqcn":
         return None
     eng = _sender(f, params, scale, "tcd", 0, payload)
@@ -390,19 +440,31 @@ def planned_packets(f: Flow, params: Any, scale: float, payload: int) -> int | N
         if t is None:  # pragma: no cover - a flow with a duration always ends
             break
         count += len(eng.poll(t))
-    return count
+    return count, send_rate_bps(eng.counters())
+
+
+def planned_packets(f: Flow, params: Any, scale: float, payload: int) -> int | None:
+    """The packets ``f``'s sender schedules (:func:`planned_send`)."""
+    plan = planned_send(f, params, scale, payload)
+    return None if plan is None else plan[0]
 
 
 def _plans(flows: list[Flow], params: Any, scale: float, payload: int,
            sent: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per flow what verdict.scenario_validity holds its sender to: planned packets, the time its
-    host was paused by PFC (``pfc_paused_ns``, the gate's count), how long it was to send."""
+    """Per flow what verdict.scenario_validity holds its sender to: planned packets and rate, the
+    time its host was paused by PFC (``pfc_paused_ns``, the gate's count), how long it was to send."""
     out = {}
     for f in flows:
         c = sent.get(f.name) or {}
-        out[f.name] = {"packets": planned_packets(f, params, scale, payload), "paused_ns": c.get("pfc_paused_ns"),
-                       "active_ns": int((f.stop_ns - f.start_ns) * scale), "done": bool(c.get("done"))}
+        packets, rate = planned_send(f, params, scale, payload) or (None, None)
+        out[f.name] = {"packets": packets, "rate_bps": _round(rate),
+                       "paused_ns": c.get("pfc_paused_ns"), "active_ns": int((f.stop_ns - f.start_ns) * scale),
+                       "done": bool(c.get("done"))}
     return out
+
+
+def _round(rate: float | None) -> int | None:
+    return None if rate is None else round(rate)
 
 
 def _result(kind: str, marker: str, scale: float, flows: list[Flow], received: dict[int, dict[str, Any]],
@@ -470,7 +532,7 @@ def _live(state: RunState, prefix: str, ctx: Context, kind: str, marker: str, to
         sent = {name: _finish(proc, f"sender {name}", total + 60) for name, proc in send.items()}
         lags.stop()
         # the ports' state at the end of the traffic, before the receivers' idle wait
-        ports = _read_ports(prefix, bool(p["timeline"]), int(zero * 1e9))
+        ports = _read_ports(prefix, bool(p["timeline"]), int(zero * 1e9), flow_names(flows, topo))
         reports = {host: _finish(proc, f"receiver on {host}", 60) for host, proc in recv.items()}
     finally:
         for proc in procs:
@@ -524,7 +586,7 @@ def _start_senders(state: RunState, topo: Topology, flows: list[Flow], zero: flo
     return send
 
 
-def _read_ports(prefix: str, timeline: bool, t0_ns: int) -> dict[str, Any]:
+def _read_ports(prefix: str, timeline: bool, t0_ns: int, names: dict[str, str]) -> dict[str, Any]:
     """P0-P3's markers as their switch daemons report them (``tcd_status``)."""
     from ..io.control import request
     from ..runtime import load_state
@@ -539,7 +601,7 @@ def _read_ports(prefix: str, timeline: bool, t0_ns: int) -> dict[str, Any]:
         if timeline and port.get("timeline"):
             cls = str(port["summary"]["counters"].get("class", 0))
             tl = [(int(t), int(s)) for t, s in port["timeline"].get(cls, [])]
-        ports[name] = port_report(name, port["summary"], t0_ns, tl)
+        ports[name] = port_report(name, port["summary"], t0_ns, tl, flow_marks(port.get("flows"), names))
     return ports
 
 
@@ -547,7 +609,8 @@ def _finish(proc: subprocess.Popen[str], what: str, timeout: float) -> dict[str,
     return toolproc.result(proc, f"the {what}", timeout, error=ScenarioError)
 
 
-PARAMS: dict[str, Any] = {"kind": "single", "payload": 1400, "timeline": False, "burst_load": 0.9, "f1": "fixed"}
+PARAMS: dict[str, Any] = {"kind": "single", "payload": 1400, "timeline": False, "burst_load": 0.9, "f1": "fixed",
+                          "series": False}
 
 SCENARIOS = [
     Scenario("tcd", "TCD §3.1 on the tcd-single / tcd-multi topologies (kind=single|multi; the marker is the "
@@ -555,8 +618,9 @@ SCENARIOS = [
              PARAMS, run_sim=run_sim, run_live=run_live, paper_rate_bps=PAPER_RATE_BPS),
 ]
 
-__all__ = ["BURST_BYTES", "KINDS", "MARKERS", "PORTS", "SCENARIOS", "Flow", "Workload", "load_doc", "marker_of",
-           "planned_packets", "run_live", "run_sim", "scale_of", "t_on_max_ns", "topology_doc"]
+__all__ = ["BURST_BYTES", "KINDS", "MARKERS", "PORTS", "SCENARIOS", "Flow", "Workload", "flow_marks", "flow_names",
+           "load_doc", "marker_of", "planned_packets", "planned_send", "run_live", "run_sim", "scale_of",
+           "send_rate_bps", "t_on_max_ns", "topology_doc"]
 
 from .fct import FCT_SCENARIO  # noqa: E402
 

@@ -6,11 +6,17 @@ by PFC while only carrying the victims F0 and F2 (single congestion point), or o
 them as well (multiple). A run only shows that situation if it happened, so a run is valid when
 
 - **every sender reached its plan**: the packets the sender's own engine schedules for its rate,
-  burst pattern and duration (:func:`netstack.tcd.scenarios.planned_packets`, the same
+  burst pattern and duration (:func:`netstack.tcd.scenarios.planned_send`, the same
   ``RateSender`` run in virtual time without PFC), less the share of the time its host was paused
   by PFC (a RoCE NIC that honours a pause sends nothing, and the scenario is made of pauses), at
   least :data:`SHARE` of it. F1 under DCQCN (``--f1 dcqcn``) has no fixed plan: its rate is the
   congestion control's answer to the run; its sender must have sent for its whole duration;
+- **every sender sent at its planned rate**, within :data:`RATE_TOL` (issue 30): its average rate
+  on the wire from its first packet to its last (``rate_bps``, :func:`netstack.tcd.scenarios.send_rate_bps`)
+  against the same measure of the plan; at most 10 % above it (pauses only slow a sender down: a
+  faster one is not pacing as planned), at least 10 % below it less the share of the time it was
+  paused by PFC. The packet count says whether a sender sent enough; the rate says it sent it
+  when it should have (not late, not in a rush to catch up);
 - **the lossless class lost nothing**: a switch or receiver the machine starved overflows its
   socket, which PFC cannot prevent;
 - **the key event happened**: single: P2 was paused (§3.1: "P2 is only paused", the undetermined
@@ -37,6 +43,9 @@ from ..validity import Validity, verdict_line
 #: of times a run): measured 94-99 % of the plan for F2 on a quiet 2-core machine (2026-12-06). A
 #: starved sender misses whole stretches, and its stalls fail the scheduling-delay check too.
 SHARE = 0.90
+#: a sender's average rate must be within this of its planned rate (issue 30: "senders within 10 %
+#: of their planned rates"), the paused share taken off the lower bound
+RATE_TOL = 0.10
 #: the flows checked one by one; the burst senders A0.. are checked together (one check, each
 #: sender held to SHARE)
 LONG_FLOWS = ("F0", "F1", "F2")
@@ -107,6 +116,44 @@ def _check_senders(v: Validity, flows: Mapping[str, Mapping[str, Any]], plans: M
                "total_sent": sum(b[1] for b in bursts), "total_planned": round(sum(b[2] for b in bursts), 1)})
 
 
+def _rate_ok(rate: float | None, plan: Mapping[str, Any]) -> tuple[bool, float]:
+    """Is ``rate`` within RATE_TOL of the plan's, less the paused share below; and its ratio."""
+    planned = float(plan["rate_bps"])
+    if rate is None or planned <= 0:
+        return False, 0.0
+    low = (1 - RATE_TOL) * planned * (1 - _paused_share(plan.get("paused_ns"), plan.get("active_ns")))
+    return low <= rate <= (1 + RATE_TOL) * planned, rate / planned
+
+
+def _check_rates(v: Validity, flows: Mapping[str, Mapping[str, Any]], plans: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every sender with a planned rate (not F1 under DCQCN) within RATE_TOL of it; the burst
+    senders in one check naming the one furthest off."""
+    bursts: list[tuple[str, bool, float]] = []
+    for name, f in flows.items():
+        plan = plans.get(name) or {}
+        if plan.get("rate_bps") is None:
+            continue
+        rate = f.get("rate_bps")
+        ok, ratio = _rate_ok(rate, plan)
+        if name not in LONG_FLOWS:
+            bursts.append((name, ok, ratio))
+            continue
+        share = _paused_share(plan.get("paused_ns"), plan.get("active_ns"))
+        held = f" less {share:.0%} paused by PFC" if share else ""
+        v.add(f"{name} sending rate", ok, f"within {RATE_TOL:.0%} of {_bps(plan['rate_bps'])} planned "
+                                          f"(below: {1 - RATE_TOL:.0%}{held})",
+              _bps(rate) if rate is not None else "not measured (the sender did not finish)")
+    if bursts:
+        worst = max(bursts, key=lambda b: (not b[1], abs(1 - b[2])))
+        v.add(f"{bursts[0][0]}-{bursts[-1][0]} sending rate", all(ok for _, ok, _ in bursts),
+              f"within {RATE_TOL:.0%} of planned, each (below: less the share paused by PFC)",
+              {"furthest": worst[0], "of_planned": round(worst[2], 3)})
+
+
+def _bps(rate: float) -> str:
+    return f"{rate / 1e9:.3f} Gbit/s" if rate >= 1e9 else f"{rate / 1e6:.3f} Mbit/s"
+
+
 def _check_delivery(v: Validity, flows: Mapping[str, Mapping[str, Any]]) -> None:
     sent = sum(int(f.get("sent") or 0) for f in flows.values())
     received = sum(int(f.get("packets") or 0) for f in flows.values())
@@ -141,12 +188,14 @@ def _check_key_events(v: Validity, kind: str, ports: Mapping[str, Mapping[str, A
 def scenario_validity(kind: str, result: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]],
                       lags: Mapping[str, Mapping[str, Any] | None] | None, limits: LagLimits | None) -> Validity:
     """The checks of one run: ``result`` is the scenario's document (``flows``, ``ports``),
-    ``plans`` per flow ``{"packets": planned or None, "paused_ns", "active_ns", "done"}``,
+    ``plans`` per flow ``{"packets": planned or None, "rate_bps": planned or None, "paused_ns",
+    "active_ns", "done"}`` (no ``rate_bps``: no rate check),
     ``lags`` every process's scheduling delay (:func:`netstack.looplag.summary`; None: virtual
     time, nothing to starve), ``limits`` from :func:`lag_limits`."""
     v = Validity()
     flows = result.get("flows") or {}
     _check_senders(v, flows, plans)
+    _check_rates(v, flows, plans)
     _check_delivery(v, flows)
     _check_key_events(v, kind, result.get("ports") or {})
     if lags is None:
@@ -157,4 +206,5 @@ def scenario_validity(kind: str, result: Mapping[str, Any], plans: Mapping[str, 
     return v
 
 
-__all__ = ["LONG_FLOWS", "SHARE", "LagLimits", "lag_limits", "scenario_validity", "sender_plan", "verdict_line"]
+__all__ = ["LONG_FLOWS", "RATE_TOL", "SHARE", "LagLimits", "lag_limits", "scenario_validity", "sender_plan",
+           "verdict_line"]

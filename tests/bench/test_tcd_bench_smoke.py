@@ -34,8 +34,19 @@ def test_quick_bench_writes_json_tables_and_plots(tmp_path, capsys):
     tcd_row = next(r for r in fct["rows"] if r["cc"] == "dcqcn+tcd")
     assert tcd_row["ratio_median"] > 0 and tcd_row["ratio_p99"] > 0
     assert {d["scenario"] for d in doc["runs"]} == {"tcd", "tcd-fct"} and len(doc["runs"]) == 6
-    for name in ("states", "marks", "fct"):
+    for name in ("fig3", "fig4", "states", "marks", "fct"):
         assert (tmp_path / f"bench-tcd-{name}.png").stat().st_size > 0
+    # the paper's Figs. 3-4: queue length and sending rate at P0-P3 over time, ECN vs TCD, in the JSON
+    figs = doc["figs"]
+    assert set(figs) == {"single", "multi"} and all(set(f) == {"ecn", "tcd"} for f in figs.values())
+    p2 = figs["single"]["ecn"]["ports"]["P2"]
+    n = len(figs["single"]["ecn"]["t_ns"])
+    assert n > 1000 and all(len(v) == n for v in p2.values())
+    assert max(p2["queue_bytes"]) > 500_000  # §3.1: "P2 has a maximum queue length of over 500KB"
+    assert 0 in p2["tx_bps"] and max(p2["tx_bps"]) <= 1.05 * 40e9  # paused (OFF), and at most the line rate
+    assert all("series" not in d["result"] for d in doc["runs"])  # (once in the JSON, under figs)
+    p2_flows = {r["scenario"] + r["marker"]: r["flow_marks"] for r in sc["ports"] if r["port"] == "P2"}
+    assert p2_flows["singleecn"]["F0"]["ce"] > 0 and p2_flows["singletcd"]["F0"]["ce"] == 0
     md = (tmp_path / "bench-tcd-latest.md").read_text()
     out = capsys.readouterr().out
     assert "DCQCN/TCD median" in md and "undetermined" in out

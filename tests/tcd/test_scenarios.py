@@ -4,6 +4,7 @@ switch's PFC and the end hosts, not of the scenario code."""
 
 from __future__ import annotations
 
+import functools
 import tomllib
 
 import pytest
@@ -43,9 +44,44 @@ def test_the_workload_follows_the_seed():
         assert flows["A0"].stop_ns - flows["A0"].start_ns == 3_000_000
 
 
+@functools.cache
 def _run(kind: str, marker: str) -> dict:
+    """One run per scenario and marker for the whole module (each about 1.5 s); callers must not
+    change what they get."""
     doc = topology_doc(kind, marker)
     return run(RunSpec("tcd", topology=doc, params={"kind": kind, "timeline": True}))["result"]
+
+
+def _marks(res: dict, port: str, flow: str, mark: str) -> int:
+    return res["ports"][port]["flow_marks"].get(flow, {}).get(mark, 0)
+
+
+def test_single_marks_per_flow_per_port_as_section_3_1_says():
+    """§3.1, single congestion point, port by port (each port's own decision, netstack/tcd/marker.py):
+    ECN marks the victim F0 at P2 and "partial packets of F1 are marked with ECN at port P2 [...]
+    similar marking behavior is observed at ports P1 and P0"; F1 "should only be marked at port P3",
+    which TCD does, and TCD never marks F0 or F2 CE anywhere, only UE where they are paused."""
+    ecn, tcd = _run("single", "ecn"), _run("single", "tcd")
+    f1 = ecn["flows"]["F1"]["packets"]
+    assert _marks(ecn, "P2", "F0", "ce") > 0
+    assert 0 < _marks(ecn, "P2", "F1", "ce") < f1  # partly
+    assert _marks(ecn, "P1", "F1", "ce") > 0 and _marks(ecn, "P0", "F1", "ce") > 0
+    assert set(ecn["ports"]["P0"]["flow_marks"]) == {"F1"}  # (only F1 crosses P0)
+    for port in ("P0", "P1", "P2", "P3"):
+        assert _marks(tcd, port, "F0", "ce") == _marks(tcd, port, "F2", "ce") == 0, port
+        if port != "P3":
+            assert _marks(tcd, port, "F1", "ce") == 0, port  # F1 CE at the congestion point only
+    assert _marks(tcd, "P3", "F1", "ce") > 0
+    assert _marks(tcd, "P2", "F0", "ue") > 0 and 0 < _marks(tcd, "P2", "F1", "ue") < f1
+
+
+def test_multi_marks_the_flows_of_the_covered_root_ce_at_p2():
+    """§3.1 multiple congestion points: F0 + F2 overload P2, so TCD marks them CE there (P2 is a
+    congestion point of its own, §3.2.1 "Covered"), while P0 and P1, only paused, mark nothing CE."""
+    tcd = _run("multi", "tcd")
+    assert _marks(tcd, "P2", "F0", "ce") > 0 and _marks(tcd, "P2", "F2", "ce") > 0
+    assert all(not m["ce"] for port in ("P0", "P1") for m in tcd["ports"][port]["flow_marks"].values())
+    assert _marks(tcd, "P3", "F1", "ce") > 0
 
 
 def test_single_congestion_point_ecn_mismarks_f0_and_tcd_does_not():
