@@ -273,6 +273,8 @@ class SwitchShell:
             "internal_errors": self.internal_errors,
             "ports": ports,
             "switch_counters": self.switch.switch_counters(),
+            # frames per next hop of every ECMP group: {destination: {port: frames}} ({}: none)
+            "ecmp": self.switch.ecmp_counters(),
             "auth": self.switch.auth.status() if self.switch.auth is not None else None,
             # what each protocol running in this switch reports (``switch_status(shell)`` of its
             # control plug-in; a protocol that is off reports nothing)

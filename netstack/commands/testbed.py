@@ -271,6 +271,7 @@ def _print_status(st: dict[str, Any]) -> None:
     _print_carrier(st)
     _print_defences(st)
     _print_protocols(st)
+    _print_ecmp(st)
     others = {node: d for node, d in st["daemons"].items() if "ports" not in d and "error" not in d}
     for node, d in others.items():
         summary = {k: v for k, v in d.items() if isinstance(v, (int, float, str)) and k != "pid"}
@@ -324,6 +325,21 @@ def _print_protocols(st: dict[str, Any]) -> None:
     for proto, rows in tables.items():
         print(f"\n{proto} (per port; 'netstack {proto} status' has more):")
         print(format_table(["node", "port", *cols[proto]], rows))
+
+
+def _print_ecmp(st: dict[str, Any]) -> None:
+    """Every switch's ECMP groups (``ecmp`` in its status, docs/topology.md "ECMP"): the frames
+    the hash sent to each next hop, per destination; nothing without ECMP."""
+    from ..bench.common import format_table
+
+    rows = []
+    for node, d in st["daemons"].items():
+        for dst, hops in (d.get("ecmp") or {}).items():
+            total = sum(hops.values())
+            rows += [[node, dst, port, n, f"{100 * n / total:.0f}%" if total else "-"] for port, n in hops.items()]
+    if rows:
+        print("\nECMP (frames the hash sent to each next hop):")
+        print(format_table(["node", "destination", "next hop", "frames", "share"], rows))
 
 
 #: what the switches refused or repaired (docs/security.md): shown when any of it happened

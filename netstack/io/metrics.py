@@ -27,6 +27,10 @@ from typing import Any
 LABEL_OF = {"ports": "port", "classes": "class", "protocols": "protocol", "queues": "queue", "qps": "qp",
             "regions": "region", "links": "link", "peers": "peer", "flows": "flow", "inputs": "input",
             "outputs": "output", "daemons": "daemon", "reporters": "reporter"}
+#: status keys two levels deep in names, whose numbers are one metric: key -> (outer label,
+#: inner label, metric name); a switch's ``ecmp`` ({destination: {port: frames}}) is
+#: ``netstack_ecmp_frames{dst="h3",port="p-spine1"}``
+NESTED = {"ecmp": ("dst", "port", "ecmp_frames")}
 #: levels that only group, left out of the names
 SILENT = {"counters"}
 PREFIX = "netstack_"
@@ -46,6 +50,11 @@ def samples(status: dict[str, Any], labels: dict[str, str]) -> Iterator[tuple[st
 def _walk(obj: Any, name: list[str], labels: dict[str, str]) -> Iterator[tuple[str, dict[str, str], float]]:
     if isinstance(obj, int | float):  # bool included: 0/1
         yield _name(name), labels, float(obj)
+    elif isinstance(obj, dict) and name and name[-1] in NESTED:
+        outer, inner, metric = NESTED[name[-1]]
+        for a, sub in obj.items():
+            for b, value in (sub.items() if isinstance(sub, dict) else ()):
+                yield from _walk(value, [*name[:-1], metric], {**labels, outer: str(a), inner: str(b)})
     elif isinstance(obj, dict):
         label = LABEL_OF.get(name[-1]) if name else None
         for key, value in obj.items():

@@ -5,7 +5,10 @@ comes in, frames come out. The asyncio shell (``daemons/switch.py``) does the I/
 
 Shell API (all times in ns, monotonic; a smaller time than one already seen is clamped)
 -------------------------------------------------------------------------------------
-``Switch(SwitchConfig(name, ports=(PortConfig(...), ...), static_fdb={mac: port}))``
+``Switch(SwitchConfig(name, ports=(PortConfig(...), ...), static_fdb={mac: port}))``; with ECMP,
+``ecmp_groups={mac: (port, port, ...)}`` and ``ecmp_seed``: a frame to such a MAC leaves by the
+port a seeded hash of its flow's 5-tuple picks (:mod:`netstack.switch.ecmp`); ``flood_ports``:
+the ports broadcasts and unknown unicast are flooded on (a spanning tree's; default every port)
 
 ``switch.receive(port: str, frame: bytes, now_ns: int) -> None``
     A frame read from ``port``'s socket. Never raises on frame content: bad frames are
@@ -19,6 +22,8 @@ Shell API (all times in ns, monotonic; a smaller time than one already seen is c
     When to call ``transmit`` next (a lower bound; None = nothing pending).
 ``switch.counters() -> dict[str, dict]`` / ``switch.switch_counters() -> dict``
     JSON-able counters and state per port / for the switch.
+``switch.ecmp_counters() -> {destination: {port: frames}}``
+    The frames the hash sent to each next hop of every ECMP group (empty without ECMP).
 ``switch.add_kernel_drops(port, n)``: add PACKET_STATISTICS drops to ``kernel_drops``.
 Run-time control: ``update_port(port, now_ns=None, **PortConfig fields)``, ``set_rate``,
 ``set_delay``, ``set_buffer``, ``set_ecn_threshold``, ``set_impairment``,
@@ -72,6 +77,12 @@ Modelling choices
   frames use no buffer.
 - Classification at ingress with the ingress port's ``class_map``: IPv4 precedence
   (DSCP >> 3), 802.1Q PCP, else ``default_class``.
+- Forwarding: static entries (never moved by learning), learned entries, else flood on the
+  flood ports. ECMP is hash-threshold per flow (RFC 2992): a flow keeps one next hop, so its
+  frames are never reordered by the choice; the seed picks the switch's hash function, so two
+  switches do not choose alike (polarization). A port outside ``flood_ports`` forwards unicast
+  but neither floods nor learns, as if a spanning tree had blocked it for everything but the
+  static and ECMP entries.
 - PFC: received pauses act at the next frame boundary and expire after quanta x 512 bit
   times at the port's rate (1 Gb/s on unpaced ports); generated pauses are per ingress
   port and class (bytes still queued anywhere), XOFF/XON hysteresis, 0xFFFF quanta

@@ -52,8 +52,8 @@ def test_onepipe_is_two_tors_under_one_spine_with_four_hosts():
 
 
 def test_onepipe_forwarding_is_a_tree_so_routing_is_a_dag():
-    """The switches flood broadcasts and run no spanning tree: the switch graph must be a tree
-    (connected, one link fewer than switches), which also makes up/down routing a DAG."""
+    """The switch graph is a tree (connected, one link fewer than switches), which makes up/down
+    routing a DAG (and leaves every port to flood on: no spanning tree to compute)."""
     t = load_topology_spec("onepipe")
     switches = {n.name for n in t.switches}
     fabric = [lk for lk in t.links if lk.a.node in switches and lk.b.node in switches]
