@@ -106,7 +106,8 @@ def add_run_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser])
     r.add_argument("--topology", default=None, metavar="FILE",
                    help="another topology file shaped like the shipped tcd-single/tcd-multi (default: those)")
     r.add_argument("--f1", choices=["fixed", "dcqcn"], default="fixed",
-                   help="F1's rate: fixed below 15 Gbit/s scaled, as the paper observes it, or DCQCN's (default fixed)")
+                   help="F1's rate: fixed at 12 Gbit/s scaled, below the 15 the paper observes, or DCQCN's (default "
+                        "fixed; ECN's mis-marking of F0 needs it fixed: docs/tcd.md)")
     r.add_argument("--timeline", action="store_true", help="add each port's state changes to the JSON")
     r.add_argument("--prefix", default=None, help="namespace prefix for the live run (default: a fresh one)")
     r.add_argument("--json", action="store_true", help="print the result as one JSON object")
