@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from headers.pfc import pause_frame
+from headers.pfc import pause_frame, resume_frame
 from headers.tcd import Ecn, PortState
 from netstack import protocols
 from netstack.commands.tcd import status_rows
@@ -85,8 +85,16 @@ def test_enable_status_disable(shell, clock):
     assert h["tcd_status"]({})["ports"].keys() == {"p1"}
     with pytest.raises(ControlError, match="no TCD"):
         h["tcd_status"]({"port": "p0"})
+    assert st["ports"]["p1"]["flows"] == {}  # (marks per flow: none yet, the frame is still paused)
+    # the daemon installs the marker's idle timer too (issue 30): resumed, the port sends its one
+    # frame (UE) and then has nothing to send; the switch is asked to wake it T_on^max later
+    sw.receive("p1", resume_frame(mac(0x99), [0]), 6_000_000)
+    sw.transmit(7_000_000)
+    assert h["tcd_status"]({"port": "p1"})["ports"]["p1"]["flows"] == {"10.0.0.1>10.0.0.2": {"ce": 0, "ue": 1}}
+    assert sw.next_deadline() == 6_000_000 + p["t_on_max_ns"] + 1
     gone = h["tcd_disable"]({"port": "p1"})
     assert gone["marker"] == "tcd" and shell.switch.ports[1].marker is None
+    assert sw.next_deadline() is None  # the timer went with the marker
     assert h["tcd_disable"]({"port": "p1"}) == {"port": "p1", "marker": None}
     assert control.switch_status(shell) is None
 
