@@ -168,6 +168,18 @@ def test_two_switches_seeds_choose_independently_no_polarization():
     assert crc_agree in (0.0, 1.0)  # (why the seed picks a multiplier instead)
 
 
+_KEYS = [flow_key(udp(sport, 5000, src=1 + sport % 7, dst=200 - sport % 5)) for sport in range(30000, 31000)]
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+def test_any_two_seeds_agree_on_about_half_of_the_flows(s1, s2):
+    if s1 == s2:
+        return
+    a, b = group(s1, 2), group(s2, 2)
+    agree = sum(a.choose(k) == b.choose(k) for k in _KEYS) / len(_KEYS)
+    assert 0.35 < agree < 0.65, agree
+
+
 def test_seeds_give_distinct_odd_multipliers():
     ms = [multiplier(s) for s in range(2000)]
     assert len(set(ms)) == 2000 and all(m & 1 and 0 < m < 2**32 for m in ms)
