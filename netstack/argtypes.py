@@ -19,13 +19,27 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+
+def _number(text: str) -> float:
+    """``text`` as a float, or the argparse error every number converter gives."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _whole(text: str) -> int:
+    """``text`` as an int, or the argparse error every whole-number converter gives."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
 def positive_int(what: str = "it") -> Callable[[str], int]:
     """A whole number >= 1; ``what`` names it in the error ("the count must be at least 1")."""
     def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        value = _whole(text)
         if value < 1:
             raise argparse.ArgumentTypeError(f"{text!r}: {what} must be at least 1")
         return value
@@ -35,10 +49,7 @@ def positive_int(what: str = "it") -> Callable[[str], int]:
 def positive_float(what: str = "it") -> Callable[[str], float]:
     """A finite number > 0; ``what`` names it in the error ("the time must be positive")."""
     def convert(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        value = _number(text)
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{text!r}: {what} must be positive (> 0)")
         if math.isinf(value):  # "inf" parses, and would make a time or rate endless
@@ -50,10 +61,7 @@ def positive_float(what: str = "it") -> Callable[[str], float]:
 def non_negative_float(what: str = "it", most: float | None = None) -> Callable[[str], float]:
     """A finite number >= 0 (and <= ``most`` when given); ``what`` names it in the error."""
     def convert(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        value = _number(text)
         if not 0 <= value < float("inf"):
             raise argparse.ArgumentTypeError(f"{text!r}: {what} cannot be negative (or infinite)")
         if most is not None and value > most:
@@ -64,10 +72,7 @@ def non_negative_float(what: str = "it", most: float | None = None) -> Callable[
 
 def finite_float(text: str) -> float:
     """Any finite number, negative ones included (a clock step)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     return value
@@ -75,10 +80,7 @@ def finite_float(text: str) -> float:
 
 def probability(text: str) -> float:
     """A number in [0, 1] (a fraction of frames)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a probability in [0, 1]")
     return value
@@ -91,10 +93,7 @@ def int_between(lo: int, hi: int, what: str = "it", *, refusal: str | None = Non
     tail = refusal if refusal is not None else f": {what} must be {lo} to {hi}"
 
     def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        value = _whole(text)
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{text!r}{tail}")
         return value
