@@ -58,6 +58,9 @@ def add_enable_parser(actions: argparse._SubParsersAction[argparse.ArgumentParse
     e.add_argument("--xon", type=size_bytes, metavar="SIZE", help="the XON that resumes it (default: topology)")
     e.add_argument("--classes", type=int_list("classes", "0 or 0,3"), metavar="LIST",
                    help="lossless classes to detect on, e.g. 0,3 (default: every class)")
+    e.add_argument("--ce-rule", choices=["tcd", "ecn"],
+                   help="what marks CE under --marker tcd: TCD's congestion state (tcd, default) or the ECN "
+                        "settings below (ecn: TCD then changes only paused ports' marks, to UE)")
     e.add_argument("--ecn-mode", choices=["threshold", "red"], help="ECN baseline: one threshold, or DCQCN's RED")
     e.add_argument("--ecn-k", type=size_bytes, metavar="SIZE", help="ECN threshold (default: the derived K)")
     e.add_argument("--ecn-kmin", type=size_bytes, metavar="SIZE", help="RED Kmin (default 5KB)")
@@ -168,8 +171,9 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
     overrides = {"t_on_max_ns": args.t_on_max, "k_bytes": args.k, "window_ns": args.window,
                  "r_min_fraction": args.r_min, "xoff_bytes": args.xoff, "xon_bytes": args.xon,
-                 "classes": args.classes, "ecn_mode": args.ecn_mode, "ecn_k_bytes": args.ecn_k,
-                 "ecn_kmin_bytes": args.ecn_kmin, "ecn_kmax_bytes": args.ecn_kmax, "ecn_pmax": args.ecn_pmax}
+                 "classes": args.classes, "ce_rule": args.ce_rule, "ecn_mode": args.ecn_mode,
+                 "ecn_k_bytes": args.ecn_k, "ecn_kmin_bytes": args.ecn_kmin, "ecn_kmax_bytes": args.ecn_kmax,
+                 "ecn_pmax": args.ecn_pmax}
     out = _call(enable, args.prefix, args.node, args.port, args.marker,
                 {k: v for k, v in overrides.items() if v is not None})
     if args.json:
@@ -186,8 +190,11 @@ def _describe(out: dict[str, Any]) -> str:
             return f"RED Kmin {p['kmin_bytes']} B, Kmax {p['kmax_bytes']} B, Pmax {p['pmax']:g}"
         return f"CE above {p.get('k_bytes')} B"
     src = (p.get("derived") or {}).get("inputs", {})
+    ce = ""
+    if out.get("ce_rule") == "ecn":
+        ce = "; CE by the ECN rule: " + _describe({"marker": "ecn", "params": out.get("ecn") or {}})
     return (f"T_on^max {p.get('t_on_max_ns', 0) / 1e6:g} ms, K {p.get('k_bytes')} B, "
-            f"W {p.get('window_ns', 0) / 1e6:g} ms (XOFF/XON {src.get('xoff_bytes')}/{src.get('xon_bytes')} B)")
+            f"W {p.get('window_ns', 0) / 1e6:g} ms (XOFF/XON {src.get('xoff_bytes')}/{src.get('xon_bytes')} B){ce}")
 
 
 def cmd_disable(args: argparse.Namespace) -> int:

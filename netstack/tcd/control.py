@@ -8,7 +8,8 @@ Daemon side (:func:`switch_handlers`, loaded by every switch daemon through ``ne
   which equal the peer's (what pauses this port) when PFC is configured symmetrically, which is
   our assumption; a request gives the peer's as ``xoff_bytes`` / ``xon_bytes`` when they differ
   (:func:`enable` looks them up in the topology). Overrides: ``t_on_max_ns``, ``k_bytes``,
-  ``window_ns``, ``r_min_fraction``, ``pfc_processing_ns``, ``xoff_bytes``, ``xon_bytes``, and for
+  ``window_ns``, ``r_min_fraction``, ``pfc_processing_ns``, ``xoff_bytes``, ``xon_bytes``,
+  ``ce_rule`` (``tcd`` | ``ecn``: CE by the ECN settings below, UE at undetermined ports), and for
   the ECN baseline ``ecn_mode``, ``ecn_k_bytes``, ``ecn_kmin_bytes``, ``ecn_kmax_bytes``,
   ``ecn_pmax``, ``ecn_seed``.
 - ``tcd_disable`` ``{"port"}`` removes it (answers with its last status).
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 #: the daemon's clock (tests replace it)
 _clock = time.monotonic_ns
-_REQUEST_KEYS = {"cmd", "port", "marker", "classes", *TCD_OVERRIDES, *ECN_OVERRIDES}
+_REQUEST_KEYS = {"cmd", "port", "marker", "classes", "ce_rule", *TCD_OVERRIDES, *ECN_OVERRIDES}
 
 
 class TcdControlError(NetstackError, RuntimeError):
@@ -62,7 +63,7 @@ def build(switch: Any, port: str, req: dict[str, Any], now_ns: int) -> TcdMarker
     if cfg.lossless and "xoff_bytes" not in overrides and "xon_bytes" not in overrides:
         overrides.update(xoff_bytes=cfg.xoff_bytes, xon_bytes=cfg.xon_bytes)  # symmetric PFC (module docstring)
     opts = marker_options(req.get("marker") or "tcd", rate_bps=cfg.rate_bps, delay_ns=cfg.delay_ns, mtu=cfg.mtu,
-                          classes=req.get("classes"), **overrides)
+                          classes=req.get("classes"), ce_rule=req.get("ce_rule"), **overrides)
     return marker_from_options(opts, now_ns)
 
 

@@ -8,6 +8,13 @@ threshold at the same K would have marked (``ecn_would_mark``), so both detector
 on one run. :class:`EcnMarker` is that classic detector for real: CE at dequeue above a
 threshold (the paper's CEE switches, TCD §3.1) or by DCQCN's RED-style probability.
 
+**CE rule** (issue 30). By default a TCD marker marks CE in its congestion state (the detector's
+K and queue trend). With ``ecn`` (``ce_rule = "ecn"`` in a topology's ``tcd`` options) it marks
+CE exactly where the ECN baseline at this port would (:class:`EcnRule`, threshold or RED, the
+same seeded coin drawn for the same packets) and changes only what an *undetermined* (paused)
+port does: UE instead. A comparison of the two markers then differs in TCD's contribution alone,
+not in two CE rules (docs/tcd.md "FCT on a leaf-spine fabric").
+
 The data path is hot: no Scapy, no per-packet allocation but the rewritten frame and a marked
 packet's flow key (8 bytes: counting marks per flow costs a marked packet about 250 ns, 13 %,
 timeit), the ECN rewrite decided from precomputed tables. Like the switch's enqueue-time ECN, only
@@ -41,12 +48,13 @@ from headers.errors import HeaderError
 from headers.tcd import PortState, ecn_mark_ipv4_frame_inplace, mark_ipv4_frame_inplace, mark_tos
 
 from .detector import Detector
-from .params import STATE_NAMES, EcnParams, TcdParamError, TcdParams
+from .params import CE_RULES, STATE_NAMES, EcnParams, TcdParamError, TcdParams
 
 _MIN_IPV4_FRAME = 14 + 20
 NUM_CLASSES = 8
 _NONCON = PortState.NON_CONGESTION
 _UNDET = PortState.UNDETERMINED
+_CONG = PortState.CONGESTION
 #: the most (source, destination) pairs a marker counts marks for
 FLOW_CAP = 4096
 #: a class's queue in bytes now (the switch's, read by whoever installed the marker)
@@ -108,19 +116,52 @@ class TcdMarkerCounters:
     classes: dict[int, TcdClassCounters] = field(default_factory=dict)
 
 
+class EcnRule:
+    """The classic ECN decision at dequeue, from :class:`~.params.EcnParams`: CE above ``k_bytes``
+    (``threshold``), or with a probability rising from 0 at ``kmin_bytes`` to ``pmax`` at
+    ``kmax_bytes`` and 1 above (``red``, DCQCN's), drawn from ``random.Random(seed)`` only for a
+    queue between the two. The ECN marker's rule, and a TCD marker's CE rule under ``ecn``: the
+    same parameters and seed give the same decisions for the same queue lengths."""
+
+    __slots__ = ("_k", "_kmax", "_kmin", "_red", "_rng", "_slope", "params")
+
+    def __init__(self, params: EcnParams) -> None:
+        if not isinstance(params, EcnParams):
+            raise TcdParamError("params", f"must be an EcnParams, got {type(params).__name__}")
+        self.params = params
+        self._red = params.mode == "red"
+        self._k = params.k_bytes
+        self._kmin = params.kmin_bytes
+        self._kmax = params.kmax_bytes
+        self._slope = params.pmax / (params.kmax_bytes - params.kmin_bytes)
+        self._rng = random.Random(params.seed)
+
+    def decide(self, qlen: int) -> bool:
+        """Whether a packet leaving ``qlen`` bytes behind is marked CE."""
+        if not self._red:
+            return qlen > self._k
+        if qlen <= self._kmin:
+            return False
+        if qlen > self._kmax:
+            return True
+        return self._rng.random() < (qlen - self._kmin) * self._slope
+
+
 class TcdMarker:
     """TCD at one egress port: ``switch.set_marking_policy(port, TcdMarker(params))``.
 
     ``classes``: the lossless classes to detect on (others pass untouched); None: every class,
     each with its own detector created at its first event. ``queue_probe``: the class queue now
     (module docstring); with it the marker is also a switch feature with a timer
-    (``switch.attach_feature(port, marker)``), which re-evaluates idle ports.
+    (``switch.attach_feature(port, marker)``), which re-evaluates idle ports. ``ce_ecn``: the CE
+    rule ``ecn`` (module docstring): CE where the ECN baseline with these parameters would mark,
+    unless the port is undetermined (UE); None, the detector's congestion state decides.
     """
 
     kind = "tcd"
 
     def __init__(self, params: TcdParams, classes: tuple[int, ...] | None = None, now_ns: int = 0,
-                 queue_probe: QueueProbe | None = None) -> None:
+                 queue_probe: QueueProbe | None = None, ce_ecn: EcnParams | None = None) -> None:
         if not isinstance(params, TcdParams):
             raise TcdParamError("params", f"must be a TcdParams, got {type(params).__name__}")
         if classes is not None:
@@ -138,6 +179,9 @@ class TcdMarker:
         self.queue_probe = queue_probe
         self._per_class: dict[int, tuple[Detector, TcdClassCounters]] = {}
         self._k = params.k_bytes
+        #: the ECN rule that decides CE (``ce_rule`` "ecn"), None: the congestion state does
+        self.ce_rule = "tcd" if ce_ecn is None else "ecn"
+        self._ecn = None if ce_ecn is None else EcnRule(ce_ecn)
         cp = params.codepoints
         # _rows[state][ecn] -> the ECN after marking (the max-severity rule of headers.tcd)
         self._rows = tuple(tuple(mark_tos(e, s, cp) & 3 for e in range(4)) for s in PortState)
@@ -210,7 +254,14 @@ class TcdMarker:
         if not ecn:
             c.not_ect += 1
             return frame
-        if qlen_bytes > self._k:
+        rule = self._ecn
+        if rule is not None:  # ce_rule "ecn": the baseline's coin for this packet, drawn as it would be
+            ce = rule.decide(qlen_bytes)
+            if ce:
+                c.ecn_would_mark += 1
+            if state is not _UNDET:
+                state = _CONG if ce else _NONCON  # (the state this packet is marked with)
+        elif qlen_bytes > self._k:
             c.ecn_would_mark += 1
         if state is not _NONCON:
             self.flows.count(frame, 1 if state is _UNDET else 0)
@@ -242,7 +293,9 @@ class TcdMarker:
             st = det.status(now_ns)
             st["counters"] = self.c.classes[cls].to_dict()
             out[str(cls)] = st
-        return {"marker": self.kind, "params": self.params.to_dict(), "unmonitored": self.c.unmonitored,
+        rule = self._ecn
+        return {"marker": self.kind, "params": self.params.to_dict(), "ce_rule": self.ce_rule,
+                "ecn": None if rule is None else rule.params.to_dict(), "unmonitored": self.c.unmonitored,
                 "classes": out, "flows": self.flow_marks(), "flows_dropped": self.flows.dropped}
 
     def flow_marks(self) -> dict[str, dict[str, int]]:
@@ -286,27 +339,13 @@ class EcnMarker:
         self.c = EcnCounters()
         #: marks per flow (exported apart from ``c``: the status's ``flows``)
         self.flows = FlowMarks()
-        self._red = params.mode == "red"
-        self._k = params.k_bytes
-        self._kmin = params.kmin_bytes
-        self._kmax = params.kmax_bytes
-        self._slope = params.pmax / (params.kmax_bytes - params.kmin_bytes)
-        self._rng = random.Random(params.seed)
+        self._decide = EcnRule(params).decide
 
     def on_pause(self, cls: int, paused: bool, now_ns: int) -> None:
         if paused:
             self.c.pauses += 1
         else:
             self.c.resumes += 1
-
-    def _should_mark(self, qlen: int) -> bool:
-        if not self._red:
-            return qlen > self._k
-        if qlen <= self._kmin:
-            return False
-        if qlen > self._kmax:
-            return True
-        return self._rng.random() < (qlen - self._kmin) * self._slope
 
     def on_dequeue(self, frame: bytes, cls: int, qlen_bytes: int, now_ns: int) -> bytes:
         c = self.c
@@ -318,7 +357,7 @@ class EcnMarker:
         if not ecn:
             c.not_ect += 1
             return frame
-        if not self._should_mark(qlen_bytes):
+        if not self._decide(qlen_bytes):
             return frame
         self.flows.count(frame, 0)
         if ecn == 3:
@@ -357,9 +396,13 @@ def marker_from_options(options: dict[str, Any], now_ns: int = 0) -> TcdMarker |
     if kind != "tcd":
         raise TcdParamError("marker", f"{kind!r} is not a marker (one of tcd, ecn)")
     classes = options.get("classes")
+    rule = options.get("ce_rule", "tcd")
+    if rule not in CE_RULES:
+        raise TcdParamError("ce_rule", f"{rule!r} is not a CE rule (one of {', '.join(CE_RULES)})")
+    ce_ecn = EcnParams.from_dict(options.get("ecn") or {}) if rule == "ecn" else None
     return TcdMarker(TcdParams.from_dict(options.get("params") or {}),
-                     None if classes is None else tuple(classes), now_ns)
+                     None if classes is None else tuple(classes), now_ns, ce_ecn=ce_ecn)
 
 
-__all__ = ["FLOW_CAP", "EcnCounters", "EcnMarker", "FlowMarks", "QueueProbe", "TcdClassCounters", "TcdMarker",
-           "TcdMarkerCounters", "marker_from_options", "state_name"]
+__all__ = ["CE_RULES", "FLOW_CAP", "EcnCounters", "EcnMarker", "EcnRule", "FlowMarks", "QueueProbe",
+           "TcdClassCounters", "TcdMarker", "TcdMarkerCounters", "marker_from_options", "state_name"]

@@ -42,6 +42,9 @@ DCQCN_KMIN_BYTES = 5_000
 DCQCN_KMAX_BYTES = 200_000
 DCQCN_PMAX = 0.01
 ECN_MODES = ("threshold", "red")
+#: a TCD marker's CE rule: its congestion state (TCD's own), or the ECN baseline's rule at the same
+#: port, which leaves TCD only the undetermined state to change (netstack/tcd/marker.py, issue 30)
+CE_RULES = ("tcd", "ecn")
 
 #: state names, by PortState value (status, timelines)
 STATE_NAMES = ("non_congestion", "undetermined", "congestion")
@@ -278,19 +281,24 @@ def check_classes(value: Any) -> list[int] | None:
 
 
 def marker_options(marker: str, *, rate_bps: int | None, delay_ns: int, mtu: int = DEFAULT_MTU,
-                   classes: Any = None, **overrides: Any) -> dict[str, Any]:
+                   classes: Any = None, ce_rule: str | None = None, **overrides: Any) -> dict[str, Any]:
     """The checked, JSON-able settings of a marker (``"tcd"`` or ``"ecn"``) on a port of
     ``rate_bps`` and ``delay_ns``, with the overrides :data:`TCD_OVERRIDES` (``xoff_bytes`` /
     ``xon_bytes``: the thresholds at which the port is paused and resumed, None when it never
-    is) and :data:`ECN_OVERRIDES`: ``{"marker", "classes", "params": TcdParams dict | None,
-    "ecn": EcnParams dict | None}``. :class:`TcdParamError` names the override at fault.
+    is) and :data:`ECN_OVERRIDES`: ``{"marker", "classes", "ce_rule", "params": TcdParams dict |
+    None, "ecn": EcnParams dict | None}``. :class:`TcdParamError` names the override at fault.
 
     The ECN baseline's threshold defaults to the TCD ``K`` of the same port (our choice: both
     detectors then draw the line at the same queue; the paper's CEE value is 200 KB, TCD §3.1),
-    or 200 KB when no K can be derived (an unpaced port).
+    or 200 KB when no K can be derived (an unpaced port). ``ce_rule`` (:data:`CE_RULES`, default
+    ``"tcd"``): under ``"ecn"`` a TCD marker marks CE by the ECN settings (``ecn``, always filled
+    in then), as the baseline would at this port; an ECN marker ignores it (one file serves both).
     """
     if marker not in MARKERS:
         raise TcdParamError("marker", f"{marker!r} is not a marker (one of {', '.join(MARKERS)})")
+    rule = "tcd" if ce_rule is None else ce_rule
+    if rule not in CE_RULES:
+        raise TcdParamError("ce_rule", f"{rule!r} is not a CE rule (one of {', '.join(CE_RULES)})")
     for key in overrides:
         if key not in TCD_OVERRIDES and key not in ECN_OVERRIDES:
             raise TcdParamError(key, f"unknown setting (known: {', '.join((*TCD_OVERRIDES, *ECN_OVERRIDES))})")
@@ -306,16 +314,16 @@ def marker_options(marker: str, *, rate_bps: int | None, delay_ns: int, mtu: int
     given = {k.removeprefix("ecn_"): v for k, v in overrides.items() if k in ECN_OVERRIDES and v is not None}
     # the ECN settings are checked under marker tcd too but unused there: one file can carry both
     # and a run flips the marker (``netstack tcd run --marker``)
-    if marker == "ecn" or given:
+    if marker == "ecn" or given or rule == "ecn":
         given.setdefault("k_bytes", params.k_bytes if params is not None else PAPER_ECN_K_BYTES)
         try:
             ecn = EcnParams(**given)
         except TcdParamError as exc:
             raise TcdParamError(f"ecn_{exc.field}", exc.problem) from None
-    return {"marker": marker, "classes": check_classes(classes),
+    return {"marker": marker, "classes": check_classes(classes), "ce_rule": rule,
             "params": None if params is None else params.to_dict(), "ecn": None if ecn is None else ecn.to_dict()}
 
 
-__all__ = ["DCQCN_KMAX_BYTES", "DCQCN_KMIN_BYTES", "DCQCN_PMAX", "DEFAULT_MTU", "DEFAULT_R_MIN_FRACTION", "ECN_MODES",
-           "ECN_OVERRIDES", "MARKERS", "PAPER_ECN_K_BYTES", "STATE_NAMES", "TCD_OVERRIDES", "EcnParams",
+__all__ = ["CE_RULES", "DCQCN_KMAX_BYTES", "DCQCN_KMIN_BYTES", "DCQCN_PMAX", "DEFAULT_MTU", "DEFAULT_R_MIN_FRACTION",
+           "ECN_MODES", "ECN_OVERRIDES", "MARKERS", "PAPER_ECN_K_BYTES", "STATE_NAMES", "TCD_OVERRIDES", "EcnParams",
            "TcdParamError", "TcdParams", "check_classes", "marker_options", "serialisation_ns"]

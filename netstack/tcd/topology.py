@@ -7,8 +7,10 @@ switch port (its egress), for the live daemons and ``netstack.sim`` alike::
 
 Options, all optional: ``marker`` (``"tcd"`` default | ``"ecn"``), ``t_on_max`` (``"50ms"`` or ns),
 ``k`` (``"40KB"`` or bytes), ``window`` (delay), ``r_min`` (fraction of the rate, 0.9),
-``classes`` (the lossless classes to detect on; default every class), and for the ECN
-baseline ``ecn_mode`` (``"threshold"`` | ``"red"``), ``ecn_k``, ``ecn_kmin``, ``ecn_kmax`` (sizes),
+``classes`` (the lossless classes to detect on; default every class), ``ce_rule`` (``"tcd"``
+default: CE in TCD's congestion state | ``"ecn"``: CE by the ECN baseline's rule below, so that a
+TCD marker differs from the baseline only at undetermined ports), and for the ECN baseline
+``ecn_mode`` (``"threshold"`` | ``"red"``), ``ecn_k``, ``ecn_kmin``, ``ecn_kmax`` (sizes),
 ``ecn_pmax``, ``ecn_seed``.
 
 What is not given is derived (:meth:`.params.TcdParams.derive`) from the link's rate, one-way
@@ -35,7 +37,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "t_on_max": ("t_on_max_ns", "delay"), "k": ("k_bytes", "size"), "window": ("window_ns", "delay"),
     "r_min": ("r_min_fraction", "number"), "classes": ("classes", "raw"), "ecn_mode": ("ecn_mode", "raw"),
     "ecn_k": ("ecn_k_bytes", "size"), "ecn_kmin": ("ecn_kmin_bytes", "size"), "ecn_kmax": ("ecn_kmax_bytes", "size"),
-    "ecn_pmax": ("ecn_pmax", "number"), "ecn_seed": ("ecn_seed", "raw"),
+    "ecn_pmax": ("ecn_pmax", "number"), "ecn_seed": ("ecn_seed", "raw"), "ce_rule": ("ce_rule", "raw"),
 }
 KEYS = ("marker", *OPTIONS)
 _KEY_OF = {kw: key for key, (kw, _) in OPTIONS.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from headers.inet import IPv4
 from headers.pfc import pause_frame, resume_frame
 from headers.tcd import Ecn, PortState
 from netstack.tcd.marker import EcnMarker, TcdMarker, marker_from_options
-from netstack.tcd.params import EcnParams, TcdParams
+from netstack.tcd.params import EcnParams, TcdParamError, TcdParams
 from tests.switch import GBPS, class_tos, mac, make_switch, traced, udp_frame
 
 PEER = mac(0x99)
@@ -241,6 +242,81 @@ def test_ecn_red_is_seeded_and_bounded():
     assert any(_red_marks(s) != marks for s in range(1, 6))
 
 
+# ------------------------------------------------------- CE rule "ecn": TCD differs only when paused
+RED = EcnParams(mode="red", kmin_bytes=3_000, kmax_bytes=12_000, pmax=0.5, seed=11)
+
+
+def _run_marker(marker, pause: bool) -> list[int]:
+    """20 frames through port p1 under ``marker``, optionally paused from 0 to 100 us first."""
+    sw = make_switch(2, p1={"rate_bps": GBPS})
+    sw.set_marking_policy("p1", marker)
+    tr = traced(sw)
+    if pause:
+        sw.receive("p1", pause_frame(PEER, [0]), 0)
+    feed(sw, 20)
+    if pause:
+        sw.receive("p1", resume_frame(PEER, [0]), 100_000)
+    sw.transmit(10**9)
+    return [ecn_of(f) for f in sent(tr)]
+
+
+def test_ce_rule_ecn_marks_a_port_never_paused_exactly_as_the_ecn_marker():
+    """Issue 30's like-for-like arms: at a port nobody pauses, a TCD marker under ``ce_rule`` "ecn"
+    marks CE where the RED baseline with the same seed does, packet for packet (the same coin)."""
+    base = _run_marker(EcnMarker(RED), pause=False)
+    tcd = TcdMarker(TcdParams(50_000, 2_500, 20_000), ce_ecn=RED)
+    assert _run_marker(tcd, pause=False) == base
+    assert Ecn.CE in base and Ecn.ECT_0 in base  # the trace crosses RED's random region
+    assert tcd.ce_rule == "ecn" and tcd.c.classes[0].marked_ue == 0
+    assert tcd.c.classes[0].ecn_would_mark == base.count(Ecn.CE) == tcd.c.classes[0].marked_ce
+    st = json.loads(json.dumps(tcd.status()))
+    assert st["ce_rule"] == "ecn" and st["ecn"]["seed"] == 11 and st["ecn"]["mode"] == "red"
+    # TCD's own rule marks this trace otherwise: its congestion state needs a rising standing queue
+    assert _run_marker(TcdMarker(TcdParams(50_000, 2_500, 20_000)), pause=False) != base
+
+
+def test_ce_rule_ecn_marks_ue_while_paused_then_as_the_ecn_marker():
+    """Paused and resumed: UE while undetermined (T_on^max = 50 us after the resume: 7 frames of
+    8192 ns), then the baseline's RED decision for the same packet (its coin was drawn all along)."""
+    base = _run_marker(EcnMarker(RED), pause=True)
+    tcd = _run_marker(TcdMarker(TcdParams(50_000, 2_500, 20_000), ce_ecn=RED), pause=True)
+    assert tcd[:7] == [Ecn.ECT_1] * 7 and Ecn.CE in base[:7]
+    assert tcd[7:] == base[7:]
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.tuples(st.sampled_from(["deq", "deq", "deq", "pause", "resume"]),
+                                 st.integers(0, 20_000), st.sampled_from([Ecn.ECT_0, Ecn.CE, Ecn.NOT_ECT])),
+                       max_size=60), seed=st.integers(0, 2**32))
+def test_ce_rule_ecn_is_the_ecn_marker_but_ue_where_undetermined(events, seed):
+    red = EcnParams(mode="red", kmin_bytes=5_000, kmax_bytes=15_000, pmax=0.3, seed=seed)
+    ecn, tcd = EcnMarker(red), TcdMarker(TcdParams(30_000, 4_000, 30_000), classes=(0,), ce_ecn=red)
+    t = 0
+    for kind, qlen, mark in events:
+        t += 5_000
+        if kind != "deq":
+            ecn.on_pause(0, kind == "pause", t)
+            tcd.on_pause(0, kind == "pause", t)
+            continue
+        frame = udp_frame(size=200, tos=class_tos(0, mark))
+        want = ecn.on_dequeue(frame, 0, qlen, t)
+        got = tcd.on_dequeue(frame, 0, qlen, t)
+        if tcd.state(0) is PortState.UNDETERMINED:
+            assert ecn_of(got) == (Ecn.ECT_1 if mark == Ecn.ECT_0 else mark)
+        else:
+            assert got == want
+
+
+def test_ce_rule_from_options_and_refused():
+    opts = {"marker": "tcd", "ce_rule": "ecn", "params": TcdParams(5, 6, 7).to_dict(), "ecn": RED.to_dict()}
+    m = marker_from_options(opts)
+    assert isinstance(m, TcdMarker) and m.ce_rule == "ecn"
+    assert marker_from_options({**opts, "ce_rule": "tcd"}).ce_rule == "tcd"
+    with pytest.raises(TcdParamError) as exc:
+        marker_from_options({**opts, "ce_rule": "red"})
+    assert exc.value.field == "ce_rule"
+
+
 # --------------------------------------------------------------------- arbitrary frame content
 @settings(max_examples=400, deadline=None)
 @given(frame=st.binary(max_size=80) | st.builds(lambda ecn, tail: udp_frame(size=60, tos=ecn)[:tail],
@@ -248,6 +324,7 @@ def test_ecn_red_is_seeded_and_bounded():
        cls=st.integers(-3, 10), qlen=st.integers(0, 10**6), now=st.integers(0, 10**9), pause=st.booleans())
 def test_no_frame_makes_a_marker_raise(frame, cls, qlen, now, pause):
     for m in (TcdMarker(TcdParams(100, 1_000, 100)), EcnMarker(EcnParams(k_bytes=0)),
+              TcdMarker(TcdParams(100, 1_000, 100), ce_ecn=EcnParams(mode="red", kmin_bytes=0, kmax_bytes=9)),
               EcnMarker(EcnParams(mode="red", kmin_bytes=0, kmax_bytes=1))):
         m.on_pause(cls, pause, now)
         out = m.on_dequeue(frame, cls, qlen, now)

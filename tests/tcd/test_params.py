@@ -133,7 +133,13 @@ def test_marker_options():
     assert o["ecn"]["k_bytes"] == 60_000  # the same K as TCD's, by default
     o = marker_options("ecn", rate_bps=None, delay_ns=0, ecn_mode="red", ecn_pmax=0.2)
     assert o["params"] is None and o["ecn"]["mode"] == "red" and o["ecn"]["k_bytes"] == 200_000
+    assert o["ce_rule"] == "tcd"
+    o = marker_options("tcd", rate_bps=G40, delay_ns=4_000, ce_rule="ecn")  # CE by the baseline's rule
+    assert o["ce_rule"] == "ecn" and o["ecn"] == {**EcnParams(k_bytes=o["params"]["k_bytes"]).to_dict()}
+    o = marker_options("tcd", rate_bps=G40, delay_ns=4_000, ce_rule="ecn", ecn_mode="red", ecn_kmin_bytes=5_000)
+    assert o["ecn"]["mode"] == "red" and o["ecn"]["kmax_bytes"] == 200_000 and o["ecn"]["pmax"] == 0.01
     for marker, kw, field in [("tcp", {}, "marker"), ("tcd", {"ecn_k_bytes": -1}, "ecn_k_bytes"),
+                              ("tcd", {"ce_rule": "red"}, "ce_rule"),
                               ("tcd", {"bogus": 1}, "bogus"), ("ecn", {"ecn_pmax": 2.0}, "ecn_pmax"),
                               ("tcd", {"classes": [8]}, "classes"), ("tcd", {"classes": []}, "classes"),
                               ("tcd", {"classes": [1, 1]}, "classes")]:
