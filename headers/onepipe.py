@@ -108,6 +108,9 @@ class OnePipeOpcode(IntEnum):
                       barriers move again (§8 step 7).
       RELAY           controller forwarding: the payload is a whole 1Pipe packet (PREPARE,
                       RECALL or their ACKs) to relay to a peer the sender cannot reach (§8).
+      PROBE           controller -> suspected process, and its answer back (ours, issue 31): "are
+                      you alive?" before a silent process is declared failed (``psn`` = probe
+                      id, payload = the incarnation asked about).
     """
 
     DATA = 0x01
@@ -124,6 +127,7 @@ class OnePipeOpcode(IntEnum):
     CALLBACK_DONE = 0x13
     RESUME = 0x14
     RELAY = 0x15
+    PROBE = 0x16
 
 
 _OPCODES: dict[int, OnePipeOpcode] = {int(op): op for op in OnePipeOpcode}

@@ -107,9 +107,11 @@ from .ctlwire import (
     Recall,
     failure_notice,
     parse_failure_report,
+    parse_probe,
     parse_recall,
     parse_register_request,
     parse_relay,
+    probe,
     recall,
     register_reply,
     relay,
@@ -124,6 +126,7 @@ RELEASED = "released"
 _REGISTER, _CALLBACK_DONE = OnePipeOpcode.REGISTER, OnePipeOpcode.CALLBACK_DONE
 _RELAY, _FAILURE_REPORT = OnePipeOpcode.RELAY, OnePipeOpcode.FAILURE_REPORT
 _RECALL, _RECALL_ACK = OnePipeOpcode.RECALL, OnePipeOpcode.RECALL_ACK
+_PROBE = OnePipeOpcode.PROBE
 #: relayed packets the destination must answer (§8: a prepare or a recall) ...
 _REQUESTS = frozenset({OnePipeOpcode.PREPARE, _RECALL})
 #: ... and the answers that show it did
@@ -144,6 +147,15 @@ class ControllerParams:
     retry_ns: int
     #: a process that answers nothing for this long after it was asked is declared failed
     answer_timeout_ns: int
+    #: the suspicion phase (ours, issue 31): a process a switch reports silent is PROBEd and
+    #: declared failed only if it does not answer within ``answer_timeout_ns``; an answered probe
+    #: clears the suspicion (its input is admitted back). After this many cleared suspicions in a
+    #: row (each within ``strike_window_ns`` of the one before) the next report is taken at once:
+    #: the process reaches the controller but not its ToR (a data-path cut). 0: no suspicion
+    #: phase, a switch report declares the process failed at once (the paper's §8)
+    max_strikes: int = 2
+    #: 0: 4 answer timeouts
+    strike_window_ns: int = 0
 
     def __post_init__(self) -> None:
         def ok(v: object, low: int) -> bool:
@@ -155,6 +167,8 @@ class ControllerParams:
             # at least one resend before a silent process is declared failed
             ("answer_timeout_ns", ok(self.answer_timeout_ns, 1) and ok(self.retry_ns, 1)
              and self.answer_timeout_ns > self.retry_ns),
+            ("max_strikes", ok(self.max_strikes, 0)),
+            ("strike_window_ns", ok(self.strike_window_ns, 0)),
         ]
         bad = [name for name, good in checks if not good]
         if bad:
@@ -169,6 +183,10 @@ class ControllerParams:
         if type(t_beacon_ns) is not int or t_beacon_ns < 1:
             raise ConfigError("onepipe.controller", f"t_beacon_ns must be a positive int, not {t_beacon_ns!r}")
         return cls(report_window_ns=t_beacon_ns, retry_ns=4 * t_beacon_ns, answer_timeout_ns=40 * t_beacon_ns)
+
+    @property
+    def strike_window(self) -> int:
+        return self.strike_window_ns or 4 * self.answer_timeout_ns
 
 
 @dataclass(slots=True, eq=False)
@@ -191,6 +209,12 @@ class ControllerCounters:
     late_reports: int = 0  # reports about a process whose T_f is already chosen
     stale_reports: int = 0  # ... with a commit above that T_f (T_f is final: nothing changes)
     bad_reports: int = 0  # reports about something that is no address or link, or with a bad commit
+    probes: int = 0  # suspicion phases begun: a switch reported a live process, it was PROBEd (issue 31)
+    probe_retries: int = 0  # PROBEs sent again
+    probes_answered: int = 0  # ... answered in time: the suspicion cleared, its input admitted back
+    probe_timeouts: int = 0  # ... unanswered within the answer timeout: declared failed
+    struck_out: int = 0  # reports taken at once: max_strikes suspicions cleared in a row before
+    stray_probes: int = 0  # PROBE answers for no probe, another incarnation, or too late
     fences: int = 0  # Fence emitted: a restart, silence, or a process (not a switch) accusing
     fence_retries: int = 0  # Fence again: no switch reported the fenced process yet
     records_requested: int = 0  # RecordFailure emitted
@@ -236,6 +260,21 @@ class _Proc:
     window_end: int | None = None
     fence_at: int | None = None  # Fence again at this time while nobody has reported
     told_at: int | None = None  # when a datagram from it, failed, last got its own notice again
+    probe: _Probe | None = None  # live, suspected by a switch: the probe in flight (issue 31)
+    strikes: int = 0  # suspicions cleared in a row (each within the strike window of the last)
+    cleared_at: int | None = None  # when the last one was cleared
+    cleared_commit: int | None = None  # ... and the commit the switches had frozen then
+
+
+@dataclass(slots=True, eq=False)
+class _Probe:
+    """A suspicion phase (ours, issue 31): a switch found P silent; P is asked whether it is
+    alive before it is declared failed. The reports wait here: declared, they give T_f."""
+
+    pid: int
+    since: int
+    retry_at: int
+    reports: list[tuple[int | None, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True, eq=False)
@@ -301,6 +340,7 @@ class Controller:
         self._pending: dict[tuple[Addr, Addr], int] = {}
         #: how much longer the answer timeout waits on a loaded host (set_timer_slack)
         self.timer_slack_ns = 0
+        self._probe_ids = 0
 
     # ------------------------------------------------------------------ inputs
 
@@ -325,6 +365,8 @@ class Controller:
             self._on_relay(src, payload)
         elif op is _FAILURE_REPORT:
             self._on_process_report(src, hdr, payload)
+        elif op is _PROBE:
+            self._on_probe_answer(src, hdr, payload)
         else:
             self.c.foreign += 1
 
@@ -367,6 +409,7 @@ class Controller:
     def on_timer(self, now_ns: int) -> None:
         """Close report windows, Fence again, declare silent processes failed, resend notices."""
         self._now = now_ns
+        self._expire_probes()
         self._close_windows()
         self._refence()
         self._expire_callbacks()
@@ -499,6 +542,10 @@ class Controller:
         self.report(about, commit or None, self._now, reporter=f"process {show(src)}")
 
     def _take_report(self, p: _Proc, commit: int | None, reporter: str) -> None:
+        if p.state == LIVE and reporter == "switch" and self._probing(p, commit):
+            assert p.probe is not None
+            p.probe.reports.append((commit, reporter))
+            return
         if p.state == LIVE:
             # a switch that reports has frozen P's input already; any other reporter has not, so
             # every switch is asked to (and to report what it froze: T_f must cover it)
@@ -519,6 +566,7 @@ class Controller:
         """``p``'s incarnation is failed from now on (there is no way back: §8 recovery makes a new
         process). Its T_f is still to be learnt; nobody waits for its answers any longer."""
         p.state, p.reason, p.t_f, p.reported, p.window_end = SUSPECTED, reason, 0, False, None
+        probe, p.probe = p.probe, None
         if fence:
             self.c.fences += 1
             self.actions.emit(Fence(p.addr))
@@ -530,6 +578,71 @@ class Controller:
         for f in self._unreleased():
             if f.waiting.pop(p.addr, None) is not None and not f.waiting:
                 self._release(f)
+        # what the switches reported while it was probed: their frozen commits give T_f
+        for commit, reporter in probe.reports if probe is not None else ():
+            self._take_report(p, commit, reporter)
+
+    # ------------------------------------------------------------------ suspicion phase (ours, issue 31)
+
+    def _probing(self, p: _Proc, commit: int | None) -> bool:
+        """``p`` (live, reported by a switch with ``commit``) is being probed, or starts to be now;
+        False: declare it failed at once (no suspicion phase, or ``max_strikes`` suspicions cleared
+        in a row without the switches hearing it in between: it answers us, not its ToR)."""
+        if p.probe is not None:
+            return True
+        prm = self.params
+        heard = commit is not None and p.cleared_commit is not None and ts_gt(commit, p.cleared_commit)
+        if heard or (p.cleared_at is not None and self._now - p.cleared_at > prm.strike_window):
+            # its commit rose at the switch since the last clearance (an idle process's commit
+            # rises with its clock): its data path works, it was merely slow again; or that
+            # clearance was long ago. A fresh start either way
+            p.strikes = 0
+        if prm.max_strikes == 0 or p.strikes >= prm.max_strikes:
+            if prm.max_strikes:
+                self.c.struck_out += 1
+            return False
+        self._probe_ids = (self._probe_ids + 1) & _FID_MAX or 1
+        p.probe = _Probe(self._probe_ids, self._now, self._now + prm.retry_ns)
+        self.c.probes += 1
+        self.actions.emit(SendTo(p.addr, probe(p.probe.pid, p.inc)))
+        return True
+
+    def _on_probe_answer(self, src: Addr, hdr: OnePipeHeader, payload: memoryview) -> None:
+        try:
+            pid, inc = parse_probe(hdr, payload)
+        except HeaderError:
+            self.c.malformed += 1
+            return
+        p = self._live(src)
+        if p is None or p.probe is None or p.probe.pid != pid or p.inc != inc:
+            self.c.stray_probes += 1
+            return
+        # alive: merely slow (a loaded host) or briefly cut off. Its input comes back into every
+        # switch's commit minimum at its frozen commit, its timeout running again (Admit)
+        p.cleared_commit = None
+        for c, _ in p.probe.reports:
+            if c is not None:
+                p.cleared_commit = c if p.cleared_commit is None else ts_max(p.cleared_commit, c)
+        p.probe = None
+        p.strikes += 1
+        p.cleared_at = self._now
+        self.c.probes_answered += 1
+        self.actions.emit(Admit(p.addr))
+
+    def _expire_probes(self) -> None:
+        deadline = self._now - self.answer_timeout_ns
+        for p in list(self._procs.values()):
+            pr = p.probe
+            if pr is None:
+                continue
+            if pr.since <= deadline:
+                self.c.probe_timeouts += 1
+                reporters = sorted({r for _, r in pr.reports}) or ["switch"]
+                self._suspect(p, f"reported by {', '.join(reporters)}; no answer to a probe", fence=False)
+            elif pr.retry_at <= self._now:
+                self.c.probe_retries += 1
+                pr.retry_at = self._now + self.params.retry_ns
+                self.actions.emit(SendTo(p.addr, probe(pr.pid, p.inc)))
 
     def _close_windows(self) -> None:
         for p in list(self._procs.values()):
@@ -705,6 +818,9 @@ class Controller:
 
     def _deadlines(self) -> Iterator[int]:
         for p in self._procs.values():
+            if p.probe is not None:
+                yield p.probe.retry_at
+                yield p.probe.since + self.answer_timeout_ns
             if p.state == SUSPECTED:
                 if p.window_end is not None:
                     yield p.window_end

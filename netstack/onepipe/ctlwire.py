@@ -143,6 +143,21 @@ def callback_done(fid: int) -> bytes:
     return _hdr(OnePipeOpcode.CALLBACK_DONE, psn=fid)
 
 
+PROBE_BODY = struct.Struct("!I")  # the incarnation asked about (or answering)
+
+
+def probe(probe_id: int, incarnation: int) -> bytes:
+    """A PROBE (ours, issue 31): the controller asks a suspected process whether it is alive; the
+    process answers with the same datagram (its probe id and incarnation) to the controller."""
+    return _hdr(OnePipeOpcode.PROBE, psn=probe_id & 0xFFFFFFFF) + PROBE_BODY.pack(incarnation & 0xFFFFFFFF)
+
+
+def parse_probe(hdr: OnePipeHeader, payload: memoryview | bytes) -> tuple[int, int]:
+    """``(probe id, incarnation)``."""
+    _exact("PROBE", payload, PROBE_BODY.size)
+    return hdr.psn, PROBE_BODY.unpack(payload)[0]
+
+
 def failure_report(addr: Addr, last_commit: int) -> bytes:
     return _hdr(OnePipeOpcode.FAILURE_REPORT, ts=last_commit) + pack_addr(addr)
 
@@ -191,7 +206,8 @@ def parse_proc(text: str) -> Addr:
     return addr
 
 
-__all__ = ["ADDR", "RECALL_BODY", "RECOVER", "RELAYABLE", "REPLAY", "Addr", "Notice", "Recall", "RegisterReply",
-           "callback_done", "failure_notice", "failure_report", "pack_addr", "parse_failure_notice",
-           "parse_failure_report", "parse_proc", "parse_recall", "parse_register_reply", "parse_register_request",
-           "parse_relay", "proc_id", "recall", "register_reply", "register_request", "unpack_addr"]
+__all__ = ["ADDR", "PROBE_BODY", "RECALL_BODY", "RECOVER", "RELAYABLE", "REPLAY", "Addr", "Notice", "Recall",
+           "RegisterReply", "callback_done", "failure_notice", "failure_report", "pack_addr", "parse_failure_notice",
+           "parse_failure_report", "parse_probe", "parse_proc", "parse_recall", "parse_register_reply",
+           "parse_register_request", "parse_relay", "probe", "proc_id", "recall", "register_reply", "register_request",
+           "unpack_addr"]

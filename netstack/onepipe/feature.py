@@ -380,6 +380,27 @@ class _SwitchAuth:
                 "next_seq": {name: s.next_seq for name, s in self.sealers.items()}}
 
 
+class CommitAggregator(BarrierAggregator):
+    """The commit side (R_commit, §7.2). Under a controller, :meth:`admit` also ends the hold of
+    an input still in the minima: a process a switch found silent, probed by the controller,
+    answered (ours, issue 31: merely slow, not failed). It stays in the minima at the commit it
+    was frozen at (its own commit is not lower: commits never decrease), its updates are taken
+    again and its timeout runs from ``now_ns``; the barrier to it moves again. Nothing was recalled
+    because of it (no notice left the controller), so the fail-stop fence has nothing to guard."""
+
+    def admit(self, input_id: InputId, now_ns: int | None = None) -> bool:
+        inp = self._inputs.get(input_id)
+        if inp is None or not (inp.held and inp.live) or now_ns is None:
+            return super().admit(input_id, now_ns)
+        inp.held = False
+        inp.heard_at = now_ns
+        inp.c.joins += 1
+        self._file_timeout(inp, force=True)
+        for out in self._peers.get(input_id, ()):
+            self._file_beacon(out)
+        return True
+
+
 class _SwitchState:
     """1Pipe in one switch: the two aggregators, the port features, the processes it knows, the
     failure reports."""
@@ -401,8 +422,8 @@ class _SwitchState:
         #: held until released (§8 step 7)
         # under a controller the commit side times a process out (a failure) after its own,
         # possibly longer, timeout (OnePipeParams.failure_beacons)
-        self.commit = BarrierAggregator(params.with_(timeout_beacons=params.failure_beacons or params.timeout_beacons)
-                                        if controller else params, hold=controller)
+        self.commit = CommitAggregator(params.with_(timeout_beacons=params.failure_beacons or params.timeout_beacons)
+                                       if controller else params, hold=controller)
         self.reports: deque[Report] = deque(maxlen=MAX_REPORTS)
         self.report_seq = 0  # the seq of the next report
         self.reports_dropped = 0  # the oldest reports pushed out of the deque
@@ -948,7 +969,6 @@ def status(switch: Switch, now_ns: int | None = None) -> dict[str, Any] | None:
     return state.status(switch.now if now_ns is None else max(now_ns, switch.now))
 
 
-__all__ = ["MAX_PROCESSES", "MAX_REPORTS", "OnePipeFeature", "PortCounters", "Proc", "Report", "admit", "aggregator",
-           "authenticated",
-           "commit_aggregator", "default_beacon_ip", "disable", "egress_index", "enable", "enabled", "features",
-           "fence", "release", "reports", "reports_page", "status"]
+__all__ = ["MAX_PROCESSES", "MAX_REPORTS", "CommitAggregator", "OnePipeFeature", "PortCounters", "Proc", "Report",
+           "admit", "aggregator", "authenticated", "commit_aggregator", "default_beacon_ip", "disable", "egress_index",
+           "enable", "enabled", "features", "fence", "release", "reports", "reports_page", "status"]

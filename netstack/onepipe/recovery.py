@@ -221,10 +221,21 @@ class Recovery:
                 self._on_register(ctlwire.parse_register_reply(hdr, payload))
             elif op is _OP.FAILURE_NOTICE:
                 self._on_notice(ctlwire.parse_failure_notice(hdr, payload))
+            elif op is _OP.PROBE:
+                self._on_probe(*ctlwire.parse_probe(hdr, payload))
             else:
                 self.host.c.foreign += 1
         except HeaderError:
             self.host.c.malformed += 1
+
+    def _on_probe(self, probe_id: int, incarnation: int) -> None:
+        """The controller suspects us (a switch found us silent, issue 31): answer at once if we
+        are the incarnation it asks about. A restarted process (another incarnation, or none
+        yet) does not answer for its predecessor, whose buffers are gone."""
+        h = self.host
+        if self.incarnation is not None and self.incarnation == incarnation:
+            h.c.probes_answered += 1
+            h.actions.emit(SendTo(h.controller, ctlwire.probe(probe_id, incarnation)))
 
     def _on_register(self, reply: ctlwire.RegisterReply) -> None:
         h = self.host

@@ -190,6 +190,14 @@ class ReliableEndpoint(Endpoint):
                 self._pump()
         self._after()
 
+    @property
+    def rto_in_force_ns(self) -> int:
+        """The retransmission timeout in force (issue 31): ``params.rto_ns`` plus the timer slack the
+        shell measured (:meth:`set_timer_slack`, twice its recent loop lag; 0 in virtual time). An
+        ACK that comes late because a process waited for the CPU is no loss: resent early, it costs
+        a datagram, and three early resends send the connection through the controller (RELAY)."""
+        return self.params.rto_ns + self.timer_slack_ns
+
     def on_timer(self, now_ns: int) -> None:
         self._clock(now_ns)
         if self._beacon_tick():
@@ -352,7 +360,7 @@ class ReliableEndpoint(Endpoint):
             assert isinstance(tx, RTxConn)
             if not tx.inflight:
                 tx.progress_at = now
-                self.arm_rto(now + self.params.rto_ns)
+                self.arm_rto(now + self.rto_in_force_ns)
             msg = RMsg(ts, dst, data, n, sc.seq, tx.next_psn, sc=rsc)
             rsc.msgs.append(msg)
             for i in range(n):
@@ -414,7 +422,7 @@ class ReliableEndpoint(Endpoint):
         tx.progress_at = self._now
         tx.resends = 0
         if tx.inflight:
-            self.arm_rto(self._now + self.params.rto_ns)
+            self.arm_rto(self._now + self.rto_in_force_ns)
         self._dctcp(tx, n, ece)
         self._pump()
 
@@ -432,7 +440,7 @@ class ReliableEndpoint(Endpoint):
     def _check_rto(self) -> None:
         if self._rto_next is None or self._now < self._rto_next:
             return
-        rto = self.params.rto_ns
+        rto = self.rto_in_force_ns
         nxt: int | None = None
         for tx in self._tx.values():
             if not tx.inflight or not isinstance(tx, RTxConn):

@@ -56,6 +56,7 @@ class ReliableCounters(EndpointCounters):
     announcements: int = 0  # another process (re)joined
     recoveries: int = 0  # times it was declared failed and recovered
     not_registered_sends: int = 0  # messages to a process known failed: SendFail at once
+    probes_answered: int = 0  # the controller's PROBEs answered (it suspected us: issue 31)
 
 
 @dataclass(slots=True, eq=False)

@@ -661,7 +661,8 @@ udp_table:add(UDP_DTA_NACK, p_nack)
 local p_op = Proto("netstack_1pipe", "netstack 1Pipe")
 local OP_CODES = { [0x01] = "DATA", [0x02] = "PREPARE", [0x03] = "ACK", [0x04] = "NAK", [0x05] = "BEACON",
     [0x06] = "COMMIT", [0x07] = "RECALL", [0x08] = "RECALL_ACK", [0x10] = "REGISTER", [0x11] = "FAILURE_REPORT",
-    [0x12] = "FAILURE_NOTICE", [0x13] = "CALLBACK_DONE", [0x14] = "RESUME", [0x15] = "RELAY" }
+    [0x12] = "FAILURE_NOTICE", [0x13] = "CALLBACK_DONE", [0x14] = "RESUME", [0x15] = "RELAY",
+    [0x16] = "PROBE" }
 local fo = {
     msg_ts = ProtoField.uint64("netstack_1pipe.msg_ts", "Message timestamp (ns mod 2^48)", base.DEC),
     be_barrier = ProtoField.uint64("netstack_1pipe.be_barrier", "Best-effort barrier", base.DEC),

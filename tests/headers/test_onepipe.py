@@ -163,7 +163,7 @@ def test_fuzz_decode_packet(data, offset, end):
 
 def test_unknown_opcode_rejected():
     raw = bytearray(OnePipeHeader(1, 1, 1, 1, OnePipeOpcode.DATA).to_bytes())
-    for bad in (0, 0x09, 0x0F, 0x16, 0xFF):
+    for bad in (0, 0x09, 0x0F, 0x17, 0xFF):
         raw[22] = bad
         with pytest.raises(HeaderError, match="opcode"):
             OnePipeHeader.from_bytes(raw)

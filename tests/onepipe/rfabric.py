@@ -50,6 +50,7 @@ from netstack.onepipe.actions import (
 from netstack.onepipe.barrier import DOWN, UP, BarrierAggregator
 from netstack.onepipe.controller import Controller, ControllerParams
 from netstack.onepipe.endpoint import SOM, UPLINK
+from netstack.onepipe.feature import CommitAggregator
 from netstack.onepipe.params import OnePipeParams
 from netstack.onepipe.reliable import ReliableEndpoint
 from netstack.onepipe.rstate import SETTLED
@@ -60,6 +61,10 @@ T_BEACON = 3_000
 PARAMS = OnePipeParams(t_beacon_ns=T_BEACON, ack_timeout_ns=200 * T_BEACON, mtu_payload=64, rwnd_packets=64,
                        init_cwnd=16)
 CTL = ("10.0.9.9", 40100)
+#: a stall that outlasts the detection bound (issue 31): the failure timeout (10 T_beacon = 30 us),
+#: then the controller's probe unanswered for its answer timeout (40 T_beacon = 120 us), then the
+#: report window; a shorter stall is cleared by the probe and no failure at all
+STALL = 250_000
 SPINE = "spine"
 #: a message's bytes: sender index, scattering number, receiver index
 MSG = struct.Struct("!III")
@@ -101,7 +106,7 @@ class RFabric:
         self.tor_of = {i: f"tor{i % self.tors}" for i in range(1, self.n + 1)}
         names = [f"tor{t}" for t in range(self.tors)] + ([SPINE] if self.tors > 1 else [])
         self.be = {s: BarrierAggregator(self.params) for s in names}
-        self.cm = {s: BarrierAggregator(self.params, hold=True) for s in names}
+        self.cm = {s: CommitAggregator(self.params, hold=True) for s in names}
         self._wire()
         self.ctl = Controller(self.ctl_params, self.now)
         self.eps: dict[int, ReliableEndpoint] = {}

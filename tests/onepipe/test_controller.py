@@ -6,6 +6,7 @@ shell, calling ``recorded`` for the store and ``report`` for the switches."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -46,7 +47,9 @@ from netstack.onepipe.ctlwire import (
 )
 
 T = 1000  # T_beacon
-P = ControllerParams.for_beacon(T)  # window 1 T, retry 4 T, answer 40 T
+#: the paper's declaration (a switch report is a failure at once): these tests drive what follows it;
+#: the suspicion phase (issue 31) has its own tests in test_failure_detector.py
+P = replace(ControllerParams.for_beacon(T), max_strikes=0)  # window 1 T, retry 4 T, answer 40 T
 T0 = 1_000_000
 A, B, C, D = ("10.0.0.1", 40101), ("10.0.0.2", 40101), ("10.0.0.3", 40102), ("10.0.0.4", 40101)
 STRANGER = ("10.9.9.9", 40150)
@@ -149,7 +152,7 @@ def released(ctl: Controller) -> dict[int, bool]:
 # ---------------------------------------------------------------------------------- parameters
 
 def test_params_for_beacon_and_validation():
-    assert ControllerParams.for_beacon(3) == ControllerParams(3, 12, 120)
+    assert ControllerParams.for_beacon(3) == ControllerParams(3, 12, 120, max_strikes=2, strike_window_ns=0)
     for bad in (dict(report_window_ns=-1, retry_ns=1, answer_timeout_ns=2),
                 dict(report_window_ns=0, retry_ns=0, answer_timeout_ns=2),
                 dict(report_window_ns=0, retry_ns=5, answer_timeout_ns=5),

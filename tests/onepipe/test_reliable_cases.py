@@ -9,7 +9,7 @@ from __future__ import annotations
 from headers.onepipe import OnePipeOpcode, ts_from_ns
 from netstack.onepipe.ctlwire import Notice, failure_notice
 
-from .rfabric import CTL, P, RFabric, idx
+from .rfabric import CTL, STALL, P, RFabric, idx
 
 US = 1_000
 WARM = 150 * US  # registration and the first barriers
@@ -220,7 +220,7 @@ def test_a_recall_after_a_recovery_drops_the_old_message_not_the_new_one_at_its_
     fab.run_for(10 * US)
     assert fab.eps[1].c.messages_acked == 1, "P3 ACKed m"
     fab.freeze(3)
-    fab.run_for(60 * US)
+    fab.run_for(STALL)
     fab.thaw(3)
     while P(3) in fab.eps[1].recovery.failed or not fab.eps[3].registered:
         fab.run_for(US)

@@ -39,7 +39,7 @@ from netstack.onepipe.scenarios import fabric_topology
 from netstack.sim.scenario import RunSpec, canonical_json, run
 
 from .fabric import Fabric
-from .rfabric import CTL, MSG, PARAMS, P, RFabric
+from .rfabric import CTL, MSG, PARAMS, STALL, P, RFabric
 
 GOLDEN = Path(__file__).with_name("reliable_golden.json")
 US = 1_000
@@ -144,19 +144,29 @@ def off_the_controller() -> TracingFabric:
     return fab
 
 
-def stall_notice_lost() -> TracingFabric:
+def _stalled(stall_ns: int, overflow: bool) -> TracingFabric:
     fab = _up(n=4, tors=2)
     fab.send(1, [2, 3])
     fab.run_for(5 * US)
-    fab.freeze(3, overflow=True)
+    fab.freeze(3, overflow=overflow)
     fab.send(2, [3, 4])
     fab.send(4, [1, 3])
-    fab.run_for(80 * US)
+    fab.run_for(stall_ns)
     fab.thaw(3)
     fab.run_for(SETTLE)
     fab.send(3, [1, 4])
     fab.run_for(SETTLE)
     return fab
+
+
+def stall_notice_lost() -> TracingFabric:
+    return _stalled(STALL, overflow=True)
+
+
+def stall_cleared() -> TracingFabric:
+    """A stall shorter than the detection bound (issue 31): P3's ToR reports it, the controller
+    probes it, it answers once it runs again: nobody is declared failed, P3 delivers everything."""
+    return _stalled(80 * US, overflow=False)
 
 
 def recall_after_recovery() -> TracingFabric:
@@ -166,7 +176,7 @@ def recall_after_recovery() -> TracingFabric:
     fab.send(1, [3, 4])
     fab.run_for(10 * US)
     fab.freeze(3)
-    fab.run_for(60 * US)
+    fab.run_for(STALL)
     fab.thaw(3)
     fab.run_for(400 * US)
     fab.send(1, [3, 2])
@@ -252,7 +262,7 @@ def two_failures_during_a_stall() -> TracingFabric:
     fab.run_for(40 * US)
     fab.kill(4)
     fab.send(2, [1, 3])
-    fab.run_for(120 * US)
+    fab.run_for(STALL)
     fab.thaw(3)
     fab.run_for(SETTLE)
     fab.send(3, [1, 2])
@@ -410,7 +420,7 @@ def best_effort(seed: int) -> Callable[[], TracingBEFabric]:
 FABRICS: dict[str, Callable[[], TracingFabric | TracingBEFabric | DirectRun]] = {
     "fair-loss": fair_loss, "receiver-crash": receiver_crash, "sender-crash": sender_crash,
     "cut-and-recover": cut_and_recover, "path-down-relayed": path_down_relayed,
-    "off-the-controller": off_the_controller, "stall-notice-lost": stall_notice_lost,
+    "off-the-controller": off_the_controller, "stall-notice-lost": stall_notice_lost, "stall-cleared": stall_cleared,
     "recall-after-recovery": recall_after_recovery, "restart": restart, "early-recall": early_recall,
     "recall-before-the-message": recall_before_the_message, "queued-behind-the-window": queued_behind_the_window,
     "two-failures-during-a-stall": two_failures_during_a_stall,

@@ -1,0 +1,218 @@
+"""Failure detection that a slow host does not fool (issue 31), in virtual time.
+
+The paper's controller declares a process failed when it misses its beacons (§8 step 1: its ToR's
+input timeout). Ours keeps that as the trigger and adds a suspicion phase: the controller PROBEs
+the process and declares it failed only if the probe goes unanswered for the answer timeout (plus
+the timer slack). docs/onepipe-reliable.md "Failure detection" has the rules and the bounds:
+
+- a process stalled for less than the answer timeout is never declared failed (it answers the
+  probe as soon as it runs again; the switches take its input back, ``Admit``);
+- a killed (or stopped for good) process is declared failed within failure timeout + answer
+  timeout + report window + the path delays;
+- a process that answers probes but stays silent at its ToR (a data-path cut) is declared after
+  ``max_strikes`` cleared suspicions without its commit rising in between.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from headers.onepipe import OnePipeOpcode, decode_packet
+from netstack.engine import SendTo
+from netstack.onepipe.actions import Admit, RecordFailure
+from netstack.onepipe.controller import LIVE, SUSPECTED, Controller, ControllerParams
+from netstack.onepipe.ctlwire import parse_probe, probe, register_request
+
+from .rfabric import PARAMS, T_BEACON, P, RFabric
+
+T = 1000
+CP = ControllerParams.for_beacon(T)  # window 1 T, retry 4 T, answer 40 T, 2 strikes
+T0 = 1_000_000
+A, B = ("10.0.0.1", 40101), ("10.0.0.2", 40101)
+
+
+def _world(params: ControllerParams = CP) -> Controller:
+    ctl = Controller(params, T0)
+    for a in (A, B):
+        ctl.receive(register_request(1, 0), a, T0)
+    ctl.actions.take_all()
+    return ctl
+
+
+def _probes(actions: list) -> list[tuple[tuple[str, int], int, int]]:
+    out = []
+    for a in actions:
+        if isinstance(a, SendTo):
+            hdr, payload = decode_packet(a.data)
+            if hdr.opcode is OnePipeOpcode.PROBE:
+                out.append((a.dst, *parse_probe(hdr, payload)))
+    return out
+
+
+def _suspected(ctl: Controller, now: int, commit: int = 500) -> int:
+    """A switch reports A silent: the controller probes it. The probe's id."""
+    ctl.report(A, commit, now)
+    acts = ctl.actions.take_all()
+    ((dst, pid, inc),) = _probes(acts)
+    assert dst == A and inc == 1
+    assert not any(isinstance(a, RecordFailure) for a in acts)
+    return pid
+
+
+# ---------------------------------------------------------------------------------- the engine
+
+def test_a_probed_process_that_answers_is_not_declared_failed_and_its_input_is_admitted():
+    ctl = _world()
+    pid = _suspected(ctl, T0 + T)
+    ctl.receive(probe(pid, 1), A, T0 + 30 * T)  # late, but within the answer timeout
+    assert ctl.actions.take_all() == [Admit(A)]
+    ctl.on_timer(T0 + 200 * T)
+    assert not any(isinstance(a, RecordFailure) for a in ctl.actions.take_all())
+    assert ctl.view()["processes"][0]["state"] == LIVE
+    assert ctl.c.probes_answered == 1 and ctl.c.probe_timeouts == 0
+
+
+def test_an_unanswered_probe_declares_the_process_failed_with_the_reported_commit_as_t_f():
+    ctl = _world()
+    pid = _suspected(ctl, T0 + T, commit=777)
+    ctl.on_timer(T0 + T + 4 * T)  # a resend, not yet a failure
+    assert _probes(ctl.actions.take_all()) == [(A, pid, 1)]
+    ctl.on_timer(T0 + T + CP.answer_timeout_ns)
+    assert ctl.actions.take_all() == []  # suspected now: the report window runs
+    assert ctl.view()["processes"][0]["state"] == SUSPECTED
+    ctl.on_timer(T0 + T + CP.answer_timeout_ns + CP.report_window_ns)
+    (rec,) = ctl.actions.take_all()
+    assert isinstance(rec, RecordFailure) and rec.proc == A and rec.t_f == 777
+    assert "no answer to a probe" in rec.reason
+    assert ctl.c.probe_timeouts == 1
+
+
+def test_the_probe_waits_the_timer_slack_too():
+    ctl = _world()
+    ctl.set_timer_slack(50 * T)
+    pid = _suspected(ctl, T0 + T)
+    ctl.on_timer(T0 + T + CP.answer_timeout_ns + 10 * T)
+    ctl.actions.take_all()
+    ctl.receive(probe(pid, 1), A, T0 + T + CP.answer_timeout_ns + 40 * T)
+    assert Admit(A) in ctl.actions.take_all()
+
+
+def test_answers_for_another_probe_or_incarnation_clear_nothing():
+    ctl = _world()
+    pid = _suspected(ctl, T0 + T)
+    ctl.receive(probe(pid + 1, 1), A, T0 + 2 * T)
+    ctl.receive(probe(pid, 2), A, T0 + 2 * T)
+    ctl.receive(probe(pid, 1), B, T0 + 2 * T)
+    assert ctl.actions.take_all() == [] and ctl.c.stray_probes == 3
+
+
+def test_a_process_that_answers_but_stays_silent_at_its_switch_is_declared_after_its_strikes():
+    ctl = _world()
+    now = T0
+    for _ in range(CP.max_strikes):
+        now += 10 * T
+        pid = _suspected(ctl, now, commit=500)  # the same frozen commit: never heard in between
+        ctl.receive(probe(pid, 1), A, now + T)
+        ctl.actions.take_all()
+    now += 10 * T
+    ctl.report(A, 500, now)
+    ctl.on_timer(now + CP.report_window_ns)
+    assert any(isinstance(a, RecordFailure) for a in ctl.actions.take_all())
+    assert ctl.c.struck_out == 1
+
+
+def test_a_process_heard_again_between_its_stalls_starts_afresh_every_time():
+    ctl = _world()
+    now = T0
+    for i in range(10):
+        now += 10 * T
+        pid = _suspected(ctl, now, commit=500 + i)  # its commit rose at the switch: it was heard
+        ctl.receive(probe(pid, 1), A, now + T)
+        assert ctl.actions.take_all() == [Admit(A)]
+    assert ctl.c.struck_out == 0 and ctl.c.probes_answered == 10
+
+
+def test_without_strikes_a_switch_report_is_a_failure_at_once_as_in_the_paper():
+    ctl = _world(replace(CP, max_strikes=0))
+    ctl.report(A, 500, T0 + T)
+    ctl.on_timer(T0 + T + CP.report_window_ns)
+    acts = ctl.actions.take_all()
+    assert not _probes(acts) and any(isinstance(a, RecordFailure) for a in acts)
+
+
+def test_a_restart_while_probed_keeps_the_switches_commit_for_t_f():
+    ctl = _world()
+    _suspected(ctl, T0 + T, commit=900)
+    ctl.receive(register_request(2, 0), A, T0 + 2 * T)  # a new nonce: restarted
+    ctl.actions.take_all()
+    ctl.on_timer(T0 + 2 * T + CP.report_window_ns)
+    recs = [a for a in ctl.actions.take_all() if isinstance(a, RecordFailure)]
+    assert [r.t_f for r in recs] == [900]
+
+
+# ---------------------------------------------------------------------------------- the fabric
+
+#: the documented bound in virtual time (no timer slack): the ToR's failure timeout, the probe's
+#: answer timeout, the report window, and the path delays (report, probe, beacon)
+BOUND = PARAMS.failure_timeout_ns + CP.for_beacon(T_BEACON).answer_timeout_ns + T_BEACON + 4 * 2_000
+
+
+def _fabric() -> RFabric:
+    fab = RFabric(4, tors=2)
+    fab.run_for(150_000)
+    assert all(ep.registered for ep in fab.eps.values())
+    return fab
+
+
+def test_a_process_stalled_below_the_answer_timeout_is_never_declared_failed_and_delivers_all():
+    fab = _fabric()
+    answer = fab.ctl.params.answer_timeout_ns
+    fab.send(1, [2, 3])
+    fab.freeze(3)
+    fab.send(2, [3, 4])
+    fab.run_for(answer - 5_000)  # well past the 30 us failure timeout
+    fab.thaw(3)
+    fab.run_for(1_000_000)
+    assert fab.records == []
+    assert fab.ctl.c.probes >= 1 and fab.ctl.c.probes_answered == fab.ctl.c.probes
+    assert fab.eps[3].incarnation == 1
+    fab.check()
+    fab.atomic({1, 2, 3, 4})
+    assert {(d.src, d.seq) for d in fab.deliveries if d.receiver == 3} == {(1, 0), (2, 0)}
+
+
+def test_a_killed_process_is_declared_failed_within_the_documented_bound():
+    fab = _fabric()
+    killed_at = fab.now
+    fab.kill(3)
+    fab.run_for(2 * BOUND)
+    (rec,) = fab.records
+    assert rec.proc == P(3)
+    assert fab.recorded_at[0] - killed_at <= BOUND + fab.store_delay_ns
+
+
+@settings(max_examples=25, deadline=None)
+@given(stalls=st.lists(st.tuples(st.integers(1_000, 110_000), st.integers(20_000, 200_000)), min_size=1,
+                       max_size=6),
+       victim=st.integers(1, 4))
+def test_stalls_below_the_bound_are_no_failure_and_a_kill_is_always_detected(stalls, victim):
+    """Hypothesis: any sequence of stalls shorter than the answer timeout (120 us; the failure
+    timeout is 30 us), each followed by a while running, declares nobody failed; a kill after them
+    is declared within the bound, and only the killed process."""
+    fab = _fabric()
+    for stall, run in stalls:
+        fab.send(victim % 4 + 1, [victim])
+        fab.freeze(victim)
+        fab.run_for(stall)
+        fab.thaw(victim)
+        fab.run_for(run)
+    assert fab.records == [], fab.ctl.counters()
+    killed_at = fab.now
+    fab.kill(victim)
+    fab.run_for(2 * BOUND)
+    assert [r.proc for r in fab.records] == [P(victim)]
+    assert fab.recorded_at[0] - killed_at <= BOUND + fab.store_delay_ns
+    fab.check()
