@@ -264,6 +264,7 @@ class _Proc:
     strikes: int = 0  # suspicions cleared in a row (each within the strike window of the last)
     cleared_at: int | None = None  # when the last one was cleared
     cleared_commit: int | None = None  # ... and the commit the switches had frozen then
+    answer_strikes: int = 0  # probes answered while a callback or a relayed answer was overdue
 
 
 @dataclass(slots=True, eq=False)
@@ -288,6 +289,8 @@ class _Failure:
     waiting: dict[Addr, int] = field(default_factory=dict)  # live process -> its incarnation
     answered: set[Addr] = field(default_factory=set)
     asked_at: int = 0
+    #: a waiter that answered a probe (alive, slow) is waited for anew from then (issue 31)
+    since: dict[Addr, int] = field(default_factory=dict)
     retry_at: int = 0
     released: bool = False
 
@@ -601,10 +604,24 @@ class Controller:
             if prm.max_strikes:
                 self.c.struck_out += 1
             return False
+        self._start_probe(p)
+        return True
+
+    def _start_probe(self, p: _Proc) -> None:
         self._probe_ids = (self._probe_ids + 1) & _FID_MAX or 1
-        p.probe = _Probe(self._probe_ids, self._now, self._now + prm.retry_ns)
+        p.probe = _Probe(self._probe_ids, self._now, self._now + self.params.retry_ns)
         self.c.probes += 1
         self.actions.emit(SendTo(p.addr, probe(p.probe.pid, p.inc)))
+
+    def _probing_for_answer(self, q: _Proc) -> bool:
+        """``q`` (live) owes an answer (a CALLBACK_DONE, a relayed ACK) past the answer timeout:
+        probe it first (issue 31). False: declare it failed now (no suspicion phase, or it
+        answered ``max_strikes`` probes and still not the request: alive but stuck)."""
+        if q.probe is not None:
+            return True
+        if self.params.max_strikes == 0 or q.answer_strikes >= self.params.max_strikes:
+            return False
+        self._start_probe(q)
         return True
 
     def _on_probe_answer(self, src: Addr, hdr: OnePipeHeader, payload: memoryview) -> None:
@@ -617,16 +634,26 @@ class Controller:
         if p is None or p.probe is None or p.probe.pid != pid or p.inc != inc:
             self.c.stray_probes += 1
             return
-        # alive: merely slow (a loaded host) or briefly cut off. Its input comes back into every
-        # switch's commit minimum at its frozen commit, its timeout running again (Admit)
+        self.c.probes_answered += 1
+        reports, p.probe = p.probe.reports, None
+        # alive: merely slow (a loaded host). What it owes us is waited for anew from now
+        for f in self._unreleased():
+            if p.addr in f.waiting:
+                f.since[p.addr] = self._now
+        for key in self._pending:
+            if key[1] == p.addr:
+                self._pending[key] = self._now
+        if not reports:
+            p.answer_strikes += 1  # probed for a missing answer only: no switch holds it
+            return
+        # a switch found it silent: its input comes back into every switch's commit minimum at
+        # its frozen commit, its timeout running again (Admit)
         p.cleared_commit = None
-        for c, _ in p.probe.reports:
+        for c, _ in reports:
             if c is not None:
                 p.cleared_commit = c if p.cleared_commit is None else ts_max(p.cleared_commit, c)
-        p.probe = None
         p.strikes += 1
         p.cleared_at = self._now
-        self.c.probes_answered += 1
         self.actions.emit(Admit(p.addr))
 
     def _expire_probes(self) -> None:
@@ -637,8 +664,12 @@ class Controller:
                 continue
             if pr.since <= deadline:
                 self.c.probe_timeouts += 1
-                reporters = sorted({r for _, r in pr.reports}) or ["switch"]
-                self._suspect(p, f"reported by {', '.join(reporters)}; no answer to a probe", fence=False)
+                reporters = sorted({r for _, r in pr.reports})
+                if reporters:
+                    self._suspect(p, f"reported by {', '.join(reporters)}; no answer to a probe", fence=False)
+                else:  # probed for a missing answer: no switch froze its input yet
+                    self.c.answer_timeouts += 1
+                    self._suspect(p, "no answer to a request, nor to a probe", fence=True)
             elif pr.retry_at <= self._now:
                 self.c.probe_retries += 1
                 pr.retry_at = self._now + self.params.retry_ns
@@ -667,6 +698,7 @@ class Controller:
         f.waiting = {q.addr: q.inc for q in self._procs.values() if q.state == LIVE and q.addr != f.addr}
         f.answered.clear()
         f.asked_at, f.retry_at, f.released = self._now, self._now + self.params.retry_ns, False
+        f.since.clear()
         notice = f.notice(replay=False)
         for q in (*f.waiting, f.addr):  # P itself too: alive but cut off, it learns its fate
             self.c.notices_sent += 1
@@ -684,6 +716,7 @@ class Controller:
         if f is None:
             self.c.unknown_fid += 1
         elif f.waiting.get(src) == p.inc:
+            p.answer_strikes = 0
             del f.waiting[src]
             f.answered.add(src)
             self.c.callbacks += 1
@@ -707,15 +740,16 @@ class Controller:
     def _expire_callbacks(self) -> None:
         deadline = self._now - self.answer_timeout_ns
         for f in self._unreleased():
-            if not f.waiting or f.asked_at > deadline:
-                continue
             for addr, inc in list(f.waiting.items()):
+                if f.since.get(addr, f.asked_at) > deadline or addr not in f.waiting:
+                    continue
                 q = self._procs.get(addr)
-                if q is not None and q.state == LIVE and q.inc == inc:
+                if q is None or q.state != LIVE or q.inc != inc:
+                    del f.waiting[addr]  # outlived its process (cannot happen): nothing to wait for
+                elif not self._probing_for_answer(q):
                     self.c.answer_timeouts += 1
                     self._suspect(q, f"no CALLBACK_DONE for failure {f.fid}", fence=True)  # leaves every wait
-            if f.waiting and not f.released:  # only if an entry outlived its process (cannot happen)
-                f.waiting.clear()
+            if not f.waiting and not f.released:
                 self._release(f)
 
     def _resend_notices(self) -> None:
@@ -785,8 +819,10 @@ class Controller:
         for key, since in list(self._pending.items()):
             if since > deadline or key not in self._pending:
                 continue
-            del self._pending[key]
             d = self._live(key[1])
+            if d is not None and self._probing_for_answer(d):
+                continue  # waited for anew if it answers the probe
+            del self._pending[key]
             if d is not None:
                 self.c.relay_timeouts += 1
                 self._suspect(d, "no answer to a relayed request", fence=True)  # drops its other entries
@@ -826,12 +862,14 @@ class Controller:
                     yield p.window_end
                 if p.fence_at is not None:
                     yield p.fence_at
+        probed = {p.addr for p in self._procs.values() if p.probe is not None}  # its probe decides
         for f in self._failures.values():
             if f.waiting and not f.released:
                 yield f.retry_at
-                yield f.asked_at + self.answer_timeout_ns
-        for since in self._pending.values():
-            yield since + self.answer_timeout_ns
+                yield from (f.since.get(a, f.asked_at) + self.answer_timeout_ns for a in f.waiting if a not in probed)
+        for (_, d), since in self._pending.items():
+            if d not in probed:
+                yield since + self.answer_timeout_ns
 
     # ------------------------------------------------------------------ export
 

@@ -24,7 +24,7 @@ from headers.onepipe import OnePipeOpcode, decode_packet
 from netstack.engine import SendTo
 from netstack.onepipe.actions import Admit, RecordFailure
 from netstack.onepipe.controller import LIVE, SUSPECTED, Controller, ControllerParams
-from netstack.onepipe.ctlwire import parse_probe, probe, register_request
+from netstack.onepipe.ctlwire import callback_done, failure_report, parse_probe, probe, register_request
 
 from .rfabric import PARAMS, T_BEACON, P, RFabric
 
@@ -151,6 +151,55 @@ def test_a_restart_while_probed_keeps_the_switches_commit_for_t_f():
     ctl.on_timer(T0 + 2 * T + CP.report_window_ns)
     recs = [a for a in ctl.actions.take_all() if isinstance(a, RecordFailure)]
     assert [r.t_f for r in recs] == [900]
+
+
+def _failure_of_b(ctl: Controller) -> tuple[int, int]:
+    """B is declared failed (paper path: reported by a process); A must call back. (fid, now)."""
+    ctl.receive(register_request(1, 0), ("10.0.0.3", 40101), T0)
+    ctl.actions.take_all()
+    ctl.receive(failure_report(B, 300), ("10.0.0.3", 40101), T0 + T)  # B fenced, its window runs
+    ctl.report(B, 300, T0 + T, reporter="fence")
+    now = T0 + 2 * T + CP.report_window_ns
+    ctl.on_timer(now)
+    (rec,) = [a for a in ctl.actions.take_all() if isinstance(a, RecordFailure)]
+    ctl.recorded(rec.proc, rec.incarnation, rec.t_f, 1, now)
+    ctl.actions.take_all()
+    ctl.receive(callback_done(1), ("10.0.0.3", 40101), now)
+    ctl.actions.take_all()
+    return 1, now
+
+
+def test_a_slow_callback_is_probed_and_waited_for_anew_when_the_probe_is_answered():
+    ctl = _world()
+    fid, asked = _failure_of_b(ctl)
+    ctl.on_timer(asked + CP.answer_timeout_ns)
+    ((dst, pid, inc),) = _probes(ctl.actions.take_all())
+    assert dst == A
+    ctl.receive(probe(pid, inc), A, asked + CP.answer_timeout_ns + 5 * T)
+    assert ctl.actions.take_all() == []  # no Admit: no switch froze it
+    ctl.on_timer(asked + 2 * CP.answer_timeout_ns)  # its wait restarted at the answer
+    assert not _probes(ctl.actions.take_all())
+    ctl.receive(callback_done(fid), A, asked + 2 * CP.answer_timeout_ns)
+    assert any(type(a).__name__ == "Release" for a in ctl.actions.take_all())
+    assert ctl.c.answer_timeouts == 0 and ctl.c.callbacks == 2
+
+
+def test_a_silent_callback_is_declared_failed_after_its_probe_and_a_stuck_one_after_its_strikes():
+    ctl = _world()
+    _, asked = _failure_of_b(ctl)
+    ctl.on_timer(asked + CP.answer_timeout_ns)
+    assert _probes(ctl.actions.take_all())
+    ctl.on_timer(asked + 2 * CP.answer_timeout_ns)  # the probe unanswered
+    assert ctl.c.answer_timeouts == 1 and ctl.view()["processes"][0]["state"] == SUSPECTED
+    ctl = _world()
+    _, now = _failure_of_b(ctl)
+    for _ in range(CP.max_strikes):  # alive, answers every probe, never calls back
+        now += CP.answer_timeout_ns
+        ctl.on_timer(now)
+        ((_, pid, inc),) = _probes(ctl.actions.take_all())
+        ctl.receive(probe(pid, inc), A, now)
+    ctl.on_timer(now + CP.answer_timeout_ns)
+    assert ctl.c.answer_timeouts == 1 and ctl.view()["processes"][0]["state"] == SUSPECTED
 
 
 # ---------------------------------------------------------------------------------- the fabric
