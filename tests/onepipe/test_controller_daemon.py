@@ -29,7 +29,14 @@ from netstack.io.control import ControlServer
 from netstack.onepipe import ctlnode
 from netstack.onepipe.control import controller_nodes, directions
 from netstack.onepipe.controller import ControllerParams
-from netstack.onepipe.ctlwire import callback_done, parse_failure_notice, parse_register_reply, register_request
+from netstack.onepipe.ctlwire import (
+    callback_done,
+    parse_failure_notice,
+    parse_probe,
+    parse_register_reply,
+    probe,
+    register_request,
+)
 from netstack.onepipe.params import OnePipeParams
 from netstack.onepipe.store import SqliteStore
 from netstack.onepipe.topology import validate
@@ -194,7 +201,9 @@ class Process:
     """A UDP socket that registers with the controller and answers its failure notices, as a
     process would (a process that does not answer is declared failed itself)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, answer_probes: bool = False) -> None:
+        self.answer_probes = answer_probes
+        self.probes = 0
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.setblocking(False)
@@ -209,6 +218,9 @@ class Process:
             hdr, payload = decode_packet(await loop.sock_recv(self.sock, 2048))
             if hdr.opcode is OnePipeOpcode.FAILURE_NOTICE and not parse_failure_notice(hdr, payload).replay:
                 await loop.sock_sendto(self.sock, callback_done(hdr.psn), self.ctl)
+            elif hdr.opcode is OnePipeOpcode.PROBE and self.answer_probes:
+                self.probes += 1  # alive (issue 31): echo it
+                await loop.sock_sendto(self.sock, probe(*parse_probe(hdr, payload)), self.ctl)
             elif hdr.opcode is OnePipeOpcode.REGISTER and hdr.psn:
                 self.replies.put_nowait((hdr.psn, parse_register_reply(hdr, payload).incarnation))
 
@@ -276,6 +288,39 @@ async def test_the_daemon_registers_records_and_releases_through_the_switches(tm
             await sw.server.close()
         await p.close()
         await q.close()
+
+
+@pytest.mark.asyncio
+async def test_the_daemon_probes_a_reported_process_and_admits_it_back_when_it_answers(tmp_path: Path) -> None:
+    """Issue 31: a switch reports a live process silent (a loaded host); the daemon PROBEs it over
+    UDP, it answers, and the daemon admits it back at every switch: nothing is recorded."""
+    switches = {"tor1": FakeSwitch(tmp_path / "tor1.sock", 5_000)}
+    await switches["tor1"].server.start()
+    cfg = ctlnode.ControllerConfig(
+        name="ctl", ip="127.0.0.1", port=_udp_port(), params=OnePipeParams(),
+        controller=ControllerParams.for_beacon(3_000_000),
+        store=ctlnode.StoreConfig("sqlite", path=str(tmp_path / "store.sqlite3")),
+        switches={"tor1": str(tmp_path / "tor1.sock")}, prefix="opcu", hosts={"127.0.0.1": "h1"})
+    store = SqliteStore(cfg.store.path, replica="ctl-r1")
+    shell = daemon.ControllerShell(cfg, store, "ctl-r1")
+    lead = asyncio.create_task(shell.lead())
+    p = Process(cfg.port, answer_probes=True)
+    tor1 = switches["tor1"]
+    try:
+        await _until(lambda: shell.role == "leader")
+        assert await p.register(7) == 1
+        tor1.report(p.name, 4_000)
+        await _until(lambda: tor1.calls.count(("admit", p.name, None)) == 2)
+        counters = shell.ctl_status({})["counters"]
+        assert p.probes == 1 and counters["probes_answered"] == 1 and counters["records_requested"] == 0
+        assert shell.ctl_status({})["view"]["failures"] == [] and await store.list_failures() == []
+    finally:
+        lead.cancel()
+        await asyncio.gather(lead, return_exceptions=True)
+        await shell.close()
+        await store.close()
+        await tor1.server.close()
+        await p.close()
 
 
 # --------------------------------------------------------------------------- live (namespaces)
