@@ -191,6 +191,8 @@ class BarrierAggregator:
         self.c = AggregatorCounters()
         #: how much longer the input timeout waits on a loaded host (set_timer_slack)
         self.timer_slack_ns = 0
+        #: an idle output may be below its minimum without a prompt beacon due (_prompt_lagging)
+        self._lagging = True
 
     # ------------------------------------------------------------------ configuration
     def set_params(self, params: OnePipeParams) -> None:
@@ -242,6 +244,7 @@ class BarrierAggregator:
             return
         out = _Output(output_id, direction == UP, now_ns, peer_input, beacons)
         self._outputs[output_id] = out
+        self._lagging = True
         if peer_input is not None:
             self._peers.setdefault(peer_input, []).append(out)
         self._file_beacon(out)
@@ -253,6 +256,7 @@ class BarrierAggregator:
             return False
         if inp.live:
             self._live -= 1
+            self._lagging = True  # a minimum may rise unannounced
         inp.live = False
         inp.gen += 1
         return True
@@ -322,6 +326,7 @@ class BarrierAggregator:
             inp.live = inp.ever_live = True
             inp.r = barrier
             self._live += 1
+            self._lagging = True  # an empty minimum may come back above an output's last barrier
             self._push(inp)
             self._file_timeout(inp)
             for out in self._peers.get(input_id, ()):
@@ -330,13 +335,17 @@ class BarrierAggregator:
         r = inp.r
         assert r is not None  # (a live input has been heard)
         if barrier > r:
+            if not self.params.prompt_beacons:
+                inp.r = barrier
+                self._push(inp)
+                return True
             # did this input hold a minimum? Then the minimum may rise: idle outputs hear of it soon
-            rose_all = self.params.prompt_beacons and r == self._min(self._all)
-            rose_down = self.params.prompt_beacons and inp.down and r == self._min(self._down)
+            held_all = r == self._min(self._all)
+            held_down = inp.down and r == self._min(self._down)
             inp.r = barrier
             self._push(inp)
-            if rose_all or rose_down:
-                self._prompt(rose_all, rose_down, now_ns)
+            if held_all or held_down:
+                self._rose(held_all, held_down, r, now_ns)
         elif barrier < r:
             inp.c.backwards += 1
             return False
@@ -474,6 +483,7 @@ class BarrierAggregator:
                     inp.live = inp.ever_live = True
                     inp.c.joins += 1
                     self._live += 1
+                    self._lagging = True
                     self._push(inp)
                     self._file_timeout(inp, force=True)
                     for out in self._peers.get(input_id, ()):
@@ -493,6 +503,7 @@ class BarrierAggregator:
                 continue  # superseded by a newer entry
             out.queued = False
             if self._outputs.get(out.id) is not out or not self._beaconable(out):
+                out.prompt = False  # (beaconable again: its next prompt comes with the next rise)
                 continue
             prompt = out.prompt
             at = out.prompt_at + self._prompt_gap() if prompt else out.sent_at + t_beacon
@@ -647,10 +658,49 @@ class BarrierAggregator:
         see :data:`PROMPT_DIVISOR`; the ``T_beacon`` timer beacons come on top, for liveness)."""
         gap = self._prompt_gap()
         for out in self._outputs.values():
-            if out.prompt or not (rose_down if out.up else rose_all):
+            if out.prompt or not (rose_down if out.up else rose_all) or not self._beaconable(out):
+                continue  # (not beaconable: it hears of the minimum at its timer once it is again)
+            out.prompt = True
+            self._file_beacon(out, at=max(now_ns, out.prompt_at + gap), force=True)
+
+    def _rose(self, held_all: bool, held_down: bool, r: int, now_ns: int) -> None:
+        """An input that held a minimum at ``r`` rose. The outputs of a minimum that rose get
+        prompt beacons (:meth:`_prompt`); when another input at ``r`` keeps it there, only the
+        outputs whose last barrier is below it (see :meth:`_prompt_lagging`) do: the others'
+        beacon would say nothing new (issue 31: with many processes at one clock, such ties are
+        the rule, and prompting every output for each of them made the work per packet grow with
+        the number of outputs)."""
+        rose_all = held_all and self._min(self._all) != r
+        rose_down = held_down and self._min(self._down) != r
+        if rose_all or rose_down:
+            self._prompt(rose_all, rose_down, now_ns)
+        if self._lagging and ((held_all and not rose_all) or (held_down and not rose_down)):
+            self._prompt_lagging(held_all and not rose_all, held_down and not rose_down, now_ns)
+
+    def _prompt_lagging(self, tie_all: bool, tie_down: bool, now_ns: int) -> None:
+        """A minimum did not rise (a tie), but outputs below it (never given a barrier, or left
+        behind while it could rise unannounced: a join when it was empty, an input removed) get a
+        prompt beacon with something new in it. ``_lagging`` is cleared once none is left, so
+        that a tie costs O(1) after the first beacons."""
+        gap = self._prompt_gap()
+        ma = self._min(self._all)
+        md = self._min(self._down)
+        left = False
+        for out in self._outputs.values():
+            if out.prompt:
+                continue
+            m = md if out.up else ma
+            last = out.last
+            if last is not None and (m is None or m <= last):
+                continue
+            if not self._beaconable(out):
+                continue  # its peer's join sets _lagging again
+            if not (tie_down if out.up else tie_all):
+                left = True
                 continue
             out.prompt = True
             self._file_beacon(out, at=max(now_ns, out.prompt_at + gap), force=True)
+        self._lagging = left
 
     def _file_timeout(self, inp: _Input, at: int | None = None, force: bool = False) -> None:
         if inp.queued and not force:
