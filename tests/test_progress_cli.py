@@ -172,11 +172,11 @@ def test_onepipe_run_summary():
     from netstack.commands.onepipe import run_summary
 
     args = argparse.Namespace(procs=4, reliable=True, seconds=2.0)
-    out = {"messages_sent": 800, "delivered": 1590, "send_failed": 5, "unaccounted": 0, "killed": ["p2"],
-           "out": "/tmp/op"}
+    out = {"messages_sent": 800, "delivered": 790, "send_failed": 5, "send_unknown": 3, "in_flight_at_end": 2,
+           "unaccounted": 0, "killed": ["p2"], "out": "/tmp/op"}
     assert run_summary(out, args, "4.2 s") == (
-        "4 reliable processes scattered for 2 s, 4.2 s in all: 800 messages sent, 1590 delivered, 5 reported lost, "
-        "0 unaccounted, 1 killed; logs in /tmp/op")
+        "4 reliable processes scattered for 2 s, 4.2 s in all: 800 messages sent = 790 delivered + 5 send-failed + "
+        "3 send-unknown + 2 in flight at the end (0 unaccounted), 1 killed; logs in /tmp/op")
 
 
 def test_fuzz_summary_says_the_verdict():

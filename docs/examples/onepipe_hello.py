@@ -27,7 +27,9 @@ def addr(text: str) -> tuple[str, int]:
 
 async def main(me: tuple[str, int], everyone: list[tuple[str, int]], count: int, idle: float) -> None:
     failed: list[tuple[str, int]] = []
-    async with OnePipeEndpoint(me, on_send_fail=lambda ts, dst, msg: failed.append(dst)) as ep:
+    unknown: list[tuple[str, int]] = []  # no ACK, no NAK in time: maybe delivered (do not resend blindly)
+    async with OnePipeEndpoint(me, on_send_fail=lambda ts, dst, msg: failed.append(dst),
+                               on_send_unknown=lambda ts, dst, msg: unknown.append(dst)) as ep:
         await asyncio.sleep(1.0)  # let every process start and join (its beacons reach the ToR)
         for i in range(count):
             msg = f"{me[0]}:{me[1]} #{i}".encode()
@@ -43,7 +45,7 @@ async def main(me: tuple[str, int], everyone: list[tuple[str, int]], count: int,
                 break
             print(json.dumps({"ts": ts, "src": f"{src[0]}:{src[1]}", "msg": msg.decode()}), flush=True)
             got += 1
-    print(json.dumps({"delivered": got, "send_failed": len(failed)}), flush=True)
+    print(json.dumps({"delivered": got, "send_failed": len(failed), "send_unknown": len(unknown)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d.set_defaults(func=cmd_disable)
     s = osub.add_parser("status", help="every switch's 1Pipe inputs, barriers and beacons; the controller's view")
     s.add_argument("--json", action="store_true",
-                   help="as JSON: {switch: its status, ..., \"controller\": the controller's status (if one runs)}")
+                   help="as JSON: {switch: its status, ..., \"controller\": the controller's status (if one runs), "
+                        "\"run\": the last run's state and counts (if one ran)}")
     s.set_defaults(func=cmd_status)
     r = osub.add_parser("run", help="P processes scatter concurrently for S seconds; each writes DIR/<process>.jsonl")
     r.add_argument("--procs", type=int, required=True, metavar="P", help="how many 1Pipe processes")
@@ -125,17 +126,54 @@ def cmd_status(args: argparse.Namespace) -> int:
     st = _call(status_all, args.prefix)
     ctl = _call(controller_status, args.prefix)
     if args.json:
-        print(json.dumps({**st, **({"controller": ctl} if ctl is not None else {})}, indent=2))
+        print(json.dumps({**st, **({"controller": ctl} if ctl is not None else {}), **_run_doc(args.prefix)},
+                         indent=2))
         return 0
     if all(v is None for v in st.values()):
         print("1Pipe is not enabled ('netstack onepipe enable')")
     else:
         print_switches(st)
+    run = read_procs_file(args.prefix) or {}
+    print_run_state(run or None)
     if ctl is not None:
-        run = read_procs_file(args.prefix) or {}
         names = {p["addr"]: n for n, p in run.get("processes", {}).items() if isinstance(p, dict) and "addr" in p}
         print_controller(ctl, names)
     return 0
+
+
+def _run_doc(prefix: str) -> dict[str, Any]:
+    """``{"run": {"state", "out", "processes", "counts"}}`` of the last run, or ``{}``."""
+    import time
+    from pathlib import Path
+
+    from ..onepipe.accounting import tally
+    from ..onepipe.runner import read_procs_file, run_phase
+
+    run = read_procs_file(prefix)
+    if run is None:
+        return {}
+    out = run.get("out")
+    counts = tally(Path(out)).totals if out and Path(out).is_dir() else None
+    return {"run": {"state": run_phase(run, time.time()), "out": out, "processes": run.get("processes"),
+                    "counts": counts}}
+
+
+def print_run_state(run: dict[str, Any] | None) -> None:
+    """The last run under the prefix: its state, and its logs counted as ``run`` and ``check``
+    count them (:func:`netstack.onepipe.accounting.tally`)."""
+    import time
+    from pathlib import Path
+
+    from ..onepipe.accounting import tally
+    from ..onepipe.runner import run_phase
+
+    phase = run_phase(run, time.time())
+    if run is None:
+        print(f"\n1Pipe run: {phase}")
+        return
+    out = run.get("out")
+    counts = _fates(tally(Path(out)).totals) if out and Path(out).is_dir() else "no logs"
+    print(f"\n1Pipe run: {phase}, {len(run.get('processes') or {})} processes, logs in {out}: {counts}")
 
 
 def print_switches(st: dict[str, Any]) -> None:
@@ -273,9 +311,15 @@ def run_summary(out: dict[str, Any], args: argparse.Namespace, took: str) -> str
     """``netstack onepipe run``'s closing line: the run, how long, the totals, where the logs are."""
     killed = out.get("killed") or []
     return (f"{args.procs} {'reliable ' if args.reliable else ''}processes scattered for {args.seconds:g} s, "
-            f"{took} in all: {out.get('messages_sent')} messages sent, {out.get('delivered')} delivered, "
-            f"{out.get('send_failed')} reported lost, {out.get('unaccounted')} unaccounted"
+            f"{took} in all: {_fates(out)}"
             + (f", {len(killed)} killed" if killed else "") + f"; logs in {out.get('out')}")
+
+
+def _fates(c: dict[str, Any]) -> str:
+    """The accounting identity in words (issue 31): sent = the four fates; unaccounted apart."""
+    return (f"{c.get('messages_sent')} messages sent = {c.get('delivered')} delivered + {c.get('send_failed')} "
+            f"send-failed + {c.get('send_unknown')} send-unknown + {c.get('in_flight_at_end')} in flight at the end "
+            f"({c.get('unaccounted')} unaccounted)")
 
 
 def print_run(out: dict[str, Any]) -> None:
@@ -285,21 +329,21 @@ def print_run(out: dict[str, Any]) -> None:
     reliable = out.get("reliable", False)
     extra = ["retransmits", "proc_fail", "incarnation"] if reliable else []
     rows = []
-    for p in sorted([*out["processes"], *out.get("killed", [])], key=lambda x: int(x[1:]) if x[1:].isdigit() else 0):
-        s = out["processes"].get(p)
-        if s is None:
-            rows.append([p, "killed", *[""] * (4 + len(extra))])
-            continue
-        c = s["counters"]
-        rows.append([p, s["messages_sent"], s["delivered"], s["send_failed"], c.get("late_dropped", ""),
-                     c.get("beacons_sent", ""),
-                     *([c.get("retransmits", ""), s.get("proc_failed", ""), c.get("incarnation", "")] if reliable
-                       else [])])
-    print(format_table(["process", "sent", "delivered", "send_failed", "late_dropped", "beacons", *extra], rows))
     killed = out.get("killed", [])
-    print(f"{out['messages_sent']} messages sent, {out['delivered']} delivered, {out['send_failed']} reported lost "
-          f"({out['unaccounted']} unaccounted)" + (f"; killed: {', '.join(killed)} (not in the totals)" if killed
-                                                   else "") + f"; logs in {out['out']}")
+    for p in sorted({*out["processes"], *killed}, key=lambda x: int(x[1:]) if x[1:].isdigit() else 0):
+        s = out["processes"].get(p) or {}
+        c = s.get("counters") or {}
+        gone = "killed" if p in killed else ""
+        rows.append([p + (" (killed)" if gone else ""), s.get("messages_sent", ""), s.get("delivered", ""),
+                     s.get("send_failed", ""), s.get("send_unknown", ""), s.get("in_flight_at_end", ""),
+                     s.get("received", ""), c.get("late_dropped", gone), c.get("beacons_sent", ""),
+                     *([c.get("retransmits", ""), s.get("proc_failed", ""), s.get("incarnation", "")] if reliable
+                       else [])])
+    print(format_table(["process", "sent", "delivered", "send_failed", "send_unknown", "in_flight", "received",
+                        "late_dropped", "beacons", *extra], rows))
+    print("(sent .. in_flight: the process's messages by their fate, delivered as the receivers logged them; "
+          "received: what it delivered itself)")
+    print(_fates(out) + (f"; killed: {', '.join(killed)}" if killed else "") + f"; logs in {out['out']}")
     what = "the order and atomicity" if reliable else "the order"
     print(f"check {what}: netstack onepipe check {out['out']}" + (" --allow-empty" if killed else ""))
     if "checks" in out:
@@ -315,7 +359,8 @@ def cmd_kill(args: argparse.Namespace) -> int:
     if args.json:
         print_json(got)
         return 0
-    print(f"killed {got['name']} ({got['addr']} on {got['host']}, pid {got['pid']}) with SIGKILL")
+    print(f"killed pid {got['pid']} of {got['name']} on {got['host']} ({got['addr']}) with SIGKILL; "
+          f"the run is {got['state']}")
     return 0
 
 

@@ -35,11 +35,20 @@ class Deliver(NamedTuple):
 
 class SendFail(NamedTuple):
     """A message the network lost or the receiver refused (1Pipe's ``onepipe_send_fail_callback``:
-    best effort never retransmits)."""
+    best effort never retransmits). ``known`` False (issue 31): the sender gave up waiting (its
+    ACK timeout fired: no ACK, no NAK) and cannot tell whether the message was delivered; it may
+    have been (a late or lost ACK). True: known not delivered (a NAK, a refusal, a destination
+    known failed)."""
 
     ts: int
     dst: Any
     msg: bytes
+    known: bool = True
+
+    def __repr__(self) -> str:
+        # as before the field existed when it is True: traces pinned by golden tests stay as they were
+        extra = "" if self.known else ", known=False"
+        return f"SendFail(ts={self.ts!r}, dst={self.dst!r}, msg={self.msg!r}{extra})"
 
 
 class ProcFail(NamedTuple):

@@ -3,7 +3,11 @@
 1Pipe §3 gives the application a scattering send, an ordered receive and a send-fail callback
 (``onepipe_unreliable_send``, ``onepipe_unreliable_recv``, ``onepipe_send_fail_callback``).
 Here they are ``await ep.send([(dst, bytes), ...])``, ``async for ts, src, msg in ep`` and the
-``on_send_fail`` callback::
+``on_send_fail`` callback, which fires only for a message known not delivered (a NAK, the
+receiver gave it up, its destination known failed). A message whose fate the sender could not
+learn (best effort's ACK timeout: no ACK, no NAK) goes to ``on_send_unknown`` instead: it may
+have been delivered (its ACK late or lost), so an application must not simply send it again
+(issue 31)::
 
     import asyncio
     from netstack.onepipe.api import OnePipeEndpoint
@@ -96,6 +100,7 @@ class OnePipeEndpoint:
     def __init__(self, bind: Addr, *, params: OnePipeParams | None = None, clock: HostClock | None = None,
                  broadcast: str | None = None,
                  on_send_fail: Callable[[int, Addr, bytes], None] | None = None,
+                 on_send_unknown: Callable[[int, Addr, bytes], None] | None = None,
                  reliable: bool = False, controller: Addr | None = None,
                  on_proc_fail: Callable[[Addr, int], None] | None = None,
                  on_register: Callable[[int], None] | None = None, auth: HostAuth | None = None,
@@ -112,6 +117,8 @@ class OnePipeEndpoint:
         #: where beacons go: the subnet's broadcast address (default: the /24 of ``bind``)
         self.broadcast = broadcast or str(ipaddress.ip_network(f"{bind[0]}/24", strict=False).broadcast_address)
         self.on_send_fail = on_send_fail
+        #: best effort's ACK timeout: the message may or may not have been delivered
+        self.on_send_unknown = on_send_unknown
         self.on_proc_fail = on_proc_fail
         self.on_register = on_register
         self.reliable = reliable
@@ -249,6 +256,11 @@ class OnePipeEndpoint:
             await self._readable.wait()
         return self._delivered.popleft()
 
+    def outstanding(self) -> list[tuple[Any, bytes]]:
+        """``(dst, msg)`` of every message sent with no fate yet (no ACK, no callback): what is
+        still in flight if the process stops now."""
+        return self.engine.outstanding()
+
     def counters(self) -> dict[str, Any]:
         out = {**self.engine.counters(), "send_errors": self.send_errors, "callback_errors": self.callback_errors,
                "undelivered_queue": len(self._delivered), "timer_slack_ns": self.engine.timer_slack_ns,
@@ -354,9 +366,10 @@ class OnePipeEndpoint:
                     self._delivered.append((act.ts, act.src, act.msg))
                     self._readable.set()
                 elif isinstance(act, SendFail):
-                    if self.on_send_fail is not None:
+                    cb = self.on_send_fail if act.known else self.on_send_unknown
+                    if cb is not None:
                         try:
-                            self.on_send_fail(act.ts, act.dst, act.msg)
+                            cb(act.ts, act.dst, act.msg)
                         except Exception:  # the application's bug must not lose the rest of the batch
                             self.callback_errors += 1
                 elif isinstance(act, ProcFail):

@@ -68,9 +68,12 @@ delivery logs it reads (JSON Lines, one file per process ``p``, written by
   ``{"proc", "name", "registered": k, "at"}`` each time ``p`` itself registered with the
   controller as incarnation ``k``, and ``{"proc", "name", "stopped": k or null, "at"}`` when
   ``p`` ended normally, registered as ``k`` (null: it was not registered then);
-- ``run.json`` (optional): ``reliable`` (false or absent: best effort, which promises no
-  atomicity, so none is checked; no run.json at all: checked), ``killed`` (the processes that
-  died of SIGKILL), ``addresses`` (name -> ``ip:port``).
+- ``run.json``: ``mode`` (``best_effort`` or ``reliable``; older ones say ``reliable`` true or
+  false; neither: best effort, which promises no atomicity, so none is checked), ``killed`` (the
+  processes that died of SIGKILL), ``addresses`` (name -> ``ip:port``). Without ``run.json`` the
+  mode must be given (``--mode``, ``check_logs(mode=...)``): the checker does not guess (judging
+  best-effort logs as reliable reports every lost message as an atomicity violation), it refuses
+  (:class:`ModeUnknown`, bad input, exit 2). ``--mode`` also overrides what ``run.json`` says.
 
 A receiver ``q`` of a scattering is judged unless:
 
@@ -144,6 +147,14 @@ class CheckError(ValueError):
     """A log cannot be checked (unreadable, not the format); the message names ``file:line``."""
 
 
+class ModeUnknown(CheckError):
+    """The run directory has ``sent/`` logs but no ``run.json``, and no mode was given."""
+
+
+#: the modes a run has (``run.json``'s ``mode``; ``--mode``)
+MODES = ("best_effort", "reliable")
+
+
 @dataclass(frozen=True)
 class Violation:
     """One broken guarantee: its kind (one of :data:`KINDS`) and a sentence naming the entries."""
@@ -166,6 +177,8 @@ class CheckResult:
     broken: list[str] = field(default_factory=list)
     #: the receivers the atomicity check left out: name -> "killed" or "failed"
     excluded: dict[str, str] = field(default_factory=dict)
+    #: the run's count of every message by its fate (:func:`.accounting.tally`), with ``sent/`` logs
+    accounting: dict[str, Any] | None = None
 
     @property
     def first_violation(self) -> str | None:
@@ -175,6 +188,11 @@ class CheckResult:
         c = self.counts
         what = (f"{c['messages']} messages from {c['senders']} senders at {c['receivers']} receivers, "
                 f"{c['scatterings']} scatterings")
+        a = self.accounting
+        fates = "" if a is None else (
+            f"\nthe run (as netstack onepipe run counts): {a['messages_sent']} messages sent, {a['delivered']} "
+            f"delivered, {a['send_failed']} send-failed, {a['send_unknown']} send-unknown, {a['in_flight_at_end']} in "
+            f"flight at the end ({a['unaccounted']} unaccounted)")
         atom = ""
         if "atomicity_checked" in c:
             out = ", ".join(f"{q} ({why})" for q, why in self.excluded.items()) or "none"
@@ -183,18 +201,19 @@ class CheckResult:
                     "scatterings in no sent/ log")
         if self.ok:
             return (f"ok: {what}: total order, per-sender FIFO, one timestamp per scattering, causality, "
-                    f"no duplicates{', atomicity' if atom else ''}{atom}")
+                    f"no duplicates{', atomicity' if atom else ''}{atom}{fates}")
         assert self.first is not None
         kinds = ", ".join(f"{k} {self.violations[k]}" for k in KINDS if self.violations.get(k))
         listed = "".join(f"\n  broke atomicity: {b}" for b in self.broken)
         more = self.violations.get("atomicity", 0) - len(self.broken)
         listed += f"\n  ... and {more} more scatterings" if more > 0 else ""
-        return f"violation ({self.first.kind}): {self.first.message}{listed}\n{what}; violations: {kinds}{atom}"
+        return f"violation ({self.first.kind}): {self.first.message}{listed}\n{what}; violations: {kinds}{atom}{fates}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "counts": dict(self.counts), "violations": dict(self.violations),
                 "first": None if self.first is None else {"kind": self.first.kind, "message": self.first.message},
-                "atomicity": list(self.broken), "excluded": dict(self.excluded)}
+                "atomicity": list(self.broken), "excluded": dict(self.excluded),
+                **({"accounting": self.accounting} if self.accounting is not None else {})}
 
 
 def log_record(receiver: str, src: str, ts: int, seq: int, msg_id: str, at: int) -> str:
@@ -453,18 +472,23 @@ def _tie_text(a: str, b: str, tie: _Tie) -> str:
 
 
 def check_logs(paths: Iterable[str | Path], *, allow_empty: bool = False,
-               run_dir: str | Path | None = None) -> CheckResult:
+               run_dir: str | Path | None = None, mode: str | None = None) -> CheckResult:
     """Check the delivery logs ``paths`` (files, or directories of ``*.jsonl``), one per receiver.
 
     Returns the verdict; raises :class:`CheckError` on bad input (``file:line: what is wrong``).
     ``allow_empty``: accept a log with no deliveries (a process that received nothing).
     ``run_dir``: where the run's ``sent/``, ``send-fail/``, ``proc-fail/`` and ``run.json`` are
     (default: the directory given, or the one directory of every file given); atomicity is
-    checked when it has ``sent/`` logs of a reliable run (module docstring).
+    checked when it has ``sent/`` logs of a reliable run (module docstring). ``mode``
+    (``best_effort`` or ``reliable``): the run's, over what ``run.json`` says; needed when there is
+    no ``run.json`` (:class:`ModeUnknown`). Counts: ``delivered``, each message once (as ``netstack
+    onepipe run`` counts), and with ``sent/`` logs the run's whole :func:`.accounting.tally`.
     """
+    if mode is not None and mode not in MODES:
+        raise CheckError(f"mode {mode!r}: one of {', '.join(MODES)}")
     paths = list(paths)
     run = _run_dir(paths) if run_dir is None else Path(run_dir)
-    info = _run_info(run) if run is not None and (run / "sent").is_dir() else None
+    info = _run_info(run, mode) if run is not None and (run / "sent").is_dir() else None
     checker = _Checker()
     if info is not None and info.reliable:
         checker.track = {}
@@ -477,7 +501,13 @@ def check_logs(paths: Iterable[str | Path], *, allow_empty: bool = False,
     checker.cycle()
     if info is not None and checker.track is not None:
         _atomicity(checker, info)
-    return checker.result()
+    result = checker.result()
+    result.counts["delivered"] = checker.messages - checker.violations["duplicate"]
+    if info is not None:
+        from .accounting import tally
+
+        result.accounting = tally(info.path).as_dict()
+    return result
 
 
 # --------------------------------------------------------------------------- atomicity
@@ -499,12 +529,17 @@ def _run_dir(paths: list[str | Path]) -> Path | None:
     return dirs.pop() if len(dirs) == 1 else None
 
 
-def _run_info(run: Path) -> _RunInfo:
+def _run_info(run: Path, mode: str | None = None) -> _RunInfo:
     path = run / "run.json"
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        return _RunInfo(run, True, set(), {})  # logs without the runner's summary: judged as reliable
+        if mode is None:
+            raise ModeUnknown(f"{run}: sent/ logs but no run.json: was the run best effort or reliable? "
+                              "Say it with --mode best_effort|reliable (not guessed: best effort promises no "
+                              "atomicity, and judging it as reliable reports every lost message as a "
+                              "violation)") from None
+        return _RunInfo(run, mode == "reliable", set(), {})
     except OSError as exc:
         raise CheckError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
@@ -516,8 +551,12 @@ def _run_info(run: Path) -> _RunInfo:
         raise CheckError(f"{path}: 'killed' is {_show(killed)}, not a list of process names")
     if not isinstance(addresses, dict) or not all(isinstance(a, str) for a in addresses.values()):
         raise CheckError(f"{path}: 'addresses' is {_show(addresses)}, not an object of process -> ip:port")
-    # a run.json without "reliable" predates reliable runs: best effort, which promises no atomicity
-    return _RunInfo(run, doc.get("reliable") is True, set(killed), {a: n for n, a in addresses.items()})
+    said = doc.get("mode")
+    if said is not None and said not in MODES:
+        raise CheckError(f"{path}: 'mode' is {_show(said)}, not one of {', '.join(MODES)}")
+    # a run.json with neither predates reliable runs: best effort, which promises no atomicity
+    reliable = mode == "reliable" if mode is not None else (said == "reliable" if said else doc.get("reliable") is True)
+    return _RunInfo(run, reliable, set(killed), {a: n for n, a in addresses.items()})
 
 
 def _aux(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -652,6 +691,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-empty", action="store_true",
                         help="accept a log with no deliveries (default: an empty log is bad input)")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument("--mode", choices=MODES,
+                        help="the run's mode, over run.json's; needed for a run directory with sent/ logs and no "
+                             "run.json (the checker does not guess; without it: exit 2)")
     parser.add_argument("--run-dir", metavar="DIR",
                         help="where sent/, send-fail/, proc-fail/ and run.json are, for the atomicity check "
                              "(default: the directory given, or the one directory of the logs given)")
@@ -660,7 +702,8 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
 def run_check(args: argparse.Namespace) -> int:
     """Check ``args.logs`` and print the verdict: 0 ok, 1 a violation, 2 bad input."""
     try:
-        result = check_logs(args.logs, allow_empty=args.allow_empty, run_dir=args.run_dir)
+        result = check_logs(args.logs, allow_empty=args.allow_empty, run_dir=args.run_dir,
+                            mode=getattr(args, "mode", None))
     except CheckError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc)}))

@@ -11,8 +11,11 @@ Outputs, in :attr:`Endpoint.actions` (``netstack.engine``), in decision order:
 - ``SendTo(dst, datagram)``: a DATA fragment, an ACK or a NAK for process ``dst``;
   ``SendTo(UPLINK, beacon)`` for the ToR (hop by hop, consumed there);
 - ``Deliver(ts, src, msg)``: a whole message, in the total order (``onepipe_unreliable_recv``);
-- ``SendFail(ts, dst, msg)``: a message of ours that will not be delivered, or whose fate
-  could not be learned in time (``onepipe_send_fail_callback``). Best effort never retransmits.
+- ``SendFail(ts, dst, msg)``: a message of ours that will not be delivered (a NAK, or the
+  receiver's ACK bitmap says it gave it up: ``known``), or whose fate could not be learned in
+  time (the ACK timeout: ``known=False``, counted ``send_unknown``, issue 31: it may have been
+  delivered, its ACKs late or lost) (``onepipe_send_fail_callback``). Best effort never
+  retransmits.
 
 Sender (design topics §2, §9):
 
@@ -78,9 +81,10 @@ Receiver (design topics §1, §6):
 What holds (tests/onepipe/test_endpoint_properties.py checks it on a min-barrier relay):
 every receiver delivers in ``(ts, sender key)`` order with per-sender FIFO, nothing twice,
 nothing at or above its barrier or its clock; all messages of a scattering share one ts.
-Every message is eventually delivered or send-failed. A NAKed message is never delivered; a
-delivered one is send-failed only by the timeout, when every ACK that covered it was lost (or
-delivery took longer than ``ack_timeout_ns``).
+Every message is eventually delivered or send-failed. A NAKed message is never delivered, so a
+known send-fail is never a delivered message; a delivered one is reported only by the timeout
+(``known=False``, ``send_unknown``), when every ACK that covered it was lost (or delivery took
+longer than ``ack_timeout_ns``). :meth:`Endpoint.outstanding` lists what has no fate yet.
 
 Bad input never raises: an undecodable datagram is ``malformed``, an ACK/NAK for nothing we
 sent ``bogus_acks`` or ``foreign``, an unknown opcode ``foreign``.
@@ -170,7 +174,7 @@ class EndpointCounters:
     stale_acks: int = 0  # ACKs with nothing new (repeats, reordered)
     bogus_acks: int = 0  # ACK/NAK beyond what was sent: ignored
     messages_acked: int = 0  # every packet ACKed and none given up
-    send_failed: int = 0  # SendFail fired (all causes)
+    send_failed: int = 0  # SendFail fired, known not delivered (a NAK, the ACK bitmap)
     send_timeouts: int = 0  # ... of which by ack_timeout_ns
     packets_timed_out: int = 0
     cwnd_cuts: int = 0  # ECE or loss reductions
@@ -314,6 +318,9 @@ class Endpoint:
         self._timeout_at: int | None = None
         #: how much longer the ACK timeout waits on a loaded host (set_timer_slack)
         self.timer_slack_ns = 0
+        #: SendFail(known=False) fired: the ACK timeout, fate unknown (issue 31; ``counters()``
+        #: has it, kept out of ``c`` so that the reliable engine's counters stay as they were)
+        self.send_unknown = 0
         # receiver
         self._rx: dict[Addr, _RxConn] = {}
         self._heap: list[_Head] = []
@@ -460,9 +467,26 @@ class Endpoint:
                 due = t
         return due
 
+    def outstanding(self) -> list[tuple[Addr, bytes]]:
+        """``(dst, msg)`` of every message with no fate yet (no ACK, no SendFail): in the send
+        buffer, or in flight and unsettled. What a process stopping now leaves in flight."""
+        out = [(dst, data) for sc in self._queue for dst, data, _n in sc.msgs]
+        for tx in self._tx.values():
+            seen: set[int] = set()
+            for msg, _sent in tx.inflight:
+                # (the reliable engine's messages say ``failed`` and count ``acked`` instead)
+                done = getattr(msg, "done", None)
+                if done is None:
+                    done = msg.failed or msg.acked >= msg.npkts  # type: ignore[attr-defined]
+                if not done and id(msg) not in seen:
+                    seen.add(id(msg))
+                    out.append((msg.dst, msg.data))
+        return out
+
     def counters(self) -> dict[str, Any]:
         out: dict[str, Any] = asdict(self.c)
         out.update(
+            send_unknown=self.send_unknown,
             barrier=self._barrier, delivered_barrier=self._delivered, advertised_barrier=self._adv,
             queued=len(self._queue), inflight_packets=sum(len(t.inflight) for t in self._tx.values()),
             buffered_packets=sum(r.npkts for r in self._rx.values()),
@@ -632,11 +656,14 @@ class Endpoint:
         ts = self._last_ts = self._advertise(self.me)
         return ts
 
-    def _fail(self, msg: _TxMsg) -> None:
+    def _fail(self, msg: _TxMsg, known: bool = True) -> None:
         if not msg.done:
             msg.done = True
-            self.c.send_failed += 1
-            self.actions.emit(SendFail(msg.ts, msg.dst, msg.data))
+            if known:
+                self.c.send_failed += 1
+            else:
+                self.send_unknown += 1
+            self.actions.emit(SendFail(msg.ts, msg.dst, msg.data, known))
 
     def _on_ack(self, hdr: OnePipeHeader, bitmap: memoryview, src: Addr) -> None:
         tx = self._tx.get(src)
@@ -736,7 +763,7 @@ class Endpoint:
                 self.c.packets_timed_out += 1
                 if not msg.done:
                     self.c.send_timeouts += 1
-                    self._fail(msg)
+                    self._fail(msg, known=False)  # no ACK, no NAK: it may have been delivered
                     lost = True
             if lost:
                 self._loss(tx)

@@ -11,8 +11,13 @@ writes, per process ``p``:
 
 - ``OUT/p.jsonl``: one JSON object per delivered message, in delivery order (the format
   :mod:`netstack.onepipe.check` reads: ``receiver``, ``src``, ``ts``, ``seq``, ``id``, ``at``);
-- ``OUT/send-fail/p.jsonl``: one object per message its send-fail callback reported (``id``,
-  ``dst``, ``ts``, ``seq``; ``ts`` 0: the message never left, its destination had failed);
+- ``OUT/send-fail/p.jsonl``: one object per message its send-fail callback reported, known not
+  delivered (``id``, ``dst``, ``ts``, ``seq``; ``ts`` 0: the message never left, its destination
+  had failed);
+- ``OUT/send-unknown/p.jsonl``: the same per message whose fate the sender could not learn (the
+  ACK timeout, ``on_send_unknown``: maybe delivered, issue 31);
+- ``OUT/in-flight/p.jsonl``: written when the process ends normally (a killed one writes none),
+  the same per message still without a fate then (``ts`` null);
 - ``OUT/sent/p.jsonl``: one object per scattering, written just before it is handed to the
   endpoint: ``seq``, ``ts`` (null: the endpoint stamps it when it leaves the send buffer and
   does not say when; the receivers' logs carry it), ``dsts`` (process names), ``at``;
@@ -67,7 +72,7 @@ Addr = tuple[str, int]
 #: how often the batched logs are written out (a killed process loses at most this much)
 FLUSH_S = 0.1
 #: the log directories under OUT, one file per process in each
-AUX_DIRS = ("send-fail", "sent", "proc-fail")
+AUX_DIRS = ("send-fail", "send-unknown", "in-flight", "sent", "proc-fail")
 #: how often the clock-jump file is read (the hook's resolution)
 CLOCK_POLL_S = 0.1
 
@@ -126,13 +131,16 @@ class Process:
         self.names = names
         self.log = LineLog(out / f"{name}.jsonl")
         self.fail_log = LineLog(out / "send-fail" / f"{name}.jsonl", limit=0)
+        self.unknown_log = LineLog(out / "send-unknown" / f"{name}.jsonl", limit=0)
+        self.out = out
         self.sent_log = LineLog(out / "sent" / f"{name}.jsonl", limit=0)
         self.pf_log = LineLog(out / "proc-fail" / f"{name}.jsonl", limit=0)
         rel = controller is not None
-        self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed, broadcast=broadcast,
+        self.ep = OnePipeEndpoint(addr, params=params, clock=clock, on_send_fail=self._failed,
+                                  on_send_unknown=self._unknown, broadcast=broadcast,
                                   reliable=rel, controller=controller, on_proc_fail=self._proc_failed if rel else None,
                                   on_register=self._registered if rel else None, auth=auth, lag=lag)
-        self.sent = self.delivered = self.failed = self.proc_failed = 0
+        self.sent = self.delivered = self.failed = self.unknown = self.proc_failed = 0
         #: the clock jumps applied: ``{"offset_ns": the step, "at": the host clock just after}``
         self.clock_steps: list[dict[str, int]] = []
         self.incarnations: list[int] = []
@@ -143,11 +151,18 @@ class Process:
     def _name(self, addr: Addr) -> str:
         return self.names.get(addr, show(addr))
 
-    def _failed(self, ts: int, dst: Addr, msg: bytes) -> None:
+    def _fate(self, ts: int | None, dst: Addr, msg: bytes) -> dict[str, Any]:
         seq = _SEQ.unpack_from(msg)[0] if len(msg) >= 8 else -1
         dname = self._name(dst)
+        return {"id": message_id(self.name, seq, dname), "dst": dname, "ts": ts, "seq": seq}
+
+    def _failed(self, ts: int, dst: Addr, msg: bytes) -> None:
         self.failed += 1
-        self.fail_log.write({"id": message_id(self.name, seq, dname), "dst": dname, "ts": ts, "seq": seq})
+        self.fail_log.write(self._fate(ts, dst, msg))
+
+    def _unknown(self, ts: int, dst: Addr, msg: bytes) -> None:
+        self.unknown += 1
+        self.unknown_log.write(self._fate(ts, dst, msg))
 
     def _proc_failed(self, proc: Addr, t_f: int) -> None:
         self.proc_failed += 1
@@ -210,10 +225,16 @@ class Process:
             # failure is its end, not a crash (netstack.onepipe.check reads it so)
             self.pf_log.write({"proc": show(self.addr), "name": self.name, "stopped": self.ep.incarnation,
                                "at": self.ep.now()})
+        left = self.ep.outstanding()  # no fate yet: in flight at the end (accounting.py)
         self.ep.close()
-        for log in (self.log, self.fail_log, self.sent_log, self.pf_log):
+        flight = LineLog(self.out / "in-flight" / f"{self.name}.jsonl")
+        for dst, msg in left:
+            flight.write(self._fate(None, dst, msg))
+        for log in (self.log, self.fail_log, self.unknown_log, self.sent_log, self.pf_log, flight):
             log.close()
-        out = {"messages_sent": self.sent, "delivered": self.delivered, "send_failed": self.failed,
+        # the process's own view; the run's summary counts from every log (accounting.tally)
+        out = {"messages_sent": self.sent, "received": self.delivered, "send_failed": self.failed,
+               "send_unknown": self.unknown, "in_flight_at_end": len(left),
                "counters": self.ep.counters(), "scatter": dict(self.scatter_info)}
         if self.clock_steps:
             out["clock_steps"] = self.clock_steps

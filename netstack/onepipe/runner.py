@@ -8,9 +8,12 @@ process, ``python -m netstack.onepipe.live`` in its host's namespace with the ho
 the topology (``clock_offset``, ``clock_drift_ppm``), so that killing one is a real crash. They
 join together (``--join-at``) once every interpreter has started, and scatter half a second
 later (``--start-at``): one that joined early could be starved while the others start. Every
-process's pid, host and address are in ``<run dir of the testbed>/onepipe-procs.json`` while the
-run lasts (:data:`PROCS_FILE`; ``kill`` reads it). 1Pipe is (re-)enabled in every switch first,
-so that every run starts from fresh switch state, with the switches' parameters if it was on.
+process's pid, host and address are in ``<run dir of the testbed>/onepipe-procs.json``
+(:data:`PROCS_FILE`; ``kill`` and ``status`` read it), with the run's state (:func:`run_phase`):
+written ``starting`` as soon as the run has taken its output directory, each process added as it
+is spawned, ``finished`` or ``aborted`` at the end (kept, so that ``kill`` can say so). 1Pipe is
+(re-)enabled in every switch first, so that every run starts from fresh switch state, with the
+switches' parameters if it was on.
 ``--loss LINK:RATE`` drops that share of the frames in both directions of the link with
 nftables for the run and removes it afterwards.
 
@@ -18,9 +21,12 @@ nftables for the run and removes it afterwards.
 it needs the controller, a topology node of kind :data:`CONTROLLER_KIND`; the switches are
 enabled under it (failed inputs wait for its release) and the processes register with it.
 
-The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/``, ``DIR/sent/``, ``DIR/proc-fail/``) are
-:mod:`.live`'s; ``DIR/run.json`` has the run's parameters, every process's counters, and
-``killed``: the processes that died of SIGKILL (they wrote their logs up to then).
+The logs (``DIR/<process>.jsonl``, ``DIR/send-fail/``, ``DIR/send-unknown/``, ``DIR/in-flight/``,
+``DIR/sent/``, ``DIR/proc-fail/``) are :mod:`.live`'s; ``DIR/run.json`` has the run's parameters,
+its ``mode``, every message counted by its fate from those logs (:mod:`.accounting`, issue 31:
+``messages_sent = delivered + send_failed + send_unknown + in_flight_at_end``, in total and per
+process), every process's own report, and ``killed``: the processes that died of SIGKILL (they
+wrote their logs up to then). A run that aborts still writes it (:func:`write_aborted`).
 
 A topology with a key file (``[topology] keys``) authenticates 1Pipe's frames (docs/onepipe.md
 "Authenticated beacons and barriers"): each process is given the key file's *path* and the domain
@@ -57,8 +63,8 @@ from .params import PORT, PORT_RANGE, OnePipeParams
 if TYPE_CHECKING:
     from ..runtime import Daemon, RunState
 
-#: in the testbed's run directory while a run lasts: ``{"out", "runner", "reliable", "started",
-#: "processes": {name: {"pid", "host", "addr"}}}``
+#: in the testbed's run directory from a run's start on: ``{"state", "out", "runner", "reliable",
+#: "started", "start_at", "seconds", "drain", "processes": {name: {"pid", "host", "addr"}}}``
 PROCS_FILE = "onepipe-procs.json"
 #: a host's clock-jump file in the testbed's run directory (:func:`clock_file`)
 CLOCK_FILE = "onepipe-clock-{host}.json"
@@ -142,10 +148,11 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
         rate: float = 100.0, fanout: int = 2, size: int = 64, drain: float = 1.0, seed: str = "1",
         params: OnePipeParams | None = None, reliable: bool = False,
         say: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Run the processes; the summary (also written to ``OUT/run.json``)."""
-    from ..experiment import LagWindow
+    """Run the processes; the summary (also written to ``OUT/run.json``). A run that aborts once
+    it has taken ``OUT`` (an exception, a process that did not finish in time, Ctrl-C) still
+    writes ``OUT/run.json``: the mode, the arguments, ``aborted`` (why) and the count of what its
+    logs hold so far (:func:`write_aborted`); the exception goes on."""
     from ..runtime import load_state
-    from ..topo.impair import apply_impairment, clear_impairment
 
     state = load_state(prefix)
     controller = find_controller(prefix, state) if reliable else None
@@ -153,6 +160,61 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
     placed = place(end_hosts(state), procs)
     losses = [parse_loss(s, state.links) for s in loss]
     out = _fresh_out(Path(out))
+    run_args = dict(procs=procs, seconds=seconds, rate=rate, fanout=fanout, size=size, drain=drain,
+                    loss=[f"{k}:{v:g}" for k, v in losses], reliable=reliable,
+                    authenticated=key_file(state) is not None,
+                    controller=None if controller is None else f"{controller[1][0]}:{controller[1][1]}")
+    _write_procs_file(prefix, {"state": "starting", "out": str(out), "runner": os.getpid(), "reliable": reliable,
+                               "started": time.time(), "seconds": seconds, "drain": drain, "processes": {}})
+    try:
+        summary = _run(prefix, state, out, placed, losses, controller, params, seed, run_args, say)
+    except BaseException as exc:
+        write_aborted(out, run_args, abort_reason(exc))
+        _end_procs_file(prefix, "aborted")
+        raise
+    _end_procs_file(prefix, "finished")
+    return summary
+
+
+def abort_reason(exc: BaseException) -> str:
+    """Why a run aborted, in a line: Ctrl-C, the error's own message, or its type."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    return str(exc).strip().splitlines()[0][:400] if str(exc).strip() else type(exc).__name__
+
+
+def write_aborted(out: Path, run_args: dict[str, Any], reason: str) -> dict[str, Any]:
+    """``OUT/run.json`` for a run that did not finish: its mode and arguments, ``aborted``, no
+    verdict (``valid`` false), the count of what the logs hold so far (never raises: an abort
+    must not hide its cause)."""
+    doc: dict[str, Any] = {"tool": "netstack onepipe run", "out": str(out), **run_args,
+                           "mode": mode_of(bool(run_args.get("reliable"))), "aborted": reason, "valid": False,
+                           "checks": [], "killed": []}
+    try:
+        from .accounting import tally
+
+        t = tally(out)
+        doc.update(t.totals, processes={n: {**c, "incarnation": 1} for n, c in t.per_sender.items()},
+                   accounting=t.as_dict())
+        (out / "run.json").write_text(json.dumps(doc, indent=2))
+    except Exception:  # best effort: the abort's own error is what the user must see
+        with contextlib.suppress(OSError):
+            (out / "run.json").write_text(json.dumps(doc, indent=2))
+    return doc
+
+
+def mode_of(reliable: bool) -> str:
+    """``run.json``'s ``mode``: ``reliable`` or ``best_effort``."""
+    return "reliable" if reliable else "best_effort"
+
+
+def _run(prefix: str, state: RunState, out: Path, placed: dict[str, list[str]], losses: list[tuple[str, float]],
+         controller: tuple[str, Addr] | None, params: OnePipeParams | None, seed: str, run_args: dict[str, Any],
+         say: Callable[[str], None]) -> dict[str, Any]:
+    from ..experiment import LagWindow
+    from ..topo.impair import apply_impairment, clear_impairment
+
+    a = run_args
     params = _enable(prefix, state, params, controller, say)
     addrs = {p: (state.host_ip(h), PORT + 1 + i) for h, ps in placed.items() for i, p in enumerate(ps)}
     clocks = host_clocks(state)
@@ -163,47 +225,46 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
                 apply_impairment(prefix, end.netns, end.ifname, loss=p, backend="nft")
                 impaired.append(end)
             say(f"dropping {p:g} of the frames on {link} (both directions, nft)")
-        join_at = time.time() + 1.0 + 0.05 * procs
-        argv = ["--all-procs", ",".join(f"{p}:{ip}:{port}" for p, (ip, port) in addrs.items()), "--out", str(out),
-                "--seconds", str(seconds), "--rate", str(rate), "--fanout", str(fanout), "--size", str(size),
-                "--drain", str(drain), "--seed", seed, "--params", json.dumps(params.to_dict()),
-                # every process joins at once when all have started (more take longer), then
-                # scatters once they are registered and have a barrier
-                "--join-at", str(join_at), "--start-at", str(join_at + 0.5),
-                # one epoch for every host: the skews start at the topology's offsets
-                "--clock-epoch-ns", str(time.monotonic_ns())]
-        if controller is not None:
-            argv += ["--reliable", "--controller", f"{controller[1][0]}:{controller[1][1]}"]
-        keys = key_file(state)
-        if keys is not None:  # the path, never the keys: each process reads the file itself
-            argv += ["--keys", str(keys), "--domain", prefix]
+        join_at = time.time() + 1.0 + 0.05 * a["procs"]
+        argv = _live_argv(prefix, state, addrs, out, a, seed, params, controller, join_at)
         for host in placed:
             clock_file(prefix, host).unlink(missing_ok=True)  # a step left by an earlier run
-        running = _spawn(prefix, state, placed, addrs, clocks, argv, reliable, out)
-        say(f"{procs} {'reliable ' if reliable else ''}processes on {len(placed)} hosts scatter for {seconds:g} s "
-            f"({rate:g} scatterings/s each, {fanout} destinations)")
-        try:
-            # the daemons' scheduling delay over the run, from the join on, as the processes
-            # measure theirs (starting P interpreters is no part of the run)
-            time.sleep(max(0.0, join_at - time.time()))
-            lags = LagWindow(prefix).start()
-            results, killed = _collect(running, timeout=seconds + drain + 60)
-            daemon_lags = lags.stop()
-        finally:
-            procs_file(prefix).unlink(missing_ok=True)
-            with contextlib.suppress(OSError):  # made for a container deployment: empty now
-                procs_file(prefix).parent.rmdir()
+        running = _spawn(prefix, state, placed, addrs, clocks, argv, a["reliable"], out, join_at + 0.5, a)
+        say(f"{a['procs']} {'reliable ' if a['reliable'] else ''}processes on {len(placed)} hosts scatter for "
+            f"{a['seconds']:g} s ({a['rate']:g} scatterings/s each, {a['fanout']} destinations)")
+        # the daemons' scheduling delay over the run, from the join on, as the processes
+        # measure theirs (starting P interpreters is no part of the run)
+        time.sleep(max(0.0, join_at - time.time()))
+        lags = LagWindow(prefix).start()
+        results, killed = _collect(running, timeout=a["seconds"] + a["drain"] + 60)
+        daemon_lags = lags.stop()
     finally:
         for end in impaired:
             clear_impairment(prefix, end.netns, end.ifname)
     for name in killed:
         say(f"{name} was killed (SIGKILL): its logs end where it died")
-    run_args = dict(procs=procs, seconds=seconds, rate=rate, fanout=fanout, size=size, drain=drain,
-                    loss=[f"{k}:{v:g}" for k, v in losses], reliable=reliable,
-                    authenticated=key_file(state) is not None,
-                    controller=None if controller is None else f"{controller[1][0]}:{controller[1][1]}")
     summary = _summary(out, results, killed, placed, addrs, clocks, params, run_args)
     return _judge(prefix, out, summary, daemon_lags, say)
+
+
+def _live_argv(prefix: str, state: RunState, addrs: dict[str, Addr], out: Path, a: dict[str, Any], seed: str,
+               params: OnePipeParams, controller: tuple[str, Addr] | None, join_at: float) -> list[str]:
+    """The arguments every ``netstack.onepipe.live`` process of the run shares."""
+    argv = ["--all-procs", ",".join(f"{p}:{ip}:{port}" for p, (ip, port) in addrs.items()), "--out", str(out),
+            "--seconds", str(a["seconds"]), "--rate", str(a["rate"]), "--fanout", str(a["fanout"]),
+            "--size", str(a["size"]), "--drain", str(a["drain"]), "--seed", seed,
+            "--params", json.dumps(params.to_dict()),
+            # every process joins at once when all have started (more take longer), then
+            # scatters once they are registered and have a barrier
+            "--join-at", str(join_at), "--start-at", str(join_at + 0.5),
+            # one epoch for every host: the skews start at the topology's offsets
+            "--clock-epoch-ns", str(time.monotonic_ns())]
+    if controller is not None:
+        argv += ["--reliable", "--controller", f"{controller[1][0]}:{controller[1][1]}"]
+    keys = key_file(state)
+    if keys is not None:  # the path, never the keys: each process reads the file itself
+        argv += ["--keys", str(keys), "--domain", prefix]
+    return argv
 
 
 def _judge(prefix: str, out: Path, summary: dict[str, Any], daemon_lags: dict[str, Any],
@@ -212,7 +273,7 @@ def _judge(prefix: str, out: Path, summary: dict[str, Any], daemon_lags: dict[st
     from .verdict import account, false_failures, judge, verdict_line
 
     procs = summary["processes"]
-    summary["sched"] = {**{n: p.get("sched") for n, p in procs.items()}, **daemon_lags}
+    summary["sched"] = {**{n: p["sched"] for n, p in procs.items() if p.get("sched") is not None}, **daemon_lags}
     summary["accounting"] = account(out)
     if summary["reliable"]:
         summary["failures"] = false_failures(out, procs)
@@ -262,8 +323,9 @@ def _slacks(prefix: str, procs: dict[str, Any], switches: dict[str, Any]) -> dic
 
 def _fresh_out(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    for old in [*out.glob("*.jsonl"), *out.glob("send-fail/*.jsonl"), *out.glob("sent/*.jsonl"),
-                *out.glob("proc-fail/*.jsonl"), out / "run.json"]:
+    from .live import AUX_DIRS
+
+    for old in [*out.glob("*.jsonl"), *(f for d in AUX_DIRS for f in out.glob(f"{d}/*.jsonl")), out / "run.json"]:
         old.unlink(missing_ok=True)  # a log left from an earlier run would join the check
     return out
 
@@ -298,12 +360,13 @@ def _enable(prefix: str, state: RunState, params: OnePipeParams | None, controll
 
 def _spawn(prefix: str, state: RunState, placed: dict[str, list[str]], addrs: dict[str, Addr],
            clocks: dict[str, tuple[int, float]], common: list[str], reliable: bool,
-           out: Path) -> dict[str, subprocess.Popen[str]]:
+           out: Path, start_at: float, run_args: dict[str, Any]) -> dict[str, subprocess.Popen[str]]:
     """One ``python -m netstack.onepipe.live`` per process in its host's namespace; the pid file."""
     from ..runtime import node_exec_argv
 
     running: dict[str, subprocess.Popen[str]] = {}
     hosts = {p: h for h, ps in placed.items() for p in ps}
+    started = time.time()
     try:
         for name, host in hosts.items():
             offset, drift = clocks.get(host, (0, 0.0))
@@ -314,9 +377,13 @@ def _spawn(prefix: str, state: RunState, placed: dict[str, list[str]], addrs: di
                 "--clock-offset-ns", str(offset), "--clock-drift-ppm", str(drift), "--broadcast", bcast,
                 "--clock-file", str(clock_file(prefix, host))])
             running[name] = toolproc.popen(argv)
-        _write_procs_file(prefix, {"out": str(out), "runner": os.getpid(), "reliable": reliable, "started": time.time(),
-                                   "processes": {n: {"pid": running[n].pid, "host": hosts[n],
-                                                     "addr": f"{addrs[n][0]}:{addrs[n][1]}"} for n in running}})
+            # every process in the file as soon as it runs: kill can reach it at once
+            _write_procs_file(prefix, {
+                "state": "running" if len(running) == len(hosts) else "starting", "out": str(out),
+                "runner": os.getpid(), "reliable": reliable, "started": started, "start_at": start_at,
+                "seconds": run_args["seconds"], "drain": run_args["drain"],
+                "processes": {n: {"pid": running[n].pid, "host": hosts[n], "addr": f"{addrs[n][0]}:{addrs[n][1]}"}
+                              for n in running}})
     except BaseException:
         for proc in running.values():
             toolproc.kill(proc)
@@ -356,18 +423,38 @@ def _collect(running: dict[str, subprocess.Popen[str]], timeout: float) -> tuple
 def _summary(out: Path, procs: dict[str, Any], killed: list[str], placed: dict[str, list[str]],
              addrs: dict[str, Addr], clocks: dict[str, tuple[int, float]], params: OnePipeParams,
              run_args: dict[str, Any]) -> dict[str, Any]:
-    sent = sum(s["messages_sent"] for s in procs.values())
-    delivered = sum(s["delivered"] for s in procs.values())
-    failed = sum(s["send_failed"] for s in procs.values())
-    summary = {"tool": "netstack onepipe run", "out": str(out), **run_args, "params": params.to_dict(),
-               "placement": placed, "addresses": {p: f"{ip}:{port}" for p, (ip, port) in addrs.items()},
+    """The run's document: every count from the logs (:func:`.accounting.tally`, the one count
+    ``check`` and ``status`` use too), every process's own report (killed ones: ``killed`` true)."""
+    from .accounting import COUNTERS, tally
+
+    t = tally(out)
+    incs = incarnations(out)
+    names = sorted({*procs, *killed, *(p for ps in placed.values() for p in ps)}, key=_proc_number)
+    per: dict[str, Any] = {}
+    for n in names:
+        own = procs.get(n, {"killed": True} if n in killed else {"missing": True})
+        per[n] = {**own, **t.per_sender.get(n, dict.fromkeys(COUNTERS, 0)), "received": t.received.get(n, 0),
+                  "incarnation": incs.get(n, 1)}
+    summary = {"tool": "netstack onepipe run", "out": str(out), **run_args, "mode": mode_of(run_args["reliable"]),
+               "params": params.to_dict(), "placement": placed,
+               "addresses": {p: f"{ip}:{port}" for p, (ip, port) in addrs.items()},
                "clocks": {h: {"offset_ns": o, "drift_ppm": d} for h, (o, d) in clocks.items()},
-               # the killed processes' counters died with them: the totals are the others'
-               "messages_sent": sent, "delivered": delivered, "send_failed": failed,
-               "unaccounted": sent - delivered - failed, "killed": sorted(killed, key=_proc_number),
-               "processes": dict(sorted(procs.items(), key=lambda kv: _proc_number(kv[0])))}
+               **t.totals, "killed": sorted(killed, key=_proc_number), "processes": per}
     (out / "run.json").write_text(json.dumps(summary, indent=2))  # (again with the verdict: _judge)
     return summary
+
+
+def incarnations(out: Path) -> dict[str, int]:
+    """Each process's last incarnation, from the registrations in ``proc-fail/`` (reliable runs;
+    a process that never registered is not listed: 1)."""
+    from .accounting import read_lines
+
+    got: dict[str, int] = {}
+    for p in sorted((out / "proc-fail").glob("*.jsonl")):
+        for e in read_lines(p):
+            if type(e.get("registered")) is int and e.get("name") in (None, p.stem):
+                got[p.stem] = e["registered"]
+    return got
 
 
 def _proc_number(name: str) -> int:
@@ -470,42 +557,112 @@ def process_alive(pid: int, name: str) -> bool:
     return b"netstack.onepipe.live" in argv and i + 1 < len(argv) and name in argv[i + 1].decode().split(",")
 
 
+#: a run's states, as ``kill`` and ``status`` name them (:func:`run_phase`)
+PHASES = ("no run", "starting", "running", "draining", "finished", "aborted")
+
+
+def _end_procs_file(prefix: str, state: str) -> None:
+    """Mark the run's file ``finished`` or ``aborted`` (kept: ``kill`` then says so)."""
+    info = read_procs_file(prefix)
+    if info is not None and info.get("runner") == os.getpid():
+        with contextlib.suppress(OSError):
+            _write_procs_file(prefix, {**info, "state": state, "ended": time.time()})
+
+
+def _runner_alive(pid: Any) -> bool:
+    return isinstance(pid, int) and Path(f"/proc/{pid}").exists()
+
+
+def run_phase(info: dict[str, Any] | None, now: float, runner_alive: Callable[[Any], bool] = _runner_alive) -> str:
+    """Where the run under a prefix is (one of :data:`PHASES`), from its file (:data:`PROCS_FILE`)
+    at wall-clock ``now``: ``starting`` until its processes scatter, ``running`` while they do,
+    ``draining`` after (they receive for ``--drain`` more, then end, and the runner judges the
+    run), ``finished`` or ``aborted`` once the runner said so; a runner gone without a word
+    (killed itself) left a finished run."""
+    if info is None:
+        return "no run"
+    state = info.get("state")
+    if state in ("finished", "aborted"):
+        return str(state)
+    if not runner_alive(info.get("runner")):
+        return "finished"
+    start = info.get("start_at")
+    if state == "starting" or not isinstance(start, (int, float)) or now < start:
+        return "starting"
+    return "running" if now < start + float(info.get("seconds") or 0) else "draining"
+
+
 def _refuse_a_second_run(prefix: str) -> None:
     info = read_procs_file(prefix)
     if info is None:
         return
+    phase = run_phase(info, time.time())
     alive = [n for n, p in info["processes"].items() if process_alive(p["pid"], n)]
-    if alive:
-        raise OnePipeControlError(f"a 1Pipe run is already in progress under prefix {prefix!r} "
-                                  f"({len(alive)} processes, logs in {info.get('out')}): wait for it to end")
+    if alive or phase in ("starting", "running", "draining"):
+        raise OnePipeControlError(f"a 1Pipe run is already in progress under prefix {prefix!r} ({phase}, "
+                                  f"{len(alive)} processes, logs in {info.get('out')}): wait for it to end")
 
 
-def kill(prefix: str, proc: str) -> dict[str, Any]:
+def choose_victim(prefix: str, info: dict[str, Any] | None, phase: str, proc: str,
+                  alive: Callable[[int, str], bool] = lambda pid, name: process_alive(pid, name)) -> tuple[str, Any]:
+    """``(name, its entry)`` of the process ``kill`` should SIGKILL, or NotFound naming the run's
+    state: no run; the run starting (its processes not up yet), finished or aborted; no such
+    process; one that already ended (on its own while the run drains, or died earlier)."""
+    from ..errors import NotFound
+
+    where = f"under prefix {prefix!r}"
+    if info is None or phase == "no run":
+        raise NotFound(f"no 1Pipe run {where} (netstack onepipe run)")
+    if phase in ("finished", "aborted"):
+        raise NotFound(f"the 1Pipe run {where} has {'finished' if phase == 'finished' else 'aborted'} "
+                       f"(logs in {info.get('out')}): nothing to kill")
+    procs = info["processes"]
+    name = proc if proc in procs else next((n for n, p in procs.items() if p.get("addr") == proc), None)
+    if name is None:
+        if phase == "starting":
+            raise NotFound(f"the 1Pipe run {where} is starting: {proc!r} is not up yet "
+                           f"({len(procs)} processes so far); try again in a moment")
+        raise NotFound(f"no process {proc!r} in the 1Pipe run {where} ({phase}): "
+                       f"{', '.join(sorted(procs, key=_proc_number))} (a name, or its ip:port)")
+    p = procs[name]
+    if not alive(p["pid"], name):
+        what = f"{name} (pid {p['pid']}, {p['addr']} on {p['host']})"
+        if phase == "draining":
+            raise NotFound(f"{what} has ended: the run {where} is draining (its processes end on their own "
+                           "after the scattering and the drain)")
+        raise NotFound(f"{what} is already dead: the run {where} is {phase}")
+    return name, p
+
+
+def kill(prefix: str, proc: str, wait_s: float = 15.0) -> dict[str, Any]:
     """SIGKILL process ``proc`` (``p3`` or ``ip:port``) of the run in progress under ``prefix``:
-    ``{"name", "pid", "host", "addr"}``. OnePipeControlError: no run, no such process, dead."""
+    ``{"name", "pid", "host", "addr", "state"}``. A run still starting is waited for (up to
+    ``wait_s``) until the process is up; otherwise NotFound naming the run's state
+    (:func:`choose_victim`)."""
     from ..runtime import load_state
 
     load_state(prefix)  # no testbed: its own clear error
-    info = read_procs_file(prefix)
-    procs = info["processes"] if info is not None else {}
-    if not any(process_alive(p["pid"], n) for n, p in procs.items()):
-        raise OnePipeControlError(f"no 1Pipe run in progress under prefix {prefix!r} (netstack onepipe run)")
-    name = proc if proc in procs else next((n for n, p in procs.items() if p.get("addr") == proc), None)
-    if name is None:
-        names = sorted(procs, key=_proc_number)
-        raise OnePipeControlError(f"no process {proc!r} in the run in progress: {', '.join(names)} "
-                                  "(a name, or its ip:port)")
-    p = procs[name]
-    if not process_alive(p["pid"], name):
-        raise OnePipeControlError(f"{name} ({p['addr']} on {p['host']}, pid {p['pid']}) is already dead")
+    deadline = time.monotonic() + wait_s
+    while True:
+        info = read_procs_file(prefix)
+        phase = run_phase(info, time.time())
+        starting = phase == "starting" and info is not None and proc not in info["processes"] and not any(
+            p.get("addr") == proc for p in info["processes"].values())
+        if not starting or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    name, p = choose_victim(prefix, info, phase, proc)
     try:
         os.kill(p["pid"], signal.SIGKILL)
     except ProcessLookupError:
-        raise OnePipeControlError(f"{name} ({p['addr']} on {p['host']}, pid {p['pid']}) is already dead") from None
-    return {"name": name, **p}
+        from ..errors import NotFound
+
+        raise NotFound(f"{name} (pid {p['pid']}, {p['addr']} on {p['host']}) is already dead: the run under "
+                       f"prefix {prefix!r} is {phase}") from None
+    return {"name": name, **p, "state": phase}
 
 
 __all__ = ["CLOCK_FILE", "CONTROLLER_KIND", "PROCS_FILE", "clock_file", "controller_addr", "controller_status",
            "controllers", "end_hosts", "find_controller", "host_clocks", "input_rejoins", "key_file", "kill",
-           "parse_loss", "place",
-           "process_alive", "read_procs_file", "run"]
+           "PHASES", "abort_reason", "choose_victim", "incarnations", "mode_of", "parse_loss", "place",
+           "process_alive", "read_procs_file", "run", "run_phase", "write_aborted"]

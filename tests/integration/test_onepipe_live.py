@@ -46,23 +46,26 @@ def _check(out: Path, capsys) -> str:
 
 
 def _accounted(out: Path, summary: dict) -> tuple[set[str], set[str]]:
-    """Best effort's accounting (1Pipe §3; netstack.onepipe.endpoint): every message sent was
-    delivered or reported by its sender's send-fail callback. A NAKed message is never
-    delivered; a delivered one is reported failed only by the ACK timeout (its delivery, or
-    every ACK of it, took longer than ``ack_timeout_ns``: a stall of a shared 2-core machine),
-    so per sender the messages both delivered and reported failed are at most its timeouts."""
+    """Best effort's accounting (1Pipe §3; issue 31): every message sent was delivered, reported
+    by its sender (send-fail: known not delivered, a NAK; send-unknown: its ACK timeout fired) or
+    is listed in flight at its sender's end. A message reported failed is never delivered; a
+    delivered one is reported only as unknown (its delivery, or every ACK of it, took longer than
+    the ACK timeout). The summary's counts are exactly these sets', and the identity holds."""
     delivered = _ids(out.glob("*.jsonl"))
     failed = _ids((out / "send-fail").glob("*.jsonl"))
+    unknown = _ids((out / "send-unknown").glob("*.jsonl"))
+    flight = _ids((out / "in-flight").glob("*.jsonl"))
     scatterings = [(p.stem, json.loads(line)) for p in (out / "sent").glob("*.jsonl")
                    for line in p.read_text().splitlines()]
     sent = {message_id(src, sc["seq"], dst) for src, sc in scatterings for dst in sc["dsts"]}
     assert len(sent) == summary["messages_sent"]
-    assert delivered | failed == sent, sorted(sent - delivered - failed)[:10]
-    both = delivered & failed
-    for proc, st in summary["processes"].items():
-        mine = sum(1 for i in both if i.split(".")[0] == proc)
-        assert mine <= st["counters"]["send_timeouts"], (proc, mine, st["counters"])
-    return delivered, failed
+    assert delivered | failed | unknown | flight == sent, sorted(sent - delivered - failed - unknown - flight)[:10]
+    assert not failed & delivered, sorted(failed & delivered)[:10]
+    assert summary["delivered"] == len(delivered) and summary["send_failed"] == len(failed)
+    assert summary["send_unknown"] == len(unknown - delivered) and summary["unaccounted"] == 0
+    assert summary["messages_sent"] == (summary["delivered"] + summary["send_failed"] + summary["send_unknown"]
+                                        + summary["in_flight_at_end"])
+    return delivered, failed | unknown
 
 
 def test_processes_under_two_tors_deliver_one_total_order(fabric, tmp_path, capsys):
@@ -82,13 +85,12 @@ def test_processes_under_two_tors_deliver_one_total_order(fabric, tmp_path, caps
 
 def test_loss_on_a_tor_spine_link_is_reported_and_the_order_holds(fabric, tmp_path, capsys):
     """1 % of the frames on tor1-spine1 dropped both ways: the check still passes, and every
-    message that never arrived was reported by its sender's send-fail callback."""
+    message that never arrived was reported by its sender (send-fail or send-unknown)."""
     out = tmp_path / "lossy"
     summary = run(fabric.prefix, procs=8, seconds=2.0, out=out, rate=80, fanout=3, loss=["tor1-spine1:0.01"])
     _check(out, capsys)
     delivered, failed = _accounted(out, summary)
     assert failed - delivered  # the loss cost messages, and their senders heard of it
-    assert summary["delivered"] == len(delivered) and summary["send_failed"] == len(failed)
 
 
 def test_a_silent_sender_host_stalls_delivery_only_until_its_input_times_out(fabric, tmp_path, capsys):
@@ -137,7 +139,9 @@ def test_the_asyncio_api_example_runs_and_both_processes_see_one_order(fabric):
     # every message delivered or reported lost (best effort: one sent before its peer had bound
     # its socket is lost)
     totals = [lines[-1] for lines in outs]
-    assert sum(t["delivered"] + t["send_failed"] for t in totals) == 24, totals
+    # (an unknown may have been delivered as well: at least every message has a fate)
+    assert sum(t["delivered"] + t["send_failed"] + t["send_unknown"] for t in totals) >= 24, totals
+    assert sum(t["delivered"] + t["send_failed"] for t in totals) <= 24, totals
     assert all(t["delivered"] >= 10 for t in totals), totals
     orders = [[(d["ts"], d["src"], d["msg"]) for d in lines[:-1]] for lines in outs]
     common = set(orders[0]) & set(orders[1])

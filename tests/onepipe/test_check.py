@@ -60,7 +60,7 @@ def test_a_valid_run_passes_and_counts(tmp_path):
     }
     r = check(tmp_path, logs)
     assert r.ok and r.first is None and r.first_violation is None and r.violations == {}
-    assert r.counts == {"messages": 7, "receivers": 2, "senders": 2, "scatterings": 4}
+    assert r.counts == {"messages": 7, "receivers": 2, "senders": 2, "scatterings": 4, "delivered": 7}
     assert r.summary().startswith("ok: 7 messages from 2 senders at 2 receivers")
 
 
@@ -333,7 +333,7 @@ def test_a_large_run(tmp_path):
         f.close()
     r = check_logs([tmp_path])
     assert r.ok, r.first_violation
-    assert r.counts == {"messages": 35000, "receivers": 8, "senders": 8, "scatterings": 5000}
+    assert r.counts == {"messages": 35000, "receivers": 8, "senders": 8, "scatterings": 5000, "delivered": 35000}
 
 
 # --------------------------------------------------------------------------- bad input
@@ -457,11 +457,14 @@ def lines(path: Path, objs: list[dict]) -> None:
     path.write_text("".join(json.dumps(o) + "\n" for o in objs))
 
 
+RELIABLE = {"mode": "reliable"}
+
+
 def run_dir(tmp_path: Path, logs: dict[str, list[Entry]], sent: dict[str, list[dict]], *,
             send_fail: dict[str, list[dict]] | None = None, proc_fail: dict[str, list[dict]] | None = None,
-            run: dict | None = None) -> Path:
+            run: dict | None = RELIABLE) -> Path:
     """A run directory as ``netstack onepipe run`` leaves it: delivery logs, ``sent/``,
-    ``send-fail/``, ``proc-fail/`` and (optionally) ``run.json``."""
+    ``send-fail/``, ``proc-fail/`` and ``run.json`` (a reliable run's unless given; None: none)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     write(tmp_path, logs)
     for sub, per in (("sent", sent), ("send-fail", send_fail or {}), ("proc-fail", proc_fail or {})):
@@ -657,3 +660,30 @@ def test_atomicity_bad_auxiliary_logs_name_file_and_line(tmp_path, sub, text, pr
     with pytest.raises(CheckError) as info:
         check_logs([d])
     assert problem in str(info.value).replace(str(tmp_path) + "/", "")
+
+
+def test_check_refuses_to_guess_the_mode_without_run_json(tmp_path, capsys):
+    """Issue 31: sent/ logs and no run.json: best effort or reliable? Bad input (exit 2) naming
+    --mode, not thousands of false atomicity violations; --mode decides, and overrides run.json."""
+    from netstack.onepipe.check import ModeUnknown, main
+
+    logs = {"p2": [e("p2", "p1", 10, 0)], "p3": [e("p3", "p2", 20, 0)]}  # p3 never got p1's seq 0
+    d = run_dir(tmp_path / "r", logs, {"p1": [s(0, "p2", "p3")], "p2": [s(0, "p3")]}, run=None)
+    with pytest.raises(ModeUnknown, match="--mode best_effort\\|reliable"):
+        check_logs([d])
+    assert main([str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "no run.json" in err and "--mode" in err and err.count("\n") == 1
+    assert main([str(d), "--mode", "best_effort"]) == 0  # no atomicity promised
+    assert "atomicity" not in capsys.readouterr().out
+    assert main([str(d), "--mode", "reliable"]) == 1
+    assert "broke atomicity: p1 seq 0" in capsys.readouterr().out
+    (d / "run.json").write_text(json.dumps({"mode": "best_effort"}))
+    assert check_logs([d]).ok and not check_logs([d], mode="reliable").ok
+    (d / "run.json").write_text(json.dumps({"mode": "sometimes"}))
+    with pytest.raises(CheckError, match="'mode' is \"sometimes\""):
+        check_logs([d])
+    # the count netstack onepipe run makes, from the same logs (one function, accounting.tally)
+    (d / "run.json").write_text(json.dumps({"mode": "best_effort"}))
+    a = check_logs([d]).accounting
+    assert a is not None and (a["messages_sent"], a["delivered"], a["in_flight_at_end"]) == (3, 2, 1)

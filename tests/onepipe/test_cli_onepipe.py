@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import socketserver
 import subprocess
@@ -186,9 +188,11 @@ def test_status_shows_the_controllers_view(fake_testbed, capsys):
     assert main(["onepipe", "status", "--json", "--prefix", "fake"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["tor1"] is None and doc["controller"]["view"] == VIEW
-    fake_testbed()  # no controller: no key
+    fake_testbed()  # no controller: no key; the last run (its file, no runner any more): finished
     assert main(["onepipe", "status", "--json", "--prefix", "fake"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"tor1": None}
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tor1"] is None and "controller" not in doc and doc["run"]["state"] == "finished"
+    assert doc["run"]["counts"] is None  # (no logs there)
 
 
 def test_status_says_when_the_controller_does_not_answer(fake_testbed, capsys):
@@ -204,41 +208,47 @@ def _live_lookalike(procs: str) -> subprocess.Popen:
 
 
 def test_kill_a_process_of_the_run_in_progress_and_the_clear_errors(fake_testbed, capsys):
+    """Exit 1 (NotFound, docs/testbed.md) with one line naming the run's state; exit 0 and what
+    it did when it killed."""
     from netstack.onepipe.runner import _write_procs_file, process_alive, read_procs_file
 
     fake_testbed()
-    assert main(["onepipe", "kill", "p1", "--prefix", "fake"]) == 2
-    assert "no 1Pipe run in progress under prefix 'fake'" in capsys.readouterr().err
+    assert main(["onepipe", "kill", "p1", "--prefix", "fake"]) == 1
+    assert "no 1Pipe run under prefix 'fake'" in capsys.readouterr().err
     p1, p2 = _live_lookalike("p1"), _live_lookalike("p2")
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # not a 1Pipe process
     try:
-        _write_procs_file("fake", {"out": "/tmp/x", "processes": {
-            "p1": {"pid": p1.pid, "host": "h1", "addr": "10.0.0.1:40101"},
-            "p2": {"pid": p2.pid, "host": "h3", "addr": "10.0.0.3:40101"},
-            "p3": {"pid": other.pid, "host": "h1", "addr": "10.0.0.1:40102"}}})
+        _write_procs_file("fake", {"state": "running", "out": "/tmp/x", "runner": os.getpid(),
+                                   "start_at": time.time() - 1, "seconds": 60, "processes": {
+                                       "p1": {"pid": p1.pid, "host": "h1", "addr": "10.0.0.1:40101"},
+                                       "p2": {"pid": p2.pid, "host": "h3", "addr": "10.0.0.3:40101"},
+                                       "p3": {"pid": other.pid, "host": "h1", "addr": "10.0.0.1:40102"}}})
         assert read_procs_file("fake")["processes"]["p1"]["pid"] == p1.pid
         assert process_alive(p1.pid, "p1") and not process_alive(p1.pid, "p2") and not process_alive(other.pid, "p3")
-        assert main(["onepipe", "kill", "p9", "--prefix", "fake"]) == 2
-        assert "no process 'p9' in the run in progress: p1, p2, p3" in capsys.readouterr().err
-        assert main(["onepipe", "kill", "p3", "--prefix", "fake"]) == 2  # its pid is another program now
-        assert "p3 (10.0.0.1:40102 on h1" in capsys.readouterr().err and other.poll() is None
+        assert main(["onepipe", "kill", "p9", "--prefix", "fake"]) == 1
+        assert "no process 'p9' in the 1Pipe run under prefix 'fake' (running): p1, p2, p3" in capsys.readouterr().err
+        assert main(["onepipe", "kill", "p3", "--prefix", "fake"]) == 1  # its pid is another program now
+        err = capsys.readouterr().err
+        assert f"p3 (pid {other.pid}, 10.0.0.1:40102 on h1) is already dead" in err and other.poll() is None
         assert main(["onepipe", "kill", "10.0.0.3:40101", "--prefix", "fake"]) == 0
-        assert f"killed p2 (10.0.0.3:40101 on h3, pid {p2.pid}) with SIGKILL" in capsys.readouterr().out
+        said = capsys.readouterr().out
+        assert f"killed pid {p2.pid} of p2 on h3 (10.0.0.3:40101) with SIGKILL; the run is running" in said
         # SIGKILL lands asynchronously: dead (a zombie until reaped counts as dead) within moments
         deadline = time.monotonic() + 5
         while process_alive(p2.pid, "p2") and time.monotonic() < deadline:
             time.sleep(0.01)
         assert not process_alive(p2.pid, "p2")
         assert p2.wait(timeout=5) == -signal.SIGKILL
-        assert main(["onepipe", "kill", "p2", "--prefix", "fake"]) == 2
+        assert main(["onepipe", "kill", "p2", "--prefix", "fake"]) == 1
         err = capsys.readouterr().err
-        assert "p2 (10.0.0.3:40101 on h3" in err and "already dead" in err and err.count("\n") == 1
+        assert "p2 (pid" in err and "already dead" in err and err.count("\n") == 1
+        _write_procs_file("fake", {**read_procs_file("fake"), "state": "finished"})
+        assert main(["onepipe", "kill", "p1", "--prefix", "fake"]) == 1
+        assert "the 1Pipe run under prefix 'fake' has finished" in capsys.readouterr().err
     finally:
         for p in (p1, p2, other):
             p.kill()
             p.wait()
-    assert main(["onepipe", "kill", "p1", "--prefix", "fake"]) == 2  # every process is gone: no run
-    assert "no 1Pipe run in progress" in capsys.readouterr().err
 
 
 def test_a_second_run_is_refused_while_one_is_in_progress(fake_testbed):
@@ -257,22 +267,32 @@ def test_a_second_run_is_refused_while_one_is_in_progress(fake_testbed):
         p1.kill()
         p1.wait()
     _refuse_a_second_run("fake")  # the file of a run whose processes are gone does not count
+    # a run still starting (no process yet) whose runner lives is a run in progress
+    _write_procs_file("fake", {"state": "starting", "out": "/tmp/x", "runner": os.getpid(), "processes": {}})
+    with pytest.raises(OnePipeControlError, match="already in progress under prefix 'fake' \\(starting"):
+        _refuse_a_second_run("fake")
+    _write_procs_file("fake", {"state": "finished", "out": "/tmp/x", "runner": os.getpid(), "processes": {}})
+    _refuse_a_second_run("fake")
 
 
 def test_the_run_summary_lists_killed_processes(capsys):
     from netstack.commands.onepipe import print_run
 
-    counters = {"late_dropped": 0, "beacons_sent": 9, "retransmits": 2, "incarnation": 1}
-    out = {"out": "/tmp/r", "reliable": True, "killed": ["p2"], "messages_sent": 10, "delivered": 8,
-           "send_failed": 1, "unaccounted": 1,
-           "processes": {p: {"messages_sent": 5, "delivered": 4, "send_failed": 0, "proc_failed": 1,
-                             "counters": counters} for p in ("p1", "p10")}}
+    counters = {"late_dropped": 0, "beacons_sent": 9, "retransmits": 2}
+    fates = {"messages_sent": 5, "delivered": 4, "send_failed": 0, "send_unknown": 1, "in_flight_at_end": 0,
+             "unaccounted": 0, "received": 4, "incarnation": 1}
+    out = {"out": "/tmp/r", "reliable": True, "killed": ["p2"], "messages_sent": 12, "delivered": 9,
+           "send_failed": 0, "send_unknown": 2, "in_flight_at_end": 1, "unaccounted": 1,
+           "processes": {**{p: {**fates, "proc_failed": 1, "counters": counters} for p in ("p1", "p10")},
+                         "p2": {**fates, "killed": True, "in_flight_at_end": 1, "unaccounted": 1, "delivered": 3}}}
     print_run(out)
     text = capsys.readouterr().out
     rows = [line.replace("|", " ").split() for line in text.splitlines()]
     rows = [r for r in rows if r and r[0] in ("p1", "p2", "p10")]
-    assert [r[0] for r in rows] == ["p1", "p2", "p10"] and rows[1][1] == "killed"
-    assert "killed: p2 (not in the totals)" in text
+    assert [r[0] for r in rows] == ["p1", "p2", "p10"] and rows[1][1] == "(killed)"
+    assert rows[1][2:8] == ["5", "3", "0", "1", "1", "4"]  # its counts from the logs
+    assert ("12 messages sent = 9 delivered + 0 send-failed + 2 send-unknown + 1 in flight at the end "
+            "(1 unaccounted); killed: p2") in text
     assert "netstack onepipe check /tmp/r --allow-empty" in text and "atomicity" in text
 
 
@@ -286,3 +306,109 @@ def test_status_shows_the_failures_in_progress_and_only_the_latest_released(fake
     assert "(5 older released failures not shown: --json has them all)" in out
     assert "1005" not in out and "1006" in out and "123456" in out  # t_f of fid 5 (not shown), 6, the pending one
     assert "(5 more undeliverable recalls: --json has them all)" in out
+
+
+# --------------------------------------------------------------------------- issue 31
+
+
+def test_run_phase_is_the_runs_state_machine():
+    from netstack.onepipe.runner import run_phase
+
+    def alive(_pid):
+        return True
+
+    base = {"runner": 1, "start_at": 100.0, "seconds": 5.0, "processes": {}}
+    assert run_phase(None, 0) == "no run"
+    assert run_phase({**base, "state": "starting"}, 200, alive) == "starting"
+    assert run_phase({**base, "state": "running"}, 99, alive) == "starting"  # joining, not scattering yet
+    assert run_phase({**base, "state": "running"}, 101, alive) == "running"
+    assert run_phase({**base, "state": "running"}, 106, alive) == "draining"
+    assert run_phase({**base, "state": "finished"}, 101, alive) == "finished"
+    assert run_phase({**base, "state": "aborted"}, 101, alive) == "aborted"
+    assert run_phase({**base, "state": "running"}, 101, lambda _pid: False) == "finished"  # the runner is gone
+
+
+def test_choose_victim_names_the_runs_state_in_every_refusal():
+    from netstack.errors import NotFound
+    from netstack.onepipe.runner import choose_victim
+
+    procs = {"p1": {"pid": 11, "host": "h1", "addr": "10.0.0.1:40101"},
+             "p3": {"pid": 13, "host": "h3", "addr": "10.0.0.3:40101"}}
+    info = {"out": "/tmp/o", "processes": procs}
+    up = {11}
+
+    def alive(pid, _name):
+        return pid in up
+
+    assert choose_victim("op", info, "running", "p1", alive) == ("p1", procs["p1"])
+    assert choose_victim("op", info, "starting", "10.0.0.1:40101", alive)[0] == "p1"  # up already: killable
+    for phase, proc, said in [
+            ("no run", "p1", "no 1Pipe run under prefix 'op'"),
+            ("finished", "p1", "has finished (logs in /tmp/o)"),
+            ("aborted", "p1", "has aborted"),
+            ("starting", "p5", "is starting: 'p5' is not up yet (2 processes so far)"),
+            ("running", "p5", "no process 'p5' in the 1Pipe run under prefix 'op' (running): p1, p3"),
+            ("draining", "p3", "p3 (pid 13, 10.0.0.3:40101 on h3) has ended: the run under prefix 'op' is draining"),
+            ("running", "p3",
+             "p3 (pid 13, 10.0.0.3:40101 on h3) is already dead: the run under prefix 'op' is running")]:
+        with pytest.raises(NotFound, match=re.escape(said)):
+            choose_victim("op", None if phase == "no run" else info, phase, proc, alive)
+
+
+def test_kill_waits_for_a_run_that_is_still_starting(fake_testbed):
+    """The race of issue 31: kill while the runner enables the switches and spawns its processes
+    (the file says starting, no pid yet): kill waits for the process to be up, then kills it."""
+    from netstack.onepipe.runner import _write_procs_file, kill
+
+    fake_testbed()
+    base = {"out": "/tmp/x", "runner": os.getpid(), "start_at": time.time() + 60, "seconds": 5}
+    _write_procs_file("fake", {**base, "state": "starting", "processes": {}})
+    p1 = _live_lookalike("p1")
+
+    def spawned() -> None:
+        time.sleep(0.3)
+        _write_procs_file("fake", {**base, "state": "running", "processes": {
+            "p1": {"pid": p1.pid, "host": "h1", "addr": "10.0.0.1:40101"}}})
+
+    t = threading.Thread(target=spawned)
+    t.start()
+    try:
+        got = kill("fake", "p1", wait_s=10)
+        assert got["pid"] == p1.pid and got["state"] == "starting"
+        assert p1.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        t.join()
+        p1.kill()
+        p1.wait()
+
+
+@pytest.mark.parametrize("exc, reason", [
+    (lambda: __import__("netstack.onepipe.control", fromlist=["x"]).OnePipeControlError(
+        "1Pipe processes failed: p3: did not finish in time"), "1Pipe processes failed: p3: did not finish in time"),
+    (KeyboardInterrupt, "interrupted (Ctrl-C)"),
+    (lambda: RuntimeError("boom\nmore"), "boom"),
+])
+def test_an_aborted_run_still_writes_run_json(fake_testbed, tmp_path, monkeypatch, exc, reason):
+    """Issue 31: an exception, a timeout or Ctrl-C after the run took its directory: run.json
+    says the mode and why, with what the logs hold; the run's file says aborted."""
+    from netstack.onepipe import runner
+
+    fake_testbed()
+    out = tmp_path / "o"
+
+    def aborts(*_a, **_k):
+        (out / "sent").mkdir()
+        (out / "sent" / "p1.jsonl").write_text(json.dumps({"seq": 0, "ts": None, "dsts": ["p2"], "at": 1}) + "\n")
+        (out / "p2.jsonl").write_text(json.dumps({"id": "p1.0.p2"}) + "\n")
+        raise exc()
+
+    monkeypatch.setattr(runner, "_run", aborts)
+    with pytest.raises(BaseException) as got:
+        runner.run("fake", procs=2, seconds=1, out=out, reliable=False)
+    assert not isinstance(got.value, AssertionError)
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["mode"] == "best_effort" and doc["aborted"] == reason and doc["valid"] is False
+    assert (doc["messages_sent"], doc["delivered"], doc["in_flight_at_end"]) == (1, 1, 0)
+    assert doc["processes"]["p1"]["incarnation"] == 1
+    assert runner.read_procs_file("fake")["state"] == "aborted"
+    assert runner.run_phase(runner.read_procs_file("fake"), time.time()) == "aborted"

@@ -316,6 +316,18 @@ SLACKS = st.lists(st.tuples(st.integers(0, 40 * T), st.integers(0, 3), st.intege
                   max_size=4)
 
 
+def schedule(run: Run, n: int, start: int, ops: list, slacks: list) -> int:
+    """Queue the drawn slack changes and scatterings (endpoints and destinations modulo ``n``);
+    the time of the last scattering."""
+    for at, who, slack in slacks:
+        run._push(start + at, "slack", (who % n, slack))
+    t = start
+    for gap, sender, msgs in ops:
+        t += gap
+        run._push(t, "send", (sender % n, [(dst % n, size) for dst, size in msgs]))
+    return t
+
+
 @settings(max_examples=100)
 @given(
     n=st.integers(2, 4), ops=OPS, seed=st.integers(0, 2**32),
@@ -330,12 +342,7 @@ def test_endpoints_behind_a_min_barrier_relay_keep_every_invariant(
     # drift counted from the start of the run (a clock synchronised then, drifting since)
     clocks = [HostClock(offsets[i] - round(start * drifts[i] / 1e6), drifts[i]) for i in range(n)]
     run = Run(n, clocks, random.Random(seed), loss, dup, ctl_loss, ce, delay_max, reorder, start)
-    for at, who, slack in slacks:
-        run._push(start + at, "slack", (who % n, slack))
-    t = start
-    for gap, sender, msgs in ops:
-        t += gap
-        run._push(t, "send", (sender % n, [(dst % n, size) for dst, size in msgs]))
+    t = schedule(run, n, start, ops, slacks)
     run.run_until(t)
     end = t + 200 * PARAMS.ack_timeout_ns
     while not (run.quiet() and run.t >= t + 2 * PARAMS.ack_timeout_ns):
