@@ -23,7 +23,10 @@ UDP socket, a store and the switch daemons' control sockets.
 A new leader polls every switch from its first report, and skips those stamped (``at_ns``)
 more than a lease and a second before it took the lead: the previous leader had them, and an
 old report about a process that has re-joined since would declare its new incarnation failed.
-Reports from the interregnum (the old leader dead, its lease not yet lapsed) are taken.
+Reports from the interregnum (the old leader dead, its lease not yet lapsed) are taken. With the
+suspicion phase (issue 31, ``max_strikes`` > 0) a process's old reports are taken too: the engine
+probes before it declares, so a live process (re-joined, or one the previous leader was probing
+when it died, whose input its switch still holds) answers and is admitted back.
 
 Time is ``time.monotonic_ns()``, the clock the switch daemons stamp with (also their reports'
 ``at_ns``; the engine times only its own timers with it: the T_f it picks are the processes'
@@ -603,14 +606,18 @@ class ControllerShell:
         if not isinstance(r, dict) or not isinstance(r.get("input"), str):
             return
         at, lead = r.get("at_ns"), self.lead_ns
-        if isinstance(at, int) and lead is not None and at < lead - int((self.cfg.lease_ttl_s + 1.0) * 1e9):
-            self.c.reports_before_lead += 1
-            return
         text = r["input"]
         try:
             inp: Addr | str = parse_proc(text)
         except ConfigError:
             inp = text  # a fabric port
+        # a process's old report is taken when the engine probes before it declares (issue 31):
+        # alive (its new incarnation, or a process the previous leader was probing), it answers
+        if (isinstance(at, int) and lead is not None and at < lead - int((self.cfg.lease_ttl_s + 1.0) * 1e9)
+                and (isinstance(inp, str) or self.cfg.controller.max_strikes == 0)):
+            self.c.reports_before_lead += 1
+            return
+        if isinstance(inp, str):
             self.link_reporters.setdefault(text, set()).add(switch)
         self.c.reports_polled += 1
         # reporter "switch": the engine then knows the input is frozen already and fences nothing
