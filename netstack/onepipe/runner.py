@@ -232,10 +232,15 @@ def _run(prefix: str, state: RunState, out: Path, placed: dict[str, list[str]], 
         running = _spawn(prefix, state, placed, addrs, clocks, argv, a["reliable"], out, join_at + 0.5, a)
         say(f"{a['procs']} {'reliable ' if a['reliable'] else ''}processes on {len(placed)} hosts scatter for "
             f"{a['seconds']:g} s ({a['rate']:g} scatterings/s each, {a['fanout']} destinations)")
-        # the daemons' scheduling delay over the run, from the join on, as the processes
-        # measure theirs (starting P interpreters is no part of the run)
-        time.sleep(max(0.0, join_at - time.time()))
-        lags = LagWindow(prefix).start()
+        try:
+            # the daemons' scheduling delay over the run, from the join on, as the processes
+            # measure theirs (starting P interpreters is no part of the run)
+            time.sleep(max(0.0, join_at - time.time()))
+            lags = LagWindow(prefix).start()
+        except BaseException:  # (Ctrl-C while they join): none is left behind
+            for proc in running.values():
+                toolproc.kill(proc)
+            raise
         results, killed = _collect(running, timeout=a["seconds"] + a["drain"] + 60)
         daemon_lags = lags.stop()
     finally:
@@ -531,6 +536,15 @@ def _write_procs_file(prefix: str, info: dict[str, Any]) -> None:
     tmp.replace(path)  # whole or not at all: kill may read it any time
 
 
+def running_since(prefix: str, since: float) -> dict[str, Any] | None:
+    """The run under ``prefix`` if it started at or after ``since`` (wall clock) and every one of
+    its processes has been spawned (state ``running``); else None. (The file outlives its run,
+    ``finished``, and says ``starting`` before the processes are up.)"""
+    info = read_procs_file(prefix)
+    ok = info is not None and info.get("state") == "running" and float(info.get("started") or 0) >= since
+    return info if ok else None
+
+
 def read_procs_file(prefix: str) -> dict[str, Any] | None:
     """The run in progress under ``prefix`` (:data:`PROCS_FILE`), or None."""
     try:
@@ -665,4 +679,4 @@ def kill(prefix: str, proc: str, wait_s: float = 15.0) -> dict[str, Any]:
 __all__ = ["CLOCK_FILE", "CONTROLLER_KIND", "PROCS_FILE", "clock_file", "controller_addr", "controller_status",
            "controllers", "end_hosts", "find_controller", "host_clocks", "input_rejoins", "key_file", "kill",
            "PHASES", "abort_reason", "choose_victim", "incarnations", "mode_of", "parse_loss", "place",
-           "process_alive", "read_procs_file", "run", "run_phase", "write_aborted"]
+           "process_alive", "read_procs_file", "run", "run_phase", "running_since", "write_aborted"]

@@ -25,7 +25,7 @@ from netstack import runtime
 from netstack.io.control import request
 from netstack.onepipe.check import check_logs
 from netstack.onepipe.etcd import etcd_available
-from netstack.onepipe.runner import kill, read_procs_file, run
+from netstack.onepipe.runner import kill, read_procs_file, run, running_since
 from netstack.topo.model import load_topology_spec
 
 from .conftest import running, sh
@@ -69,9 +69,12 @@ def _start(prefix: str, out: Path, **kw: Any) -> tuple[threading.Thread, dict[st
 
 
 def _wait_scattering(prefix: str, t: threading.Thread, after_s: float) -> None:
-    """Until the run's processes are up (its pid file), then ``after_s`` more."""
+    """Until the run's processes are up (its pid file says ``running``: the file stays after a
+    run, ``finished``, and says ``starting`` before every process is spawned), then ``after_s``
+    more."""
     deadline = time.monotonic() + 60
-    while read_procs_file(prefix) is None:
+    since = time.time() - 1.0
+    while running_since(prefix, since) is None:
         assert t.is_alive() and time.monotonic() < deadline, "the run never started its processes"
         time.sleep(0.1)
     time.sleep(after_s)
