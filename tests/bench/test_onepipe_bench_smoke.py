@@ -52,6 +52,9 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert {(r["system"], r["procs"]) for r in f8} == {(s, p) for s in ("1pipe", "unordered", "sequencer")
                                                         for p in (2, 64)}
     assert all(r["order_ok"] for r in f8 if "order_ok" in r)
+    speed = doc["fig8"]["sim_speed"]  # issue 31: what each run cost the simulator
+    assert [(r["procs"], r["system"]) for r in speed] == [(p, s) for p in (2, 64) for s in ("1pipe", "sequencer")]
+    assert all(r["sim_events"] > 0 and r["sim_events_per_cpu_s"] > 0 for r in speed)
     sat = doc["fig8"]["saturation"]
     assert sat["sequencer_capacity_msgs_per_s"] == 10_000_000 and sat["predicted_knee_procs"] == 50
     rows = doc["fig9a"]["rows"]
@@ -75,6 +78,7 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     for name in doc["plots"]:
         assert (tmp_path / name).stat().st_size > 0
     md = (tmp_path / "bench-onepipe-latest.md").read_text()
+    assert "events per CPU-s" in md
     assert "## Fig. 8 (sim)" in md and "## Fig. 9a" in md and "## Fig. 9b" in md and "sequencer delivered" in md
     assert "## Fig. 9a" in capsys.readouterr().out
 

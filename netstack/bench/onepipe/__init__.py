@@ -10,7 +10,9 @@ live (``--runtime sim|live``; default both):
     time scale 1), each scattering 64-byte messages to 2 random processes at a fixed rate; the
     same load through a central sequencer (``netstack.onepipe.sequencer``: one core, 10 M msg/s,
     our model) and the unordered baseline (each message's arrival at its receiver, same run):
-    where the sequencer saturates, 1Pipe's per-process rate stays flat. *live*: ``netstack
+    where the sequencer saturates, 1Pipe's per-process rate stays flat. The simulator's own speed
+    per run (events, CPU seconds, events per CPU-second: ``fig8.sim_speed`` and a table; issue 31)
+    shows whether the model's cost per event grows with P. *live*: ``netstack
     onepipe run`` with 4, 8 and 16 processes on the shipped ``onepipe`` topology (1000x scale).
 ``fig9a``
     The mean latency overhead over the unordered baseline on an idle system, vs T_beacon (1, 3,
@@ -108,7 +110,8 @@ def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
     if "fig8" in sim or "fig8" in live:
         rows = sim.get("fig8", {}).get("rows", [])
         out["fig8"] = {"sim": rows, "live": live.get("fig8", {}).get("rows", []),
-                       "saturation": sim_mod.saturation(rows) if rows else None}
+                       "saturation": sim_mod.saturation(rows) if rows else None,
+                       "sim_speed": sim_mod.sim_speed(rows)}
     if "fig9a" in sim:
         rows = sim["fig9a"]["rows"]
         out["fig9a"] = {"rows": rows, "target": sim_mod.target_summary(rows)}
@@ -139,7 +142,8 @@ def _markdown(figs: dict[str, Any], notes: dict[str, str], results_dir: Path) ->
                    f"The sequencer saturates at P = {sat['sequencer_saturates_at_procs']} (its capacity, "
                    f"{sat['sequencer_capacity_msgs_per_s'] / 1e6:g} M msg/s, over the offered rate predicts "
                    f"{sat['predicted_knee_procs']:.0f}); 1Pipe delivers at least "
-                   f"{100 * sat['onepipe_min_delivered_over_offered']:.1f} % of what it is offered at every P.", ""]
+                   f"{100 * sat['onepipe_min_delivered_over_offered']:.1f} % of what it is offered at every P.", "",
+                   "### The simulator's speed (issue 31)", "", report.sim_speed_table(f8["sim_speed"]), ""]
         if f8["live"]:
             md += ["## Fig. 8 (live, 1000x)", "", report.live_table(f8["live"]), ""]
         if report.plot_fig8(f8["sim"], _counted(f8["live"]), results_dir / f"{NAME}-fig8.png"):

@@ -33,6 +33,13 @@ def fig8_table(rows: list[dict[str, Any]]) -> str:
                          "sequencer p99", "1Pipe send-fails", "sequencer drops", "order"], out)
 
 
+def sim_speed_table(rows: list[dict[str, Any]]) -> str:
+    """``netstack.bench.onepipe.sim.sim_speed``: events per CPU-second per P and system."""
+    out = [[r["procs"], r["system"], r["sim_events"], _f(r["sim_cpu_s"]), _f(r["sim_wall_s"]),
+            _f(r["sim_events_per_cpu_s"], "{:,.0f}")] for r in rows]
+    return format_table(["P", "run", "events", "CPU s", "wall s", "events per CPU-s"], out)
+
+
 def live_table(rows: list[dict[str, Any]]) -> str:
     out = [[r["procs"], _f(r["loss"], "{:g}"), f"{r['offered_per_proc']:.0f}", f"{r['delivered_per_proc']:.0f}",
             r["send_failed"], r["unaccounted"], _f(r["live_mean_ms"]), _f(r["mean_us"]), _f(r["p50_us"]),

@@ -127,6 +127,14 @@ def _common(res: dict[str, Any]) -> dict[str, Any]:
             "offered_per_proc": res["offered_per_proc_per_s"], "delivered_per_proc": res["delivered_per_proc_per_s"]}
 
 
+def engine_speed(doc: dict[str, Any]) -> dict[str, Any]:
+    """What the run cost the simulator (issue 31): events, CPU and wall seconds, events per CPU-second."""
+    eng = doc.get("engine", {})
+    events, cpu = eng.get("events"), eng.get("cpu_s")
+    return {"sim_events": events, "sim_cpu_s": cpu, "sim_wall_s": eng.get("wall_s"),
+            "sim_events_per_cpu_s": events / cpu if events and cpu else None}
+
+
 def fig8_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     res = doc["result"]
     if res["mode"] == "sequencer":
@@ -134,10 +142,11 @@ def fig8_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]
         return [{"system": "sequencer", **_common(res), **_lat(res["latency_ns"]), "seq_dropped": res["seq_dropped"],
                  "lost": res["lost"], "seq_capacity": seq["capacity_msgs_per_s"],
                  "seq_offered": seq["offered_msgs_per_s"], "max_backlog": seq["max_backlog"],
-                 "order_ok": res["order"]["ok"]}]
+                 "order_ok": res["order"]["ok"], **engine_speed(doc)}]
     one = {"system": "1pipe", **_common(res), **_lat(res["latency_ns"]), "send_failed": res["send_failed"],
            "late_dropped": res["late_dropped"], "barrier_wait_mean_us": _us(res["barrier_wait_ns"]["mean"]),
-           "beacons": res["beacons"]["hosts"] + res["beacons"]["switches"], "order_ok": res["order"]["ok"]}
+           "beacons": res["beacons"]["hosts"] + res["beacons"]["switches"], "order_ok": res["order"]["ok"],
+           **engine_speed(doc)}
     unordered = {"system": "unordered", **_common(res), **_lat(res["unordered_ns"])}
     return [one, unordered]
 
@@ -188,6 +197,17 @@ def saturation(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                                        for r in one if r["offered_per_proc"]), default=None)}
 
 
+def sim_speed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per P, what the simulator did per CPU-second on each system's run (issue 31: it should
+    not fall with P)."""
+    out = []
+    for r in sorted((r for r in rows if r["system"] in ("1pipe", "sequencer") and r.get("sim_events")),
+                    key=lambda r: (r["procs"], r["system"])):
+        out.append({k: r[k] for k in ("procs", "system", "sim_events", "sim_cpu_s", "sim_wall_s",
+                                      "sim_events_per_cpu_s")})
+    return out
+
+
 def target_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Fig. 9a's target over the as-built points (switches beaconing at the hosts' T_beacon)."""
     built = [r for r in rows if r["switch_beacons"] == "prompt"]
@@ -197,5 +217,5 @@ def target_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "worst_ratio": max((r["ratio"] for r in built if r["ratio"] is not None), default=None)}
 
 
-__all__ = ["FABRIC", "FIG8_PROCS", "FIG9A_SKEWS", "FIG9A_T_BEACONS", "FIG9B_LOSSES", "POINTS", "run_points",
-           "saturation", "target_summary"]
+__all__ = ["FABRIC", "FIG8_PROCS", "FIG9A_SKEWS", "FIG9A_T_BEACONS", "FIG9B_LOSSES", "POINTS", "engine_speed",
+           "run_points", "saturation", "sim_speed", "target_summary"]
