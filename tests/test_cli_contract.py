@@ -92,6 +92,7 @@ JSON_COMMANDS = EXAMPLE_COMMANDS | {
     "dta query keywrite", "dta query append", "dta query counter", "dta query sketch",
     "onepipe enable", "onepipe disable", "onepipe status", "onepipe run", "onepipe kill", "onepipe check",
     "tcd enable", "tcd disable", "tcd status", "tcd run",
+    "tcd fct",  # (virtual time: no testbed, no --prefix)
     "tcsack transfer", "tcsack send", "tcsack recv",
     "keys generate", "keys rotate", "keys show",
     "fault kill", "fault start", "fault link", "fault pause-storm", "fault clock-jump",

@@ -143,14 +143,96 @@ def add_recv_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=cmd_recv)
 
 
+FCT_EPILOG = """\
+examples:
+  netstack tcd fct --topology tcd-leafspine --workload websearch --load 0.6 --seeds 1-4 --cc dcqcn --json
+  netstack tcd fct --workload hadoop --load 0.6 --seeds 1-8 --cc timely
+  netstack tcd fct --flows 40 --seeds 1-2 --incast bursts --incast-load 0.9
+
+Each seed draws one workload (the background flows, the incast's senders); both arms run it in
+virtual time on the same topology: base (marker ecn, the cc without TCD) and tcd (marker tcd, the
+cc's TCD mode). On tcd-leafspine both mark CE by DCQCN's RED (Kmin 5 KB, Kmax 200 KB, Pmax 1 %)
+at ports that are not paused; TCD adds UE at paused ones. Classes: contributor (to the incast
+receiver), victim (shares a link with the incast before the congested port), other; buckets:
+small (< 100 KB), large (> 1 MB). ratio = base slowdown / tcd slowdown (> 1: TCD helps); ci95: a
+paired percentile bootstrap over seeds. The JSON (--json) is {"arms": {"base": {"marking", "fct",
+...}, "tcd": {...}}, "ratio": {"all": {"median", "p99"}, "victim": ..., "small": ..., "large":
+..., ...}, "ci95": {...}, "flows": n, "seeds": [...], "setup": {...}} (docs/tcd.md "FCT on a
+leaf-spine fabric"). About a minute of wall time per run of 300 full-size websearch flows."""
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+def add_fct_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = actions.add_parser(
+        "fct", help="FCT slowdown with and without TCD on a leaf-spine fabric (virtual time, both arms, seeds)",
+        description="TCD's FCT comparison (\"Congestion Detection in Lossless Networks\": 3.3x median, 2.0x p99): "
+                    "Poisson flows at a load of the hosts' links plus an incast to one host, run with the congestion "
+                    "control alone and with TCD, on the same flows, for every seed; median and p99 slowdown per "
+                    "class (contributor, victim, other) and size bucket, and their ratios with 95 % intervals.",
+        epilog=FCT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--topology", default="tcd-leafspine", metavar="NAME|FILE",
+                   help="a shipped topology or a file whose switch ports carry a tcd marker (default %(default)s)")
+    p.add_argument("--workload", choices=["websearch", "hadoop"], default="websearch",
+                   help="flow sizes: websearch (DCTCP's) or hadoop (Facebook's), full size (default %(default)s)")
+    p.add_argument("--load", type=_fraction, default=0.6, metavar="L",
+                   help="the background flows offer L x each host's link, 0 < L <= 1 (default %(default)s)")
+    p.add_argument("--seeds", default="1-4", metavar="A-B|A,B,...",
+                   help="one workload per seed, both arms each (default %(default)s)")
+    p.add_argument("--cc", choices=["dcqcn", "timely"], default="dcqcn",
+                   help="the congestion control, without TCD (base) and with it (tcd) (default %(default)s)")
+    p.add_argument("--flows", type=_positive_int, default=300, metavar="N",
+                   help="background flows per seed (default %(default)s)")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="runs in parallel (processes; default min(2, cores))")
+    p.add_argument("--incast", choices=["persistent", "bursts", "none"], default="persistent",
+                   help="persistent: the incast senders send at line rate, held only by PFC, while flows arrive; "
+                        "bursts: --incast-bytes each at once, offering --incast-load of the receiver's link; "
+                        "none (default %(default)s)")
+    p.add_argument("--incast-senders", type=int, default=6, metavar="N",
+                   help="incast senders, drawn per seed from the hosts off the receiver's leaf (default %(default)s)")
+    p.add_argument("--incast-receiver", default="", metavar="HOST",
+                   help="the incast's receiver (default: the first host of the first leaf, h0)")
+    p.add_argument("--incast-load", type=_fraction, default=0.9, metavar="F",
+                   help="with --incast bursts: their average load on the receiver's link (default %(default)s)")
+    p.add_argument("--incast-bytes", type=size_bytes, default=64 * 1024, metavar="SIZE",
+                   help="with --incast bursts: bytes per sender and burst (default 64KiB, TCD §3.1's)")
+    p.add_argument("--size-scale", type=_fraction, default=1.0, metavar="F",
+                   help="flow sizes x F (default 1: full size)")
+    p.add_argument("--flow-list", action="store_true",
+                   help="with --json: every flow's seed, class, bucket, size and slowdown under arms.<arm>.flows")
+    add_json(p, "the comparison")
+    p.set_defaults(func=cmd_fct)
+
+
 #: the actions of ``netstack tcd``, in the order ``--help`` lists them
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
-    add_enable_parser, add_disable_parser, add_status_parser, add_run_parser, add_send_parser, add_recv_parser,
+    add_enable_parser, add_disable_parser, add_status_parser, add_run_parser, add_fct_parser, add_send_parser,
+    add_recv_parser,
 ]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("tcd", help="TCD congestion detection: enable, disable, status, run a scenario, send, recv",
+    p = sub.add_parser("tcd", help="TCD congestion detection: enable, disable, status, run a scenario, FCT "
+                                   "comparison, send, recv",
                        description="Ternary congestion detection (TCD) at switch egress ports under PFC, or "
                                    "the classic ECN threshold as a baseline.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -312,6 +394,38 @@ def print_result(result: dict[str, Any]) -> None:
                      p.get("pauses", ""), p["marked_ue"], p["marked_ce"]])
     print(format_table(["port", "where", "state at end", "non-cong ms", "undet ms", "cong ms", "pauses",
                         "UE marks", "CE marks"], prow))
+
+
+def cmd_fct(args: argparse.Namespace) -> int:
+    from ..progress import Reporter
+    from ..tcd.compare import CompareError, FctCompare, run_compare, table
+    from .sim import parse_seeds
+
+    rep = Reporter("tcd fct")
+    params = {"incast": args.incast, "incast_senders": args.incast_senders, "incast_receiver": args.incast_receiver,
+              "incast_load": args.incast_load, "incast_bytes": args.incast_bytes, "size_scale": args.size_scale}
+    cmp = FctCompare(args.topology, args.workload, args.load, args.cc, tuple(parse_seeds(args.seeds)), args.flows,
+                     tuple(params.items()))
+    rep(f"{len(cmp.seeds)} seed(s) x 2 arms of {args.flows} {args.workload} flows at load {args.load:g} on "
+        f"{args.topology}, {args.cc}, incast {args.incast}")
+    try:
+        with rep.heartbeat("runs", every_s=30):
+            out = run_compare(cmp, workers=args.workers, progress=rep, flow_list=args.flow_list)
+    except CompareError as exc:
+        raise CommandError(str(exc)) from None
+    if args.json:
+        print_json(out)
+    else:
+        print(table(out))
+    r = out["ratio"]
+    rep.summary(f"{out['flows']} flows x 2 arms in {rep.took()}: {args.cc} / {args.cc}+TCD median "
+                f"{_x(r['all']['median'])}, p99 {_x(r['all']['p99'])}; victims {_x(r['victim']['median'])}, "
+                f"{_x(r['victim']['p99'])} (the paper: 3.3x, 2.0x)")
+    return 0
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
 
 
 def cmd_send(args: argparse.Namespace) -> int:

@@ -102,17 +102,22 @@ def senders_of(bursters: int) -> list[str]:
     return ["s0", "s1", "s2", *(f"a{i}" for i in range(bursters))]
 
 
+def check_workload(scenario: str, flows: int, load: float, size_scale: float) -> None:
+    """A Poisson workload's numbers, each refused with its range (ScenarioError naming ``scenario``)."""
+    if not 1 <= flows <= MAX_FLOWS:
+        raise ScenarioError(f"{scenario}: flows must be 1..{MAX_FLOWS}, got {flows}")
+    if not 0 < load <= 1:
+        raise ScenarioError(f"{scenario}: load must be in (0, 1], got {load}")
+    if not 0 < size_scale <= 1:
+        raise ScenarioError(f"{scenario}: size_scale must be in (0, 1], got {size_scale}")
+
+
 def make_flows(seed: int, *, flows: int, load: float, sizes: FlowSizes, size_scale: float,
                senders: list[str], receivers: tuple[str, ...] = RECEIVERS,
                rate_bps: int = PAPER_RATE_BPS) -> list[FctFlow]:
     """The workload drawn from ``seed`` (and nothing else): Poisson arrivals offering ``load`` x
     ``rate_bps`` to each receiver, sizes from ``sizes`` x ``size_scale``, uniform ends."""
-    if not 1 <= flows <= MAX_FLOWS:
-        raise ScenarioError(f"tcd-fct: flows must be 1..{MAX_FLOWS}, got {flows}")
-    if not 0 < load <= 1:
-        raise ScenarioError(f"tcd-fct: load must be in (0, 1], got {load}")
-    if not 0 < size_scale <= 1:
-        raise ScenarioError(f"tcd-fct: size_scale must be in (0, 1], got {size_scale}")
+    check_workload("tcd-fct", flows, load, size_scale)
     rng = random.Random(f"{seed}/tcd-fct")
     mean = max(1.0, sizes.mean() * size_scale)
     gap_ns = mean * 8e9 / (load * rate_bps * len(receivers))
@@ -310,23 +315,29 @@ class _Run:
 
     def until_complete(self, flows: list[FctFlow], receivers: dict[str, Any], end: int,
                        progress: Callable[[int, int], None]) -> None:
-        """Run until every flow has completed at its receiver, nothing is left to run, or ``end``;
-        in steps of :data:`STEP_NS` of the paper's time, so that the clock stops near the last
-        completion."""
-        loop = self.loop
-        pending = {f.fid: receivers[f.dst] for f in flows}
-        step = max(1, int(STEP_NS * self.scale))
-        last = -1
-        while pending and loop.next_time() is not None and loop.now < end:
-            loop.run(min(end, loop.now + step), max_events=20_000)
-            for fid, rcv in list(pending.items()):
-                st = rcv.flow(fid)
-                if st is not None and st.complete_ns is not None:
-                    del pending[fid]
-            done = len(flows) - len(pending)
-            if done != last:
-                last = done
-                progress(done, loop.now - self.t0)
+        """:func:`run_until_complete` for ``flows`` at ``receivers`` (by destination host)."""
+        run_until_complete(self.loop, self.t0, self.scale, {f.fid: receivers[f.dst] for f in flows}, end, progress)
+
+
+def run_until_complete(loop: Any, t0: int, scale: float, pending: dict[int, Any], end: int,
+                       progress: Callable[[int, int], None], max_events: int = 20_000) -> None:
+    """Run ``loop`` until every flow of ``pending`` (flow id -> its receiver) has completed there,
+    nothing is left to run, or ``end``; in steps of :data:`STEP_NS` of the paper's time (x
+    ``scale``), so that the clock stops near the last completion. ``progress(done, ns since t0)``
+    whenever more flows are done."""
+    total = len(pending)
+    step = max(1, int(STEP_NS * scale))
+    last = -1
+    while pending and loop.next_time() is not None and loop.now < end:
+        loop.run(min(end, loop.now + step), max_events=max_events)
+        for fid, rcv in list(pending.items()):
+            st = rcv.flow(fid)
+            if st is not None and st.complete_ns is not None:
+                del pending[fid]
+        done = total - len(pending)
+        if done != last:
+            last = done
+            progress(done, loop.now - t0)
 
 
 def _result(ctx: Context, marker: str, scale: float, payload: int, sizes: FlowSizes, flows: list[FctFlow],
@@ -385,5 +396,5 @@ FCT_SCENARIO = Scenario(
     "slowdown per flow, median/p99 overall and by size", PARAMS, run_sim=run_sim, paper_rate_bps=PAPER_RATE_BPS)
 
 __all__ = ["BURST_BYTES", "BURST_NS", "BURST_START_NS", "FCT_SCENARIO", "FIRST_FID", "PAPER_BURSTS", "PARAMS",
-           "SIZE_BUCKETS", "Burst", "FctFlow", "bursts_of", "ideal_ns", "make_flows", "marker_of", "packet_sizes",
-           "path_links", "run_sim", "senders_of", "size_bucket", "summary"]
+           "SIZE_BUCKETS", "Burst", "FctFlow", "bursts_of", "check_workload", "ideal_ns", "make_flows", "marker_of",
+           "packet_sizes", "path_links", "run_sim", "run_until_complete", "senders_of", "size_bucket", "summary"]

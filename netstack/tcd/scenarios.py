@@ -44,21 +44,22 @@ from .. import toolproc
 from ..ethernet import UDP_HEADERS_BYTES, WIRE_OVERHEAD_BYTES
 from ..sim.scenario import Context, Scenario, ScenarioError
 from ..topo.model import Topology
+from .paper import (
+    ECN_K_BYTES,
+    PAPER_DELAY_NS,
+    PAPER_RATE_BPS,
+    XOFF_BYTES,
+    XON_BYTES,
+    defaults_table,
+    lossless_port,
+    scaled_delay_ns,
+)
 from .series import EVERY_PAPER_NS, PortSampler
 from .verdict import lag_limits, scenario_validity
 
 if TYPE_CHECKING:
     from ..runtime import RunState
 
-#: the paper's link rate; a topology's time scale is this over its switch links' rate
-PAPER_RATE_BPS = 40_000_000_000
-PAPER_DELAY_NS = 4_000
-#: TCD §3.1: "For CEE, the PFC threshold is 320KB"; XON is not given: 10 % below (our choice,
-#: the ratio of the ns-3 port's 200/180 packets)
-XOFF_BYTES = 320_000
-XON_BYTES = 288_000
-#: TCD §3.1: CEE switches mark "if the current egress queue length exceeds ... K_max (200KB)"
-ECN_K_BYTES = 200_000
 BURST_BYTES = 64 * 1024
 #: TCD §3.1: "A0-A14 send concurrent 64KB bursts"
 PAPER_BURSTS = 15
@@ -166,10 +167,9 @@ def topology_doc(kind: str, marker: str = "tcd", *, rate_bps: int = LIVE_RATE_BP
     ``marker`` (the ECN baseline at the paper's K_max, or TCD with derived parameters)."""
     _check_kind(kind)
     _check_marker(marker)
-    scale = PAPER_RATE_BPS / rate_bps
     if delay_ns is None:
-        delay_ns = int(PAPER_DELAY_NS * scale)
-    pfc = {"lossless": True, "xoff": f"{XOFF_BYTES}B", "xon": f"{XON_BYTES}B"}
+        delay_ns = scaled_delay_ns(rate_bps)
+    pfc = lossless_port()
     mark = {"marker": marker, "ecn_k": f"{ECN_K_BYTES}B"}
     hosts = [("s1", "sw0", "10.0.0.11"), ("s2", "sw1", "10.0.0.12"), ("s0", "sw2", "10.0.0.10"),
              ("r0", "sw3", "10.0.0.20"), ("r1", "sw3", "10.0.0.21")]
@@ -187,31 +187,33 @@ def topology_doc(kind: str, marker: str = "tcd", *, rate_bps: int = LIVE_RATE_BP
         links.append({"name": f"{sw}-{name}", "a": sw, "b": name, "features": {"a": end}})
     return {
         "topology": {"name": f"tcd-{kind}", "prefix": "tcd", "paper_rate": "40Gbit"},
-        "defaults": {"rate": _unit(rate_bps, ((10**9, "Gbit"), (10**6, "Mbit"), (1, "bit"))),
-                     "delay": _unit(delay_ns, ((10**6, "ms"), (10**3, "us"), (1, "ns"))), "mtu": 1500,
-                     "buffer": buffer},
+        "defaults": defaults_table(rate_bps, delay_ns, buffer),
         "nodes": nodes, "links": links,
     }
-
-
-def _unit(value: int, units: tuple[tuple[int, str], ...]) -> str:
-    for factor, name in units:
-        if value % factor == 0:
-            return f"{value // factor}{name}"
-    return f"{value}{units[-1][1]}"
 
 
 def load_doc(topology: Topology | str | Path, marker: str | None) -> Topology:
     """A scenario topology (a shipped name, a file, or a Topology) with every ``tcd`` marker set to
     ``marker`` (None: as the file says)."""
-    from ..topo.model import load_topology_spec, shipped_topologies, topology_from_dict
+    from ..topo.model import load_topology_spec, topology_from_dict
 
     if isinstance(topology, Topology) and marker is None:
         return topology
     src = topology.source if isinstance(topology, Topology) else topology
+    found = marker_doc(src, marker)
+    if found is None:
+        return load_topology_spec(str(src))  # its own error
+    return topology_from_dict(found[0], str(found[1]))
+
+
+def marker_doc(src: str | Path, marker: str | None) -> tuple[dict[str, Any], Path] | None:
+    """(the TOML document of a topology file or shipped name, with every ``tcd`` marker set to
+    ``marker`` (None: as it is), its path); None when ``src`` is neither."""
+    from ..topo.model import shipped_topologies
+
     path = Path(src) if Path(str(src)).is_file() else shipped_topologies().get(str(src))
     if path is None:
-        return load_topology_spec(str(src))  # its own error
+        return None
     doc = tomllib.loads(path.read_text())
     if marker is not None:
         _check_marker(marker)
@@ -219,7 +221,7 @@ def load_doc(topology: Topology | str | Path, marker: str | None) -> Topology:
             for end in (link.get("features") or {}).values():
                 if isinstance(end, dict) and isinstance(end.get("tcd"), dict):
                     end["tcd"]["marker"] = marker
-    return topology_from_dict(doc, str(path))
+    return doc, path
 
 
 def scale_of(topology: Topology) -> float:
@@ -618,10 +620,15 @@ SCENARIOS = [
              PARAMS, run_sim=run_sim, run_live=run_live, paper_rate_bps=PAPER_RATE_BPS),
 ]
 
-__all__ = ["BURST_BYTES", "KINDS", "MARKERS", "PORTS", "SCENARIOS", "Flow", "Workload", "flow_marks", "flow_names",
-           "load_doc", "marker_of", "planned_packets", "planned_send", "run_live", "run_sim", "scale_of",
+__all__ = ["BURST_BYTES", "ECN_K_BYTES", "KINDS", "MARKERS", "PAPER_DELAY_NS", "PAPER_RATE_BPS", "PORTS",
+           "SCENARIOS", "XOFF_BYTES", "XON_BYTES", "Flow", "Workload", "flow_marks", "flow_names", "load_doc",
+           "marker_doc", "marker_of", "planned_packets", "planned_send", "run_live", "run_sim", "scale_of",
            "send_rate_bps", "t_on_max_ns", "topology_doc"]
 
 from .fct import FCT_SCENARIO  # noqa: E402
 
 SCENARIOS.append(FCT_SCENARIO)
+
+from .fabric import FABRIC_SCENARIO  # noqa: E402
+
+SCENARIOS.append(FABRIC_SCENARIO)
