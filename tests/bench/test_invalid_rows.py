@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from netstack.bench import auth, tcd, tcsack
+from netstack.bench import auth, tcd, tcdfct, tcsack
 from netstack.bench import dta as dta_bench
 from netstack.bench.dta import search
 from netstack.bench.dta.tables import tables as dta_tables
@@ -48,13 +48,41 @@ def test_tcd_an_invalid_run_is_listed_and_judges_no_target() -> None:
     assert "live single tcd" in "\n".join(tcd.invalid_lines(out["invalid_rows"]))
 
 
+def test_tcd_a_failed_live_run_is_an_invalid_row_and_the_good_runs_stand(monkeypatch) -> None:
+    """``bench tcd --live`` (issue 30): a run that raised is listed with its error as the reason,
+    judges nothing, and the other runs are tabulated and judged as usual."""
+    good = {("single", "ecn"): _tcd_doc("single", "ecn"), ("multi", "ecn"): _tcd_doc("multi", "ecn"),
+            ("multi", "tcd"): _tcd_doc("multi", "tcd", p2_congestion=4)}
+
+    def fake_sweep(specs, *, workers=None, progress=None):
+        out = []
+        for spec in specs:
+            key = (spec.params["kind"], tcd.marker_of(tcd.resolve_topology(spec.topology)))
+            out.append(good.get(key) or {"runtime": "live", "seed": 1, "params": dict(spec.params),
+                                         "error": "ScenarioError: the receiver on r1 did not start"})
+        return out
+
+    monkeypatch.setattr(tcd, "sweep", fake_sweep)
+    out: dict[str, Any] = {"runs": [], "targets": [], "invalid_rows": [], "plots": {}}
+    md = "\n".join(tcd.section_live(lambda msg: None, out))
+    assert out["invalid_rows"] == [{"row": "live single tcd",
+                                    "reasons": ["the run failed: ScenarioError: the receiver on r1 did not start"]}]
+    assert out["live"]["runs"] == 4 and out["live"]["runs_valid"] == 3 and out["live"]["runs_failed"] == 1
+    assert {(r["scenario"], r["marker"]) for r in out["live"]["flows"]} == set(good)
+    single, multi = out["targets"]
+    assert single["met"] is None and multi["met"] is True  # the failed run judges nothing
+    assert "3 of 4 runs valid" in md and len(out["runs"]) == 4
+    assert tcd.verdicts(out)["valid"] is False
+
+
 def test_tcd_a_broken_claim_fails_the_cross_check_and_a_missed_goal_does_not() -> None:
     docs = [_tcd_doc("single", "ecn", runtime="sim"), _tcd_doc("single", "tcd", runtime="sim", f0_ce=2)]
     targets = tcd.scenario_targets(docs, "sim")
     assert targets[0]["met"] is False and "TCD: F0 never CE" in targets[0]["value"]
-    goals = tcd.fct_targets([{"marker": "tcd", "variant": "websearch", "ratio_median": 1.0, "ratio_p99": None},
-                             {"marker": "ecn", "variant": "websearch"}])
-    assert [(g["kind"], g["met"]) for g in goals] == [("goal", False), ("goal", None)]
+    ratio = {"all": {"median": 1.0, "p99": None}, "victim": {"median": 2.5, "p99": 1.0}}
+    goals = tcdfct.fct_targets([{"workload": "websearch", "cc": "dcqcn", "compare": {"ratio": ratio}}])
+    assert [(g["kind"], g["met"]) for g in goals] == [("goal", False), ("goal", None), ("goal", True),
+                                                      ("goal", False)]
     out = {"invalid_rows": [], "targets": targets + goals}
     payload = tcd.verdicts(out)
     assert payload["valid"] is True
