@@ -217,6 +217,10 @@ def add_fct_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="with --incast bursts: bytes per sender and burst (default 64KiB, TCD §3.1's)")
     p.add_argument("--size-scale", type=_fraction, default=1.0, metavar="F",
                    help="flow sizes x F (default 1: full size)")
+    p.add_argument("--ce-rule", choices=["ecn", "tcd"], default=None,
+                   help="the tcd arm's CE rule at ports that are not paused: as the topology says (tcd-leafspine: "
+                        "ecn, the base arm's RED: like for like), or tcd (TCD's own congestion state: K and the "
+                        "queue trend; not like for like, a diagnostic)")
     p.add_argument("--flow-list", action="store_true",
                    help="with --json: every flow's seed, class, bucket, size and slowdown under arms.<arm>.flows")
     add_json(p, "the comparison")
@@ -405,7 +409,7 @@ def cmd_fct(args: argparse.Namespace) -> int:
     params = {"incast": args.incast, "incast_senders": args.incast_senders, "incast_receiver": args.incast_receiver,
               "incast_load": args.incast_load, "incast_bytes": args.incast_bytes, "size_scale": args.size_scale}
     cmp = FctCompare(args.topology, args.workload, args.load, args.cc, tuple(parse_seeds(args.seeds)), args.flows,
-                     tuple(params.items()))
+                     tuple(params.items()), args.ce_rule)
     rep(f"{len(cmp.seeds)} seed(s) x 2 arms of {args.flows} {args.workload} flows at load {args.load:g} on "
         f"{args.topology}, {args.cc}, incast {args.incast}")
     try:

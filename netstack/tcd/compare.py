@@ -164,6 +164,9 @@ class FctCompare:
     flows: int = 300
     #: any other ``tcd-fabric-fct`` parameter (``incast``, ``incast_senders``, ``size_scale``...)
     params: tuple[tuple[str, Any], ...] = ()
+    #: the tcd arm's CE rule (``netstack.tcd.marker``): None, as the topology says (``tcd-leafspine``:
+    #: ``ecn``, the base arm's RED); ``tcd``: TCD's own congestion state (not like-for-like)
+    ce_rule: str | None = None
 
     def scenario_params(self) -> dict[str, Any]:
         return {"workload": WORKLOADS.get(self.workload, self.workload), "load": self.load, "cc": self.cc,
@@ -184,9 +187,23 @@ class FctCompare:
             if found is None:
                 raise CompareError(f"topology {self.topology!r}: no such file or shipped topology")
             docs[arm] = found[0]
+            if marker == "tcd" and self.ce_rule is not None:
+                _set_ce_rule(docs[arm], self.ce_rule)
         _check_compare(self, docs["tcd"])
         return [(arm, seed, RunSpec("tcd-fabric-fct", docs[arm], seed, None, self.scenario_params()))
                 for seed in self.seeds for arm in ARMS]
+
+
+def _set_ce_rule(doc: dict[str, Any], rule: str) -> None:
+    """Every ``tcd`` feature of a topology document with CE rule ``rule``."""
+    from .params import CE_RULES
+
+    if rule not in CE_RULES:
+        raise CompareError(f"ce_rule must be one of {', '.join(CE_RULES)}, got {rule!r}")
+    for link in doc.get("links", []):
+        for end in (link.get("features") or {}).values():
+            if isinstance(end, dict) and isinstance(end.get("tcd"), dict):
+                end["tcd"]["ce_rule"] = rule
 
 
 def _check_compare(cmp: FctCompare, doc: dict[str, Any]) -> None:
@@ -279,7 +296,8 @@ def setup_of(cmp: FctCompare, seeds: list[int], by: dict[tuple[str, int], dict[s
     base = [by[("base", s)] for s in seeds]
     return {
         "topology": cmp.topology, "workload": cmp.workload, "cdf": base[0]["workload"], "load": cmp.load,
-        "cc": cmp.cc, "flows_per_seed": cmp.flows, "size_scale": base[0]["size_scale"],
+        "cc": cmp.cc, "ce_rule": by[("tcd", seeds[0])]["marking"].get("ce_rule"),
+        "flows_per_seed": cmp.flows, "size_scale": base[0]["size_scale"],
         "mean_size": base[0]["mean_size"], "time_scale": base[0]["scale"], "params": cmp.scenario_params(),
         "incast": {"kind": base[0]["incast"]["kind"], "receiver": base[0]["incast"]["receiver"],
                    "senders": {str(s): res["incast"]["senders"] for s, res in zip(seeds, base, strict=True)}},

@@ -128,9 +128,22 @@ def test_tcd_fct_prints_the_json_contract(cc, capsys):
     assert out["setup"]["cc"] == cc and out["setup"]["load"] == 0.6
 
 
+def test_ce_rule_tcd_switches_only_the_tcd_arms_rule():
+    from netstack.tcd.compare import ARMS
+
+    runs = FctCompare(seeds=(1,), ce_rule="tcd").specs()
+    rules = {arm: {end["tcd"]["ce_rule"] for link in spec.topology["links"] for end in link["features"].values()
+                   if "tcd" in end} for arm, _, spec in runs}
+    assert rules == {"base": {"ecn"}, "tcd": {"tcd"}} and set(ARMS) == set(rules)
+    assert {arm: {r for link in spec.topology["links"] for end in link["features"].values() if "tcd" in end
+                  for r in [end["tcd"]["marker"]]} for arm, _, spec in runs} == {"base": {"ecn"}, "tcd": {"tcd"}}
+    with pytest.raises(ValueError, match="ce_rule"):
+        FctCompare(seeds=(1,), ce_rule="red").specs()
+
+
 @pytest.mark.parametrize("argv", [["--load", "0"], ["--load", "x"], ["--seeds", "3-1"], ["--cc", "reno"],
                                   ["--workload", "rpc"], ["--flows", "0"], ["--topology", "nope"],
-                                  ["--incast-senders", "13"], ["--workers", "0"]])
+                                  ["--incast-senders", "13"], ["--workers", "0"], ["--ce-rule", "red"]])
 def test_bad_arguments_exit_2(argv, capsys):
     try:
         code = cli.main(["tcd", "fct", *argv])
