@@ -168,6 +168,9 @@ class Recovery:
     def __init__(self, host: RecoveryHost, now_ns: int) -> None:
         self.host = host
         self.incarnation: int | None = None  # None: not registered (or recovering)
+        #: every incarnation admitted, in order, until the shell takes them (``take_joined``): one
+        #: admitted and declared failed between two looks at ``incarnation`` is still seen (issue 31)
+        self.joined: list[int] = []
         self._last_inc = 0  # the last incarnation we registered as (a reply for it or an older one is stale)
         self.revision = 0  # the controller's failure revision this process has seen
         self._reg_at = now_ns  # next REGISTER (re)send
@@ -264,6 +267,7 @@ class Recovery:
             # (milliseconds of skew live). One input timeout ahead of our clock is above them
             h.raise_floor(h.now + h.params.input_timeout_ns)
         self.incarnation = self._last_inc = reply.incarnation
+        self.joined.append(reply.incarnation)
         self.revision = max(self.revision, reply.revision)
         self._joined_rev = self.revision
         h.c.registrations += 1

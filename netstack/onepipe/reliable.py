@@ -139,6 +139,13 @@ class ReliableEndpoint(Endpoint):
         """The incarnation this process is registered as (None: not registered, or recovering)."""
         return self.recovery.incarnation
 
+    def take_joined(self) -> list[int]:
+        """Every incarnation this process was admitted as since the last call, in order. A shell
+        that compares :attr:`incarnation` after each batch misses one that was admitted and
+        declared failed in the same batch (its ``on_register`` would skip it)."""
+        out, self.recovery.joined = self.recovery.joined, []
+        return out
+
     @property
     def revision(self) -> int:
         """The controller's failure revision this process has seen."""

@@ -26,7 +26,7 @@ from netstack.onepipe.actions import Admit, RecordFailure
 from netstack.onepipe.controller import LIVE, SUSPECTED, Controller, ControllerParams
 from netstack.onepipe.ctlwire import callback_done, failure_report, parse_probe, probe, register_request
 
-from .rfabric import PARAMS, T_BEACON, P, RFabric
+from .rfabric import PARAMS, STALL, T_BEACON, P, RFabric
 
 T = 1000
 CP = ControllerParams.for_beacon(T)  # window 1 T, retry 4 T, answer 40 T, 2 strikes
@@ -265,3 +265,15 @@ def test_stalls_below_the_bound_are_no_failure_and_a_kill_is_always_detected(sta
     assert [r.proc for r in fab.records] == [P(victim)]
     assert fab.recorded_at[0] - killed_at <= BOUND + fab.store_delay_ns
     fab.check()
+
+
+def test_every_incarnation_admitted_is_handed_to_the_shell_once_in_order():
+    """``take_joined`` (the shell's ``on_register``): an incarnation admitted and declared failed
+    between two looks at ``incarnation`` is not skipped."""
+    fab = _fabric()
+    fab.freeze(3)  # past the bound: declared failed; its notice waits in its socket
+    fab.run_for(STALL)
+    fab.thaw(3)
+    fab.run_for(1_500_000)
+    assert fab.eps[3].incarnation == 2
+    assert fab.eps[3].take_joined() == [1, 2] and fab.eps[3].take_joined() == []
