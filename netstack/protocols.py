@@ -151,7 +151,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                                "states add up to the time since it was created, no counter negative, no clock "
                                "regression)"},
                    typed=("netstack.tcd.detector", "netstack.tcd.params", "netstack.tcd.marker", "netstack.tcd.dcqcn",
-                          "netstack.tcd.np", "netstack.tcd.pacing", "netstack.tcd.timely", "netstack.tcd.cc"),
+                          "netstack.tcd.np", "netstack.tcd.pacing", "netstack.tcd.timely", "netstack.tcd.cc",
+                          "netstack.tcd.paper", "netstack.tcd.fabric", "netstack.tcd.compare"),
                    features={"tcd": "netstack.tcd.topology"},
                    scenarios="netstack.tcd.scenarios"),
     ProtocolPlugin("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",

@@ -126,6 +126,39 @@ def _plot_ratios(ax: Any, v: dict[str, Any]) -> None:
     ax.legend(fontsize=7)
 
 
+#: the bars of :func:`plot_points`: (group, quantile, colour)
+POINT_BARS = (("all", "median", "tab:green"), ("all", "p99", "tab:olive"), ("victim", "median", "tab:blue"),
+              ("victim", "p99", "tab:cyan"), ("victim_large", "median", "tab:purple"))
+
+
+def plot_points(points: list[tuple[str, dict[str, Any]]], path: Path) -> bool:
+    """One group of bars per comparison (``(label, netstack tcd fct's JSON)``): the ratio of all
+    flows, the victims and the large victims, median and p99, with their ci95, beside the paper's."""
+    plt = pyplot()
+    if plt is None or not points:
+        return False
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.3 * len(points) + 2), 4.6))
+    width = 0.8 / len(POINT_BARS)
+    for k, (g, q, color) in enumerate(POINT_BARS):
+        xs = [i + (k - (len(POINT_BARS) - 1) / 2) * width for i in range(len(points))]
+        vals = [cmp["ratio"][g][q] or 0.0 for _, cmp in points]
+        cis = [cmp["ci95"][g][q] or [v, v] for (_, cmp), v in zip(points, vals, strict=True)]
+        err = [[max(0.0, v - c[0]) for v, c in zip(vals, cis, strict=True)],
+               [max(0.0, c[1] - v) for v, c in zip(vals, cis, strict=True)]]
+        ax.bar(xs, vals, width, yerr=err, capsize=2, color=color, label=f"{g.replace('_', ' ')}, {q}")
+    for q, ls in (("median", "--"), ("p99", ":")):
+        ax.axhline(PAPER_RATIO[q], color="tab:red", ls=ls, lw=1, label=f"the paper, {q}: {PAPER_RATIO[q]}x")
+    ax.axhline(1.0, color="k", lw=0.6)
+    ax.set_xticks(range(len(points)), [label for label, _ in points], fontsize=8)
+    ax.set_ylabel("slowdown ratio, cc / cc+TCD (95 % interval)")
+    ax.set_title("TCD's FCT gain on tcd-leafspine (virtual time, 40 Gbit/s)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylim(0, max(4.6, ax.get_ylim()[1]))  # (room for the legend above the paper's lines)
+    ax.legend(fontsize=7, ncol=4, loc="upper center")
+    save(plt, fig, path, dpi=100)
+    return True
+
+
 def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progress, out: dict[str, Any]) -> list[str]:
     """The FCT comparisons: rows, goals and the plot into ``out``; the Markdown lines."""
     variants = []
@@ -145,5 +178,6 @@ def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progre
     return md
 
 
-__all__ = ["FCT_FLOWS", "FCT_LOAD", "FCT_SEEDS", "FCT_VARIANTS", "QUICK_FLOWS", "QUICK_SEEDS", "QUICK_VARIANTS",
-           "VICTIM_GOAL", "fct_compares", "fct_rows", "fct_targets", "plot_fct", "section_fct"]
+__all__ = ["FCT_FLOWS", "FCT_LOAD", "FCT_SEEDS", "FCT_VARIANTS", "POINT_BARS", "QUICK_FLOWS", "QUICK_SEEDS",
+           "QUICK_VARIANTS", "VICTIM_GOAL", "fct_compares", "fct_rows", "fct_targets", "plot_fct", "plot_points",
+           "section_fct"]
