@@ -19,15 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..tcd.compare import PAPER_RATIO, TABLE_GROUPS, FctCompare, run_compare, table
+from ..tcd.compare import DEFAULT_FLOWS, PAPER_RATIO, TABLE_GROUPS, FctCompare, run_compare, table
 from .output import Progress
 from .plot import pyplot, save
 
-#: (workload, cc) of each variant, load, seeds and flows per seed; ``--quick``: tiny flows, two seeds
+#: (workload, cc) of each variant, load and seeds (flows per seed: ``DEFAULT_FLOWS``, the command's);
+#: ``--quick``: tiny flows, two seeds
 FCT_VARIANTS = (("websearch", "dcqcn"), ("websearch", "timely"), ("hadoop", "dcqcn"))
 FCT_LOAD = 0.6
 FCT_SEEDS = (1, 2, 3, 4)
-FCT_FLOWS = 300
 QUICK_VARIANTS = (("websearch", "dcqcn"), ("websearch", "timely"))
 QUICK_SEEDS = (1, 2)
 QUICK_FLOWS = 6
@@ -40,7 +40,7 @@ def fct_compares(quick: bool) -> list[tuple[str, FctCompare]]:
     """(variant name, its comparison) of the section."""
     variants = QUICK_VARIANTS if quick else FCT_VARIANTS
     return [(f"{w} {cc}", FctCompare("tcd-leafspine", w, FCT_LOAD, cc, QUICK_SEEDS if quick else FCT_SEEDS,
-                                     QUICK_FLOWS if quick else FCT_FLOWS, QUICK_PARAMS if quick else ()))
+                                     QUICK_FLOWS if quick else DEFAULT_FLOWS[w], QUICK_PARAMS if quick else ()))
             for w, cc in variants]
 
 
@@ -178,6 +178,6 @@ def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progre
     return md
 
 
-__all__ = ["FCT_FLOWS", "FCT_LOAD", "FCT_SEEDS", "FCT_VARIANTS", "POINT_BARS", "QUICK_FLOWS", "QUICK_SEEDS",
+__all__ = ["FCT_LOAD", "FCT_SEEDS", "FCT_VARIANTS", "POINT_BARS", "QUICK_FLOWS", "QUICK_SEEDS",
            "QUICK_VARIANTS", "VICTIM_GOAL", "fct_compares", "fct_rows", "fct_targets", "plot_fct", "plot_points",
            "section_fct"]

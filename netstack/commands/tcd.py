@@ -158,7 +158,8 @@ small (< 100 KB), large (> 1 MB). ratio = base slowdown / tcd slowdown (> 1: TCD
 paired percentile bootstrap over seeds. The JSON (--json) is {"arms": {"base": {"marking", "fct",
 ...}, "tcd": {...}}, "ratio": {"all": {"median", "p99"}, "victim": ..., "small": ..., "large":
 ..., ...}, "ci95": {...}, "flows": n, "seeds": [...], "setup": {...}} (docs/tcd.md "FCT on a
-leaf-spine fabric"). About a minute of wall time per run of 300 full-size websearch flows."""
+leaf-spine fabric"). About a minute of wall time per run of 300 full-size websearch flows, or of 3000
+fb-hadoop flows."""
 
 
 def _fraction(text: str) -> float:
@@ -199,8 +200,9 @@ def add_fct_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="one workload per seed, both arms each (default %(default)s)")
     p.add_argument("--cc", choices=["dcqcn", "timely"], default="dcqcn",
                    help="the congestion control, without TCD (base) and with it (tcd) (default %(default)s)")
-    p.add_argument("--flows", type=_positive_int, default=300, metavar="N",
-                   help="background flows per seed (default %(default)s)")
+    p.add_argument("--flows", type=_positive_int, default=None, metavar="N",
+                   help="background flows per seed (default 300 websearch, 3000 hadoop: about the same bytes and "
+                        "arrival window)")
     p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
                    help="runs in parallel (processes; default min(2, cores))")
     p.add_argument("--incast", choices=["persistent", "bursts", "none"], default="persistent",
@@ -402,15 +404,16 @@ def print_result(result: dict[str, Any]) -> None:
 
 def cmd_fct(args: argparse.Namespace) -> int:
     from ..progress import Reporter
-    from ..tcd.compare import CompareError, FctCompare, run_compare, table
+    from ..tcd.compare import DEFAULT_FLOWS, CompareError, FctCompare, run_compare, table
     from .sim import parse_seeds
 
     rep = Reporter("tcd fct")
     params = {"incast": args.incast, "incast_senders": args.incast_senders, "incast_receiver": args.incast_receiver,
               "incast_load": args.incast_load, "incast_bytes": args.incast_bytes, "size_scale": args.size_scale}
-    cmp = FctCompare(args.topology, args.workload, args.load, args.cc, tuple(parse_seeds(args.seeds)), args.flows,
+    flows = args.flows or DEFAULT_FLOWS[args.workload]
+    cmp = FctCompare(args.topology, args.workload, args.load, args.cc, tuple(parse_seeds(args.seeds)), flows,
                      tuple(params.items()), args.ce_rule)
-    rep(f"{len(cmp.seeds)} seed(s) x 2 arms of {args.flows} {args.workload} flows at load {args.load:g} on "
+    rep(f"{len(cmp.seeds)} seed(s) x 2 arms of {flows} {args.workload} flows at load {args.load:g} on "
         f"{args.topology}, {args.cc}, incast {args.incast}")
     try:
         with rep.heartbeat("runs", every_s=30):

@@ -145,6 +145,10 @@ def _at(ordered: list[float], pct: float) -> float:
 # ---------------------------------------------------------------------------------- runs
 #: the workloads by the names the command takes, and the CDF each names (netstack/sim/workloads)
 WORKLOADS = {"websearch": "websearch", "hadoop": "fb-hadoop"}
+#: background flows per seed by default: about the same bytes (500 MB websearch, 360 MB fb-hadoop) and
+#: so about the same arrival window, and incast, at a load (300 fb-hadoop flows, mean 120 KB, arrive
+#: within 0.75 ms at load 0.6)
+DEFAULT_FLOWS = {"websearch": 300, "hadoop": 3000}
 
 
 class CompareError(ValueError):
@@ -372,7 +376,7 @@ def table(out: dict[str, Any]) -> str:
                                        "ratio median", "ratio p99"], rows)
 
 
-__all__ = ["ARMS", "BOOTSTRAP_DRAWS", "BUCKETS", "CI_METHOD", "FLOW_FIELDS", "GROUPS", "PAPER_RATIO", "QUANTILES",
-           "TABLE_GROUPS", "WORKLOADS", "CompareError", "FctCompare", "arm_summary", "bootstrap_ci", "compare",
-           "group_stats", "groups_of", "quantile", "ratios_of", "run_compare", "setup_of", "slowdowns", "table",
-           "table_rows"]
+__all__ = ["ARMS", "BOOTSTRAP_DRAWS", "BUCKETS", "CI_METHOD", "DEFAULT_FLOWS", "FLOW_FIELDS", "GROUPS", "PAPER_RATIO",
+           "QUANTILES", "TABLE_GROUPS", "WORKLOADS", "CompareError", "FctCompare", "arm_summary", "bootstrap_ci",
+           "compare", "group_stats", "groups_of", "quantile", "ratios_of", "run_compare", "setup_of", "slowdowns",
+           "table", "table_rows"]
