@@ -376,8 +376,12 @@ class OnePipeEndpoint:
                     self._proc_fail(act.proc, act.ts)
             self._room.set()
         reng = self._reng
-        if reng is not None and reng.incarnation != self._incarnation:
-            self._registered(reng.incarnation)
+        if reng is not None:
+            # every incarnation admitted, in order: one admitted and declared failed within this
+            # batch is no longer ``reng.incarnation`` but still joined (on_register fires for it)
+            for inc in reng.take_joined():
+                self._registered(inc)
+            self._incarnation = reng.incarnation
         if self._closed or self._loop is None:
             return
         d = eng.next_deadline()
