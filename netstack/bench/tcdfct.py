@@ -131,6 +131,16 @@ POINT_BARS = (("all", "median", "tab:green"), ("all", "p99", "tab:olive"), ("vic
               ("victim", "p99", "tab:cyan"), ("victim_large", "median", "tab:purple"))
 
 
+def point_label(cmp: dict[str, Any]) -> str:
+    """A short label of a saved ``netstack tcd fct`` result for :func:`plot_points`: workload, cc,
+    load, and what differs from the defaults (the incast, the CE rule, the seeds)."""
+    s = cmp["setup"]
+    extra = [f"incast {s['incast']['kind']}"] if s["incast"]["kind"] != "persistent" else []
+    extra += ["TCD's CE rule"] if s.get("ce_rule") == "tcd" else []
+    extra += [f"seeds {cmp['seeds'][0]}-{cmp['seeds'][-1]}"] if len(cmp["seeds"]) != 8 else []
+    return "\n".join([f"{s['workload']} {s['cc']}", f"load {s['load']:g}", *extra])
+
+
 def plot_points(points: list[tuple[str, dict[str, Any]]], path: Path) -> bool:
     """One group of bars per comparison (``(label, netstack tcd fct's JSON)``): the ratio of all
     flows, the victims and the large victims, median and p99, with their ci95, beside the paper's."""
@@ -180,4 +190,4 @@ def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progre
 
 __all__ = ["FCT_LOAD", "FCT_SEEDS", "FCT_VARIANTS", "POINT_BARS", "QUICK_FLOWS", "QUICK_SEEDS",
            "QUICK_VARIANTS", "VICTIM_GOAL", "fct_compares", "fct_rows", "fct_targets", "plot_fct", "plot_points",
-           "section_fct"]
+           "point_label", "section_fct"]
