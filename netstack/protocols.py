@@ -143,8 +143,9 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    control="netstack.tcd.control",
                    commands=("tcd",),
                    benches={"tcd": ("netstack.bench.tcd",
-                                  "TCD §3.1 marks and port states at 40 Gbit/s (virtual time); FCT slowdown, "
-                                  "DCQCN vs DCQCN + TCD; --live: §3.1 on the testbed")},
+                                  "TCD §3.1 marks and port states at 40 Gbit/s (virtual time); FCT slowdown on the "
+                                  "tcd-leafspine fabric, DCQCN / TIMELY with and without TCD; --live: §3.1 on the "
+                                  "testbed")},
                    fuzz={"tcd": "TCD on tcd-single: TCD data, CNPs, PFC and anything else from r0 into sw3's p-r0, "
                                "whose egress carries TCD's marker, during a DCQCN flow s0 -> r0 (invariant: both "
                                "ends of the flow run to the end; per class, the detector's times in its three "
