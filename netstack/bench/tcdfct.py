@@ -185,6 +185,9 @@ def section_fct(quick: bool, workers: int | None, results_dir: Path, say: Progre
     png = results_dir / "bench-tcd-fct.png"
     if plot_fct(variants, png):
         out["plots"]["fct"] = str(png)
+    for v in variants:  # every flow was for the CDFs: the JSON keeps the comparisons (megabytes less)
+        for arm in v["compare"]["arms"].values():
+            arm.pop("flows", None)
     return md
 
 

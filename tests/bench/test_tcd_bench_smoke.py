@@ -35,7 +35,7 @@ def test_quick_bench_writes_json_tables_and_plots(tmp_path, capsys):
         assert c["flows"] == 12 == c["arms"]["base"]["fct"]["all"]["completed"]
         assert c["arms"]["tcd"]["fct"]["all"]["flows"] == 12
         assert c["setup"]["topology"] == "tcd-leafspine" and c["arms"]["tcd"]["mode"] == f"{v['cc']}+tcd"
-        assert c["ratio"]["all"]["median"] > 0 and len(c["arms"]["base"]["flows"]["rows"]) == 12
+        assert c["ratio"]["all"]["median"] > 0 and "flows" not in c["arms"]["base"]  # (the CDFs' rows: plotted)
     assert {r["group"] for r in fct["rows"]} >= {"all", "victim", "small", "large"}
     assert {d["scenario"] for d in doc["runs"]} == {"tcd"} and len(doc["runs"]) == 4
     for name in ("fig3", "fig4", "states", "marks", "fct"):
