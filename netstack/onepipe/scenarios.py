@@ -357,13 +357,21 @@ def _onepipe_result(net: Any, run: OnePipeRun, procs: list[OnePipeProcess], p: d
     sent = sum(q.sent for q in procs)
     delivered = sum(q.delivered for q in procs)
     failed = sum(q.failed for q in procs)
+    # a message reported unknown is delivered when its receiver delivered it (the live count's
+    # rule, netstack/onepipe/accounting.py), else send_unknown
+    unknown_delivered = sum((q.idx, seq, run.by_addr[dst].idx) in m.got
+                            for q in procs for seq, dst in q.unknown if dst in run.by_addr)
+    unknown = sum(len(q.unknown) for q in procs) - unknown_delivered
+    in_flight = sent - delivered - failed - unknown
     if p["log_dir"]:
         write_logs(Path(p["log_dir"]), m.logs or {}, [q.name for q in procs])
     lat, unord = latency_stats(m.latency), latency_stats(m.unordered)
     return {
         "sent": sent, "scatterings": sum(q.scatterings for q in procs), "refused": sum(q.refused for q in procs),
         "in_window": m.in_window,
-        "delivered": delivered, "send_failed": failed, "unaccounted": sent - delivered - failed,
+        "delivered": delivered, "send_failed": failed, "send_unknown": unknown, "unknown_delivered": unknown_delivered,
+        # in virtual time every message's fate is known: what is neither is still in flight at the end
+        "in_flight_at_end": in_flight, "unaccounted": in_flight,
         "latency_ns": lat, "unordered_ns": unord, "barrier_wait_ns": latency_stats(m.wait),
         "overhead_ns": (lat["mean"] - unord["mean"]) if lat["n"] and unord["n"] else None,
         "order": {"ok": m.violations == 0, "violations": m.violations, "first": m.first},
@@ -377,7 +385,8 @@ def _sequencer_result(raw: dict[str, Any]) -> dict[str, Any]:
     """The sequencer baseline's raw results in the fields a 1Pipe run reports."""
     lat = latency_stats(raw.pop("latency"))
     violations = raw.pop("violations")
-    return {**raw, "send_failed": 0, "unaccounted": raw["sent"] - raw["delivered"] - raw["lost"] - raw["seq_dropped"],
+    return {**raw, "send_failed": 0, "send_unknown": 0,
+            "unaccounted": raw["sent"] - raw["delivered"] - raw["lost"] - raw["seq_dropped"],
             "latency_ns": lat, "unordered_ns": latency_stats([]), "barrier_wait_ns": latency_stats([]),
             "overhead_ns": None, "order": {"ok": violations == 0, "violations": violations, "first": None}}
 

@@ -40,6 +40,9 @@ class _Meter:
         self.violations = 0
         self.first: str | None = None
         self.scat_ts: dict[tuple[int, int], int] = {}
+        #: (sender index, scattering, receiver index) of every delivery: the fate of a message its
+        #: sender reported unknown (issue 31: a late or lost ACK, the message may be delivered)
+        self.got: set[tuple[int, int, int]] = set()
         self.logs: dict[str, list[str]] | None = {} if log else None
 
     def violation(self, text: str) -> None:
@@ -51,6 +54,7 @@ class _Meter:
         """``rx`` delivered ``src``'s message of scattering ``seq`` (timestamp ``ts``) at ``now``."""
         if self.window[0] <= now < self.window[1]:
             self.in_window += 1
+        self.got.add((src.idx, seq, rx.idx))
         sent = self.sent_at.get((src.idx, seq))
         if sent is not None:
             self.latency.append(now - sent)
@@ -94,6 +98,9 @@ class OnePipeProcess(PoissonScatterer):
         self.last_order: tuple[int, int] | None = None
         self.last_seq: dict[int, int] = {}
         self.sent = self.scatterings = self.refused = self.failed = self.delivered = 0
+        #: (scattering, destination address) of each message its sender gave up waiting for
+        #: (``SendFail(known=False)``): failed or delivered, the sender cannot tell (accounting.py)
+        self.unknown: list[tuple[int, Any]] = []
         self._nseq = 0
         self._timer: int | None = None
         self._flows: dict[str, Ipv4Flow] = {}
@@ -131,7 +138,10 @@ class OnePipeProcess(PoissonScatterer):
                 elif type(act) is Deliver:
                     self._deliver(act)
                 elif type(act) is SendFail:
-                    self.failed += 1
+                    if act.known:
+                        self.failed += 1
+                    else:
+                        self.unknown.append((_SEQ.unpack_from(act.msg)[0] if len(act.msg) >= 8 else -1, act.dst))
                 else:
                     self.on_action(act)
         self._arm()

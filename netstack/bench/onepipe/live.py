@@ -59,6 +59,7 @@ def one_run(prefix: str, procs: int, seconds: float, loss: float, work: Path, sa
     scale = LIVE_SCALE
     row = {"runtime": "live", "procs": procs, "loss": loss, "seconds": seconds, "sent": summary["messages_sent"],
            "delivered": summary["delivered"], "send_failed": summary["send_failed"],
+           "send_unknown": summary["send_unknown"], "in_flight_at_end": summary["in_flight_at_end"],
            "unaccounted": summary["unaccounted"],
            "offered_per_proc": summary["messages_sent"] / procs / seconds,
            "delivered_per_proc": summary["delivered"] / procs / seconds,
@@ -72,6 +73,7 @@ def one_run(prefix: str, procs: int, seconds: float, loss: float, work: Path, sa
            # kept out of the plots; its order check still counts (a safety property holds at any timing)
            "valid": summary.get("valid", True), "checks": summary.get("checks", [])}
     say(f"live: P={procs} loss={loss:g}: {row['delivered']}/{row['sent']} delivered, {row['send_failed']} send-fails, "
+        f"{row['send_unknown']} unknown, "
         f"mean latency {row['live_mean_ms'] or 0:.2f} ms (= {row['mean_us'] or 0:.2f} us at the paper's scale); "
         f"check {'ok' if verdict.ok else 'FAILED'}")
     return {"row": row, "summary": {k: v for k, v in summary.items() if k != "processes"},

@@ -26,11 +26,11 @@ def fig8_table(rows: list[dict[str, Any]]) -> str:
         out.append([p, _m(one.get("offered_per_proc")), _m(one.get("delivered_per_proc")),
                     _m(seq.get("delivered_per_proc")), _f(un.get("mean_us")), _f(one.get("mean_us")),
                     _f(one.get("p99_us")), _f(one.get("p999_us")), _f(seq.get("mean_us")), _f(seq.get("p99_us")),
-                    one.get("send_failed", "-"), seq.get("seq_dropped", "-"),
+                    one.get("send_failed", "-"), one.get("send_unknown", "-"), seq.get("seq_dropped", "-"),
                     "ok" if one.get("order_ok") and seq.get("order_ok", True) else "VIOLATED"])
     return format_table(["P", "offered M msg/s/proc", "1Pipe delivered", "sequencer delivered",
                          "unordered mean us", "1Pipe mean us", "1Pipe p99", "1Pipe p99.9", "sequencer mean us",
-                         "sequencer p99", "1Pipe send-fails", "sequencer drops", "order"], out)
+                         "sequencer p99", "1Pipe send-fails", "1Pipe send-unknown", "sequencer drops", "order"], out)
 
 
 def sim_speed_table(rows: list[dict[str, Any]]) -> str:
@@ -42,12 +42,13 @@ def sim_speed_table(rows: list[dict[str, Any]]) -> str:
 
 def live_table(rows: list[dict[str, Any]]) -> str:
     out = [[r["procs"], _f(r["loss"], "{:g}"), f"{r['offered_per_proc']:.0f}", f"{r['delivered_per_proc']:.0f}",
-            r["send_failed"], r["unaccounted"], _f(r["live_mean_ms"]), _f(r["mean_us"]), _f(r["p50_us"]),
+            r["send_failed"], r.get("send_unknown", "-"), r.get("in_flight_at_end", "-"), r["unaccounted"],
+            _f(r["live_mean_ms"]), _f(r["mean_us"]), _f(r["p50_us"]),
             _f(r["p99_us"]), r["late_dropped"], "ok" if r["check_ok"] else "FAILED",
             "yes" if r.get("valid", True) else "INVALID"] for r in rows]
     return format_table(["P", "loss tor1-spine1", "offered msg/s/proc", "delivered msg/s/proc", "send-fails",
-                         "unaccounted", "mean ms (live)", "mean us (paper scale)", "p50 us", "p99 us",
-                         "late drops", "onepipe check", "valid run"], out)
+                         "send-unknown", "in flight at end", "unaccounted", "mean ms (live)",
+                         "mean us (paper scale)", "p50 us", "p99 us", "late drops", "onepipe check", "valid run"], out)
 
 
 def fig9a_table(rows: list[dict[str, Any]]) -> str:
@@ -62,11 +63,12 @@ def fig9a_table(rows: list[dict[str, Any]]) -> str:
 
 def fig9b_table(rows: list[dict[str, Any]]) -> str:
     out = [[r["runtime"], _f(r["loss"], "{:g}"), r["procs"], f"{r['delivered']}/{r['sent']}", _f(r["mean_us"]),
-            _f(r["p99_us"]), _f(r.get("unordered_mean_us")), r["send_failed"], r["messages_lost"],
-            r["late_dropped"], r["unaccounted"],
+            _f(r["p99_us"]), _f(r.get("unordered_mean_us")), r["send_failed"], r.get("send_unknown", "-"),
+            r["messages_lost"], r["late_dropped"], r["unaccounted"],
             "ok" if r.get("order_ok", r.get("check_ok")) else "VIOLATED"] for r in rows]
     return format_table(["runtime", "loss (ToR-spine, each way)", "P", "delivered/sent", "mean us", "p99 us",
-                         "unordered mean us", "send-fails", "lost (NAKed)", "late drops", "unaccounted", "order"], out)
+                         "unordered mean us", "send-fails", "send-unknown", "lost (NAKed)", "late drops", "unaccounted",
+                         "order"], out)
 
 
 # ----------------------------------------------------------------------------------- plots

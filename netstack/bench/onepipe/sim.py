@@ -144,6 +144,7 @@ def fig8_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]
                  "seq_offered": seq["offered_msgs_per_s"], "max_backlog": seq["max_backlog"],
                  "order_ok": res["order"]["ok"], **engine_speed(doc)}]
     one = {"system": "1pipe", **_common(res), **_lat(res["latency_ns"]), "send_failed": res["send_failed"],
+           "send_unknown": res["send_unknown"],
            "late_dropped": res["late_dropped"], "barrier_wait_mean_us": _us(res["barrier_wait_ns"]["mean"]),
            "beacons": res["beacons"]["hosts"] + res["beacons"]["switches"], "order_ok": res["order"]["ok"],
            **engine_speed(doc)}
@@ -171,6 +172,7 @@ def fig9b_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
     res = doc["result"]
     return [{"runtime": "sim", "loss": meta["loss"], **_common(res), **_lat(res["latency_ns"]),
              "unordered_mean_us": _us(res["unordered_ns"]["mean"]), "send_failed": res["send_failed"],
+             "send_unknown": res["send_unknown"],
              "messages_lost": res["messages_lost"], "late_dropped": res["late_dropped"],
              "unaccounted": res["unaccounted"], "order_ok": res["order"]["ok"]}]
 
