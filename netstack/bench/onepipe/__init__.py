@@ -26,8 +26,11 @@ live (``--runtime sim|live``; default both):
 
 Output: ``<results>/bench-onepipe-<UTC>.json`` (+ ``-latest``; every run in the ``netstack.run/1``
 schema under ``runs``), the Markdown tables printed and written to ``bench-onepipe-latest.md``,
-``bench-onepipe-fig8.png``, ``-fig9a.png``, ``-fig9b.png``; progress on stderr. ``--duration S``:
-the live runs' length (default 3 s); the virtual-time runs scale with it (their defaults x S/3).
+``bench-onepipe-fig8.png``, ``-fig9a.png``, ``-fig9b.png``; progress on stderr. Whatever sections
+ran, "paper vs ours" (``paper.py``) sets every point of the paper's Figs. 8-15 (the authors' data,
+docs/data/onepipe-paper/) beside this run's number for it, or the reason there is none: the JSON's
+``paper`` (rows, summary, source, ``plots``), a table per figure, ``bench-onepipe-paper-figN.png``.
+``--duration S``: the live runs' length (default 3 s); the virtual-time runs scale with it (their defaults x S/3).
 ``--workers N``: sim runs in parallel.
 """
 
@@ -201,6 +204,22 @@ def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
     return md
 
 
+def _paper(figs: dict[str, Any], results_dir: Path, md: list[str], errors: dict[str, str]) -> dict[str, Any] | None:
+    """The paper's figure data beside this run's rows (netstack/bench/onepipe/paper.py): the
+    ``paper`` key of the JSON, its tables added to ``md``, its PNGs (``paper.plots``)."""
+    from ...onepipe.paperdata import PaperDataError
+    from . import paper
+
+    try:
+        section = paper.compare(figs)
+    except PaperDataError as exc:  # a damaged copy of the authors' data must not lose the run's numbers
+        errors["paper"] = str(exc)
+        return None
+    md += report.paper_markdown(section)
+    section["plots"] = report.plot_paper(section, results_dir, NAME)
+    return section
+
+
 def main(args: argparse.Namespace) -> int:
     sections, runtimes = _selected(args)
     if not sections or not runtimes:
@@ -231,6 +250,7 @@ def main(args: argparse.Namespace) -> int:
     verdict = live_mod.verdicts(live)
     md, plots = _markdown(figs, notes, results_dir)
     md += _invalid_markdown(verdict["invalid_rows"])
+    payload["paper"] = _paper(figs, results_dir, md, errors)
     runs = [d for part in (sim, live) for sec in part.values() for d in sec["runs"]]
     payload.update(figs, runs=runs, plots=plots, errors=errors, wall_s=time.monotonic() - started,
                    loadavg_after=loadavg(), **verdict)

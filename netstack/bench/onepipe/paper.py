@@ -1,0 +1,402 @@
+"""``netstack bench onepipe``'s "paper vs ours": every point of the 1Pipe paper's evaluation
+figures (Li et al., "1Pipe: Scalable Total Order Communication in Data Center Networks", SIGCOMM
+2021, §7: Figs. 8-15, from the authors' data files, :mod:`netstack.onepipe.paperdata`) beside
+what this run measured at that point.
+
+One row per paper point: ``figure``, ``series``, ``x`` (the paper's), ``paper``, ``ours`` (or
+None, and ``note`` says why: "not built", "not measured in this run", "not measured at this x"),
+``ratio`` = ours / paper, ``scale`` (how our setup maps to the paper's at that point, in words),
+``scale_factor`` (the ratio the scale alone predicts: 1.0 where the setups are alike; for a rate
+we offer below what the paper delivers, our offered rate over the paper's value), ``at_scale`` =
+ratio / scale_factor, ``differs_2x`` (at_scale outside [0.5, 2]: docs/onepipe-paper.md says why),
+``x_ours`` (the x our number was measured at when it is not the paper's, e.g. loss 0 for the
+paper's lossless 1e-8: matched explicitly, never interpolated), ``source`` (which of the bench's
+rows), ``runtime`` (sim or live). Our rows are the JSON sections ``netstack bench onepipe`` writes
+(``fig8``, ``fig9a``, ``fig9b``, ``reliable``, ``fig10``), so :func:`compare` also works on a
+saved result file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from headers.onepipe import OnePipeHeader
+
+from ...ethernet import UDP_HEADERS_BYTES, wire_bytes
+from ...onepipe import paperdata
+from ...onepipe.paperdata import PaperTable
+from .sim import FIG9A_PROCS
+
+Row = dict[str, Any]
+Figs = dict[str, Any]
+
+#: our beacon on the wire: Ethernet, IPv4, UDP and the 24-byte 1Pipe header, plus FCS, preamble and gap
+BEACON_WIRE_BYTES = wire_bytes(UDP_HEADERS_BYTES + OnePipeHeader.SIZE)
+#: the paper's idle-latency setting (its §7.1: PTP's mean clock skew 0.3 us, T_beacon 3 us): the
+#: fig9a row that matches it
+PAPER_SKEW_US = 0.3
+PAPER_T_BEACON_US = 3.0
+HOST_DELEGATE = ("not built: no end-host representative (1Pipe §6, 'delegate switch processing to a host'); "
+                 "our switches aggregate barriers in their own pipeline, as the programmable chip does")
+KV_PENDING = ("not measured in this run: the transactional KV store (§7.3) is not a section of netstack bench "
+              "onepipe")
+
+
+@dataclass(frozen=True)
+class Ours:
+    """Our number for one paper point, or why there is none."""
+
+    value: float | None
+    reason: str = ""
+    x: str | None = None
+    source: str = ""
+    note: str = ""
+    scale_factor: float | None = 1.0
+    runtime: str = "sim"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One panel of the paper: its data file, axes, and how our rows answer its points."""
+
+    id: str
+    title: str
+    file: str
+    x_label: str
+    y_label: str
+    scale: str
+    ours: Callable[[str, str, float, Figs], Ours]
+    series: tuple[str, ...] = ()
+    logx: bool = False
+    logy: bool = False
+    derived: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def number(self) -> str:
+        return self.id.rstrip("abc")
+
+
+# ---------------------------------------------------------------------------- our rows
+def _num(x: str) -> float | None:
+    return paperdata.x_value(x)
+
+
+def _pick(rows: Iterable[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    for r in rows:
+        if all(r.get(k) == v for k, v in match.items()):
+            return r
+    return None
+
+
+def _built(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _absent(figs: Figs, section: str, what: str, module: str | None = None) -> str:
+    if section not in figs:
+        return f"not measured in this run (section {section} not selected)"
+    if module is not None and not _built(module):
+        return f"not built ({what})"
+    return f"not measured in this run ({what} is not in this run's {section} rows)"
+
+
+def _at(rows: list[dict[str, Any]], key: str, x: str, **match: Any) -> dict[str, Any] | str:
+    """The row with ``key`` == x (numerically) among ``rows`` matching ``match``, or why not."""
+    cand = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    if not cand:
+        return ""
+    xv = _num(x)
+    hit = next((r for r in cand if xv is not None and r.get(key) == xv), None)
+    if hit is None:
+        have = ", ".join(f"{r[key]:g}" for r in sorted(cand, key=lambda r: r[key]))
+        return f"not measured at {key} {x} (this run: {have})"
+    return hit
+
+
+def _value(row: dict[str, Any], key: str, scale: float = 1.0) -> float | None:
+    v = row.get(key)
+    return None if v is None else v / scale
+
+
+def _rate_factor(row: dict[str, Any], paper: float) -> float:
+    """The ratio a rate should show from the offered load alone: we cannot deliver more than we
+    offer, so below the paper's delivered rate the expected ratio is offered / paper."""
+    offered = row.get("offered_per_proc")
+    return 1.0 if not offered or not paper else min(1.0, offered / 1e6 / paper)
+
+
+# ------------------------------------------------------------------------- Fig. 8a / 8b
+#: paper series -> (our fig8 system, the module that builds it (None: always there))
+FIG8_SYSTEMS = {"1Pipe/BE": ("1pipe", None), "1Pipe/chip": ("1pipe", None),
+                "1Pipe/R": ("1pipe_reliable", None), "HostSeq": ("sequencer", None),
+                "SwitchSeq": ("switchseq", "netstack.onepipe.baselines.switchseq"),
+                "Token": ("token", "netstack.onepipe.baselines.token"),
+                "Lamport": ("lamport", "netstack.onepipe.baselines.lamport")}
+
+
+def _fig8_row(series: str, x: str, figs: Figs) -> dict[str, Any] | str:
+    system, module = FIG8_SYSTEMS[series]
+    rows = figs.get("fig8", {}).get("sim", [])
+    got = _at(rows, "procs", x, system=system)
+    if got == "":
+        return _absent(figs, "fig8", f"system {system!r}", module)
+    return got
+
+
+def _reliable_fallback(x: str, figs: Figs, key: str, scale: float = 1.0, paper: float | None = None) -> Ours | None:
+    """Reliable 1Pipe from the ``reliable`` section (same load as fig8) when fig8 has no
+    ``1pipe_reliable`` rows; ``paper``: a rate's paper value (its scale factor)."""
+    got = _at(figs.get("reliable", {}).get("sim", []), "procs", x, system="reliable")
+    if isinstance(got, str):
+        return None
+    return Ours(_value(got, key, scale), source=f"reliable sim, system 'reliable', {key}",
+                note="from the reliable section (fig8's load, 2 random receivers)",
+                scale_factor=1.0 if paper is None else _rate_factor(got, paper))
+
+
+def fig8a_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    got = _fig8_row(series, x, figs)
+    if isinstance(got, str) and series == "1Pipe/R":
+        return _reliable_fallback(x, figs, "delivered_per_proc", 1e6, paper) or Ours(None, got)
+    if isinstance(got, str):
+        return Ours(None, got)
+    return Ours(_value(got, "delivered_per_proc", 1e6), source=f"fig8 sim, system {got['system']!r}",
+                scale_factor=_rate_factor(got, paper),
+                note=f"offered {got['offered_per_proc'] / 1e6:.3g} M msg/s/proc" if got.get("offered_per_proc")
+                else "")
+
+
+def fig8b_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    if series == "1Pipe/host":
+        return Ours(None, HOST_DELEGATE)
+    got = _fig8_row(series, x, figs)
+    if isinstance(got, str) and series == "1Pipe/R":
+        return _reliable_fallback(x, figs, "mean_us") or Ours(None, got)
+    if isinstance(got, str):
+        return Ours(None, got)
+    return Ours(_value(got, "mean_us"), source=f"fig8 sim, system {got['system']!r}, mean_us")
+
+
+# ------------------------------------------------------------------------- Fig. 9a / 9b
+def _idle_row(figs: Figs) -> dict[str, Any] | None:
+    """Fig. 9a's point at the paper's own setting (idle, T_beacon 3 us, skew 0.3 us)."""
+    return _pick(figs.get("fig9a", {}).get("rows", []), t_beacon_us=PAPER_T_BEACON_US, skew_us=PAPER_SKEW_US,
+                 switch_beacons="prompt")
+
+
+def _fig9a_be(x: str, figs: Figs, unordered: bool) -> Ours:
+    idle = _idle_row(figs)
+    if idle is not None and idle.get("procs", FIG9A_PROCS) == _num(x):
+        key = "unordered_mean_us" if unordered else "latency_mean_us"
+        return Ours(idle[key], source=f"fig9a sim (idle, T_beacon 3 us, skew 0.3 us), {key}")
+    got = _fig8_row("1Pipe/chip", x, figs)
+    if isinstance(got, str):
+        return Ours(None, got)
+    if unordered:
+        got = _pick(figs["fig8"]["sim"], system="unordered", procs=got["procs"]) or {}
+    return Ours(_value(got, "mean_us"), source=f"fig8 sim, system {got.get('system')!r}, mean_us",
+                note="fig8's load (0.2 M msg/s/proc), not idle")
+
+
+def _fig9a_r(x: str, figs: Figs) -> Ours:
+    got = _fig8_row("1Pipe/R", x, figs)
+    if isinstance(got, dict):
+        return Ours(_value(got, "mean_us"), source="fig8 sim, system '1pipe_reliable', mean_us")
+    return _reliable_fallback(x, figs, "mean_us") or Ours(None, got)
+
+
+def _fig9a_r_be(x: str, figs: Figs) -> Ours:
+    r = _fig9a_r(x, figs)
+    if r.value is None:
+        return r
+    if r.source.startswith("reliable"):
+        be = _at(figs["reliable"]["sim"], "procs", x, system="best effort")
+        b = _value(be, "mean_us") if isinstance(be, dict) else None
+        src = "reliable sim: R mean_us - BE mean_us (same run, same load)"
+    else:
+        be = _fig8_row("1Pipe/chip", x, figs)
+        b = _value(be, "mean_us") if isinstance(be, dict) else None
+        src = "fig8 sim: 1pipe_reliable - 1pipe mean_us"
+    return Ours(None, "no best-effort row at this P") if b is None else Ours(r.value - b, source=src, note=r.note)
+
+
+def fig9a_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    if series in ("BE-chip", "unorder"):
+        return _fig9a_be(x, figs, unordered=series == "unorder")
+    if series == "R-chip":
+        return _fig9a_r(x, figs)
+    if series == "BE-chip - unorder":
+        be, un = _fig9a_be(x, figs, False), _fig9a_be(x, figs, True)
+        if be.value is None or un.value is None:
+            return Ours(None, be.reason or un.reason or "no unordered baseline at this P")
+        return Ours(be.value - un.value, source=be.source.replace("latency_mean_us", "overhead") + " - unordered",
+                    note=be.note)
+    if series == "R-chip - BE-chip":
+        return _fig9a_r_be(x, figs)
+    return Ours(None, HOST_DELEGATE)
+
+
+def _loss_match(x: str) -> tuple[str, str]:
+    """The paper's 1e-8 is its lossless point (7.37 us = Fig. 9a's BE-chip at 512): ours at loss 0."""
+    return ("0", "the paper's 1e-8 matched to our loss 0") if x == "1e-8" else (x, "")
+
+
+def fig9b_ours(series: str, x: str, paper: float, figs: Figs, runtime: str = "sim") -> Ours:
+    if series in ("BE-host", "R-host"):
+        return Ours(None, HOST_DELEGATE)
+    if series == "R-chip":
+        return Ours(None, "not built: the bench runs reliable 1Pipe without loss (its retransmission under loss is "
+                          "not measured)")
+    if "fig9b" not in figs:
+        return Ours(None, _absent(figs, "fig9b", "best effort"))
+    xo, note = _loss_match(x)
+    rows = [r for r in figs["fig9b"].get(runtime, []) if r.get("valid", True)]
+    got = _at(rows, "loss", xo)
+    if not isinstance(got, dict):
+        return Ours(None, got or f"not measured in this run (no {runtime} fig9b rows)", runtime=runtime)
+    mean, un = got.get("mean_us"), got.get("unordered_mean_us")
+    value = {"BE-chip": mean, "unorder": un}.get(series, None if mean is None or un is None else mean - un)
+    if value is None and series == "unorder":
+        return Ours(None, "the live runs have no unordered baseline", runtime=runtime)
+    return Ours(value, x=xo if xo != x else None, source=f"fig9b {runtime}, P={got['procs']}", note=note,
+                runtime=runtime)
+
+
+# ---------------------------------------------------------------------------- Fig. 10-13
+def fig10_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    if series != "Host":
+        return Ours(None, f"not built: a {series.lower()} failure (reliable 1Pipe's sim kills processes only)")
+    if "fig10" not in figs:
+        return Ours(None, _absent(figs, "fig10", "a process crash"))
+    got = _at(figs["fig10"]["rows"], "procs", x)
+    if isinstance(got, str):
+        return Ours(None, got)
+    return Ours(got.get("resume_us"), source="fig10 sim, resume_us (crash to recovered)",
+                note="one process per host, one killed; the store write not counted (as the paper's figure)")
+
+
+def fig11_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    return Ours(None, "not measured: the bench has no host throughput vs delivery latency (a host CPU model) nor "
+                      "the endpoint's buffer high-water")
+
+
+def fig12_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    return Ours(None, "not built: the onepipe scenario has no background TCP flows nor an oversubscribed fabric, "
+                      "and BE-host / R-host are the host-delegate variants (not built either)")
+
+
+def fig13a_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    return Ours(None, "not measured: our switches aggregate beacons in their pipeline model; no switch CPU core "
+                      "cost is measured by this bench")
+
+
+def fig13b_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    """Computed, as the paper's panel is: one beacon frame per interval on a link, over its rate."""
+    gbps = float(series.split()[0])
+    interval_us = _num(x) or 1.0
+    pct = 100 * BEACON_WIRE_BYTES * 8 / (interval_us * 1e-6 * gbps * 1e9)
+    return Ours(pct, source=f"computed: one {BEACON_WIRE_BYTES} B beacon frame on the wire per interval",
+                note="computed, not a run: ours beacons only on an interval with no other 1Pipe packet, so this "
+                     "is its ceiling")
+
+
+def kv_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
+    if not _built("netstack.onepipe.kv"):
+        return Ours(None, "not built (netstack.onepipe.kv)")
+    return Ours(None, KV_PENDING)
+
+
+# ------------------------------------------------------------------------------ figures
+SIM = "sim, time scale 1"
+FIGURES: tuple[Figure, ...] = (
+    Figure("8a", "Fig. 8a: throughput of total-order broadcast", "total_order", "processes",
+           "M msg/s per process", f"{SIM}; paper broadcasts to all at ~5 M msg/s/proc (CPU-bound), ours scatters to "
+           "2 random receivers at the offered rate", fig8a_ours, logx=True, logy=True),
+    Figure("8b", "Fig. 8b: latency of total-order broadcast", "total_order_lat", "processes", "latency (us)",
+           f"{SIM}; 3 hops at every P (paper: 1, 3, 5 hops); fig8's load", fig8b_ours, logx=True, logy=True),
+    Figure("9a", "Fig. 9a: delivery latency, idle", "reorder_testbed", "processes", "latency (us)",
+           f"{SIM}; T_beacon 3 us; 3 hops at every P (paper: 1 hop at <=8, 3 at 16, 5 at >=32)", fig9a_ours,
+           series=("BE-chip", "BE-host", "R-chip", "R-host", "unorder"), logx=True,
+           derived=(("BE-chip - unorder", "BE-chip", "unorder"), ("R-chip - BE-chip", "R-chip", "BE-chip"))),
+    Figure("9b", "Fig. 9b: latency vs loss", "loss_latency", "loss probability", "mean latency (us)",
+           f"{SIM}; 128 processes, idle, loss on every ToR-spine link (paper: 512, loss at the receiver)",
+           fig9b_ours, logx=True, derived=(("BE-chip - unorder", "BE-chip", "unorder"),)),
+    Figure("10", "Fig. 10: recovery time of reliable 1Pipe", "failure_recovery", "hosts", "recovery time (us)",
+           f"{SIM}; detection 10 T_beacon = 30 us as the paper's", fig10_ours,
+           series=("Host", "ToR Switch", "Core Link", "Core Switch"), logx=True),
+    Figure("11", "Fig. 11: reorder overhead on a host", "reorder_receiver", "delivery latency (us)",
+           "M msg/s per process; MB", "-", fig11_ours),
+    Figure("12a", "Fig. 12a: latency with background TCP flows", "background_flow_lat", "background flows per host",
+           "latency (us)", "-", fig12_ours),
+    Figure("12b", "Fig. 12b: latency vs oversubscription", "oversubscription_lat", "oversubscription",
+           "latency (us)", "-", fig12_ours),
+    Figure("13a", "Fig. 13a: beacon CPU overhead (32-port switch)", "beacon_cpu_overhead", "beacon interval (us)",
+           "CPU cores", "-", fig13a_ours, logx=True, logy=True),
+    Figure("13b", "Fig. 13b: beacon bandwidth overhead", "beacon_network_overhead", "beacon interval (us)",
+           "% of the link", "the same link speeds and intervals", fig13b_ours, logx=True, logy=True),
+    Figure("14a", "Fig. 14a: transactional KV store, throughput", "kv_scalability", "processes",
+           "M txn/s per process", "-", kv_ours, logx=True),
+    Figure("14b", "Fig. 14b: KV transaction latency, YCSB, 512 processes", "kv_latency_ycsb", "write ops (%)",
+           "latency (us)", "-", kv_ours, logx=True, logy=True),
+    Figure("14c", "Fig. 14c: KV throughput vs ops per transaction", "multishard", "KV ops per transaction",
+           "G KV op/s", "-", kv_ours, logx=True),
+    Figure("15a", "Fig. 15a: TPC-C New-Order + Payment", "tpcc-combined", "processes", "M txn/s", "-", kv_ours,
+           logx=True),
+)
+
+
+def _row(fig: Figure, series: str, x: str, paper: float, ours: Ours) -> Row:
+    ratio = ours.value / paper if ours.value is not None and paper else None
+    at_scale = ratio / ours.scale_factor if ratio is not None and ours.scale_factor else None
+    note = ours.note if ours.value is not None else ours.reason
+    if paper == 0:
+        note = (note + "; " if note else "") + "the paper's 0 (no such component at this scale): no ratio"
+    return {"figure": fig.id, "series": series, "x": x, "x_ours": ours.x, "paper": paper, "ours": ours.value,
+            "ratio": ratio, "scale": fig.scale, "scale_factor": ours.scale_factor if ours.value is not None else None,
+            "at_scale": at_scale, "differs_2x": at_scale is not None and not 0.5 <= at_scale <= 2.0,
+            "runtime": ours.runtime, "source": ours.source, "note": note}
+
+
+def figure_rows(fig: Figure, table: PaperTable, figs: Figs) -> list[Row]:
+    """Every point of ``fig`` (its series, then the derived differences) with ours beside it."""
+    rows: list[Row] = []
+    for name in fig.series or tuple(table.series):
+        for x, y in table[name].points():
+            rows.append(_row(fig, name, x, y, fig.ours(name, x, y, figs)))
+    for name, a, b in fig.derived:
+        for x in table.xs:
+            pa, pb = table[a].at(x), table[b].at(x)
+            if pa is not None and pb is not None:
+                rows.append(_row(fig, name, x, pa - pb, fig.ours(name, x, pa - pb, figs)))
+    if fig.id == "9b":  # the live runs answer the same points where they ran
+        for name in ("BE-chip", "BE-chip - unorder"):
+            for r in [r for r in rows if r["series"] == name]:
+                live = fig9b_ours(name, r["x"], r["paper"], figs, runtime="live")
+                if live.value is not None:
+                    rows.append(_row(fig, name, r["x"], r["paper"], live) | {"scale": "live, 1000x, latencies / 1000"})
+    return rows
+
+
+def compare(figs: Figs, root: Any = None) -> dict[str, Any]:
+    """The ``paper`` section of the JSON: the source, every figure's rows, a summary per figure."""
+    rows: list[Row] = []
+    for fig in FIGURES:
+        rows += figure_rows(fig, paperdata.load(fig.file, root), figs)
+    summary = {}
+    for fig in FIGURES:
+        mine = [r for r in rows if r["figure"] == fig.id]
+        summary[fig.id] = {"title": fig.title, "file": fig.file, "points": len(mine),
+                           "with_ours": sum(r["ours"] is not None for r in mine),
+                           "differs_2x": sum(r["differs_2x"] for r in mine)}
+    return {"source": {"repository": paperdata.SOURCE_REPO, "commit": paperdata.SOURCE_COMMIT,
+                       "files": "docs/data/onepipe-paper/"},
+            "rows": rows, "summary": summary}
+
+
+__all__ = ["BEACON_WIRE_BYTES", "FIGURES", "Figure", "Ours", "compare", "figure_rows"]
