@@ -10,6 +10,10 @@ switch reports in, fence / release / admit on the switches (as control requests 
 once), store writes as a delay (``store_delay_ns``: the bench measures it on the real store and
 passes it in; the simulator cannot wait for a real store in virtual time).
 
+With the host CPU model on (``cpu``, issue 32) each process's receive, send and timer work goes
+through its core at reliable's measured costs (:mod:`.cpucost`); the controller has no CPU model
+(it is off the data path).
+
 ``kill`` processes crash at ``kill_at_ns`` (default: the middle of the sending period): the last
 ``kill`` processes stop dead (no goodbye, as ``kill -9``). The run then reports the recovery, in
 true time from the crash (1Pipe's Fig. 10): ``detect`` (the first switch report), ``record`` (the
@@ -30,6 +34,7 @@ from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
 from . import feature
 from .actions import Admit, Fence, ProcFail, RecordFailure, Release
 from .controller import Controller, ControllerParams
+from .cpucost import CpuCosts, OpCosts
 from .ctlwire import parse_proc
 from .params import PORT, OnePipeParams
 from .reliable import ReliableEndpoint
@@ -41,6 +46,11 @@ class ReliableProcess(OnePipeProcess):
 
     def make_endpoint(self, params: OnePipeParams, now: int) -> ReliableEndpoint:
         return ReliableEndpoint(params, self.addr, now, controller=self.run.ctl_addr, nonce=self.idx + 1)
+
+    def op_costs(self, costs: CpuCosts) -> OpCosts:
+        """The CPU model's costs (scenario parameter ``cpu``): reliable's, measured on this engine
+        (prepare, its ACK, the commit: :mod:`.cpucost`)."""
+        return costs.reliable
 
     def on_action(self, act: Any) -> None:
         if type(act) is ProcFail:
@@ -207,7 +217,11 @@ def setup(net: Any, run: Any, p: dict[str, Any], ctl_host: str) -> SimController
 
 
 def schedule_kills(run: Any, procs: list[Any], p: dict[str, Any], start: int, stop: int) -> None:
-    """The last ``kill`` processes crash at ``kill_at_ns`` (0: mid-run)."""
+    """The last With the host CPU model on (``cpu``, issue 32) each process's receive, send and timer work goes
+through its core at reliable's measured costs (:mod:`.cpucost`); the controller has no CPU model
+(it is off the data path).
+
+``kill`` processes crash at ``kill_at_ns`` (0: mid-run)."""
     k = int(p["kill"])
     if k <= 0:
         return

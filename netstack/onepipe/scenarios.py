@@ -21,7 +21,21 @@ The real engines run as they do live, on :mod:`netstack.sim`:
   offers ``rate x fanout`` messages/s.
 
 ``mode = "sequencer"`` runs the classic design 1Pipe is measured against instead, on the same
-hosts, switches and load (:mod:`.sequencer`).
+hosts, switches and load (:mod:`.sequencer`). When the package :mod:`netstack.onepipe.baselines`
+is there, its ``MODES`` (more total-order baselines) run through its ``run_baseline`` the same way.
+
+``cpu`` (default off: hosts are infinitely fast, as before issue 32) turns on the host CPU model:
+every process gets one core (:class:`netstack.sim.cpu.HostCpu`) and each of its engine's calls
+(a send, per message; a datagram received, by opcode; a timer wake-up) is done once that core
+has spent the call's cost, in FIFO order with the rest of its work. The costs are measured on
+our engines and scaled to the paper's hardware (:mod:`.cpucost`: best effort's make the paper's
+5.2 M msg/s per process; reliable's follow from our measured work). The application then blocks
+while its core owes more than ``cpu_backlog_ns`` (0: 1 us at the paper's scale), so a load above
+capacity saturates the core instead of queueing without bound, and the delivered rate per
+process is the modelled capacity. The result gains ``cpu``: the model, its costs, each process's
+utilisation over the throughput window and the cores' backlog. The baselines
+(:mod:`netstack.onepipe.baselines`, the sequencer too when ``cpu`` is on) charge their processes'
+cores best effort's measured costs per message sent and received (``CpuCosts.baseline_costs``).
 
 Measured per delivered message, in true (virtual) time: **latency** = delivery - the moment the
 application called ``send`` for its scattering; **unordered** = the arrival of the message's last
@@ -43,6 +57,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +67,10 @@ from ..topo.model import NodeKind, Topology, TopologyError
 from . import feature, rscenario
 from . import topology as op_topology
 from .clock import HostClock, host_clock
+from .cpucost import CpuCosts
 from .params import PORT, PORT_RANGE, OnePipeParams
 from .sequencer import run_sequencer
-from .simproc import OnePipeProcess, OnePipeRun
+from .simproc import OnePipeProcess, OnePipeRun, model_costs
 
 #: what a host clock reads at the run's start (true time 0), besides its offset
 CLOCK_BASE_NS = 1_000_000_000
@@ -74,7 +90,14 @@ PARAMS: dict[str, Any] = {
     "warmup_ns": 0, "drain_ns": 0, "seq_host": "", "seq_service_ns": 0, "seq_queue": 4096, "log_dir": "",
     # mode=reliable (netstack.onepipe.rscenario): the controller runs on the sequencer's host
     "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
+    # the host CPU model (issue 32, netstack.onepipe.cpucost): off by default
+    "cpu": False, "cpu_backlog_ns": 0,
 }
+#: parameters added after runs were fingerprinted (tests/sim/golden.json): at their default they
+#: are left out of a run's recorded parameters, so that those runs' documents stay byte for byte
+LATE_PARAMS = {"cpu": False, "cpu_backlog_ns": 0}
+#: cpu: the application blocks while its core owes more than this (paper scale, ns)
+PAPER_CPU_BACKLOG_NS = 1_000
 
 
 
@@ -94,12 +117,15 @@ def latency_stats(values: Sequence[int]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ topology
 def fabric_topology(*, tors: int = 4, hosts_per_tor: int = 8, rate: str = "100Gbit", delay: str = "250ns",
-                    sequencer: bool = True, name: str = "onepipe-fabric", prefix: str = "opf") -> dict[str, Any]:
+                    sequencer: bool = True, name: str = "onepipe-fabric", prefix: str = "opf",
+                    uplink_rate: str | None = None) -> dict[str, Any]:
     """``tors`` ToRs x ``hosts_per_tor`` hosts under one spine, every link at ``rate`` (the paper's
     100 Gbit/s: time scale 1) with ``delay`` each, as a topology document. ``sequencer``: one more
     host, ``seq``, on the first ToR (where the central sequencer baseline runs; 1Pipe runs leave
     it idle, so both see the same fabric). Hosts are ``h1..hN`` in 10.0.0.0/16 (ToR ``t``'s host
-    ``i`` is 10.0.t.i), one subnet, so host beacons reach their ToR as broadcasts."""
+    ``i`` is 10.0.t.i), one subnet, so host beacons reach their ToR as broadcasts. ``uplink_rate``:
+    the ToR-spine links' rate when it differs (e.g. ``hosts_per_tor`` x ``rate``: no
+    oversubscription, as the paper's testbed, §7.1)."""
     if tors < 1 or hosts_per_tor < 1 or tors * hosts_per_tor > 250 * 250:
         raise ValueError("need at least one ToR and one host per ToR")
     nodes: list[dict[str, Any]] = [{"name": "spine1", "kind": "switch"}]
@@ -108,7 +134,10 @@ def fabric_topology(*, tors: int = 4, hosts_per_tor: int = 8, rate: str = "100Gb
     for t in range(1, tors + 1):
         tor = f"tor{t}"
         nodes.append({"name": tor, "kind": "switch"})
-        links.append({"name": f"{tor}-spine1", "a": tor, "b": "spine1"})
+        uplink: dict[str, Any] = {"name": f"{tor}-spine1", "a": tor, "b": "spine1"}
+        if uplink_rate is not None:
+            uplink["rate"] = uplink_rate
+        links.append(uplink)
         for i in range(1, hosts_per_tor + 1):
             n += 1
             nodes.append({"name": f"h{n}", "kind": "host", "ip": f"10.0.{t}.{i}/16"})
@@ -189,18 +218,40 @@ def skew_summary(clocks: dict[str, HostClock], hosts: Sequence[str]) -> dict[str
 
 
 # ----------------------------------------------------------------------------- parameters
+def baselines() -> Any:
+    """The package :mod:`netstack.onepipe.baselines` when it is there and offers ``MODES`` and
+    ``run_baseline`` (more total-order baselines, written separately), else None."""
+    try:
+        from . import baselines as mod
+    except ModuleNotFoundError as exc:
+        if exc.name not in (f"{__package__}.baselines", "baselines"):
+            raise
+        return None
+    return mod if hasattr(mod, "MODES") and hasattr(mod, "run_baseline") else None
+
+
+def all_modes() -> tuple[str, ...]:
+    """:data:`MODES` and the baselines package's."""
+    extra = baselines()
+    return MODES + tuple(m for m in (extra.MODES if extra is not None else ()) if m not in MODES)
+
+
 def resolve(ctx: Context) -> dict[str, Any]:
-    """The run's parameters with every 0 replaced by the paper's value at the topology's scale."""
+    """The run's parameters with every 0 replaced by the paper's value at the topology's scale.
+    ``cpu`` (bool) turns the host CPU model on (module docstring); ``cpu_backlog_ns`` 0 becomes
+    1 us at the topology's scale."""
     p = dict(ctx.params)
     scale = time_scale(ctx.topology)
-    if p["mode"] not in MODES:
-        raise ScenarioError(f"scenario onepipe: mode {p['mode']!r} is not one of {', '.join(MODES)}")
+    modes = all_modes()
+    if p["mode"] not in modes:
+        raise ScenarioError(f"scenario onepipe: mode {p['mode']!r} is not one of {', '.join(modes)}")
     for key in ("procs", "fanout", "size", "seq_queue"):
         if p[key] < 1:
             raise ScenarioError(f"scenario onepipe: {key} must be >= 1")
     if not 0 <= p["loss"] < 1:
         raise ScenarioError("scenario onepipe: loss must be in [0, 1)")
-    for key in ("rate", "t_beacon_ns", "switch_t_beacon_ns", "seq_service_ns", "warmup_ns", "drain_ns", "drift_ppm"):
+    for key in ("rate", "t_beacon_ns", "switch_t_beacon_ns", "seq_service_ns", "warmup_ns", "drain_ns", "drift_ppm",
+                "cpu_backlog_ns"):
         if p[key] < 0:
             raise ScenarioError(f"scenario onepipe: {key} must be >= 0 (0: the default)")
     p["t_beacon_ns"] = int(p["t_beacon_ns"] or round(PAPER_T_BEACON_NS * scale))
@@ -209,6 +260,8 @@ def resolve(ctx: Context) -> dict[str, Any]:
     p["seq_service_ns"] = int(p["seq_service_ns"] or round(PAPER_SEQ_SERVICE_NS * scale))
     p["duration_ns"] = int(ctx.duration_ns or round(PAPER_DURATION_NS * scale))
     p["ack_timeout_ns"] = 100 * p["t_beacon_ns"]
+    p["cpu"] = bool(p["cpu"])
+    p["cpu_backlog_ns"] = int(p["cpu_backlog_ns"] or round(PAPER_CPU_BACKLOG_NS * scale))
     p["time_scale"] = scale
     return p
 
@@ -264,8 +317,14 @@ def seq_host_of(topology: Topology, p: dict[str, Any]) -> str | None:
 # ---------------------------------------------------------------------------- scenario
 def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
     p = resolve(ctx)
+    for key, default in LATE_PARAMS.items():
+        if ctx.params.get(key) == default:
+            del ctx.params[key]  # the run's document records what it did before the parameter existed
     topo = ctx.topology
     seq_host = seq_host_of(topo, p)
+    extra = baselines()
+    if extra is None or p["mode"] not in extra.MODES or (p["mode"] == "sequencer" and not p["cpu"]):
+        extra = None  # without the CPU model the sequencer stays netstack.onepipe.sequencer's, to the event
     if p["mode"] in ("sequencer", "reliable") and seq_host is None:
         raise ScenarioError(f"scenario onepipe: mode {p['mode']} needs a host for the sequencer or the controller "
                             f"(seq_host, or a host named {SEQ_HOST!r})")
@@ -277,10 +336,19 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
     stop = start + p["duration_ns"]
     fanout = min(p["fanout"], max(1, p["procs"] - 1))
     p["scatter_rate"] = p["rate"] * p["fanout"] / fanout  # the message rate stays rate x fanout
-    if p["mode"] == "sequencer":
+    if extra is not None:  # the baselines package's modes, and the sequencer with the CPU model
+        costs = model_costs().baseline_costs() if p["cpu"] else None
+        out = _sequencer_result(extra.run_baseline(net, p, placed, seq_host, ctx.seed, start, stop,
+                                                   throughput_window(start, stop), costs))
+    elif p["mode"] == "sequencer":
         assert seq_host is not None
         out = _sequencer_result(run_sequencer(net, p, placed, seq_host, ctx.seed, start, stop,
                                               throughput_window(start, stop)))
+        if p["cpu"]:
+            out["cpu"] = {"model": "none: this sequencer baseline's processes have no core model "
+                                   "(netstack/onepipe/sequencer.py; its sequencer is its own one-core model)"}
+    elif p["mode"] not in ("onepipe", "reliable"):
+        raise ScenarioError(f"scenario onepipe: mode {p['mode']!r} needs the package netstack.onepipe.baselines")
     else:
         out = _run_onepipe(net, ctx, p, placed, clocks, start, stop)
     hosts = [h for _, h, _ in placed]
@@ -312,7 +380,8 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
         raise ScenarioError(f"scenario onepipe: 1Pipe cannot run on {topo.name}: {exc}") from None
     sw_params = switch_params(p)
     bip = op_topology.beacon_ip(topo)
-    run = OnePipeRun(net, bool(p["log_dir"]), throughput_window(start, stop))
+    run = OnePipeRun(net, bool(p["log_dir"]), throughput_window(start, stop),
+                     model_costs() if p["cpu"] else None, p["cpu_backlog_ns"])
     cls: type[OnePipeProcess] = OnePipeProcess
     ctl = None
     if p["mode"] == "reliable":
@@ -334,12 +403,55 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
         peers = [q for q in procs if q is not proc]
         proc.start(peers, p["scatter_rate"], p["fanout"], p["size"], start, stop,
                    random.Random(f"{ctx.seed}/{proc.name}"))
+    meter = CpuMeter(net.loop, procs, throughput_window(start, stop)) if run.costs is not None else None
     net.run(stop + p["drain_ns"])
     out = _onepipe_result(net, run, procs, p)
+    if meter is not None:
+        assert run.costs is not None
+        out["cpu"] = meter.result(run.costs, p)
     if ctl is not None:
         out["recovery"] = run.recovery.result()
         out["controller"] = ctl.ctl.counters()
     return out
+
+
+class CpuMeter:
+    """Each process core's work done inside the throughput window (snapshots at its two ends)."""
+
+    def __init__(self, loop: Any, procs: list[OnePipeProcess], window: tuple[int, int]) -> None:
+        self.procs = procs
+        self.window = window
+        self.at: list[list[int]] = []
+        self.backlog_at_stop: list[int] = []
+        for t in window:
+            loop.call_at(t, self._snap)
+
+    def _snap(self) -> None:
+        self.at.append([q.cpu.done_ns() if q.cpu is not None else 0 for q in self.procs])
+        if len(self.at) == 2:
+            self.backlog_at_stop = [q.cpu.backlog_ns() if q.cpu is not None else 0 for q in self.procs]
+
+    def result(self, costs: CpuCosts, p: dict[str, Any]) -> dict[str, Any]:
+        a, b = self.window
+        span = b - a
+        util = ([(y - x) / span for x, y in zip(self.at[0], self.at[1], strict=True)]
+                if len(self.at) == 2 and span > 0 else [])
+        cores = [q.cpu for q in self.procs if q.cpu is not None]
+        reliable = p["mode"] == "reliable"
+        return {
+            "model": "one core per process, FIFO (netstack.sim.cpu.HostCpu); costs measured on our engines, "
+                     "scaled to the paper's hardware (netstack.onepipe.cpucost)",
+            "costs_ns": asdict(costs.reliable if reliable else costs.be), "factor": costs.factor,
+            "capacity_per_proc_per_s": costs.reliable_capacity if reliable else costs.be_capacity,
+            "source": costs.source, "backlog_limit_ns": p["cpu_backlog_ns"],
+            "utilisation": {"mean": sum(util) / len(util) if util else None, "min": min(util, default=None),
+                            "max": max(util, default=None)},
+            "per_process": {q.name: round(u, 4) for q, u in zip(self.procs, util, strict=False)},
+            "busy_ns": sum(c.busy_ns for c in cores), "jobs": sum(c.jobs for c in cores),
+            "peak_backlog_ns": max((c.peak_backlog_ns for c in cores), default=0),
+            "backlog_at_stop_ns": {"mean": sum(self.backlog_at_stop) / len(self.backlog_at_stop)
+                                   if self.backlog_at_stop else None, "max": max(self.backlog_at_stop, default=None)},
+        }
 
 
 def _onepipe_result(net: Any, run: OnePipeRun, procs: list[OnePipeProcess], p: dict[str, Any]) -> dict[str, Any]:
@@ -412,5 +524,6 @@ SCENARIOS = [
              PARAMS, run_sim=onepipe_sim),
 ]
 
-__all__ = ["CLOCK_BASE_NS", "MODES", "PARAMS", "SCENARIOS", "OnePipeProcess", "OnePipeRun", "draw_clocks",
+__all__ = ["CLOCK_BASE_NS", "MODES", "PARAMS", "SCENARIOS", "CpuMeter", "OnePipeProcess", "OnePipeRun", "all_modes",
+           "baselines", "draw_clocks",
            "fabric_topology", "latency_stats", "onepipe_sim", "place", "resolve", "skew_summary", "tor_of"]

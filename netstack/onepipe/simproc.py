@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from time import perf_counter_ns
 from typing import Any
 
 from headers.onepipe import TS_MASK, OnePipeFlag, OnePipeOpcode
 from headers.registry import BROADCAST_MAC
 
 from ..engine import SendTo
+from ..sim.cpu import HostCpu
 from ..sim.hosts import Host
 from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
 from .actions import Deliver, SendFail
 from .check import log_record
 from .clock import HostClock
+from .cpucost import DEFAULT_COSTS, CpuCosts, OpCosts, Probe
 from .endpoint import UPLINK, Endpoint, sender_key
 from .load import PoissonScatterer
 from .params import PORT, OnePipeParams
@@ -106,12 +111,24 @@ class OnePipeProcess(PoissonScatterer):
         self._flows: dict[str, Ipv4Flow] = {}
         bcast = ipaddress.ip_network(f"{self.ip}/{run.prefixlen}", strict=False).broadcast_address
         self._uplink = Ipv4Flow(host.mac, BROADCAST_MAC, host.ip, bcast.packed, PROTO_UDP, _ECT0)
+        #: the host CPU model (issue 32, scenario parameter ``cpu``): this process's core and what each
+        #: of its engine's operations costs there; None: an infinitely fast host (the default)
+        self.cpu: HostCpu | None = None
+        self.costs: OpCosts | None = None
+        self._timer_queued = False  # cpu: a timer wake-up waits for the core (arm nothing meanwhile)
+        if run.costs is not None:
+            self.cpu = HostCpu(self.loop, name)
+            self.costs = self.op_costs(run.costs)
         host.bind_udp(port, self.on_frame)
         host.add(self)
         self.flush()
 
     def make_endpoint(self, params: OnePipeParams, now: int) -> Endpoint:
         return Endpoint(params, self.addr, now)
+
+    def op_costs(self, costs: CpuCosts) -> OpCosts:
+        """This engine's costs per operation (best effort's; the reliable process overrides it)."""
+        return costs.be
 
     # ------------------------------------------------------------------ the shell
     def on_frame(self, frame: bytes) -> None:
@@ -121,12 +138,28 @@ class OnePipeProcess(PoissonScatterer):
         self.on_datagram(frame[UDP_HEADERS:ip_payload_end(frame)], src, frame[15] & 3 == 3)
 
     def on_datagram(self, data: bytes, src: Any, ce: bool = False) -> None:
+        if self.dead:
+            return
+        cpu = self.cpu
+        if cpu is None:
+            self._receive(data, src, ce)
+        else:  # the core handles it once it has spent the datagram's cost, after what came before
+            assert self.costs is not None
+            cpu.run(self.costs.rx(data[22] if len(data) > 22 else -1), self._receive, data, src, ce)
+
+    def _receive(self, data: bytes, src: Any, ce: bool) -> None:
         now = self.loop.now
         if self.dead:
             return
         if len(data) >= 24 and data[22] in _MESSAGE_OPS and data[23] & _EOM:
             self.arrivals[(src, int.from_bytes(data[:6], "big"))] = now
-        self.ep.receive(data, src, self.clock.now(now), ce)
+        probe = self.run.probe
+        if probe is None:
+            self.ep.receive(data, src, self.clock.now(now), ce)
+        else:
+            t0 = perf_counter_ns()
+            self.ep.receive(data, src, self.clock.now(now), ce)
+            probe.record(self, "rx", data[22] if len(data) > 22 else -1, perf_counter_ns() - t0)
         self.flush()
 
     def flush(self) -> None:
@@ -173,6 +206,8 @@ class OnePipeProcess(PoissonScatterer):
         self.run.meter.record(self, src, seq, act.ts, now, arrival)
 
     def _arm(self) -> None:
+        if self._timer_queued:
+            return  # the core has a wake-up queued: it re-arms once that has run
         now = self.loop.now
         d = self.ep.next_deadline()
         if d is None:
@@ -188,15 +223,61 @@ class OnePipeProcess(PoissonScatterer):
         if token != self._timer or self.dead:
             return  # an earlier wake-up replaced this one
         self._timer = None
-        self.ep.on_timer(self.clock.now(self.loop.now))
+        cpu = self.cpu
+        if cpu is None:
+            self._on_timer()
+        else:
+            assert self.costs is not None
+            self._timer_queued = True
+            cpu.run(self.costs.timer, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer_queued = False
+        if self.dead:
+            return
+        probe = self.run.probe
+        if probe is None:
+            self.ep.on_timer(self.clock.now(self.loop.now))
+        else:
+            t0 = perf_counter_ns()
+            self.ep.on_timer(self.clock.now(self.loop.now))
+            probe.record(self, "timer", 0, perf_counter_ns() - t0)
         self.flush()
 
     # ------------------------------------------------------------------ the application
+    def _next(self) -> None:
+        """The next Poisson scattering (:class:`.load.PoissonScatterer`); with the CPU model, the
+        application blocks while its core owes more than ``cpu_backlog_ns`` (a send call that
+        waits for the send path, as a saturated sender's does), so the core, not the offered
+        load, sets the rate, and its queue stays bounded."""
+        cpu = self.cpu
+        if cpu is not None and not self.dead:
+            over = cpu.backlog_ns() - self.run.cpu_backlog_ns
+            if over > 0 and self.loop.now < self._stop:
+                self.loop.call_at(self.loop.now + over, self._next)
+                return
+        super()._next()
+
     def scatter(self, dsts: list[Any], now: int) -> None:
         if self.dead:
             return
+        cpu = self.cpu
+        if cpu is None:
+            self._scatter(dsts, now)
+        else:  # the send call's work: each message's cost (the engine stamps it when it runs)
+            assert self.costs is not None
+            cpu.run(self.costs.send * len(dsts), self._scatter, dsts, now)
+
+    def _scatter(self, dsts: list[Any], now: int) -> None:
+        """``now``: when the application called send (true time; the latency counts from it)."""
+        if self.dead:
+            return
         msg = _SEQ.pack(self._nseq) + bytes(max(0, self._size - _SEQ.size))
-        got = self.ep.send([(d.addr, msg) for d in dsts], self.clock.now(now))
+        probe = self.run.probe
+        t0 = perf_counter_ns() if probe is not None else 0
+        got = self.ep.send([(d.addr, msg) for d in dsts], self.clock.now(self.loop.now))
+        if probe is not None:
+            probe.record(self, "send", len(dsts), perf_counter_ns() - t0)
         if got is None:
             self.refused += self._k  # the send buffer was full: the send failed at once
         else:
@@ -207,12 +288,42 @@ class OnePipeProcess(PoissonScatterer):
         self.flush()
 
 
+_PROBE: Probe | None = None
+_COSTS: CpuCosts | None = None
+
+
+@contextmanager
+def probing(probe: Probe, costs: CpuCosts | None = None) -> Iterator[None]:
+    """Runs started inside time their processes' engine calls with ``probe`` (and, with the CPU
+    model on, charge ``costs`` instead of the default ones): :func:`.cpucost.measure`."""
+    global _PROBE, _COSTS
+    old = _PROBE, _COSTS
+    _PROBE, _COSTS = probe, costs
+    try:
+        yield
+    finally:
+        _PROBE, _COSTS = old
+
+
+def model_costs() -> CpuCosts:
+    """The costs the CPU model charges: :data:`.cpucost.DEFAULT_COSTS` (inside :func:`probing`,
+    its own)."""
+    return _COSTS or DEFAULT_COSTS
+
+
 class OnePipeRun:
     """The processes of one run and what they share (addresses, the meter)."""
 
-    def __init__(self, net: Any, log: bool, window: tuple[int, int]) -> None:
+    def __init__(self, net: Any, log: bool, window: tuple[int, int], costs: CpuCosts | None = None,
+                 cpu_backlog_ns: int = 0) -> None:
         self.net = net
         self.meter = _Meter(log, window)
+        #: the host CPU model (scenario parameter ``cpu``): every process gets a core and these costs
+        self.costs = costs
+        #: cpu: an application blocks while its core owes more than this (ns)
+        self.cpu_backlog_ns = cpu_backlog_ns
+        #: cpucost.measure: times every engine call (None: nothing is timed)
+        self.probe: Probe | None = _PROBE
         self.by_addr: dict[Any, OnePipeProcess] = {}
         #: mode=reliable (.rscenario): the controller's address and the crash's recovery record
         self.ctl_addr: Any = None
@@ -228,4 +339,4 @@ class OnePipeRun:
         return s
 
 
-__all__ = ["OnePipeProcess", "OnePipeRun"]
+__all__ = ["OnePipeProcess", "OnePipeRun", "model_costs", "probing"]
