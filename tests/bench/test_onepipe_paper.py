@@ -145,3 +145,19 @@ def test_the_overlay_png_is_written_with_matplotlib(tmp_path, monkeypatch) -> No
     written = report.plot_paper(paper.compare(_figs()), tmp_path, "bench-onepipe")
     assert written == ["bench-onepipe-paper-fig8.png", "bench-onepipe-paper-fig12.png"]
     assert all((tmp_path / w).stat().st_size > 1000 for w in written)
+
+
+def test_valid_live_rows_and_a_kv_section_answer_their_points(monkeypatch) -> None:
+    monkeypatch.setattr(paper, "_built", lambda module: True)  # whether netstack.onepipe.kv is there yet
+    figs = _figs()
+    figs["fig8"]["live"] = [{"procs": 8, "mean_us": 6.6, "valid": True}, {"procs": 16, "mean_us": 9.0, "valid": False}]
+    figs["kv"] = {"rows": [{"mode": "onepipe", "dist": "uniform", "procs": 8, "txn_per_s_per_client": 50_000.0},
+                           {"mode": "2pc", "dist": "zipf", "procs": 8, "txn_per_s_per_client": 10_000.0}]}
+    sec = paper.compare(figs)
+    live = [r for r in sec["rows"] if r["figure"] == "8b" and r["runtime"] == "live"]
+    assert [(r["x"], r["ours"]) for r in live] == [("8", 6.6)]  # the invalid run at 16 is not counted
+    assert live[0]["scale"].startswith("live, 1000x")
+    assert _one(sec, "14a", "1Pipe/Unif", "8")["ours"] == pytest.approx(0.05)
+    assert "2PC in FaRM's place" in _one(sec, "14a", "FaRM/YCSB", "8")["note"]
+    assert _one(sec, "14a", "NonTX/Unif", "8")["note"].startswith("not built")
+    assert "not measured at procs 2" in _one(sec, "14a", "1Pipe/Unif", "2")["note"]
