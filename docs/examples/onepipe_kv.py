@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import sys
@@ -66,7 +67,7 @@ class Side(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (the selector's is not a subclass)
+        self.transport = transport  # type: ignore[assignment]
 
     def datagram_received(self, data: bytes, src: Addr) -> None:
         self.handler(data, src)
@@ -81,22 +82,30 @@ async def run_shard(a: argparse.Namespace, shard: int, replica: int) -> dict[str
     side = Side(None)
     if a.mode == "2pc":
         eng2 = TwoPCShard(shard)
-        side.handler = lambda data, src: (eng2.receive(src, data, time.monotonic_ns()), side.drain(eng2))
+
+        def on_2pc(data: bytes, src: Addr) -> None:
+            eng2.receive(src, data, time.monotonic_ns())
+            side.drain(eng2)
+
+        side.handler = on_2pc
         await asyncio.get_running_loop().create_datagram_endpoint(lambda: side, local_addr=wire.side_addr(a.me))
         await asyncio.sleep(a.start + a.seconds + a.drain)
         return {"role": "shard", "shard": shard, "log": eng2.log, "counters": eng2.counters()}
     eng = KvShard(shard, replica)
-    side.handler = lambda data, src: (eng.query(src, data, time.monotonic_ns()), side.drain(eng))
+
+    def on_query(data: bytes, src: Addr) -> None:
+        eng.query(src, data, time.monotonic_ns())
+        side.drain(eng)
+
+    side.handler = on_query
     await asyncio.get_running_loop().create_datagram_endpoint(lambda: side, local_addr=wire.side_addr(a.me))
     async with OnePipeEndpoint(a.me, reliable=True, controller=a.controller) as ep:
         async def serve() -> None:
             async for ts, src, msg in ep:  # 1Pipe's total order: the serial order, no locks
                 eng.deliver(ts, src, msg, time.monotonic_ns())
                 side.drain(eng)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(serve(), a.start + a.seconds + a.drain)
-        except TimeoutError:
-            pass
         counters = eng.counters()
     return {"role": "shard", "shard": shard, "replica": replica, "counters": counters,
             "log": [[ts, f"{s[0]}:{s[1]}", uid] for ts, s, uid in eng.log]}
@@ -131,7 +140,7 @@ class ClientLoop:
 async def run_client_onepipe(a: argparse.Namespace, index: int) -> dict[str, Any]:
     loop = ClientLoop(a, index)
     eng = KvClient(index, a.shard, query_timeout_ns=int(a.query_timeout * 1e9))
-    ep: OnePipeEndpoint | None = None
+    held: list[OnePipeEndpoint] = []  # the endpoint, once open
     side = Side(None)
 
     def on_result(data: bytes, src: Addr) -> None:
@@ -145,15 +154,15 @@ async def run_client_onepipe(a: argparse.Namespace, index: int) -> dict[str, Any
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(send(redo[1], loop.current)))
 
     async def send(ops: Any, cur: Any) -> None:
-        assert ep is not None
         uid, scatter = eng.begin(ops, time.monotonic_ns())
         loop.current = (uid, ops, cur[2] if cur else time.monotonic_ns())
-        await ep.send(scatter)
+        await held[0].send(scatter)
 
     side.handler = on_result
     await asyncio.get_running_loop().create_datagram_endpoint(lambda: side, local_addr=wire.side_addr(a.me))
     async with OnePipeEndpoint(a.me, reliable=True, controller=a.controller, on_send_fail=on_send_fail,
                                on_proc_fail=lambda proc, t_f: eng.proc_failed(proc)) as ep:
+        held.append(ep)
         await asyncio.sleep(a.start)
         stop = time.monotonic() + a.seconds
         n = 0
