@@ -161,3 +161,15 @@ def test_valid_live_rows_and_a_kv_section_answer_their_points(monkeypatch) -> No
     assert "2PC in FaRM's place" in _one(sec, "14a", "FaRM/YCSB", "8")["note"]
     assert _one(sec, "14a", "NonTX/Unif", "8")["note"].startswith("not built")
     assert "not measured at procs 2" in _one(sec, "14a", "1Pipe/Unif", "2")["note"]
+
+
+def test_saved_runs_merge_section_by_section(tmp_path, capsys) -> None:
+    import json
+
+    a, b = _figs(), {"fig9b": None, "fig10": {"rows": [{"procs": 8, "resume_us": 40.0}]}}
+    assert paper.merge([a, b]) == {**a, "fig10": b["fig10"]}  # a section the later run lacks is kept
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    assert paper.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    fig10 = capsys.readouterr().out.split("### Fig. 10")[1].split("###")[0]
+    assert "| 40 " in fig10 or "|   40 " in fig10 or " 40 |" in fig10

@@ -445,4 +445,40 @@ def compare(figs: Figs, root: Any = None) -> dict[str, Any]:
             "rows": rows, "summary": summary}
 
 
-__all__ = ["BEACON_WIRE_BYTES", "FIGURES", "Figure", "Ours", "compare", "figure_rows"]
+SECTIONS = ("fig8", "fig9a", "fig9b", "reliable", "fig10", "kv")
+
+
+def merge(docs: Iterable[dict[str, Any]]) -> Figs:
+    """The figure sections of several ``bench-onepipe`` result documents, a later one's section
+    replacing an earlier one's (runs of different ``--only`` sections, compared as one)."""
+    figs: Figs = {}
+    for doc in docs:
+        figs.update({k: doc[k] for k in SECTIONS if doc.get(k)})
+    return figs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m netstack.bench.onepipe.paper RESULT.json...``: the paper-vs-ours tables of saved
+    runs (their sections merged, a later file's replacing an earlier one's); ``--plots DIR``: the
+    overlay PNGs too."""
+    import argparse
+    import json
+
+    from . import report
+
+    ap = argparse.ArgumentParser(prog="python -m netstack.bench.onepipe.paper", description=main.__doc__)
+    ap.add_argument("results", nargs="+", type=Path, help="bench-onepipe-*.json files")
+    ap.add_argument("--plots", type=Path, help="write bench-onepipe-paper-figN.png here")
+    args = ap.parse_args(argv)
+    section = compare(merge(json.loads(p.read_text()) for p in args.results))
+    print("\n".join(report.paper_markdown(section)))
+    if args.plots:
+        args.plots.mkdir(parents=True, exist_ok=True)
+        print(f"plots: {', '.join(report.plot_paper(section, args.plots, 'bench-onepipe')) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+__all__ = ["BEACON_WIRE_BYTES", "FIGURES", "Figure", "Ours", "compare", "figure_rows", "main", "merge"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..output import format_table
 from ..plot import pyplot, save
-from . import paper
+
+if TYPE_CHECKING:  # paper.py is imported where it is used: ``python -m netstack.bench.onepipe.paper`` runs it
+    from .paper import Figure
 
 
 def _f(v: Any, fmt: str = "{:.2f}") -> str:
@@ -192,6 +194,8 @@ def paper_table(rows: list[dict[str, Any]]) -> str:
 
 def paper_markdown(section: dict[str, Any]) -> list[str]:
     """The "paper vs ours" section of bench-onepipe-latest.md: a table per figure."""
+    from . import paper
+
     src = section["source"]
     md = ["## Paper vs ours: the authors' data beside this run", "",
           f"The paper's numbers: {src['repository']} at {src['commit'][:12]} (`gnuplot/<file>`, copied to "
@@ -209,13 +213,15 @@ def paper_markdown(section: dict[str, Any]) -> list[str]:
 
 def _positions(xs: list[str]) -> tuple[list[float], bool]:
     """Numeric x where every label is a number, else the labels' indices (categorical)."""
-    nums = [paper.paperdata.x_value(x) for x in xs]
+    from ...onepipe.paperdata import x_value
+
+    nums = [x_value(x) for x in xs]
     if all(v is not None for v in nums):
         return [float(v) for v in nums if v is not None], True
     return [float(i) for i in range(len(xs))], False
 
 
-def _panel(ax: Any, fig: paper.Figure, rows: list[dict[str, Any]]) -> None:
+def _panel(ax: Any, fig: Figure, rows: list[dict[str, Any]]) -> None:
     xs = list(dict.fromkeys(r["x"] for r in rows))
     pos, numeric = _positions(xs)
     at = dict(zip(xs, pos, strict=True))
@@ -247,6 +253,8 @@ def _panel(ax: Any, fig: paper.Figure, rows: list[dict[str, Any]]) -> None:
 def plot_paper(section: dict[str, Any], results_dir: Path, name: str) -> list[str]:
     """One PNG per paper figure (its panels side by side): the paper's series dashed, ours solid
     in the same colour on the same axes. The file names written (none without matplotlib)."""
+    from . import paper
+
     plt = pyplot()
     if plt is None:
         return []
