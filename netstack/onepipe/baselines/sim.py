@@ -63,8 +63,10 @@ class Costs:
 class Results:
     """What every process of a run writes to: send times, latencies, the throughput window."""
 
-    def __init__(self, window: tuple[int, int], record: bool = False) -> None:
+    def __init__(self, window: tuple[int, int], record: bool = False, backlog_ns: int = 0) -> None:
         self.window = window
+        #: with a core: the application blocks while its core owes more than this (ns)
+        self.backlog_ns = backlog_ns
         self.sent_at: dict[tuple[int, int], int] = {}
         self.latency: list[int] = []
         #: with ``record``: every process's deliveries in order, ``(order key, sender, scattering)``
@@ -119,6 +121,18 @@ class BaselineProcess(PoissonScatterer):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ load and deliveries
+    def _next(self) -> None:
+        """The next Poisson scattering; with a core, the application blocks while its core owes more
+        than ``backlog_ns`` (a send call waiting for the send path, as the 1Pipe processes of the same
+        runs do, ``netstack.onepipe.simproc``): the core, not the offered load, sets the rate."""
+        cpu = self.cpu
+        if cpu is not None:
+            over = cpu.backlog_ns() - self.res.backlog_ns
+            if over > 0 and self.loop.now < self._stop:
+                self.loop.call_at(self.loop.now + over, self._next)
+                return
+        super()._next()
+
     def scatter(self, dsts: list[Any], now: int) -> None:
         self.res.sent_at[(self.idx, self.nseq)] = now
         self.send_scattering(self.nseq, [d.idx for d in dsts])
@@ -295,8 +309,8 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
     and every process's deliveries, ``log``)."""
     mode = p["mode"]
     costs = Costs(cpu_costs)
-    res = Results(window, record)
     scale = float(p.get("time_scale", 1.0))
+    res = Results(window, record, int(p.get("cpu_backlog_ns") or round(DEFAULT_BACKLOG_NS * scale)))
     drain = int(p["drain_ns"])
     own: dict[str, Any] = {}
     procs: list[BaselineProcess] = []
@@ -416,6 +430,8 @@ def mode_key(mode: str) -> str:
 
 #: the token holder sends at most this many scatterings before passing it on (our choice, see docs)
 DEFAULT_TOKEN_BATCH = 8
+#: with a core, the application blocks while it owes more than this (the scenario's cpu_backlog_ns default)
+DEFAULT_BACKLOG_NS = 1_000
 #: at most this share of a core for Lamport's heartbeats (1Pipe §7.1's example: 50 %)
 DEFAULT_HB_SHARE = 0.5
 
