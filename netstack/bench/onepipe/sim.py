@@ -7,19 +7,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...onepipe import cpucost
+from ...onepipe.scenarios import baselines, fabric_topology
+from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
 from . import reliable
-from .spec import FABRIC, FANOUT, T_BEACON_NS, Point, _spec
+from .spec import FABRIC, FANOUT, SEED, SIZE, T_BEACON_NS, Point, _spec
 
 FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-#: scatterings/s per process (x FANOUT messages): the paper's processes send 5 M msg/s each, which
-#: pure Python cannot simulate for 512 of them; 0.2 M msg/s each keeps every run short and puts
-#: the sequencer's knee (10 M msg/s) at ~50 processes, inside the sweep
-FIG8_RATE = 100_000.0
-FIG8_DURATION_NS = 500_000
+#: Fig. 8 runs with the host CPU model on (issue 32; netstack/onepipe/cpucost.py): one core per
+#: process at our engines' measured costs, scaled so that best effort's capacity is the paper's
+#: 5.16 M msg/s per process. Every process offers FIG8_OVERLOAD times that (Poisson), so its core
+#: saturates and the delivered rate per process is the capacity, not the offered load.
+FIG8_OVERLOAD = 2.0
+FIG8_RATE = FIG8_OVERLOAD * cpucost.DEFAULT_COSTS.be_capacity / FANOUT  # scatterings/s per process
+#: a saturated process sends ~5 M msg/s: 512 of them for 40 us are ~100 k messages, which pure
+#: Python simulates in about a minute (the sweep to 512 in under 5 minutes with 2 workers)
+FIG8_DURATION_NS = 40_000
 FIG8_DRAIN_NS = 30 * T_BEACON_NS  # lossless: every message is delivered within a few T_beacon
+#: the paper's testbed has no oversubscription (§7.1, "our traffic pattern is all-to-all"): the
+#: ToR-spine links carry what their 8 hosts send; hosts at 400 Gbit/s, because our 64-byte
+#: messages travel as UDP datagrams with a 24-byte 1Pipe header and a software ACK each (the
+#: paper's RDMA NIC acknowledges in hardware): at 16 processes a host (P = 512) that is about
+#: 150 Gbit/s a host, which would make the 100 Gbit/s link, not the cores, the bottleneck
+FIG8_FABRIC = fabric_topology(tors=4, hosts_per_tor=8, rate="400Gbit", uplink_rate="3200Gbit",
+                              name="onepipe-fabric-cpu")
 SEQ_SERVICE_NS = 100  # netstack.onepipe.sequencer: one core, 10 M msg/s
 SEQ_QUEUE = 4096
+#: fig8's systems: (scenario mode, the rows' system name)
+FIG8_ONEPIPE = (("onepipe", "1pipe"), ("reliable", "1pipe_reliable"), ("sequencer", "sequencer"))
+#: the paper's Fig. 8a reliable / best effort (1Pipe/R over 1Pipe/BE, mean over 2..512 processes)
+PAPER_R_OVER_BE = cpucost.PAPER_R_MSGS_PER_S / cpucost.PAPER_BE_MSGS_PER_S
 
 #: Fig. 9a: an idle system (the paper's §7: "zero queuing delay"): one process per host, a scattering
 #: every 50 us each, so links carry mostly beacons and the barrier wait shows whole
@@ -43,14 +61,29 @@ FIG9B_LOSSES = (0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 Say = Callable[[str], None]
 
 
+def fig8_systems() -> list[tuple[str, str]]:
+    """(mode, system) of every Fig. 8 run: 1Pipe best effort and reliable, the host sequencer, and
+    the baselines of ``netstack.onepipe.baselines`` when it is there (``hostseq`` is the sequencer)."""
+    extra = baselines()
+    more = [] if extra is None else [m for m in extra.MODES if m not in ("sequencer", "hostseq")]
+    return [*FIG8_ONEPIPE, *((m, m) for m in more)]
+
+
 def fig8_points(scale: float) -> list[Point]:
+    """With the CPU model on, every system offered FIG8_OVERLOAD x best effort's capacity. Without
+    the baselines package the sequencer's processes have no cores (netstack.onepipe.sequencer):
+    they offer best effort's capacity, what a process's core could send."""
     out = []
+    cores = baselines() is not None
     for p in FIG8_PROCS:
-        for mode in ("onepipe", "sequencer"):
-            extra = {"mode": mode, "drain_ns": FIG8_DRAIN_NS}
+        for mode, system in fig8_systems():
+            rate = FIG8_RATE if mode != "sequencer" or cores else FIG8_RATE / FIG8_OVERLOAD
+            extra: dict[str, Any] = {"mode": mode, "drain_ns": FIG8_DRAIN_NS, "cpu": True}
             if mode == "sequencer":
                 extra.update(seq_service_ns=SEQ_SERVICE_NS, seq_queue=SEQ_QUEUE)
-            out.append(Point("fig8", _spec(p, FIG8_RATE, FIG8_DURATION_NS, scale, **extra), {"procs": p}))
+            params = {"procs": p, "rate": rate, "fanout": FANOUT, "size": SIZE, "t_beacon_ns": T_BEACON_NS, **extra}
+            spec = RunSpec("onepipe", FIG8_FABRIC, SEED, max(1, round(FIG8_DURATION_NS * scale)), params)
+            out.append(Point("fig8", spec, {"procs": p, "system": system}))
     return out
 
 
@@ -83,13 +116,34 @@ def _points(section: str, scale: float, store_delays: dict[str, int]) -> list[Po
     return POINTS[section](scale) if section in POINTS else []
 
 
+def cpu_costs(say: Say) -> dict[str, Any]:
+    """The CPU model's costs: the defaults the runs use, and a fresh measurement on this machine
+    (our engines timed again, :func:`netstack.onepipe.cpucost.measure`), printed."""
+    d = cpucost.DEFAULT_COSTS
+    say(f"cpu model (defaults, {d.source}): factor {d.factor:.5f}; best effort {d.be}, reliable {d.reliable} "
+        f"(ns at the paper's scale); capacity {d.be_capacity / 1e6:.2f} / {d.reliable_capacity / 1e6:.2f} M msg/s "
+        f"per process, R/BE {d.reliable_capacity / d.be_capacity:.3f} (paper {PAPER_R_OVER_BE:.3f})")
+    m = cpucost.measure()
+    now = cpucost.calibrate(m)
+    say(f"cpu model re-measured now ({now.source}): our ns per operation, best effort {_ns(m.be)}, "
+        f"reliable {_ns(m.reliable)}; factor {now.factor:.5f}, R/BE {now.reliable_capacity / now.be_capacity:.3f}")
+    return {"default": d.summary(), "measured_now": {**now.summary(), "raw_ns": {"be": vars(m.be),
+                                                                                "reliable": vars(m.reliable)}}}
+
+
+def _ns(e: cpucost.EngineCost) -> str:
+    return ", ".join(f"{k} {getattr(e, k):.0f}" for k in ("send", "data", "deliver", "ack", "barrier", "timer"))
+
+
 def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
                store_delays: dict[str, int] | None = None) -> dict[str, Any]:
-    """Every sim point of ``sections`` in one sweep; ``{section: {"rows", "runs"}}``.
-    ``store_delays``: fig10's store backends and their measured write time (ns)."""
+    """Every sim point of ``sections`` in one sweep; ``{section: {"rows", "runs"}}`` (fig8 also
+    ``"cpu_costs"``: :func:`cpu_costs`). ``store_delays``: fig10's store backends and their
+    measured write time (ns)."""
     points = [pt for s in sections for pt in _points(s, scale, store_delays or {})]
     if not points:
         return {}
+    costs = cpu_costs(say) if any(pt.section == "fig8" for pt in points) else None
     say(f"sim: {len(points)} runs of the onepipe scenario at the paper's scale ({workers or 'one per CPU'} workers)")
 
     def progress(done: int, total: int, r: dict[str, Any]) -> None:
@@ -111,6 +165,8 @@ def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
         sec = out.setdefault(pt.section, {"rows": [], "runs": []})
         sec["runs"].append(doc)
         sec["rows"].extend(_rows(pt.section)(doc, pt.meta))
+    if costs is not None and "fig8" in out:
+        out["fig8"]["cpu_costs"] = costs
     return out
 
 
@@ -135,19 +191,39 @@ def engine_speed(doc: dict[str, Any]) -> dict[str, Any]:
             "sim_events_per_cpu_s": events / cpu if events and cpu else None}
 
 
+def _cpu(res: dict[str, Any]) -> dict[str, Any]:
+    """The CPU model's columns of a row (issue 32): its cores' mean and lowest utilisation over the
+    throughput window, the capacity the model predicts, the backlog the cores ended with."""
+    cpu = res.get("cpu")
+    if cpu is None:  # a baseline reports its cores under its own key
+        cpu = next((v["cpu"] for v in res.values() if isinstance(v, dict) and isinstance(v.get("cpu"), dict)), None)
+    if not isinstance(cpu, dict) or "utilisation" not in cpu:
+        return {"cpu_model": bool(cpu)}
+    util = cpu["utilisation"]
+    backlog = cpu.get("backlog_at_stop_ns")
+    return {"cpu_model": True,
+            "cpu_util_mean": util.get("mean") if isinstance(util, dict) else util,
+            "cpu_util_min": util.get("min") if isinstance(util, dict) else cpu.get("utilisation_min"),
+            "cpu_capacity_per_proc": cpu.get("capacity_per_proc_per_s"),
+            "cpu_backlog_at_stop_us": _us(backlog.get("max")) if isinstance(backlog, dict) else None}
+
+
 def fig8_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     res = doc["result"]
-    if res["mode"] == "sequencer":
-        seq = res["sequencer"]
-        return [{"system": "sequencer", **_common(res), **_lat(res["latency_ns"]), "seq_dropped": res["seq_dropped"],
-                 "lost": res["lost"], "seq_capacity": seq["capacity_msgs_per_s"],
-                 "seq_offered": seq["offered_msgs_per_s"], "max_backlog": seq["max_backlog"],
-                 "order_ok": res["order"]["ok"], **engine_speed(doc)}]
-    one = {"system": "1pipe", **_common(res), **_lat(res["latency_ns"]), "send_failed": res["send_failed"],
+    system = meta.get("system") or ("sequencer" if res["mode"] == "sequencer" else "1pipe")
+    if res["mode"] not in ("onepipe", "reliable"):
+        seq = res.get("sequencer") or {}
+        return [{"system": system, **_common(res), **_lat(res["latency_ns"]), "seq_dropped": res["seq_dropped"],
+                 "lost": res["lost"], "seq_capacity": seq.get("capacity_msgs_per_s"),
+                 "seq_offered": seq.get("offered_msgs_per_s"), "max_backlog": seq.get("max_backlog"),
+                 "order_ok": res["order"]["ok"], **_cpu(res), **engine_speed(doc)}]
+    one = {"system": system, **_common(res), **_lat(res["latency_ns"]), "send_failed": res["send_failed"],
            "send_unknown": res["send_unknown"],
            "late_dropped": res["late_dropped"], "barrier_wait_mean_us": _us(res["barrier_wait_ns"]["mean"]),
            "beacons": res["beacons"]["hosts"] + res["beacons"]["switches"], "order_ok": res["order"]["ok"],
-           **engine_speed(doc)}
+           **_cpu(res), **engine_speed(doc)}
+    if res["mode"] == "reliable":
+        return [one]
     unordered = {"system": "unordered", **_common(res), **_lat(res["unordered_ns"])}
     return [one, unordered]
 
@@ -185,25 +261,46 @@ def _rows(section: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[
 
 
 def saturation(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Where the sequencer saturates (its delivered rate falls below 90 % of the offered one) and
-    how flat 1Pipe's per-process rate stays (its worst delivered/offered over the sweep)."""
+    """Where the sequencer saturates (its delivered rate per process falls below 90 % of best
+    effort 1Pipe's, which with the CPU model is a process's capacity), how flat 1Pipe's
+    per-process rate stays, and reliable vs best effort per P (the paper's Fig. 8a: 0.76)."""
     seq = sorted((r for r in rows if r["system"] == "sequencer"), key=lambda r: r["procs"])
-    one = [r for r in rows if r["system"] == "1pipe"]
-    knee = next((r["procs"] for r in seq if r["offered_per_proc"] and
-                 r["delivered_per_proc"] < 0.9 * r["offered_per_proc"]), None)
+    one = {r["procs"]: r for r in rows if r["system"] == "1pipe"}
+    knee = next((r["procs"] for r in seq if r["procs"] in one and
+                 r["delivered_per_proc"] < 0.9 * one[r["procs"]]["delivered_per_proc"]), None)
     cap = seq[0]["seq_capacity"] if seq else None
-    rate = FIG8_RATE * FANOUT
+    rate = cpucost.DEFAULT_COSTS.be_capacity
+    rows_rb = reliable_vs_be(rows)
+    ratios = [r["reliable_over_be"] for r in rows_rb if r["procs"] > 1 and r["reliable_over_be"] is not None]
+    rates = [r["delivered_per_proc"] for r in one.values()]
     return {"sequencer_saturates_at_procs": knee, "sequencer_capacity_msgs_per_s": cap,
             "predicted_knee_procs": cap / rate if cap else None,
-            "onepipe_min_delivered_over_offered": min((r["delivered_per_proc"] / r["offered_per_proc"]
-                                                       for r in one if r["offered_per_proc"]), default=None)}
+            "onepipe_delivered_per_proc_min": min(rates, default=None),
+            "onepipe_delivered_per_proc_max": max(rates, default=None),
+            "reliable_vs_be": rows_rb,
+            "reliable_over_be_mean": sum(ratios) / len(ratios) if ratios else None,
+            "reliable_over_be_paper": PAPER_R_OVER_BE, "cpu_model": cpucost.DEFAULT_COSTS.summary()}
+
+
+def reliable_vs_be(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per P: best effort's and reliable's delivered rate per process and their ratio, with the
+    ratio the CPU model predicts from the two engines' costs alone."""
+    be = {r["procs"]: r for r in rows if r["system"] == "1pipe"}
+    rel = {r["procs"]: r for r in rows if r["system"] == "1pipe_reliable"}
+    d = cpucost.DEFAULT_COSTS
+    out = []
+    for p in sorted(be.keys() & rel.keys()):
+        b, r = be[p]["delivered_per_proc"], rel[p]["delivered_per_proc"]
+        out.append({"procs": p, "be_per_proc": b, "reliable_per_proc": r, "reliable_over_be": r / b if b else None,
+                    "model": d.reliable_capacity / d.be_capacity, "paper": PAPER_R_OVER_BE})
+    return out
 
 
 def sim_speed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per P, what the simulator did per CPU-second on each system's run (issue 31: it should
     not fall with P)."""
     out = []
-    for r in sorted((r for r in rows if r["system"] in ("1pipe", "sequencer") and r.get("sim_events")),
+    for r in sorted((r for r in rows if r["system"] != "unordered" and r.get("sim_events")),
                     key=lambda r: (r["procs"], r["system"])):
         out.append({k: r[k] for k in ("procs", "system", "sim_events", "sim_cpu_s", "sim_wall_s",
                                       "sim_events_per_cpu_s")})
@@ -219,5 +316,6 @@ def target_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "worst_ratio": max((r["ratio"] for r in built if r["ratio"] is not None), default=None)}
 
 
-__all__ = ["FABRIC", "FIG8_PROCS", "FIG9A_SKEWS", "FIG9A_T_BEACONS", "FIG9B_LOSSES", "POINTS", "engine_speed",
-           "run_points", "saturation", "sim_speed", "target_summary"]
+__all__ = ["FABRIC", "FIG8_FABRIC", "FIG8_PROCS", "FIG9A_SKEWS", "FIG9A_T_BEACONS", "FIG9B_LOSSES", "POINTS",
+           "cpu_costs", "engine_speed", "fig8_systems", "reliable_vs_be", "run_points", "saturation", "sim_speed",
+           "target_summary"]
