@@ -189,6 +189,62 @@ def test_client_completes_a_transaction_once_whatever_order_results_come_in(seed
     assert txn_class(ops) in ("RO", "WO", "WR")
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), drop=st.floats(0, 0.4), dup=st.floats(0, 0.3))
+def test_2pc_clients_finish_once_through_loss_duplication_and_conflicts(seed, drop, dup) -> None:
+    """Two 2PC clients on the same two shards, every datagram dropped, duplicated or reordered at
+    random: each transaction is done exactly once, the locks are all released, and the shards end
+    as the two transactions applied in the order of their commit decisions."""
+    rng = random.Random(seed)
+    shards = [TwoPCShard(0), TwoPCShard(1)]
+    saddr = [("10.0.0.1", 41101), ("10.0.0.2", 41101)]
+    clients = [TwoPCClient(i + 1, saddr, rto_ns=100, backoff_ns=10, rng=random.Random(seed + i)) for i in range(2)]
+    caddr = [("10.0.0.3", 41101 + i) for i in range(2)]
+    txns = [(Op(M, 0, 5), Op(W, 1, 7)), (Op(R, 0, 0), Op(M, 1, 3))]
+    bag: list[tuple[object, object, bytes]] = []
+    done: dict[int, object] = {}
+    now = 0
+    for c, ops in zip(clients, txns, strict=True):
+        c.begin(ops, now)
+
+    def collect() -> None:
+        for i, c in enumerate(clients):
+            bag.extend((a.dst, caddr[i], a.data) for a in c.actions.take_all())
+        for j, sh in enumerate(shards):
+            bag.extend((a.dst, saddr[j], a.data) for a in sh.actions.take_all())
+
+    collect()
+    for _ in range(5000):
+        if len(done) == 2 and not bag and not any(c.attempts for c in clients):
+            break
+        if not bag:
+            now += 50
+            for c in clients:
+                c.on_timer(now)
+            collect()
+            continue
+        dst, src, data = bag.pop(rng.randrange(len(bag)))
+        if rng.random() < drop:
+            continue
+        if rng.random() < dup:
+            bag.append((dst, src, data))
+        if dst in saddr:
+            shards[saddr.index(dst)].receive(src, data, now)
+        else:
+            i = caddr.index(dst)
+            d = clients[i].receive(data, now)
+            if d is not None:
+                assert i not in done
+                done[i] = d
+        collect()
+    assert len(done) == 2 and not shards[0].locks and not shards[1].locks
+    first, second = sorted(done, key=lambda i: done[i].ts)
+    ref: dict[int, int] = {}
+    assert wire.execute(ref, txns[first]) == done[first].reads
+    assert wire.execute(ref, txns[second]) == done[second].reads
+    assert {**shards[0].store, **shards[1].store} == ref
+
+
 def test_2pc_client_aborts_on_a_no_vote_and_retries_after_a_backoff() -> None:
     sh = TwoPCShard(0)
     sh.locks[1] = (True, {999})  # someone else holds key 1
@@ -239,11 +295,11 @@ def test_onepipe_kv_survives_a_killed_replica_and_a_killed_client() -> None:
 def test_2pc_baseline_is_strictly_serializable_under_loss_and_aborts_under_contention() -> None:
     res = _sim(100_000, mode="2pc", loss=0.01, contention=0.8, procs=6)
     _strict(res)
-    assert res["done"] > 20 and res["aborts"] > 0 and res["attempts_per_txn"] > 1
+    assert res["done"] > 10 and res["aborts"] > 0 and res["attempts_per_txn"] > 1
 
 
 def test_bad_parameters_are_scenario_errors() -> None:
-    for bad in ({"mode": "paxos"}, {"kill": "replica"}, {"kill": "everyone"}, {"mix": "ycsb"}):
+    for bad in ({"mode": "paxos"}, {"kill": "replica"}, {"kill": "everyone"}, {"mix": "tpcc"}):
         with pytest.raises(ScenarioError):
             _sim(10_000, **bad)
 

@@ -54,7 +54,7 @@ CTL_HOST = "seq"
 
 PARAMS: dict[str, Any] = {
     "mode": "onepipe", "procs": 4, "shards": 2, "replicas": 1, "reliable": True,
-    "contention": 0.0, "hot": 4, "keys": 10_000, "dist": "uniform", "mix": "mixed", "ops": 2,
+    "contention": 0.0, "hot": 4, "keys": 10_000, "dist": "uniform", "mix": "mixed", "writes": 0.5, "ops": 2,
     "loss": 0.0, "kill": "", "kill_at_ns": 0, "skew_ns": 0.0, "t_beacon_ns": 0, "rto_ns": 0, "backoff_ns": 0,
     "warmup_ns": 0, "drain_ns": 0, "store_delay_ns": 0, "check": True,
 }
@@ -211,7 +211,7 @@ def _schedule_kill(net: Any, p: dict[str, Any], shards: list[Any], clients: list
 def kv_sim(net: Any, ctx: Context) -> dict[str, Any]:
     p = resolve(ctx)
     wl = Workload(keys=p["keys"], shards=p["shards"], ops=p["ops"], contention=p["contention"], hot=p["hot"],
-                  dist=p["dist"], mix=p["mix"])
+                  dist=p["dist"], mix=p["mix"], writes=p["writes"])
     start = p["warmup_ns"]
     stop = start + p["duration_ns"]
     kv = KvRun(wl, start, stop, ctx.seed)
@@ -288,7 +288,8 @@ def result(p: dict[str, Any], kv: KvRun, shards: list[Any], clients: list[Any], 
     return {
         "mode": p["mode"], "procs": p["procs"], "shards": p["shards"], "replicas": p["replicas"],
         "reliable": bool(p["reliable"]) if p["mode"] == "onepipe" else None,
-        "contention": p["contention"], "mix": p["mix"], "dist": p["dist"], "loss": p["loss"], "kill": p["kill"],
+        "contention": p["contention"], "mix": p["mix"], "writes": p["writes"] if p["mix"] == "ycsb" else None,
+        "dist": p["dist"], "loss": p["loss"], "kill": p["kill"],
         "done": len(kv.done), "pending_at_end": len(history) - len(kv.history),
         "txn_per_s_per_client": len(in_window) / max(1, live) / ((stop - a) / 1e9),
         "txn_per_s": len(in_window) / ((stop - a) / 1e9),

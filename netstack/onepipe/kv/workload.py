@@ -7,7 +7,9 @@ keys uniform or YCSB's Zipf), the same for the 1Pipe store and for the 2PC basel
   (``hot`` keys, the lowest ones); the others draw from the rest, uniformly or by Zipf
   (``theta``, YCSB's 0.99);
 - **mix**: ``ro`` (every op a READ), ``wo`` (WRITEs), ``rmw`` (read-modify-writes), ``mixed``
-  (each transaction one of the three, equally likely: the paper's RO / WO / WR classes).
+  (each transaction one of the three, equally likely), ``ycsb`` (each op a WRITE with probability
+  ``writes``, else a READ: the x axis of 1Pipe §7.3's latency figure, "percentage of write ops";
+  a transaction is RO, WO or WR, the paper's classes, by what it drew).
 
 Written values are unique in a run (the uid and the op's index), so a read names its writer.
 """
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .wire import Op, OpKind
 
-MIXES = ("ro", "wo", "rmw", "mixed")
+MIXES = ("ro", "wo", "rmw", "mixed", "ycsb")
 DISTS = ("uniform", "zipf")
 
 
@@ -44,6 +46,7 @@ class Workload:
     dist: str = "uniform"
     mix: str = "mixed"
     theta: float = 0.99
+    writes: float = 0.5
     _cdf: list[float] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -88,10 +91,14 @@ class Workload:
 
     def txn(self, rng: random.Random, uid: int) -> tuple[Op, ...]:
         """The next transaction (``uid`` makes its written values unique)."""
-        mix = self.mix if self.mix != "mixed" else rng.choice(("ro", "wo", "rmw"))
-        kind = {"ro": OpKind.READ, "wo": OpKind.WRITE, "rmw": OpKind.RMW}[mix]
+        keys = self.keys_of(rng)
+        if self.mix == "ycsb":
+            kinds = [OpKind.WRITE if rng.random() < self.writes else OpKind.READ for _ in keys]
+        else:
+            mix = self.mix if self.mix != "mixed" else rng.choice(("ro", "wo", "rmw"))
+            kinds = [{"ro": OpKind.READ, "wo": OpKind.WRITE, "rmw": OpKind.RMW}[mix]] * len(keys)
         return tuple(Op(kind, k, 0 if kind is OpKind.READ else (uid << 4 | i) + 1)
-                     for i, k in enumerate(self.keys_of(rng)))
+                     for i, (kind, k) in enumerate(zip(kinds, keys, strict=True)))
 
 
 __all__ = ["DISTS", "MIXES", "Workload", "txn_class"]
