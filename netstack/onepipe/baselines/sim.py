@@ -210,6 +210,16 @@ class TokenRingProcess(BaselineProcess):
 
     def join(self, nprocs: int) -> None:
         self.engine = TokenProcess(self.idx, nprocs, self.batch, self.queue)
+        self.blocked = False
+
+    def _next(self) -> None:
+        """A send call blocks while the process's queue for the token is full (a bounded send
+        buffer): the ring, not the offered load, sets the rate; the token's next visit resumes it."""
+        e = self.engine
+        if e is not None and e.queued + self._k > e.queue and self.loop.now < self._stop:
+            self.blocked = True
+            return
+        super()._next()
 
     def send_scattering(self, sseq: int, dsts: list[int]) -> None:
         assert self.engine is not None
@@ -229,6 +239,9 @@ class TokenRingProcess(BaselineProcess):
         """The token is here: send what it allows, then pass it on (after those sends, FIFO on the core)."""
         assert self.engine is not None
         msgs, nxt = self.engine.on_token(token)
+        if self.blocked and msgs:
+            self.blocked = False
+            self.loop.call_at(self.loop.now, self._next)
         pad = bytes(self._size) if msgs else b""
         for d, m in msgs:
             self.work(self.costs.send_msg, self.transmit, self.peers_by_idx[d], bytes([_K_MSG]) + m.pack() + pad)
@@ -353,7 +366,9 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
         own["switch"] = spine
     elif mode == "token":
         batch = int(p.get("token_batch") or DEFAULT_TOKEN_BATCH)
-        ring = [TokenRingProcess(*common(i, n, h, port), batch=batch, queue=int(p["seq_queue"]))
+        k = max(1, min(int(p["fanout"]), len(placed) - 1))
+        tq = int(p.get("token_queue") or 2 * batch * k)
+        ring = [TokenRingProcess(*common(i, n, h, port), batch=batch, queue=tq)
                 for i, (n, h, port) in enumerate(placed)]
         for t in ring:
             t.join(len(ring))
@@ -361,7 +376,7 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
         procs = list(ring)
         first = ring[0]
         net.loop.call_at(start, first.hold, Token.first(len(ring)))
-        own["batch"] = batch
+        own.update(batch=batch, queue=tq)
     elif mode == "lamport":
         nodes = [LamportNode(*common(i, nm, h, port)) for i, (nm, h, port) in enumerate(placed)]
         base = int(p.get("lamport_hb_ns") or p["t_beacon_ns"])
@@ -375,6 +390,10 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
     else:
         raise ValueError(f"no baseline {mode!r}")
 
+    cores = [q.cpu for q in procs if q.cpu is not None]
+    done: list[list[int]] = []
+    for edge in window:  # each core's work done by the window's start and end: its utilisation there
+        net.loop.call_at(edge, lambda: done.append([c.done_ns() for c in cores]))
     for q in procs:
         q.peers = [o for o in procs if o is not q]
         q.start(q.peers, p["scatter_rate"], p["fanout"], p["size"], start, stop, random.Random(f"{seed}/{q.name}"))
@@ -410,10 +429,12 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
                    held_at_end=sum(e.held for e in lam), max_held=max((e.max_held for e in lam), default=0))
     own["offered_msgs_per_s"] = sent / ((stop - start) / 1e9) if stop > start else 0.0
     if costs.on:
-        cpus = [q.cpu.counters(end) for q in procs if q.cpu is not None]
-        utils = [c["utilisation"] for c in cpus]
+        cpus = [c.counters(end) for c in cores]
+        span = window[1] - window[0]
+        utils = [(b - a) / span for a, b in zip(*done, strict=True)] if len(done) == 2 and span > 0 else []
         own["cpu"] = {"costs_ns": {"send_msg": costs.send_msg, "recv_msg": costs.recv_msg,
                                    "heartbeat": costs.heartbeat, "token": costs.token},
+                      # over the throughput window
                       "mean_utilisation": sum(utils) / len(utils) if utils else 0.0,
                       "max_utilisation": max(utils, default=0.0),
                       "max_backlog_ns": max((c["backlog_ns"] for c in cpus), default=0)}
