@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netstack.bench.onepipe import paper, report
+from netstack.bench.onepipe import paper
 from netstack.onepipe import paperdata
 from netstack.onepipe.paperdata import PaperDataError
 
@@ -132,7 +132,7 @@ def test_ratios_and_scale_factors_on_hand_made_rows() -> None:
 
 
 def test_markdown_has_a_table_per_figure() -> None:
-    md = "\n".join(report.paper_markdown(paper.compare(_figs())))
+    md = "\n".join(paper.paper_markdown(paper.compare(_figs())))
     for fig in paper.FIGURES:
         assert f"### {fig.title}" in md
     assert "| 1Pipe/BE |" in md.replace("  ", " ") or "1Pipe/BE" in md
@@ -142,7 +142,7 @@ def test_markdown_has_a_table_per_figure() -> None:
 def test_the_overlay_png_is_written_with_matplotlib(tmp_path, monkeypatch) -> None:
     pytest.importorskip("matplotlib")
     monkeypatch.setattr(paper, "FIGURES", tuple(f for f in paper.FIGURES if f.number in ("8", "12")))
-    written = report.plot_paper(paper.compare(_figs()), tmp_path, "bench-onepipe")
+    written = paper.plot_paper(paper.compare(_figs()), tmp_path, "bench-onepipe")
     assert written == ["bench-onepipe-paper-fig8.png", "bench-onepipe-paper-fig12.png"]
     assert all((tmp_path / w).stat().st_size > 1000 for w in written)
 

@@ -215,8 +215,8 @@ def _paper(figs: dict[str, Any], results_dir: Path, md: list[str], errors: dict[
     except PaperDataError as exc:  # a damaged copy of the authors' data must not lose the run's numbers
         errors["paper"] = str(exc)
         return None
-    md += report.paper_markdown(section)
-    section["plots"] = report.plot_paper(section, results_dir, NAME)
+    md += paper.paper_markdown(section)
+    section["plots"] = paper.plot_paper(section, results_dir, NAME)
     return section
 
 

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..output import format_table
 from ..plot import pyplot, save
-
-if TYPE_CHECKING:  # paper.py is imported where it is used: ``python -m netstack.bench.onepipe.paper`` runs it
-    from .paper import Figure
 
 
 def _f(v: Any, fmt: str = "{:.2f}") -> str:
@@ -164,111 +161,4 @@ def plot_fig9b(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------ paper vs ours
-def _g(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3g}"
-
-
-def _series_label(r: dict[str, Any]) -> str:
-    return r["series"] + (" (live)" if r.get("runtime") == "live" else "")
-
-
-def paper_table(rows: list[dict[str, Any]]) -> str:
-    """One row per paper point; a series with no number of ours at all is one line (its x range,
-    the paper's range and the reason), the JSON keeps every point."""
-    out: list[list[object]] = []
-    for series in dict.fromkeys(_series_label(r) for r in rows):
-        pts = [r for r in rows if _series_label(r) == series]
-        if all(r["ours"] is None for r in pts) and len(pts) > 1:
-            lo, hi = min(r["paper"] for r in pts), max(r["paper"] for r in pts)
-            out.append([series, f"{pts[0]['x']} .. {pts[-1]['x']} ({len(pts)})", f"{_g(lo)} .. {_g(hi)}", "-", "-",
-                        "-", "-", pts[0]["note"]])
-            continue
-        for r in pts:
-            x = r["x"] + (f" (ours at {r['x_ours']})" if r.get("x_ours") else "")
-            flag = " **>2x**" if r["differs_2x"] else ""
-            out.append([series, x, _g(r["paper"]), _g(r["ours"]), _f(r["ratio"]), _g(r["scale_factor"]),
-                        _f(r["at_scale"]) + flag, r["note"]])
-    return format_table(["series", "x", "paper", "ours", "ours/paper", "scale factor", "at scale", "note"], out)
-
-
-def paper_markdown(section: dict[str, Any]) -> list[str]:
-    """The "paper vs ours" section of bench-onepipe-latest.md: a table per figure."""
-    from . import paper
-
-    src = section["source"]
-    md = ["## Paper vs ours: the authors' data beside this run", "",
-          f"The paper's numbers: {src['repository']} at {src['commit'][:12]} (`gnuplot/<file>`, copied to "
-          f"{src['files']}). ours/paper is the ratio; the scale factor is the ratio our setup alone predicts "
-          "(1: alike; a rate we offer below the paper's: offered / paper); 'at scale' = ratio / scale factor, "
-          "**>2x** where it is outside 0.5-2 (docs/onepipe-paper.md says why).", ""]
-    for fig in paper.FIGURES:
-        rows = [r for r in section["rows"] if r["figure"] == fig.id]
-        s = section["summary"][fig.id]
-        md += [f"### {fig.title} (`{fig.file}`; {fig.y_label})", "",
-               f"Ours: {fig.scale}. {s['with_ours']} of {s['points']} points measured, {s['differs_2x']} outside 2x "
-               "at scale.", "", paper_table(rows), ""]
-    return md
-
-
-def _positions(xs: list[str]) -> tuple[list[float], bool]:
-    """Numeric x where every label is a number, else the labels' indices (categorical)."""
-    from ...onepipe.paperdata import x_value
-
-    nums = [x_value(x) for x in xs]
-    if all(v is not None for v in nums):
-        return [float(v) for v in nums if v is not None], True
-    return [float(i) for i in range(len(xs))], False
-
-
-def _panel(ax: Any, fig: Figure, rows: list[dict[str, Any]]) -> None:
-    xs = list(dict.fromkeys(r["x"] for r in rows))
-    pos, numeric = _positions(xs)
-    at = dict(zip(xs, pos, strict=True))
-    for i, series in enumerate(dict.fromkeys(r["series"] for r in rows)):
-        pts = [r for r in rows if r["series"] == series and r["runtime"] == "sim"]
-        c = f"C{i % 10}"
-        ax.plot([at[r["x"]] for r in pts], [r["paper"] for r in pts], "o--", color=c, alpha=0.6, ms=4,
-                label=f"paper {series}")
-        ours = [r for r in pts if r["ours"] is not None]
-        if ours:
-            ax.plot([at[r["x"]] for r in ours], [r["ours"] for r in ours], "s-", color=c, ms=4, label=f"ours {series}")
-        live = [r for r in rows if r["series"] == series and r["runtime"] == "live" and r["ours"] is not None]
-        if live:
-            ax.plot([at[r["x"]] for r in live], [r["ours"] for r in live], "D", color=c, ms=6,
-                    label=f"ours {series} (live, 1000x)")
-    if numeric and fig.logx and all(p > 0 for p in pos):
-        ax.set_xscale("log")
-    if not numeric:
-        ax.set_xticks(pos, xs)
-    if fig.logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(fig.x_label)
-    ax.set_ylabel(fig.y_label)
-    ax.set_title(fig.title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
-
-
-def plot_paper(section: dict[str, Any], results_dir: Path, name: str) -> list[str]:
-    """One PNG per paper figure (its panels side by side): the paper's series dashed, ours solid
-    in the same colour on the same axes. The file names written (none without matplotlib)."""
-    from . import paper
-
-    plt = pyplot()
-    if plt is None:
-        return []
-    written = []
-    for number in dict.fromkeys(f.number for f in paper.FIGURES):
-        figs = [f for f in paper.FIGURES if f.number == number]
-        fig, axes = plt.subplots(1, len(figs), figsize=(5.5 * len(figs), 4.2), squeeze=False)
-        for ax, f in zip(axes[0], figs, strict=True):
-            _panel(ax, f, [r for r in section["rows"] if r["figure"] == f.id])
-        out = f"{name}-paper-fig{number}.png"
-        save(plt, fig, results_dir / out, dpi=100)
-        written.append(out)
-    return written
-
-
-__all__ = ["fig8_table", "fig9a_table", "fig9b_table", "live_table", "paper_markdown", "paper_table", "plot_fig8",
-           "plot_fig9a", "plot_fig9b", "plot_paper"]
+__all__ = ["fig8_table", "fig9a_table", "fig9b_table", "live_table", "plot_fig8", "plot_fig9a", "plot_fig9b"]
