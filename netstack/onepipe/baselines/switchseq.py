@@ -8,10 +8,12 @@ every port of one switch, the fabric's spine, sharing one :class:`~.hostseq.Stam
 scattering as one datagram (to :data:`SWSEQ_PORT`) toward a host on another ToR, so that it crosses
 the spine; the spine's ingress consumes it, stamps it and replicates it (multicast, as OUM does)
 into one message per destination, queued on the spine's port toward that destination's ToR and
-sent when the port is free (``idle_frame``), at its line rate. Why a feature and not a stage beside
-the network: the replicas then leave on the spine's real ports, with the spine's real line rates,
-queues and the rest of the traffic, so "bounded by one switch" is measured, not assumed; the
-detour is the real one (every scattering climbs to the spine, even between hosts of one ToR).
+sent when the port is free (``idle_frame``), at its line rate; a replica that does not fit in the
+port's egress buffer (its configured ``buffer_bytes``) is dropped, as the switch's queues
+tail-drop. Why a feature and not a stage beside the network: the replicas then leave on the
+spine's real ports, with their real line rates and buffers, so "bounded by one switch" is
+measured, not assumed; and the detour is the real one (every scattering climbs to the spine,
+even between hosts of one ToR).
 
 The stage's own capacity: ``ns_per_msg`` of pipeline time per replica (a float). Our default, 1.5 ns
 (about 650 M messages/s), is what 1Pipe's Fig. 8 shows the authors' switch sequencer sustaining once
@@ -37,6 +39,8 @@ PAPER_NS_PER_MSG = 1.5
 #: the replicas' source: a locally administered MAC and an address no host has
 STAGE_MAC = bytes.fromhex("020000005e01")
 STAGE_IP = bytes([10, 0, 0, 254])
+#: a port's egress buffer when its config does not say (the switch's own default, 1 MiB)
+DEFAULT_BUFFER = 1 << 20
 
 
 class Route:
@@ -58,7 +62,11 @@ class SwitchSequencer:
         self.routes = list(routes)
         self.engine = StampingSequencer(len(routes), ns_per_msg, queue)
         self.out: dict[str, deque[tuple[int, bytes]]] = {p.name: deque() for p in switch.ports}
-        self.malformed = 0
+        #: each port's egress buffer (its config's, as the switch's own queues have it), bytes
+        self.buffer = {p.name: int(getattr(getattr(p, "cfg", None), "buffer_bytes", DEFAULT_BUFFER))
+                       for p in switch.ports}
+        self._queued = dict.fromkeys(self.out, 0)
+        self.malformed = self.port_drops = 0
         for p in switch.ports:
             switch.attach_feature(p.name, SequencerPort(self, p.name))
 
@@ -73,10 +81,21 @@ class SwitchSequencer:
             return
         for leave, d, m in self.engine.on_scattering(now_ns, src, sseq, dsts):
             r = self.routes[d]
-            self.out[r.port].append((leave, r.flow.udp(SWSEQ_PORT, r.dport, m.pack() + payload)))
+            frame = r.flow.udp(SWSEQ_PORT, r.dport, m.pack() + payload)
+            if self._queued[r.port] + len(frame) > self.buffer[r.port]:
+                # the port's buffer is full (its link, not the pipeline, is the bottleneck): tail drop,
+                # as the switch's own queues do; the receiver counts the gap as lost
+                self.port_drops += 1
+                continue
+            self._queued[r.port] += len(frame)
+            self.out[r.port].append((leave, frame))
+
+    def sent(self, port: str, frame: bytes) -> None:
+        self._queued[port] -= len(frame)
 
     def counters(self) -> dict[str, float | int | str]:
         return {"switch": self.switch.name, **self.engine.counters(), "malformed": self.malformed,
+                "port_drops": self.port_drops,
                 "queued_at_end": sum(len(q) for q in self.out.values())}
 
 
@@ -100,7 +119,9 @@ class SequencerPort(FeatureBase):
     def idle_frame(self, now_ns: int) -> bytes | None:
         q = self.queue
         if q and q[0][0] <= now_ns:
-            return q.popleft()[1]
+            frame = q.popleft()[1]
+            self.stage.sent(self.name, frame)
+            return frame
         return None
 
     def next_deadline(self) -> int | None:
