@@ -110,11 +110,21 @@ def test_switch_sequencer_is_bounded_by_one_switch() -> None:
     assert 4 * _per_proc(runs[4], 4) > 0.8 * 10e6  # and the stage is what binds
 
 
+def test_lamport_rate_per_process_falls_as_heartbeats_take_the_core() -> None:
+    """Saturated cores: P - 1 heartbeats each way per interval take a share of every core that grows
+    with P, up to half of it (then the interval grows instead), so a process delivers less."""
+    three, eight = (_run("lamport", procs=n, rate=5e6, cpu=COSTS) for n in (3, 8))
+    assert eight["lamport"]["heartbeat_ns"] > three["lamport"]["heartbeat_ns"] == 3_000
+    assert _per_proc(eight, 8) < 0.8 * _per_proc(three, 3)
+    for res in (three, eight):
+        assert res["lamport"]["cpu"]["mean_utilisation"] > 0.9 and res["delivered"] == res["sent"]
+
+
 def test_lamport_heartbeat_interval_grows_with_p_under_a_cpu_model() -> None:
-    c = Costs({"heartbeat": 100})
+    c = Costs({"send_msg": 60, "heartbeat": 40})  # a heartbeat sent and one received: 100 ns
     assert heartbeat_interval(3_000, 4, Costs(None), 0.5) == 3_000
     assert heartbeat_interval(3_000, 4, c, 0.5) == 3_000
-    assert heartbeat_interval(3_000, 64, c, 0.5) == 63 * 2 * 100 * 2 > 3_000
+    assert heartbeat_interval(3_000, 64, c, 0.5) == 63 * 100 * 2 > 3_000
     assert heartbeat_interval(3_000, 128, c, 0.5) > heartbeat_interval(3_000, 64, c, 0.5)
 
 

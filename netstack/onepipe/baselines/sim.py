@@ -8,7 +8,8 @@ What each operation costs (``cpu_costs``, ns; a missing key costs what its fallb
 
 - ``send_msg``: a datagram a process sends (a message; to a sequencer, a whole scattering);
 - ``recv_msg``: a message a process receives;
-- ``heartbeat``: a Lamport heartbeat sent or received (fallback: ``recv_msg``);
+- ``heartbeat``: a Lamport heartbeat received: the clock taken, nothing delivered (fallback:
+  ``recv_msg``); sending one is a datagram like any other (``send_msg``);
 - ``token``: taking the token and passing it on (fallback: ``recv_msg``).
 
 Ports: the k-th process of a host binds ``BASE_PORT + k`` (outside 1Pipe's range, as the sequencer
@@ -271,7 +272,7 @@ class LamportNode(BaselineProcess):
     def _beat(self) -> None:
         assert self.engine is not None
         for m in self.engine.heartbeat():
-            self.work(self.costs.heartbeat, self.transmit, self.peers_by_idx[m.dst], m.pack())
+            self.work(self.costs.send_msg, self.transmit, self.peers_by_idx[m.dst], m.pack())
         t = self.loop.now + self.interval
         if t < self.end:
             self.loop.call_at(t, self._beat)
@@ -311,7 +312,8 @@ def heartbeat_interval(base_ns: int, nprocs: int, costs: Costs, share: float) ->
     """The Lamport heartbeat interval: ``base_ns``, or longer so that the heartbeats' own work (``P - 1``
     sent and ``P - 1`` received an interval) stays within ``share`` of a core (1Pipe §7.1's trade-off:
     "even if 50% throughput is used for timestamp exchange")."""
-    need = math.ceil((nprocs - 1) * 2 * costs.heartbeat / share) if costs.on and share > 0 else 0
+    per = costs.send_msg + costs.heartbeat
+    need = math.ceil((nprocs - 1) * per / share) if costs.on and share > 0 else 0
     return max(1, base_ns, need)
 
 
