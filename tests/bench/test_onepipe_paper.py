@@ -152,7 +152,9 @@ def test_valid_live_rows_and_a_kv_section_answer_their_points(monkeypatch) -> No
     figs = _figs()
     figs["fig8"]["live"] = [{"procs": 8, "mean_us": 6.6, "valid": True}, {"procs": 16, "mean_us": 9.0, "valid": False}]
     figs["kv"] = {"rows": [{"mode": "onepipe", "dist": "uniform", "procs": 8, "txn_per_s_per_client": 50_000.0},
-                           {"mode": "2pc", "dist": "zipf", "procs": 8, "txn_per_s_per_client": 10_000.0}]}
+                           {"mode": "2pc", "dist": "zipf", "procs": 8, "txn_per_s_per_client": 10_000.0},
+                           {"mode": "onepipe", "dist": "zipf", "procs": 16, "writes": 0.001,
+                            "latency_by_class_ns": {"RO": {"mean": 20_000.0}, "WO": {"mean": None}}}]}
     sec = paper.compare(figs)
     live = [r for r in sec["rows"] if r["figure"] == "8b" and r["runtime"] == "live"]
     assert [(r["x"], r["ours"]) for r in live] == [("8", 6.6)]  # the invalid run at 16 is not counted
@@ -161,6 +163,12 @@ def test_valid_live_rows_and_a_kv_section_answer_their_points(monkeypatch) -> No
     assert "2PC in FaRM's place" in _one(sec, "14a", "FaRM/YCSB", "8")["note"]
     assert _one(sec, "14a", "NonTX/Unif", "8")["note"].startswith("not built")
     assert "not measured at procs 2" in _one(sec, "14a", "1Pipe/Unif", "2")["note"]
+    ro = _one(sec, "14b", "1Pipe-RO", "0.1")  # mix=ycsb's write fraction 0.001 is the paper's 0.1 %
+    assert ro["ours"] == pytest.approx(20.0) and "P=16" in ro["note"]
+    assert _one(sec, "14b", "1Pipe-WO", "0.1")["note"] == "no WO transaction completed"
+    assert _one(sec, "14b", "1Pipe-RO", "50")["note"] == "not measured at 50 % writes (this run: 0.1)"
+    assert _one(sec, "14b", "FaRM-RO", "50")["note"].startswith("not measured in this run (no kv rows")
+    assert paper.merge([_figs(), figs["kv"]["rows"]])["kv"] == figs["kv"]  # a kv sweep's JSON list
 
 
 def test_saved_runs_merge_section_by_section(tmp_path, capsys) -> None:

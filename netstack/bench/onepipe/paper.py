@@ -12,8 +12,11 @@ ratio / scale_factor, ``differs_2x`` (at_scale outside [0.5, 2]: docs/onepipe-pa
 ``x_ours`` (the x our number was measured at when it is not the paper's, e.g. loss 0 for the
 paper's lossless 1e-8: matched explicitly, never interpolated), ``source`` (which of the bench's
 rows), ``runtime`` (sim or live). Our rows are the JSON sections ``netstack bench onepipe`` writes
-(``fig8``, ``fig9a``, ``fig9b``, ``reliable``, ``fig10``), so :func:`compare` also works on a
-saved result file.
+(``fig8``, ``fig9a``, ``fig9b``, ``reliable``, ``fig10``; ``kv``, the onepipe-kv scenario's
+results, when the bench has one), so :func:`compare` also works on saved result files:
+``python -m netstack.bench.onepipe.paper RESULT.json...`` (:func:`main`) prints the tables of
+several runs, their sections merged. :func:`paper_markdown` writes a table per figure,
+:func:`plot_paper` a PNG per figure (the paper dashed, ours solid, same axes).
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ BEACON_WIRE_BYTES = wire_bytes(UDP_HEADERS_BYTES + OnePipeHeader.SIZE)
 #: fig9a row that matches it
 PAPER_SKEW_US = 0.3
 PAPER_T_BEACON_US = 3.0
-HOST_DELEGATE = ("not built: no end-host representative (1Pipe §6, 'delegate switch processing to a host'); "
-                 "our switches aggregate barriers in their own pipeline, as the programmable chip does")
+#: the paper's "-host" series run the switches' beacon work on an end-host representative (1Pipe
+#: §6, "delegate switch processing to a host"); ours aggregate in the switch, as its chip does
+HOST_DELEGATE = "not built: no end-host representative (the paper's host-delegate variant)"
 KV_PENDING = ("not measured in this run: the transactional KV store (§7.3) is not a section of netstack bench "
               "onepipe")
 
@@ -334,10 +338,33 @@ def kv_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
                 note="ours: lock-based 2PC in FaRM's place" if mode == "2pc" else "")
 
 
+#: Fig. 14b's series prefix -> the onepipe-kv mode; the suffix is the transaction class (RO / WO / WR)
+KV_LATENCY_MODES = {"1Pipe": "onepipe", "FaRM": "2pc"}
+
+
 def kv14b_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
-    return Ours(None, "not measured: the onepipe-kv scenario varies contention (a hot set's share of the "
-                      "transactions), not the percentage of write ops" if _built("netstack.onepipe.kv") else
-                "not built (netstack.onepipe.kv)")
+    """Fig. 14b from ``kv`` rows of mix=ycsb (``writes``: the write fraction, the paper's x / 100):
+    the class's mean latency, zipf rows first (the paper's YCSB)."""
+    if not _built("netstack.onepipe.kv"):
+        return Ours(None, "not built (netstack.onepipe.kv)")
+    if "kv" not in figs:
+        return Ours(None, KV_PENDING)
+    prefix, cls = series.split("-")
+    mode = KV_LATENCY_MODES[prefix]
+    pct = _num(x)
+    rows = sorted((r for r in figs["kv"].get("rows", []) if r.get("mode") == mode and r.get("writes") is not None),
+                  key=lambda r: r.get("dist") != "zipf")
+    if not rows:
+        return Ours(None, f"not measured in this run (no kv rows of mix=ycsb, mode {mode})")
+    got = next((r for r in rows if pct is not None and abs(100 * r["writes"] - pct) < 1e-9), None)
+    if got is None:
+        have = ", ".join(f"{100 * w:g}" for w in sorted({r["writes"] for r in rows}))
+        return Ours(None, f"not measured at {x} % writes (this run: {have})")
+    mean = got.get("latency_by_class_ns", {}).get(cls, {}).get("mean")
+    return Ours(None if mean is None else mean / 1e3, reason=f"no {cls} transaction completed",
+                source=f"kv sim, mode {mode}, dist {got.get('dist')}, P={got.get('procs')}",
+                note=f"P={got.get('procs')} clients (the paper: 512)" + ("; ours: lock-based 2PC in FaRM's place"
+                                                                          if mode == "2pc" else ""))
 
 
 def kv14c_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
@@ -352,10 +379,12 @@ def tpcc_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
 SIM = "sim, time scale 1"
 FIGURES: tuple[Figure, ...] = (
     Figure("8a", "Fig. 8a: throughput of total-order broadcast", "total_order", "processes",
-           "M msg/s per process", f"{SIM}; paper broadcasts to all at ~5 M msg/s/proc (CPU-bound), ours scatters to "
-           "2 random receivers at the offered rate", fig8a_ours, logx=True, logy=True),
+           "M msg/s per process", f"{SIM}; the paper broadcasts to all processes (CPU-bound, ~5 M msg/s each), ours "
+           "scatters to 2 random ones: what we offer, or with the host CPU model (cpucost.py) a core's capacity",
+           fig8a_ours, logx=True, logy=True),
     Figure("8b", "Fig. 8b: latency of total-order broadcast", "total_order_lat", "processes", "latency (us)",
-           f"{SIM}; 3 hops at every P (paper: 1, 3, 5 hops); fig8's load", fig8b_ours, logx=True, logy=True),
+           f"{SIM}; 3 hops at every P (paper: 1, 3, 5 hops); fig8's load (with the CPU model: cores saturated)",
+           fig8b_ours, logx=True, logy=True),
     Figure("9a", "Fig. 9a: delivery latency, idle", "reorder_testbed", "processes", "latency (us)",
            f"{SIM}; T_beacon 3 us; 3 hops at every P (paper: 1 hop at <=8, 3 at 16, 5 at >=32)", fig9a_ours,
            series=("BE-chip", "BE-host", "R-chip", "R-host", "unorder"), logx=True,
@@ -377,9 +406,11 @@ FIGURES: tuple[Figure, ...] = (
     Figure("13b", "Fig. 13b: beacon bandwidth overhead", "beacon_network_overhead", "beacon interval (us)",
            "% of the link", "the same link speeds and intervals", fig13b_ours, logx=True, logy=True),
     Figure("14a", "Fig. 14a: transactional KV store, throughput", "kv_scalability", "processes",
-           "M txn/s per process", "-", kv_ours, logx=True),
+           "M txn/s per process", "sim (onepipe-kv), time scale 1; lock-based 2PC in FaRM's place", kv_ours,
+           logx=True),
     Figure("14b", "Fig. 14b: KV transaction latency, YCSB, 512 processes", "kv_latency_ycsb", "write ops (%)",
-           "latency (us)", "-", kv14b_ours, logx=True, logy=True),
+           "latency (us)", "sim (onepipe-kv, mix=ycsb), time scale 1; lock-based 2PC in FaRM's place", kv14b_ours,
+           logx=True, logy=True),
     Figure("14c", "Fig. 14c: KV throughput vs ops per transaction", "multishard", "KV ops per transaction",
            "G KV op/s", "-", kv14c_ours, logx=True),
     Figure("15a", "Fig. 15a: TPC-C New-Order + Payment", "tpcc-combined", "processes", "M txn/s", "-", tpcc_ours,
@@ -554,12 +585,16 @@ def plot_paper(section: dict[str, Any], results_dir: Path, name: str) -> list[st
 SECTIONS = ("fig8", "fig9a", "fig9b", "reliable", "fig10", "kv")
 
 
-def merge(docs: Iterable[dict[str, Any]]) -> Figs:
+def merge(docs: Iterable[Any]) -> Figs:
     """The figure sections of several ``bench-onepipe`` result documents, a later one's section
-    replacing an earlier one's (runs of different ``--only`` sections, compared as one)."""
+    replacing an earlier one's (runs of different ``--only`` sections, compared as one). A list
+    of onepipe-kv results (``python -m netstack.onepipe.kv.sweep --json``) is the ``kv`` section."""
     figs: Figs = {}
     for doc in docs:
-        figs.update({k: doc[k] for k in SECTIONS if doc.get(k)})
+        if isinstance(doc, list):
+            figs["kv"] = {"rows": [r for r in doc if isinstance(r, dict) and "mode" in r]}
+        elif isinstance(doc, dict):
+            figs.update({k: doc[k] for k in SECTIONS if doc.get(k)})
     return figs
 
 
@@ -571,7 +606,8 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     ap = argparse.ArgumentParser(prog="python -m netstack.bench.onepipe.paper", description=main.__doc__)
-    ap.add_argument("results", nargs="+", type=Path, help="bench-onepipe-*.json files")
+    ap.add_argument("results", nargs="+", type=Path,
+                    help="bench-onepipe-*.json files (and onepipe-kv sweep results: a JSON list)")
     ap.add_argument("--plots", type=Path, help="write bench-onepipe-paper-figN.png here")
     args = ap.parse_args(argv)
     section = compare(merge(json.loads(p.read_text()) for p in args.results))
