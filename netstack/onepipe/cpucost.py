@@ -7,7 +7,7 @@ capacity: a process does about 5.2 M msg/s best effort (the mean of the figure's
 and the commit are CPU work on the same core. The simulator's host CPU model
 (:class:`netstack.sim.cpu.HostCpu`, one core per process) charges each engine call its cost here.
 
-**What is measured** (:func:`measure`): a short ``onepipe`` run in virtual time (8 processes, one a
+**What is measured** (:func:`measure`): a short ``onepipe`` run in virtual time (32 processes, one a
 host, a load that saturates the model's cores) with every call into the process's engine timed with
 ``time.perf_counter_ns`` (:class:`Probe`): ``Endpoint.send`` / ``ReliableEndpoint.send``,
 ``receive`` and ``on_timer``, wall time of the engine alone (not the simulator, not the shell). Each
@@ -17,7 +17,10 @@ call falls in one category, by what it handles:
 - ``data``: a received DATA (best effort) or PREPARE (reliable), with its ACK;
 - ``ack``: a received ACK or NAK (the sender settles what it covers; reliable: the commit rises);
 - ``barrier``: a received BEACON, COMMIT or control packet;
-- ``timer``: a timer wake-up (a beacon tick: the beacon, ACK repeats, timeouts, a COMMIT).
+- ``timer``: a timer wake-up (a beacon tick: the beacon, ACK repeats, timeouts, a COMMIT). What
+  one sends grows with the connections it repeats ACKs on, so its cost is split by least squares
+  into a base and ``timer_tx`` per datagram sent; the model charges the latter once the wake-up
+  has run and its datagrams are known (:meth:`netstack.sim.cpu.HostCpu.charge`).
 
 A call that delivers messages costs more than the same call that does not. The delivery work is
 split off: per category, ``base`` = the mean of its calls that delivered nothing; the rest, over
@@ -52,6 +55,7 @@ from typing import Any
 
 from headers.onepipe import OnePipeOpcode
 
+from ..engine import SendTo
 from .actions import Deliver
 
 #: Fig. 8a's mean per-process rate, 2..512 processes (git show HEAD:gnuplot/total_order in the
@@ -87,6 +91,7 @@ class OpCosts:
     ack: int  # per ACK / NAK received
     barrier: int  # per BEACON / COMMIT / control packet received
     timer: int  # per timer wake-up
+    timer_tx: int = 0  # per datagram a timer wake-up sent (a beacon, ACK repeats, a COMMIT), charged after it
 
     def rx(self, opcode: int) -> int:
         """What receiving a datagram with ``opcode`` costs."""
@@ -138,6 +143,8 @@ class EngineCost:
     acks_per_msg: float
     timers_per_s: float
     barriers_per_s: float
+    timer_tx: float = 0.0  # per datagram a timer wake-up sent
+    tx_per_timer: float = 0.0  # datagrams a timer wake-up sent, on average
     calls: dict[str, int] = field(default_factory=dict)
 
     def per_msg(self) -> float:
@@ -146,7 +153,7 @@ class EngineCost:
 
     def per_s(self) -> float:
         """ns of work per second that does not scale with messages (timers, beacons heard)."""
-        return self.timers_per_s * self.timer + self.barriers_per_s * self.barrier
+        return self.timers_per_s * (self.timer + self.tx_per_timer * self.timer_tx) + self.barriers_per_s * self.barrier
 
 
 @dataclass
@@ -165,12 +172,16 @@ class Probe:
         self.stats: dict[str, list[int]] = {c: [0, 0, 0, 0, 0, 0] for c in CATEGORIES}
         self.base: dict[str, list[int]] = {c: [] for c in CATEGORIES}  # ns of each call without deliveries
         self.with_: dict[str, list[tuple[int, int]]] = {c: [] for c in CATEGORIES}  # (ns, deliveries)
+        self.timer_tx: list[tuple[int, int]] = []  # timer calls without deliveries: (ns, datagrams sent)
 
     def record(self, proc: Any, kind: str, op: int, ns: int) -> None:
         """``proc``'s engine spent ``ns`` on a call of ``kind`` ("send": ``op`` messages; "rx":
         ``op`` the opcode; "timer"); the deliveries it decided are in its action queue still."""
-        n = sum(1 for a in proc.ep.actions if type(a) is Deliver)
+        acts = proc.ep.actions
+        n = sum(1 for a in acts if type(a) is Deliver)
         cat = category(kind, op)
+        if cat == "timer" and not n:
+            self.timer_tx.append((ns, sum(1 for a in acts if type(a) is SendTo)))
         st = self.stats[cat]
         st[5] += op if kind == "send" else 1
         if n:
@@ -203,6 +214,15 @@ class Probe:
             if base[c] < 0:
                 ws = self.with_[c]
                 base[c] = max(0.0, (sum(ns for ns, _ in ws) - deliver * sum(n for _, n in ws)) / len(ws))
+        timer_tx, tx_per_timer = 0.0, 0.0
+        if len(self.timer_tx) > 1:  # a timer call's cost grows with what it sends: least squares
+            mx = statistics.fmean(x for _, x in self.timer_tx)
+            my = statistics.fmean(y for y, _ in self.timer_tx)
+            var = sum((x - mx) ** 2 for _, x in self.timer_tx)
+            if var > 0:
+                timer_tx = max(0.0, sum((x - mx) * (y - my) for y, x in self.timer_tx) / var)
+                base["timer"] = max(0.0, my - timer_tx * mx)
+            tx_per_timer = mx if timer_tx else 0.0
         st = self.stats
         msgs = st["send"][5] or 1
         send_calls = st["send"][0] + st["send"][2]
@@ -212,12 +232,14 @@ class Probe:
             send=send_ns / msgs if send_calls else 0.0, data=base["data"], deliver=deliver, ack=base["ack"],
             barrier=base["barrier"], timer=base["timer"], acks_per_msg=calls["ack"] / msgs,
             timers_per_s=calls["timer"] / procs / seconds, barriers_per_s=calls["barrier"] / procs / seconds,
-            calls=calls)
+            timer_tx=timer_tx, tx_per_timer=tx_per_timer, calls=calls)
 
 
-#: the measurement's run: one process a host, so every message crosses a switch (as at scale)
-MEASURE_PROCS = 8
-MEASURE_DURATION_NS = 100_000
+#: the measurement's run: 32 processes, one a host on the paper's 32-host fabric (4 ToRs x 8 under
+#: a spine, no oversubscription), so that every message crosses a switch and each receiver hears
+#: from as many peers per beacon interval as at scale (what it acknowledges, and repeats, per tick)
+MEASURE_PROCS = 32
+MEASURE_DURATION_NS = 30_000
 
 
 def _measure_once(mode: str, seed: int, duration_ns: int, costs: CpuCosts | None) -> EngineCost:
@@ -225,7 +247,7 @@ def _measure_once(mode: str, seed: int, duration_ns: int, costs: CpuCosts | None
     from . import simproc
     from .scenarios import fabric_topology
 
-    topo = fabric_topology(tors=2, hosts_per_tor=MEASURE_PROCS // 2)
+    topo = fabric_topology(tors=4, hosts_per_tor=MEASURE_PROCS // 4, rate="400Gbit", uplink_rate="3200Gbit")
     cap = costs.be_capacity if costs is not None else PAPER_BE_MSGS_PER_S
     # offered: twice best effort's capacity (scatterings of 2 messages), so that every core saturates
     params = {"procs": MEASURE_PROCS, "mode": mode, "fanout": 2, "size": 64, "t_beacon_ns": 3_000,
@@ -238,7 +260,8 @@ def _measure_once(mode: str, seed: int, duration_ns: int, costs: CpuCosts | None
 
 
 def _median(runs: list[EngineCost]) -> EngineCost:
-    keys = ("send", "data", "deliver", "ack", "barrier", "timer", "acks_per_msg", "timers_per_s", "barriers_per_s")
+    keys = ("send", "data", "deliver", "ack", "barrier", "timer", "acks_per_msg", "timers_per_s", "barriers_per_s",
+            "timer_tx", "tx_per_timer")
     med = {k: statistics.median(getattr(r, k) for r in runs) for k in keys}
     return EngineCost(**med, calls=runs[0].calls)
 
@@ -266,7 +289,8 @@ def calibrate(m: Measured, paper_be: float = PAPER_BE_MSGS_PER_S, source: str = 
 
     def ops(e: EngineCost) -> OpCosts:
         return OpCosts(send=round(factor * e.send), data=round(factor * (e.data + e.deliver)),
-                       ack=round(factor * e.ack), barrier=round(factor * e.barrier), timer=round(factor * e.timer))
+                       ack=round(factor * e.ack), barrier=round(factor * e.barrier), timer=round(factor * e.timer),
+                       timer_tx=round(factor * e.timer_tx))
 
     r_cap = (1e9 / factor - r.per_s()) / r.per_msg()
     return CpuCosts(ops(m.be), ops(r), factor, paper_be, r_cap, source or f"measured {m.when} on {m.machine}")
@@ -275,7 +299,8 @@ def calibrate(m: Measured, paper_be: float = PAPER_BE_MSGS_PER_S, source: str = 
 def capacity(op: OpCosts, e: EngineCost) -> float:
     """The messages/s per process ``op`` allows with ``e``'s mix of ACKs, timers and beacons."""
     per_msg = op.send + op.data + e.acks_per_msg * op.ack
-    return (1e9 - e.timers_per_s * op.timer - e.barriers_per_s * op.barrier) / per_msg
+    per_s = e.timers_per_s * (op.timer + e.tx_per_timer * op.timer_tx) + e.barriers_per_s * op.barrier
+    return (1e9 - per_s) / per_msg
 
 
 # ----------------------------------------------------------------------------- the defaults

@@ -242,6 +242,10 @@ class OnePipeProcess(PoissonScatterer):
             t0 = perf_counter_ns()
             self.ep.on_timer(self.clock.now(self.loop.now))
             probe.record(self, "timer", 0, perf_counter_ns() - t0)
+        cpu, costs = self.cpu, self.costs
+        if cpu is not None and costs is not None and costs.timer_tx:
+            # what the wake-up sent (its beacon, ACK repeats, a COMMIT) is known now: its cost follows
+            cpu.charge(costs.timer_tx * sum(1 for a in self.ep.actions if type(a) is SendTo))
         self.flush()
 
     # ------------------------------------------------------------------ the application

@@ -22,6 +22,9 @@ work share one core's time (the two threads' sum is what the process can sustain
 a per-host core creates one HostCpu per host and hands it to each of the host's processes: the class
 does not care.
 
+:meth:`charge` adds work found out only after a job ran (a timer wake-up that turned out to send many
+datagrams): it occupies the core from then on, ahead of nothing already queued.
+
 The core is not preemptive and has no priorities: a beacon or a timer queues behind the messages
 submitted before it, as a single-threaded event loop on a real core would handle it.
 """
@@ -71,6 +74,19 @@ class HostCpu:
             self.peak_backlog_ns = wait
         # completion times never decrease and the loop runs equal times in scheduling order: FIFO
         self.loop.call_at(done, fn, *args)
+
+    def charge(self, cost_ns: int) -> None:
+        """Core time spent now on work whose cost is known only once a job has run (what it turned
+        out to emit): it delays every job submitted from now on, as if queued at the back; jobs
+        already queued keep their times. Busy time and FIFO order are kept."""
+        if cost_ns <= 0:
+            return
+        now = self.loop.now
+        free = self._free_at if self._free_at > now else now
+        self._free_at = free + cost_ns
+        self.busy_ns += cost_ns
+        if self._free_at - now > self.peak_backlog_ns:
+            self.peak_backlog_ns = self._free_at - now
 
     def backlog_ns(self) -> int:
         """Core time still owed at now: 0 when idle (a sender can hold back while it is large)."""

@@ -1,6 +1,11 @@
 """The virtual-time sections of ``netstack bench onepipe``: every point a run of the ``onepipe``
 scenario (``netstack.onepipe.scenarios``) at the paper's scale, on :data:`FABRIC`, in parallel
-through ``netstack.sim.sweep``. Rows are flat dicts (latencies in us) for the tables and plots."""
+through ``netstack.sim.sweep``. Rows are flat dicts (latencies in us) for the tables and plots.
+
+Fig. 8 runs with the host CPU model (issue 32, docs/onepipe-cpu.md) on :data:`FIG8_FABRIC`: every
+process's core saturates, so its rows show capacity per process: ``1pipe`` (best effort),
+``1pipe_reliable``, ``sequencer`` and the modes of ``netstack.onepipe.baselines`` when it is there;
+``saturation`` adds reliable over best effort per P beside the paper's 0.76."""
 
 from __future__ import annotations
 
