@@ -85,6 +85,32 @@ def test_checker_rejects_a_wrong_claimed_order_on_a_long_history_and_uses_pendin
     assert not check([_t(1, [(W, 1, 7)], [], 20, None), _t(2, [(R, 1, 0)], [(1, 7)], 5, 10)]).ok
 
 
+@settings(max_examples=50, deadline=None)
+@given(txns=st.lists(st.lists(st.tuples(st.sampled_from([R, W, M]), st.integers(0, 3), st.integers(1, 9)),
+                              min_size=1, max_size=3), min_size=1, max_size=7),
+       slack=st.lists(st.tuples(st.integers(0, 25), st.integers(0, 25)), min_size=7, max_size=7),
+       victim=st.integers(0, 100))
+def test_checker_accepts_every_serial_execution_and_rejects_an_impossible_read(txns, slack, victim) -> None:
+    """Transactions executed one after another, each invoked and answered around its own point in
+    time (so real time never contradicts the order): accepted with the stamps, and by search
+    without them. One read changed to a value nobody wrote (negative): rejected both ways."""
+    store: dict[int, int] = {}
+    hist = []
+    for i, t in enumerate(txns):
+        ops = tuple(Op(k, key, a) for k, key, a in t)
+        a, b = slack[i]
+        hist.append(Txn(i, ops, wire.execute(store, ops), 10 * i - a, 10 * i + b, i))
+    assert check(hist).ok and check([Txn(t.uid, t.ops, t.reads, t.invoke, t.respond) for t in hist]).ok
+    readers = [i for i, t in enumerate(hist) if t.reads]
+    if readers:
+        i = readers[victim % len(readers)]
+        t = hist[i]
+        bad = [*hist[:i], Txn(t.uid, t.ops, ((t.reads[0][0], -1), *t.reads[1:]), t.invoke, t.respond, t.stamp),
+               *hist[i + 1:]]
+        assert not check(bad).ok
+        assert not check([Txn(x.uid, x.ops, x.reads, x.invoke, x.respond) for x in bad]).ok
+
+
 # --------------------------------------------------------------------------------- the engines
 _OPS = st.lists(st.tuples(st.sampled_from([R, W, M]), st.integers(0, 5), st.integers(1, 50)), min_size=1, max_size=3)
 
