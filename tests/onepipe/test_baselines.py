@@ -27,7 +27,7 @@ from netstack.topo.model import topology_from_dict
 
 SMALL = fabric_topology(tors=2, hosts_per_tor=2)  # 4 hosts (+ the sequencer's), 100 Gbit/s
 COSTS = {"send_msg": 200, "recv_msg": 200, "heartbeat": 100, "token": 300}
-PROPS = settings(max_examples=60, deadline=None)
+PROPS = settings(max_examples=40, deadline=None)
 
 
 def _run(mode: str, procs: int = 6, rate: float = 500_000.0, duration: int = 40_000, cpu: Any = None,

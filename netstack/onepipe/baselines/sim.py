@@ -293,12 +293,66 @@ class LamportNode(BaselineProcess):
 
 
 # ---------------------------------------------------------------------- runs
-def _cpu(host: Host, name: str, costs: Costs) -> HostCpu | None:
-    return HostCpu(host.loop, name) if costs.on else None
+#: the token holder sends at most this many scatterings before passing it on (our choice, see docs)
+DEFAULT_TOKEN_BATCH = 8
+#: with a core, the application blocks while it owes more than this (the scenario's cpu_backlog_ns default)
+DEFAULT_BACKLOG_NS = 1_000
+#: at most this share of a core for Lamport's heartbeats (1Pipe §7.1's example: 50 %)
+DEFAULT_HB_SHARE = 0.5
 
 
-def _tor(net: Any, host: str) -> str:
-    return str(net.topology.links_of(host)[0].peer(host).node)
+class Run:
+    """What a baseline is built from: the network, the parameters, the processes' places, the run's times."""
+
+    def __init__(self, net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, int]], seq_host: str | None,
+                 start: int, end: int, res: Results, costs: Costs) -> None:
+        self.net, self.p, self.placed, self.seq_host = net, p, placed, seq_host
+        self.start, self.end, self.res, self.costs = start, end, res, costs
+        self.scale = float(p.get("time_scale", 1.0))
+
+    def args(self, i: int) -> tuple[Any, ...]:
+        """Process ``i``'s constructor arguments: its host, rank, name, port, results, core, costs."""
+        name, h, port = self.placed[i]
+        host = self.net.host(h)
+        cpu = HostCpu(host.loop, name) if self.costs.on else None
+        return host, i, name, BASE_PORT + (port - PORT), self.res, cpu, self.costs
+
+    def tor(self, host: str) -> str:
+        return str(self.net.topology.links_of(host)[0].peer(host).node)
+
+
+class Baseline:
+    """One baseline's processes on the network (built by the subclass), and what it reports."""
+
+    procs: list[BaselineProcess]
+    #: the network runs this much past the drain (what a sequencer's queue still holds)
+    extra_ns = 0
+
+    def __init__(self, run: Run) -> None:
+        raise NotImplementedError
+
+    def dropped(self) -> int:
+        """Messages the ordering stage dropped before they entered the network."""
+        return 0
+
+    def counters(self) -> dict[str, Any]:
+        return {}
+
+
+class HostSeqBaseline(Baseline):
+    def __init__(self, run: Run) -> None:
+        if run.seq_host is None:
+            raise ValueError(f"mode {run.p['mode']} needs a host for the sequencer")
+        seqh = run.net.host(run.seq_host)
+        self.procs = [StampedProcess(*run.args(i), to=(seqh, SEQ_PORT)) for i in range(len(run.placed))]
+        self.seq = SequencerHost(seqh, self.procs, float(run.p["seq_service_ns"]), int(run.p["seq_queue"]))
+        self.extra_ns = math.ceil(self.seq.engine.queue * self.seq.engine.service)
+
+    def dropped(self) -> int:
+        return self.seq.engine.dropped
+
+    def counters(self) -> dict[str, Any]:
+        return {"host": self.seq.host.name, **self.seq.engine.counters()}
 
 
 def spine_of(net: Any) -> str:
@@ -306,6 +360,61 @@ def spine_of(net: Any) -> str:
     def fabric_degree(name: str) -> int:
         return sum(1 for link in net.topology.links_of(name) if link.peer(name).node in net.switches)
     return str(max(sorted(net.switches), key=fabric_degree))
+
+
+class SwitchSeqBaseline(Baseline):
+    def __init__(self, run: Run) -> None:
+        net = run.net
+        spine = str(run.p.get("swseq_switch") or spine_of(net))
+        hosts = [n.name for n in net.topology.nodes if n.kind is NodeKind.HOST]
+
+        def anchor(h: str) -> Host:
+            # a host on another ToR: the path there climbs to the spine, whose ingress takes the datagram
+            for o in hosts:
+                if run.tor(o) != run.tor(h):
+                    return net.host(o)  # type: ignore[no-any-return]
+            raise ValueError("mode switchseq needs hosts under at least two ToRs (the spine stamps)")
+
+        self.procs = [StampedProcess(*run.args(i), to=(anchor(h), SWSEQ_PORT))
+                      for i, (_, h, _) in enumerate(run.placed)]
+        down = {link.peer(spine).node: link.end(spine).ifname for link in net.topology.links_of(spine)}
+        routes = [Route(down[run.tor(q.host.name)], q.host.mac, q.host.ip, q.port) for q in self.procs]
+        ns = float(run.p.get("swseq_ns_per_msg") or 0) or PAPER_NS_PER_MSG * run.scale
+        self.stage = SwitchSequencer(net.switch(spine), routes, ns, int(run.p["seq_queue"]))
+        net.service(spine)
+
+    def dropped(self) -> int:
+        return self.stage.engine.dropped
+
+    def counters(self) -> dict[str, Any]:
+        return self.stage.counters()
+
+
+class TokenBaseline(Baseline):
+    def __init__(self, run: Run) -> None:
+        self.batch = int(run.p.get("token_batch") or DEFAULT_TOKEN_BATCH)
+        n = len(run.placed)
+        k = max(1, min(int(run.p["fanout"]), n - 1))
+        self.queue = int(run.p.get("token_queue") or 2 * self.batch * k)
+        self.ring = [TokenRingProcess(*run.args(i), batch=self.batch, queue=self.queue) for i in range(n)]
+        for t in self.ring:
+            t.join(n)
+            t.peers_by_idx = list(self.ring)
+        self.procs = list(self.ring)
+        run.net.loop.call_at(run.start, self.ring[0].hold, Token.first(n))
+
+    def engines(self) -> list[TokenProcess]:
+        return [t.engine for t in self.ring if t.engine is not None]
+
+    def dropped(self) -> int:
+        return sum(e.dropped for e in self.engines())
+
+    def counters(self) -> dict[str, Any]:
+        es = self.engines()
+        return {"batch": self.batch, "queue": self.queue, "passes": sum(e.passes for e in es),
+                "rounds": sum(e.passes for e in es) / max(1, len(es)), "token_dups": sum(e.token_dups for e in es),
+                "token_bytes": len(Token.first(len(es)).pack()) + 1, "waiting_at_end": sum(e.queued for e in es),
+                "held_at_end": sum(t.receiver.held for t in self.ring)}
 
 
 def heartbeat_interval(base_ns: int, nprocs: int, costs: Costs, share: float) -> int:
@@ -317,81 +426,45 @@ def heartbeat_interval(base_ns: int, nprocs: int, costs: Costs, share: float) ->
     return max(1, base_ns, need)
 
 
+class LamportBaseline(Baseline):
+    def __init__(self, run: Run) -> None:
+        n = len(run.placed)
+        self.nodes = [LamportNode(*run.args(i)) for i in range(n)]
+        self.base = int(run.p.get("lamport_hb_ns") or run.p["t_beacon_ns"])
+        self.share = float(run.p.get("lamport_hb_share") or DEFAULT_HB_SHARE)
+        self.interval = heartbeat_interval(self.base, n, run.costs, self.share)
+        for node in self.nodes:
+            # staggered, so the P heartbeat bursts do not leave at one instant
+            node.join(list(self.nodes), run.start + self.interval * node.idx // n, self.interval, run.end)
+        self.procs = list(self.nodes)
+
+    def counters(self) -> dict[str, Any]:
+        es = [q.engine for q in self.nodes if q.engine is not None]
+        return {"heartbeat_ns": self.interval, "heartbeat_base_ns": self.base, "heartbeat_share": self.share,
+                "heartbeats_sent": sum(e.heartbeats_tx for e in es),
+                "heartbeats_received": sum(e.heartbeats_rx for e in es),
+                "held_at_end": sum(e.held for e in es), "max_held": max((e.max_held for e in es), default=0)}
+
+
+BASELINES: dict[str, type[Baseline]] = {"hostseq": HostSeqBaseline, "sequencer": HostSeqBaseline,
+                                         "switchseq": SwitchSeqBaseline, "token": TokenBaseline,
+                                         "lamport": LamportBaseline}
+
+
 def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, int]], seq_host: str | None,
                   seed: int, start: int, stop: int, window: tuple[int, int],
                   cpu_costs: Mapping[str, int] | None, record: bool = False) -> dict[str, Any]:
     """Run baseline ``p["mode"]`` (see :mod:`netstack.onepipe.baselines`); raw results (``record``:
     and every process's deliveries, ``log``)."""
     mode = p["mode"]
+    if mode not in BASELINES:
+        raise ValueError(f"no baseline {mode!r}")
     costs = Costs(cpu_costs)
     scale = float(p.get("time_scale", 1.0))
     res = Results(window, record, int(p.get("cpu_backlog_ns") or round(DEFAULT_BACKLOG_NS * scale)))
-    drain = int(p["drain_ns"])
-    own: dict[str, Any] = {}
-    procs: list[BaselineProcess] = []
-    end = stop + drain
-
-    def common(i: int, name: str, h: str, port: int) -> tuple[Any, ...]:
-        host = net.host(h)
-        return host, i, name, BASE_PORT + (port - PORT), res, _cpu(host, name, costs), costs
-
-    if mode in ("hostseq", "sequencer"):
-        if seq_host is None:
-            raise ValueError(f"mode {mode} needs a host for the sequencer")
-        seqh = net.host(seq_host)
-        procs = [StampedProcess(*common(i, n, h, port), to=(seqh, SEQ_PORT)) for i, (n, h, port) in enumerate(placed)]
-        seq = SequencerHost(seqh, procs, float(p["seq_service_ns"]), int(p["seq_queue"]))
-        engine = seq.engine
-        end += math.ceil(engine.queue * engine.service)  # and what its queue still holds
-        own["host"] = seq_host
-    elif mode == "switchseq":
-        spine = str(p.get("swseq_switch") or spine_of(net))
-        hosts = {h for _, h, _ in placed}
-        tors = {h: _tor(net, h) for h in hosts}
-        others = [n.name for n in net.topology.nodes if n.kind is NodeKind.HOST]
-
-        def anchor(h: str) -> Host:
-            # a host on another ToR: the path there climbs to the spine, whose ingress takes the datagram
-            for o in others:
-                if _tor(net, o) != tors[h]:
-                    return net.host(o)  # type: ignore[no-any-return]
-            raise ValueError("mode switchseq needs hosts under at least two ToRs (the spine stamps)")
-
-        procs = [StampedProcess(*common(i, n, h, port), to=(anchor(h), SWSEQ_PORT))
-                 for i, (n, h, port) in enumerate(placed)]
-        down = {link.peer(spine).node: link.end(spine).ifname for link in net.topology.links_of(spine)}
-        routes = [Route(down[tors[q.host.name]], q.host.mac, q.host.ip, q.port) for q in procs]
-        ns = float(p.get("swseq_ns_per_msg") or 0) or PAPER_NS_PER_MSG * scale
-        stage = SwitchSequencer(net.switch(spine), routes, ns, int(p["seq_queue"]))
-        net.service(spine)
-        engine = stage.engine
-        own["switch"] = spine
-    elif mode == "token":
-        batch = int(p.get("token_batch") or DEFAULT_TOKEN_BATCH)
-        k = max(1, min(int(p["fanout"]), len(placed) - 1))
-        tq = int(p.get("token_queue") or 2 * batch * k)
-        ring = [TokenRingProcess(*common(i, n, h, port), batch=batch, queue=tq)
-                for i, (n, h, port) in enumerate(placed)]
-        for t in ring:
-            t.join(len(ring))
-            t.peers_by_idx = list(ring)
-        procs = list(ring)
-        first = ring[0]
-        net.loop.call_at(start, first.hold, Token.first(len(ring)))
-        own.update(batch=batch, queue=tq)
-    elif mode == "lamport":
-        nodes = [LamportNode(*common(i, nm, h, port)) for i, (nm, h, port) in enumerate(placed)]
-        base = int(p.get("lamport_hb_ns") or p["t_beacon_ns"])
-        share = float(p.get("lamport_hb_share") or DEFAULT_HB_SHARE)
-        interval = heartbeat_interval(base, len(nodes), costs, share)
-        for n in nodes:
-            # staggered, so the P heartbeat bursts do not leave at one instant
-            n.join(list(nodes), start + interval * n.idx // len(nodes), interval, end)
-        procs = list(nodes)
-        own.update(heartbeat_ns=interval, heartbeat_base_ns=base, heartbeat_share=share)
-    else:
-        raise ValueError(f"no baseline {mode!r}")
-
+    end = stop + int(p["drain_ns"])
+    base = BASELINES[mode](Run(net, p, placed, seq_host, start, end, res, costs))
+    procs = base.procs
     cores = [q.cpu for q in procs if q.cpu is not None]
     done: list[list[int]] = []
     for edge in window:  # each core's work done by the window's start and end: its utilisation there
@@ -399,39 +472,13 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
     for q in procs:
         q.peers = [o for o in procs if o is not q]
         q.start(q.peers, p["scatter_rate"], p["fanout"], p["size"], start, stop, random.Random(f"{seed}/{q.name}"))
+    end += base.extra_ns
     net.run(end)
 
     sent = sum(q.sent for q in procs)
-    delivered = sum(q.delivered for q in procs)
-    lost = duplicates = 0
-    violations = sum(q.violations for q in procs)
-    seq_dropped = 0
-    for q in procs:
-        if isinstance(q, (StampedProcess, TokenRingProcess)):
-            r = q.receiver
-            lost += r.lost
-            duplicates += r.duplicates
-        elif isinstance(q, LamportNode) and q.engine is not None:
-            duplicates += q.engine.duplicates
-    if mode in ("hostseq", "sequencer", "switchseq"):
-        own.update(engine.counters())
-        seq_dropped = engine.dropped
-    elif mode == "token":
-        engines = [q.engine for q in procs if isinstance(q, TokenRingProcess) and q.engine is not None]
-        seq_dropped = sum(e.dropped for e in engines)
-        own.update(passes=sum(e.passes for e in engines), token_dups=sum(e.token_dups for e in engines),
-                   waiting_at_end=sum(e.queued for e in engines),
-                   held_at_end=sum(q.receiver.held for q in procs if isinstance(q, TokenRingProcess)),
-                   rounds=sum(e.passes for e in engines) / max(1, len(engines)),
-                   token_bytes=len(Token.first(len(engines)).pack()) + 1)
-    else:
-        lam = [q.engine for q in procs if isinstance(q, LamportNode) and q.engine is not None]
-        own.update(heartbeats_sent=sum(e.heartbeats_tx for e in lam),
-                   heartbeats_received=sum(e.heartbeats_rx for e in lam),
-                   held_at_end=sum(e.held for e in lam), max_held=max((e.max_held for e in lam), default=0))
+    own = base.counters()
     own["offered_msgs_per_s"] = sent / ((stop - start) / 1e9) if stop > start else 0.0
     if costs.on:
-        cpus = [c.counters(end) for c in cores]
         span = window[1] - window[0]
         utils = [(b - a) / span for a, b in zip(*done, strict=True)] if len(done) == 2 and span > 0 else []
         own["cpu"] = {"costs_ns": {"send_msg": costs.send_msg, "recv_msg": costs.recv_msg,
@@ -439,10 +486,14 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
                       # over the throughput window
                       "mean_utilisation": sum(utils) / len(utils) if utils else 0.0,
                       "max_utilisation": max(utils, default=0.0),
-                      "max_backlog_ns": max((c["backlog_ns"] for c in cpus), default=0)}
-    return {"sent": sent, "scatterings": sum(q.scatterings for q in procs), "delivered": delivered,
-            "latency": res.latency, "in_window": sum(q.in_window for q in procs), "lost": lost,
-            "seq_dropped": seq_dropped, "violations": violations, "duplicates": duplicates,
+                      "max_backlog_ns": max((c.backlog_ns() for c in cores), default=0)}
+    receivers = [q.receiver for q in procs if isinstance(q, (StampedProcess, TokenRingProcess))]
+    lamports = [q.engine for q in procs if isinstance(q, LamportNode) and q.engine is not None]
+    return {"sent": sent, "scatterings": sum(q.scatterings for q in procs),
+            "delivered": sum(q.delivered for q in procs), "latency": res.latency,
+            "in_window": sum(q.in_window for q in procs), "lost": sum(r.lost for r in receivers),
+            "seq_dropped": base.dropped(), "violations": sum(q.violations for q in procs),
+            "duplicates": sum(r.duplicates for r in receivers) + sum(e.duplicates for e in lamports),
             mode_key(mode): own, **({"log": res.log} if res.log is not None else {})}
 
 
@@ -451,12 +502,5 @@ def mode_key(mode: str) -> str:
     return "sequencer" if mode == "hostseq" else mode
 
 
-#: the token holder sends at most this many scatterings before passing it on (our choice, see docs)
-DEFAULT_TOKEN_BATCH = 8
-#: with a core, the application blocks while it owes more than this (the scenario's cpu_backlog_ns default)
-DEFAULT_BACKLOG_NS = 1_000
-#: at most this share of a core for Lamport's heartbeats (1Pipe §7.1's example: 50 %)
-DEFAULT_HB_SHARE = 0.5
-
-
-__all__ = ["BASE_PORT", "SEQ_PORT", "BaselineProcess", "Costs", "heartbeat_interval", "run_processes", "spine_of"]
+__all__ = ["BASELINES", "BASE_PORT", "SEQ_PORT", "Baseline", "BaselineProcess", "Costs", "heartbeat_interval",
+           "run_processes", "spine_of"]
