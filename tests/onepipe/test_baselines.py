@@ -23,6 +23,7 @@ from netstack.onepipe.baselines.token import Token, TokenProcess
 from netstack.onepipe.scenarios import fabric_topology, place, throughput_window
 from netstack.sim.network import Network
 from netstack.sim.packets import UDP_HEADERS, Ipv4Flow
+from netstack.sim.scenario import ScenarioError
 from netstack.topo.model import topology_from_dict
 
 SMALL = fabric_topology(tors=2, hosts_per_tor=2)  # 4 hosts (+ the sequencer's), 100 Gbit/s
@@ -79,8 +80,14 @@ def test_run_baseline_dispatches_and_keeps_the_sequencer_mode() -> None:
     new = run_baseline(Network(topo, seed=1), {**p, "mode": "hostseq"}, placed, "seq", 1, 10_000, 30_000, window,
                        None)
     assert new["sent"] == old["sent"] and new["delivered"] == old["delivered"]  # same load, same model
-    with pytest.raises(ValueError):
+    with pytest.raises(ScenarioError, match="paxos"):
         run_baseline(Network(topo, seed=1), {**p, "mode": "paxos"}, placed, "seq", 1, 10_000, 30_000, window, None)
+    with pytest.raises(ScenarioError, match="sequencer"):
+        run_baseline(Network(topo, seed=1), {**p, "mode": "hostseq"}, placed, None, 1, 10_000, 30_000, window, None)
+    one_tor = topology_from_dict(fabric_topology(tors=1, hosts_per_tor=2))
+    with pytest.raises(ScenarioError, match="two ToRs"):
+        run_baseline(Network(one_tor, seed=1), {**p, "mode": "switchseq"}, place(one_tor, 2, exclude=["seq"]),
+                     "seq", 1, 10_000, 30_000, window, None)
 
 
 def _per_proc(res: dict[str, Any], procs: int, duration: int = 40_000) -> float:

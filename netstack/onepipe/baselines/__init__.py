@@ -32,21 +32,25 @@ def run_baseline(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, i
     ``cpu_costs``: None (no CPU model: work is free) or the ns each operation costs a process's core
     (``send_msg``, ``recv_msg``, ``heartbeat``, ``token``; see :mod:`.sim`). ``mode = "sequencer"`` without
     CPU costs is ``netstack.onepipe.sequencer``'s run, unchanged (its results stay the same to the event).
+    A mode that cannot run here (no sequencer host; a switch sequencer with one ToR) raises
+    ``netstack.sim.scenario.ScenarioError``.
 
     Parameters read from ``p`` besides the scenario's load (``scatter_rate``, ``fanout``, ``size``,
     ``drain_ns``): ``seq_service_ns``, ``seq_queue`` (host sequencer; ``seq_queue`` also bounds the switch
     stage's queue and each token-ring process's send queue, in messages), ``swseq_ns_per_msg`` and
     ``swseq_switch`` (0 / "": 1.5 ns x ``time_scale``, the spine), ``token_batch`` (0: 8),
     ``lamport_hb_ns`` (0: ``t_beacon_ns``) and ``lamport_hb_share`` (0: 0.5), ``time_scale`` (1.0)."""
+    from ...sim.scenario import ScenarioError
+    from .sim import run_processes
+
     if p["mode"] not in MODES:
-        raise ValueError(f"no baseline {p['mode']!r} (one of {', '.join(MODES)})")
+        raise ScenarioError(f"scenario onepipe: no baseline {p['mode']!r} (one of {', '.join(MODES)})")
     if p["mode"] == "sequencer" and cpu_costs is None:
         from ..sequencer import run_sequencer
 
         if seq_host is None:
-            raise ValueError("mode sequencer needs a host for the sequencer")
+            raise ScenarioError("scenario onepipe: mode sequencer needs a host for the sequencer")
         return run_sequencer(net, p, placed, seq_host, seed, start, stop, window)
-    from .sim import run_processes
 
     return run_processes(net, p, placed, seq_host, seed, start, stop, window, cpu_costs)
 

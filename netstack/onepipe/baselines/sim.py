@@ -28,6 +28,7 @@ from typing import Any
 from ...sim.cpu import HostCpu
 from ...sim.hosts import Host
 from ...sim.packets import UDP_HEADERS, ip_payload_end
+from ...sim.scenario import ScenarioError
 from ...topo.model import NodeKind
 from ..load import PoissonScatterer
 from ..params import PORT
@@ -342,7 +343,8 @@ class Baseline:
 class HostSeqBaseline(Baseline):
     def __init__(self, run: Run) -> None:
         if run.seq_host is None:
-            raise ValueError(f"mode {run.p['mode']} needs a host for the sequencer")
+            raise ScenarioError(f"scenario onepipe: mode {run.p['mode']} needs a host for the sequencer "
+                                "(seq_host, or a host named 'seq')")
         seqh = run.net.host(run.seq_host)
         self.procs = [StampedProcess(*run.args(i), to=(seqh, SEQ_PORT)) for i in range(len(run.placed))]
         self.seq = SequencerHost(seqh, self.procs, float(run.p["seq_service_ns"]), int(run.p["seq_queue"]))
@@ -373,7 +375,8 @@ class SwitchSeqBaseline(Baseline):
             for o in hosts:
                 if run.tor(o) != run.tor(h):
                     return net.host(o)  # type: ignore[no-any-return]
-            raise ValueError("mode switchseq needs hosts under at least two ToRs (the spine stamps)")
+            raise ScenarioError("scenario onepipe: mode switchseq needs hosts under at least two ToRs "
+                                "(the spine stamps what crosses it)")
 
         self.procs = [StampedProcess(*run.args(i), to=(anchor(h), SWSEQ_PORT))
                       for i, (_, h, _) in enumerate(run.placed)]
@@ -458,7 +461,7 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
     and every process's deliveries, ``log``)."""
     mode = p["mode"]
     if mode not in BASELINES:
-        raise ValueError(f"no baseline {mode!r}")
+        raise ScenarioError(f"scenario onepipe: no baseline {mode!r}")
     costs = Costs(cpu_costs)
     scale = float(p.get("time_scale", 1.0))
     res = Results(window, record, int(p.get("cpu_backlog_ns") or round(DEFAULT_BACKLOG_NS * scale)))
