@@ -49,6 +49,7 @@ above it). :func:`measure` re-measures (``netstack bench onepipe`` prints it bes
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -167,69 +168,69 @@ class Measured:
 class Probe:
     """Times every engine call of a simulated run (the processes call :meth:`record`)."""
 
+    #: the slowest share of each category's calls left out of its mean: a preemption of this VM's
+    #: process (milliseconds) would otherwise weigh as much as thousands of calls
+    TRIM = 0.01
+
     def __init__(self) -> None:
-        #: category -> [calls without deliveries, their ns, calls with, their ns, deliveries, units]
-        self.stats: dict[str, list[int]] = {c: [0, 0, 0, 0, 0, 0] for c in CATEGORIES}
-        self.base: dict[str, list[int]] = {c: [] for c in CATEGORIES}  # ns of each call without deliveries
-        self.with_: dict[str, list[tuple[int, int]]] = {c: [] for c in CATEGORIES}  # (ns, deliveries)
-        self.timer_tx: list[tuple[int, int]] = []  # timer calls without deliveries: (ns, datagrams sent)
+        #: category -> every call: (ns, messages delivered, units: messages sent for "send", else 1,
+        #: datagrams sent)
+        self.samples: dict[str, list[tuple[int, int, int, int]]] = {c: [] for c in CATEGORIES}
 
     def record(self, proc: Any, kind: str, op: int, ns: int) -> None:
         """``proc``'s engine spent ``ns`` on a call of ``kind`` ("send": ``op`` messages; "rx":
-        ``op`` the opcode; "timer"); the deliveries it decided are in its action queue still."""
+        ``op`` the opcode; "timer"); what it decided is in its action queue still."""
         acts = proc.ep.actions
-        n = sum(1 for a in acts if type(a) is Deliver)
-        cat = category(kind, op)
-        if cat == "timer" and not n:
-            self.timer_tx.append((ns, sum(1 for a in acts if type(a) is SendTo)))
-        st = self.stats[cat]
-        st[5] += op if kind == "send" else 1
-        if n:
-            st[2] += 1
-            st[3] += ns
-            st[4] += n
-            self.with_[cat].append((ns, n))
-        else:
-            st[0] += 1
-            st[1] += ns
-            self.base[cat].append(ns)
+        delivered = sent = 0
+        for a in acts:
+            t = type(a)
+            if t is Deliver:
+                delivered += 1
+            elif t is SendTo:
+                sent += 1
+        self.samples[category(kind, op)].append((ns, delivered, op if kind == "send" else 1, sent))
+
+    def _trimmed(self, c: str) -> list[tuple[int, int, int, int]]:
+        xs = sorted(self.samples[c], key=lambda x: x[0] / x[2] if x[2] else x[0])
+        cut = math.ceil(len(xs) * self.TRIM)
+        return xs[:len(xs) - cut] if len(xs) > cut else xs
 
     def costs(self, procs: int, seconds: float) -> EngineCost:
         """Per-operation means (module docstring) for ``procs`` processes over ``seconds`` of
         virtual time."""
+        kept = {c: self._trimmed(c) for c in CATEGORIES}
         base: dict[str, float] = {}
         for c in CATEGORIES:
-            xs = self.base[c]
-            ws = self.with_[c]
-            if xs:
-                base[c] = statistics.fmean(xs)
-            elif ws:  # every call delivered: what is left after the others' per-delivery cost
-                base[c] = -1.0
-            else:
-                base[c] = 0.0
-        extra = sum(ns - base[c] for c in CATEGORIES if base[c] >= 0 for ns, _ in self.with_[c])
-        delivered = sum(n for c in CATEGORIES if base[c] >= 0 for _, n in self.with_[c])
-        deliver = extra / delivered if delivered else 0.0
-        for c in CATEGORIES:
-            if base[c] < 0:
-                ws = self.with_[c]
-                base[c] = max(0.0, (sum(ns for ns, _ in ws) - deliver * sum(n for _, n in ws)) / len(ws))
+            quiet = [x for x in kept[c] if not x[1]]
+            units = sum(x[2] for x in quiet)
+            base[c] = sum(x[0] for x in quiet) / units if units else (-1.0 if kept[c] else 0.0)
         timer_tx, tx_per_timer = 0.0, 0.0
-        if len(self.timer_tx) > 1:  # a timer call's cost grows with what it sends: least squares
-            mx = statistics.fmean(x for _, x in self.timer_tx)
-            my = statistics.fmean(y for y, _ in self.timer_tx)
-            var = sum((x - mx) ** 2 for _, x in self.timer_tx)
+        quiet_timers = [(x[0], x[3]) for x in kept["timer"] if not x[1]]
+        if len(quiet_timers) > 1:  # a wake-up's cost grows with what it sends: least squares
+            mx = statistics.fmean(x for _, x in quiet_timers)
+            my = statistics.fmean(y for y, _ in quiet_timers)
+            var = sum((x - mx) ** 2 for _, x in quiet_timers)
             if var > 0:
-                timer_tx = max(0.0, sum((x - mx) * (y - my) for y, x in self.timer_tx) / var)
+                timer_tx = max(0.0, sum((x - mx) * (y - my) for y, x in quiet_timers) / var)
                 base["timer"] = max(0.0, my - timer_tx * mx)
-            tx_per_timer = mx if timer_tx else 0.0
-        st = self.stats
-        msgs = st["send"][5] or 1
-        send_calls = st["send"][0] + st["send"][2]
-        send_ns = st["send"][1] + st["send"][3]
-        calls = {c: st[c][0] + st[c][2] for c in CATEGORIES}
+                tx_per_timer = statistics.fmean(x[3] for x in self.samples["timer"])
+
+        def expected(c: str, x: tuple[int, int, int, int]) -> float:
+            b = base[c] * x[2]
+            return b + timer_tx * x[3] if c == "timer" else b
+
+        # what a call that delivered took beyond its category's base, per message delivered
+        busy = [(c, x) for c in CATEGORIES if base[c] >= 0 for x in kept[c] if x[1]]
+        delivered = sum(x[1] for _, x in busy)
+        deliver = sum(x[0] - expected(c, x) for c, x in busy) / delivered if delivered else 0.0
+        for c in CATEGORIES:
+            if base[c] < 0:  # every call delivered: what is left after the per-delivery cost
+                xs = kept[c]
+                base[c] = max(0.0, sum(x[0] - deliver * x[1] for x in xs) / sum(x[2] for x in xs))
+        calls = {c: len(self.samples[c]) for c in CATEGORIES}
+        msgs = sum(x[2] for x in self.samples["send"]) or 1
         return EngineCost(
-            send=send_ns / msgs if send_calls else 0.0, data=base["data"], deliver=deliver, ack=base["ack"],
+            send=base["send"], data=base["data"], deliver=max(0.0, deliver), ack=base["ack"],
             barrier=base["barrier"], timer=base["timer"], acks_per_msg=calls["ack"] / msgs,
             timers_per_s=calls["timer"] / procs / seconds, barriers_per_s=calls["barrier"] / procs / seconds,
             timer_tx=timer_tx, tx_per_timer=tx_per_timer, calls=calls)

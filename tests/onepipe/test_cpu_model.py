@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from headers.onepipe import OnePipeOpcode
 from netstack.onepipe import cpucost
 from netstack.onepipe.cpucost import CpuCosts, EngineCost, Measured, OpCosts, Probe, calibrate
 from netstack.onepipe.scenarios import fabric_topology
@@ -17,6 +18,7 @@ from netstack.sim.scenario import RunSpec, run
 
 SMALL = fabric_topology(tors=2, hosts_per_tor=2)  # 4 hosts (+ seq, the reliable controller's), 100 Gbit/s
 COSTS = cpucost.DEFAULT_COSTS
+DATA, ACK = int(OnePipeOpcode.DATA), int(OnePipeOpcode.ACK)
 
 
 def _run(mode: str = "onepipe", cpu: bool = True, rate: float | None = None, duration: int = 20_000,
@@ -84,11 +86,12 @@ def test_the_probe_splits_delivery_work_off_the_calls_that_delivered() -> None:
     from netstack.onepipe.actions import Deliver
 
     probe = Probe()
+    probe.TRIM = 0.0  # a handful of calls: keep every one
     proc = Proc()
     for _ in range(10):
-        probe.record(proc, "rx", 1, 100)  # DATA, delivers nothing: 100 ns
+        probe.record(proc, "rx", DATA, 100)  # delivers nothing: 100 ns
     proc.ep.actions = [Deliver(1, "a", b""), Deliver(2, "a", b"")]
-    probe.record(proc, "rx", 1, 160)  # the same call delivering two: 30 ns a message
+    probe.record(proc, "rx", DATA, 160)  # the same call delivering two: 30 ns a message
     proc.ep.actions = []
     probe.record(proc, "send", 2, 80)
     probe.record(proc, "timer", 0, 50)
@@ -113,3 +116,15 @@ def test_calibration_gives_best_effort_the_papers_rate_and_reliable_its_measured
     r_spent = c.factor * (max(c.reliable_capacity, 0.0) * m.reliable.per_msg() + m.reliable.per_s())
     assert r_spent == pytest.approx(1e9) or c.reliable_capacity <= 0
     assert isinstance(c.be, OpCosts) and c.be.send == round(c.factor * xs[0])
+
+
+def test_the_probe_leaves_out_the_slowest_calls() -> None:
+    class Proc:
+        class ep:  # a stand-in for the endpoint: no actions
+            actions: list[Any] = []
+
+    probe = Probe()
+    for _ in range(199):
+        probe.record(Proc(), "rx", ACK, 1_000)
+    probe.record(Proc(), "rx", ACK, 5_000_000)  # the process was preempted for 5 ms
+    assert probe.costs(procs=1, seconds=1.0).ack == 1_000

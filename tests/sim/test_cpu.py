@@ -88,3 +88,20 @@ def test_jobs_complete_in_order_and_never_before_their_cost_is_spent(jobs: list[
     assert cpu.busy_ns == sum(c for _, c in jobs) and cpu.jobs == len(jobs)
     assert cpu.peak_backlog_ns == max([at - t for (t, _, _), (_, at) in zip(submitted, completed, strict=True)],
                                       default=0)
+
+
+def test_work_charged_after_a_job_delays_what_is_submitted_next() -> None:
+    loop = EventLoop()
+    cpu = HostCpu(loop)
+    seen: list[tuple[str, int]] = []
+
+    def first() -> None:
+        seen.append(("first", loop.now))
+        cpu.charge(40)  # it turned out to send more: the core is busy 40 ns longer
+        cpu.run(10, lambda: seen.append(("next", loop.now)))
+
+    cpu.run(100, first)
+    cpu.run(5, lambda: seen.append(("queued", loop.now)))  # already queued: keeps its time
+    loop.run()
+    assert seen == [("first", 100), ("queued", 105), ("next", 155)]
+    assert cpu.busy_ns == 155 and cpu.jobs == 3
