@@ -35,7 +35,7 @@ from .. import topology as op_topology
 from ..clock import HostClock
 from ..endpoint import sender_key
 from ..params import PORT, PORT_RANGE, OnePipeParams
-from ..simproc import OnePipeRun
+from ..simproc import OnePipeRun, model_costs
 from .checker import Txn, check
 from .client import KvClient
 from .shard import KvShard
@@ -57,6 +57,8 @@ PARAMS: dict[str, Any] = {
     "contention": 0.0, "hot": 4, "keys": 10_000, "dist": "uniform", "mix": "mixed", "writes": 0.5, "ops": 2,
     "loss": 0.0, "kill": "", "kill_at_ns": 0, "skew_ns": 0.0, "t_beacon_ns": 0, "rto_ns": 0, "backoff_ns": 0,
     "warmup_ns": 0, "drain_ns": 0, "store_delay_ns": 0, "check": True,
+    # transactions in flight per client; the host CPU model (netstack.onepipe.cpucost, issue 32)
+    "window": 1, "cpu": False,
 }
 
 
@@ -70,7 +72,7 @@ def resolve(ctx: Context) -> dict[str, Any]:
         raise ScenarioError("scenario onepipe-kv: kill=replica needs mode=onepipe and replicas >= 2")
     if p["kill"] and p["mode"] == "onepipe" and not p["reliable"]:
         raise ScenarioError("scenario onepipe-kv: a kill needs reliable 1Pipe (reliable=true)")
-    for key in ("procs", "shards", "replicas", "ops", "hot", "keys"):
+    for key in ("procs", "shards", "replicas", "ops", "hot", "keys", "window"):
         if p[key] < 1:
             raise ScenarioError(f"scenario onepipe-kv: {key} must be >= 1")
     if not 0 <= p["loss"] < 1 or not 0 <= p["contention"] <= 1:
@@ -161,7 +163,7 @@ def _enable_onepipe(net: Any, p: dict[str, Any], run: OnePipeRun, ctx: Context) 
 
 
 def _build_onepipe(net: Any, p: dict[str, Any], kv: KvRun, ctx: Context) -> tuple[list[Any], list[Any], Any]:
-    run = OnePipeRun(net, False, (kv.start, kv.stop))
+    run = OnePipeRun(net, False, (kv.start, kv.stop), costs=model_costs() if p["cpu"] else None)
     ctl = _enable_onepipe(net, p, run, ctx)
     cls = KvReliableProcess if p["reliable"] else KvBestEffortProcess
     nshard = p["shards"] * p["replicas"]
@@ -187,9 +189,12 @@ def _build_2pc(net: Any, p: dict[str, Any], kv: KvRun, ctx: Context) -> tuple[li
     shards = [TwoPCProcess(kv, net.host(h), port + SIDE_OFFSET, f"s{i}", shard=TwoPCShard(i))
               for i, (h, port) in enumerate(placed[:p["shards"]])]
     addrs = [s.addr for s in shards]
+    # a client process runs ``window`` coordinators, one transaction each (indices unique in the run)
     clients = [TwoPCProcess(kv, net.host(h), port + SIDE_OFFSET, f"c{i + 1}",
-                            client=TwoPCClient(i + 1, addrs, rto_ns=p["rto_ns"], backoff_ns=p["backoff_ns"],
-                                               rng=random.Random(f"{ctx.seed}/2pc/{i}")))
+                            clients=[TwoPCClient((i + 1) * 1000 + w, addrs, rto_ns=p["rto_ns"],
+                                                 backoff_ns=p["backoff_ns"],
+                                                 rng=random.Random(f"{ctx.seed}/2pc/{i}/{w}"))
+                                     for w in range(p["window"])])
                for i, (h, port) in enumerate(placed[p["shards"]:])]
     return shards, clients
 
@@ -214,7 +219,7 @@ def kv_sim(net: Any, ctx: Context) -> dict[str, Any]:
                   dist=p["dist"], mix=p["mix"], writes=p["writes"])
     start = p["warmup_ns"]
     stop = start + p["duration_ns"]
-    kv = KvRun(wl, start, stop, ctx.seed)
+    kv = KvRun(wl, start, stop, ctx.seed, p["window"], model_costs().baseline_costs() if p["cpu"] else None)
     ports = impair(net, p["loss"], ctx.seed)
     ctl = None
     if p["mode"] == "onepipe":
@@ -225,7 +230,8 @@ def kv_sim(net: Any, ctx: Context) -> dict[str, Any]:
         run = None
     victim = _schedule_kill(net, p, shards, clients, run)
     for c in clients:
-        net.loop.call_at(start, c.begin_next)
+        for _ in range(p["window"]):
+            net.loop.call_at(start, c.begin_next)
     net.run(stop + p["drain_ns"])
     out = result(p, kv, shards, clients, victim)
     out["impaired_ports"] = ports
@@ -242,15 +248,14 @@ def pending_history(p: dict[str, Any], shards: list[Any], clients: list[Any]) ->
     if p["mode"] == "onepipe":
         ran = {uid: (ts, sender_key(src)) for s in shards for ts, src, uid in s.shard.log}
         for c in clients:
-            cur = c.pending_txn()
-            if cur is not None:
-                out.append(Txn(cur[0], cur[1], (), cur[2], None, ran.get(cur[0])))
+            for uid, ops, invoke in c.pending_txns():
+                out.append(Txn(uid, ops, (), invoke, None, ran.get(uid)))
     else:
         for c in clients:
-            eng = c.client
-            a = eng.current
-            if eng.busy and a is not None:
-                out.append(Txn(a.uid, eng.ops, (), eng.begun_ns, None, a.decided_ns if a.commit else None))
+            for eng in c.clients:
+                a = eng.current
+                if eng.busy and a is not None:
+                    out.append(Txn(a.uid, eng.ops, (), eng.begun_ns, None, a.decided_ns if a.commit else None))
     return out
 
 
@@ -274,13 +279,22 @@ def latency_stats(values: list[int]) -> dict[str, Any]:
             "max": v[-1]}
 
 
+def _cpu(p: dict[str, Any], procs: list[Any], end: int) -> dict[str, Any] | None:
+    """The CPU model's summary: the costs, and the busiest core's share of the run."""
+    if not p["cpu"]:
+        return None
+    busy = [q.cpu.busy_ns for q in procs if q.cpu is not None]
+    return {"costs": model_costs().summary(), "side_costs_ns": model_costs().baseline_costs(),
+            "busiest_core_share": max(busy, default=0) / end}
+
+
 def result(p: dict[str, Any], kv: KvRun, shards: list[Any], clients: list[Any], victim: Any) -> dict[str, Any]:
     start, stop = kv.start, kv.stop
     a = start + (stop - start) // 5
     in_window = [d for d in kv.done if a <= d[0] < stop]
     history = kv.history + pending_history(p, shards, clients)
     verdict = check(history) if p["check"] else None
-    cl = [c.client.counters() for c in clients]
+    cl = [e.counters() for c in clients for e in ([c.client] if p["mode"] == "onepipe" else c.clients)]
     sh = [s.shard.counters() for s in shards]
     total = {k: sum(x[k] for x in cl) for k in cl[0] if isinstance(cl[0][k], int)} if cl else {}
     by_class = {k: latency_stats([d[2] for d in in_window if d[1] == k]) for k in ("RO", "WO", "WR")}
@@ -299,6 +313,7 @@ def result(p: dict[str, Any], kv: KvRun, shards: list[Any], clients: list[Any], 
         "check": None if verdict is None else {"ok": verdict.ok, "reason": verdict.reason, "txns": len(history)},
         "replicas_agree": _replicas_agree(p, shards),
         "clients": total, "shard_counters": sh,
+        "window": p["window"], "cpu": _cpu(p, shards + clients, stop + p["drain_ns"]),
         "t_beacon_ns": p["t_beacon_ns"], "rto_ns": p["rto_ns"], "duration_ns": p["duration_ns"],
         "warmup_ns": p["warmup_ns"], "drain_ns": p["drain_ns"], "time_scale": p["time_scale"],
     }

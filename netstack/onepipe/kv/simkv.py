@@ -18,6 +18,7 @@ from typing import Any
 from headers.onepipe import TS_MASK
 
 from ...engine import SendTo
+from ...sim.cpu import HostCpu
 from ...sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
 from ..actions import Deliver, ProcFail, SendFail
 from ..endpoint import sender_key
@@ -27,7 +28,7 @@ from .checker import Txn
 from .client import Done, KvClient
 from .shard import KvShard
 from .twopc import TwoPCClient, TwoPCShard
-from .wire import SIDE_OFFSET, Kind, WireError, head
+from .wire import SIDE_OFFSET, Kind, WireError, client_of, head
 from .workload import Workload, txn_class
 
 
@@ -35,8 +36,13 @@ class KvRun:
     """What the processes of one run share: the side sockets by address, the workload, the
     sending period, the history."""
 
-    def __init__(self, workload: Workload, start: int, stop: int, seed: int) -> None:
+    def __init__(self, workload: Workload, start: int, stop: int, seed: int, window: int = 1,
+                 side_costs: dict[str, int] | None = None) -> None:
         self.workload = workload
+        #: transactions in flight per client (closed loop: the next begins when one is done)
+        self.window = window
+        #: the CPU model's cost of a side-socket datagram received / sent (None: no CPU model)
+        self.side_costs = side_costs
         self.start = start
         self.stop = stop
         self.seed = seed
@@ -82,13 +88,17 @@ class SideSocket:
 
 class _KvShell:
     """The key-value application on a 1Pipe process (mixed into the ``onepipe`` scenario's
-    process classes): a shard replica or a client."""
+    process classes): a shard replica or a client with up to ``kv.window`` transactions in flight.
+    With the CPU model (``kv.side_costs``) the side socket's datagrams cost the process's core too,
+    and so does the send call (the endpoint's own work is the base class's)."""
 
     loop: Any
     dead: bool
     ep: Any
     clock: Any
     addr: Any
+    cpu: Any
+    costs: Any
     kv: KvRun
     side: SideSocket
     #: set by :meth:`attach` (the base class's constructor already flushes, before it)
@@ -102,7 +112,7 @@ class _KvShell:
         self.client = client
         self.side = SideSocket(kv, self, host, port + SIDE_OFFSET)
         self._rng = random.Random(f"{kv.seed}/kv/{port}/{host.name}")
-        self._cur: tuple[int, Any, int] | None = None  # (uid, ops, invoke) of the running txn
+        self._cur: dict[int, tuple[Any, int]] = {}  # uid -> (ops, invoke) of each transaction in flight
         self._ktimer: int | None = None
         self._n = 0
 
@@ -123,10 +133,10 @@ class _KvShell:
         if self.client is not None and self.ep.actions:
             for act in self.ep.actions.take(SendFail):
                 redo = self.client.send_failed(act.ts, act.dst, act.msg)
-                if redo is not None and self._cur is not None and self._cur[0] == redo[0]:
+                cur = None if redo is None else self._cur.pop(redo[0], None)
+                if cur is not None:
                     # after this batch: its ProcFail (later in it) must mark the failed replica first
-                    self.loop.call_at(self.loop.now + 1, self._redo, redo[1], self._cur[2])
-                    self._cur = None
+                    self.loop.call_at(self.loop.now + 1, self._redo, cur[0], cur[1])
         super().flush()  # type: ignore[misc]
 
     def _redo(self, ops: Any, invoke: int) -> None:
@@ -136,6 +146,15 @@ class _KvShell:
 
     # ---------------------------------------------------------------- the side socket
     def on_side(self, data: bytes, src: Any) -> None:
+        if self.dead:
+            return
+        costs = self.kv.side_costs
+        if costs is None or self.cpu is None:
+            self._on_side(data, src)
+        else:
+            self.cpu.run(costs["recv_msg"], self._on_side, data, src)
+
+    def _on_side(self, data: bytes, src: Any) -> None:
         if self.dead:
             return
         try:
@@ -152,9 +171,13 @@ class _KvShell:
                 self._finished(done)
 
     def _drain(self, eng: Any) -> None:
+        costs = self.kv.side_costs
         for act in eng.actions.take_all():
             if type(act) is SendTo:
-                self.side.send(act.dst, act.data)
+                if costs is None or self.cpu is None:
+                    self.side.send(act.dst, act.data)
+                else:
+                    self.cpu.run(costs["send_msg"], self.side.send, act.dst, act.data)
         if eng is self.client:
             self._arm_client()
 
@@ -162,7 +185,7 @@ class _KvShell:
     def begin_next(self) -> None:
         client = self.client
         now = self.loop.now
-        if self.dead or client is None or now >= self.kv.stop:
+        if self.dead or client is None or now >= self.kv.stop or len(self._cur) >= self.kv.window:
             return
         self._n += 1
         self._send_txn(self.kv.workload.txn(self._rng, client.index * 10_000_000 + self._n), now)
@@ -170,33 +193,41 @@ class _KvShell:
     def _send_txn(self, ops: Any, invoke: int) -> None:
         client = self.client
         assert client is not None
-        now = self.loop.now
-        uid, scatter = client.begin(ops, now)
+        uid, scatter = client.begin(ops, self.loop.now)
         if not scatter:
             self._check_failed()
             return
-        self._cur = (uid, ops, invoke)
+        self._cur[uid] = (ops, invoke)
+        if self.cpu is None:
+            self._ep_send(uid, scatter)
+        else:  # the send call's work, each message's cost (the engine stamps it when it runs)
+            self.cpu.run(self.costs.send * len(scatter), self._ep_send, uid, scatter)
+
+    def _ep_send(self, uid: int, scatter: list[tuple[Any, bytes]]) -> None:
+        client = self.client
+        if self.dead or client is None or uid not in self._cur:
+            return
+        now = self.loop.now
         seq = self.ep.send(scatter, self.clock.now(now))
         if seq is None:  # nothing left: the send buffer was full (or every destination failed)
             client.pending.pop(uid, None)
-            self._cur = None
+            ops, invoke = self._cur.pop(uid)
             self.loop.call_at(now + 1000, self._redo, ops, invoke)
         self.flush()
         self._arm_client()
 
     def _finished(self, done: Done) -> None:
         now = self.loop.now
-        invoke = self._cur[2] if self._cur is not None and self._cur[0] == done.uid else done.begun_ns
+        cur = self._cur.pop(done.uid, None)
+        invoke = done.begun_ns if cur is None else cur[1]
         self.kv.history.append(Txn(done.uid, done.ops, done.reads, invoke, now, (done.ts, sender_key(self.addr))))
         self.kv.done.append((now, txn_class(done.ops), now - invoke))
-        self._cur = None
         self.loop.call_at(now, self.begin_next)
 
     def _check_failed(self) -> None:
         assert self.client is not None
         for uid in self.client.take_failed():
-            if self._cur is not None and self._cur[0] == uid:
-                self._cur = None
+            if self._cur.pop(uid, None) is not None:
                 self.loop.call_at(self.loop.now, self.begin_next)
 
     def _arm_client(self) -> None:
@@ -215,8 +246,9 @@ class _KvShell:
         self.client.on_timer(self.loop.now)
         self._drain(self.client)
 
-    def pending_txn(self) -> tuple[int, Any, int] | None:
-        return self._cur
+    def pending_txns(self) -> list[tuple[int, Any, int]]:
+        """``(uid, ops, invoke)`` of every transaction begun and not done."""
+        return [(uid, ops, inv) for uid, (ops, inv) in self._cur.items()]
 
 
 class KvReliableProcess(_KvShell, ReliableProcess):
@@ -228,18 +260,23 @@ class KvBestEffortProcess(_KvShell, OnePipeProcess):
 
 
 class TwoPCProcess:
-    """A process of the 2PC baseline: a shard or a client on its side socket only."""
+    """A process of the 2PC baseline on its side socket only: a shard, or a client running
+    ``kv.window`` coordinators (one transaction each, at a time). With the CPU model every datagram
+    received or sent costs its core what a best-effort 1Pipe message does
+    (:meth:`netstack.onepipe.cpucost.CpuCosts.baseline_costs`)."""
 
     def __init__(self, kv: KvRun, host: Any, port: int, name: str, *, shard: TwoPCShard | None = None,
-                 client: TwoPCClient | None = None) -> None:
+                 clients: list[TwoPCClient] | None = None) -> None:
         self.kv = kv
         self.loop = host.loop
         self.name = name
         self.shard = shard
-        self.client = client
+        self.clients = clients or []
+        self._by_index = {c.index: c for c in self.clients}
         self.dead = False
         self.side = SideSocket(kv, self, host, port)
         self.addr = self.side.addr
+        self.cpu = HostCpu(self.loop, name) if kv.side_costs is not None else None
         self._rng = random.Random(f"{kv.seed}/kv/{port}/{host.name}")
         self._timer: int | None = None
         self._n = 0
@@ -250,36 +287,56 @@ class TwoPCProcess:
     def on_side(self, data: bytes, src: Any) -> None:
         if self.dead:
             return
+        if self.cpu is None or self.kv.side_costs is None:
+            self._on_side(data, src)
+        else:
+            self.cpu.run(self.kv.side_costs["recv_msg"], self._on_side, data, src)
+
+    def _on_side(self, data: bytes, src: Any) -> None:
+        if self.dead:
+            return
         now = self.loop.now
         if self.shard is not None:
             self.shard.receive(src, data, now)
             self._drain(self.shard)
-        elif self.client is not None:
-            done = self.client.receive(data, now)
-            self._drain(self.client)
-            if done is not None:
-                self.kv.history.append(Txn(done.uid, done.ops, done.reads, done.begun_ns, now, done.ts))
-                self.kv.done.append((now, txn_class(done.ops), now - done.begun_ns))
-                self.loop.call_at(now, self.begin_next)
+            return
+        try:
+            eng = self._by_index.get(client_of(head(data)[1]))
+        except WireError:
+            return
+        if eng is None:
+            return
+        done = eng.receive(data, now)
+        self._drain(eng)
+        if done is not None:
+            self.kv.history.append(Txn(done.uid, done.ops, done.reads, done.begun_ns, now, done.ts))
+            self.kv.done.append((now, txn_class(done.ops), now - done.begun_ns))
+            self.loop.call_at(now, self.begin_next)
 
     def _drain(self, eng: Any) -> None:
+        costs = self.kv.side_costs
         for act in eng.actions.take_all():
             if type(act) is SendTo:
-                self.side.send(act.dst, act.data)
-        if eng is self.client:
+                if self.cpu is None or costs is None:
+                    self.side.send(act.dst, act.data)
+                else:
+                    self.cpu.run(costs["send_msg"], self.side.send, act.dst, act.data)
+        if eng is not self.shard:
             self._arm()
 
     def begin_next(self) -> None:
-        client = self.client
         now = self.loop.now
-        if self.dead or client is None or client.busy or now >= self.kv.stop:
+        if self.dead or now >= self.kv.stop:
             return
-        self._n += 1
-        client.begin(self.kv.workload.txn(self._rng, client.index * 10_000_000 + self._n), now)
-        self._drain(client)
+        for client in self.clients:
+            if not client.busy:
+                self._n += 1
+                client.begin(self.kv.workload.txn(self._rng, client.index * 10_000_000 + self._n), now)
+                self._drain(client)
+                return
 
     def _arm(self) -> None:
-        d = None if self.client is None else self.client.next_deadline()
+        d = min((t for t in (c.next_deadline() for c in self.clients) if t is not None), default=None)
         if d is None:
             return
         t = max(d, self.loop.now + 1)
@@ -288,11 +345,12 @@ class TwoPCProcess:
             self.loop.call_at(t, self._fire, t)
 
     def _fire(self, token: int) -> None:
-        if token != self._timer or self.dead or self.client is None:
+        if token != self._timer or self.dead:
             return
         self._timer = None
-        self.client.on_timer(self.loop.now)
-        self._drain(self.client)
+        for c in self.clients:
+            c.on_timer(self.loop.now)
+            self._drain(c)
 
 
 __all__ = ["KvBestEffortProcess", "KvReliableProcess", "KvRun", "SideSocket", "TwoPCProcess"]
