@@ -261,6 +261,13 @@ class OnePipeEndpoint:
         still in flight if the process stops now."""
         return self.engine.outstanding()
 
+    def held(self) -> list[tuple[Any, bytes]]:
+        """``(src, msg)`` of every message received but not handed to the application yet: waiting
+        for the barrier in the engine (its first packet's payload: :meth:`Endpoint.held`), or
+        delivered by it and not read. ACKed to their senders: what is in flight on this side if the
+        process stops now."""
+        return [*self.engine.held(), *((src, msg) for _ts, src, msg in self._delivered)]
+
     def counters(self) -> dict[str, Any]:
         out = {**self.engine.counters(), "send_errors": self.send_errors, "callback_errors": self.callback_errors,
                "undelivered_queue": len(self._delivered), "timer_slack_ns": self.engine.timer_slack_ns,

@@ -483,6 +483,14 @@ class Endpoint:
                     out.append((msg.dst, msg.data))
         return out
 
+    def held(self) -> list[tuple[Addr, bytes]]:
+        """``(src, payload of its first packet)`` of every message received and buffered but not
+        delivered yet (its ts not below the barrier): its sender had its ACK and reports no fate,
+        so a process stopping now leaves it in flight on the receiving side (issue 31: the run's
+        count lists it, netstack/onepipe/accounting.py)."""
+        return [(c.src, c.buf[p].payload) for c in self._rx.values() for p in c.order
+                if c.buf[p].flags & SOM and not c.buf[p].refused]
+
     def counters(self) -> dict[str, Any]:
         out: dict[str, Any] = asdict(self.c)
         out.update(

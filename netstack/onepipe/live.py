@@ -17,7 +17,8 @@ writes, per process ``p``:
 - ``OUT/send-unknown/p.jsonl``: the same per message whose fate the sender could not learn (the
   ACK timeout, ``on_send_unknown``: maybe delivered, issue 31);
 - ``OUT/in-flight/p.jsonl``: written when the process ends normally (a killed one writes none),
-  the same per message still without a fate then (``ts`` null);
+  the same per message still without a fate then (``ts`` null), and, with ``"held": true`` and
+  ``src`` instead of ``dst``, per message it received and ACKed but had not delivered yet;
 - ``OUT/sent/p.jsonl``: one object per scattering, written just before it is handed to the
   endpoint: ``seq``, ``ts`` (null: the endpoint stamps it when it leaves the send buffer and
   does not say when; the receivers' logs carry it), ``dsts`` (process names), ``at``;
@@ -226,10 +227,18 @@ class Process:
             self.pf_log.write({"proc": show(self.addr), "name": self.name, "stopped": self.ep.incarnation,
                                "at": self.ep.now()})
         left = self.ep.outstanding()  # no fate yet: in flight at the end (accounting.py)
+        # and what reached us, ACKed, that we have not delivered (the barrier had not passed it):
+        # its sender learnt no fate either, and lists nothing
+        held = self.ep.held()
         self.ep.close()
         flight = LineLog(self.out / "in-flight" / f"{self.name}.jsonl")
         for dst, msg in left:
             flight.write(self._fate(None, dst, msg))
+        for src, msg in held:
+            seq = _SEQ.unpack_from(msg)[0] if len(msg) >= 8 else -1
+            sname = self._name(src)
+            flight.write({"id": message_id(sname, seq, self.name), "src": sname, "ts": None, "seq": seq,
+                          "held": True})
         for log in (self.log, self.fail_log, self.unknown_log, self.sent_log, self.pf_log, flight):
             log.close()
         # the process's own view; the run's summary counts from every log (accounting.tally)
