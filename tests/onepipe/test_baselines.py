@@ -166,16 +166,20 @@ def test_stamped_receiver_never_delivers_out_of_order_or_twice(data: Any, hold: 
 
 
 @PROPS
-@given(st.lists(st.tuples(st.integers(0, 50), st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True)),
-                max_size=30), st.integers(1, 12), st.floats(0.5, 50))
-def test_stamping_sequencer_numbers_each_destination_consecutively(arrivals: list[tuple[int, list[int]]],
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 3), st.integers(0, 8),
+                          st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True)), max_size=30),
+       st.integers(1, 12), st.floats(0.5, 50))
+def test_stamping_sequencer_numbers_each_destination_consecutively(arrivals: list[tuple[int, int, int, list[int]]],
                                                                      queue: int, service: float) -> None:
+    """Scatterings at any times, duplicated or out of their sender's order: every destination's numbers
+    run 0, 1, 2..., one global number a scattering, never one scattering stamped twice."""
     seq = StampingSequencer(4, service, queue)
     now, last_leave, g_seen = 0, 0, []
     per: dict[int, list[int]] = {d: [] for d in range(4)}
-    for i, (gap, dsts) in enumerate(arrivals):
+    stamped: list[tuple[int, int]] = []
+    for gap, src, sseq, dsts in arrivals:
         now += gap
-        out = seq.on_scattering(now, i, i, dsts)
+        out = seq.on_scattering(now, src, sseq, dsts)
         if not out:
             continue
         assert [d for _, d, _ in out] == dsts and len({m.g for _, _, m in out}) == 1
@@ -184,9 +188,15 @@ def test_stamping_sequencer_numbers_each_destination_consecutively(arrivals: lis
             last_leave = leave
             per[d].append(m.pd)
         g_seen.append(out[0][2].g)
+        stamped.append((src, sseq))
     assert all(v == list(range(len(v))) for v in per.values())
     assert g_seen == list(range(len(g_seen)))
-    assert seq.forwarded + seq.dropped == sum(len(d) for _, d in arrivals) and seq.max_backlog <= queue
+    assert len(set(stamped)) == len(stamped)  # never twice
+    for src in range(4):
+        mine = [q for s, q in stamped if s == src]
+        assert mine == sorted(mine)
+    assert seq.forwarded == sum(len(v) for v in per.values()) and seq.max_backlog <= queue
+    assert seq.scatterings == len(stamped) and seq.scatterings + seq.stale <= len(arrivals)
 
 
 @PROPS
@@ -301,22 +311,25 @@ class _FakeSwitch:
 @PROPS
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3),
                           st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True)), max_size=25),
-       st.lists(st.integers(0, 60), max_size=40), st.floats(0.5, 20))
+       st.lists(st.integers(0, 60), max_size=40), st.floats(0.5, 20), st.lists(st.integers(0, 24), max_size=6))
 def test_switch_stage_sends_each_port_in_order_never_early(scatterings: list[tuple[int, int, list[int]]],
-                                                         polls: list[int], ns: float) -> None:
-    """Scatterings at ingress at any times, the ports' links free at any times: a port's replicas
-    leave in their destination numbers' order, never before the pipeline has made them."""
+                                                         polls: list[int], ns: float, dups: list[int]) -> None:
+    """Scatterings at ingress at any times, some again later (duplicated by the network), the ports'
+    links free at any times: a port's replicas leave in their destination numbers' order, never
+    before the pipeline has made them, and no message twice."""
     sw = _FakeSwitch(["p0", "p1"])
     mac, ip = bytes(6), bytes(4)
     routes = [Route("p0" if d < 2 else "p1", mac, ip, 100 + d) for d in range(4)]
     stage = SwitchSequencer(sw, routes, ns, 1_000)  # type: ignore[arg-type]
     flow = Ipv4Flow(mac, mac, ip, ip)
-    events = sorted([(t, 0, i) for i, (t, _, _) in enumerate(scatterings)] + [(t, 1, 0) for t in polls])
+    events = sorted([(t, 0, i) for i, (t, _, _) in enumerate(scatterings)] + [(t, 1, 0) for t in polls]
+                    + [(scatterings[i][0] + 5, 0, i) for i in dups if i < len(scatterings)])
     got: dict[int, list[int]] = {d: [] for d in range(4)}
+    seen: set[tuple[int, int, int]] = set()
     for t, kind, i in events + [(10**6, 1, 0)] * 200:
         if kind == 0:
             _, src, dsts = scatterings[i]
-            frame = flow.udp(5, SWSEQ_PORT, pack_scattering(src, i, dsts))
+            frame = flow.udp(5, SWSEQ_PORT, pack_scattering(src, i, dsts))  # (its index: counters only grow)
             assert sw.features["p0"].on_ingress(frame, t) is None  # consumed
         for port in ("p0", "p1"):
             q = stage.out[port]
@@ -326,7 +339,8 @@ def test_switch_stage_sends_each_port_in_order_never_early(scatterings: list[tup
                 assert head is not None and head <= t  # never before the pipeline made it
                 m = Stamped.unpack(out, UDP_HEADERS)
                 d = (out[36] << 8 | out[37]) - 100
-                assert routes[d].port == port
+                assert routes[d].port == port and (m.src, m.sseq, d) not in seen
+                seen.add((m.src, m.sseq, d))
                 got[d].append(m.pd)
     assert all(v == list(range(len(v))) for v in got.values())
     assert sum(len(v) for v in got.values()) == stage.engine.forwarded  # all sent in the end

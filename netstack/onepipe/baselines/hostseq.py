@@ -12,7 +12,10 @@ CPU model and keeps its exact results), as a sans-IO engine:
   the messages leave one after another, ``service_ns`` each (a float: a switch pipeline is faster
   than a nanosecond a message);
 - it holds ``queue`` messages; a scattering that does not fit is dropped whole and counted: no sender
-  learns of it (a sequencer has no send-fail callback, 1Pipe §7.1 runs it best effort).
+  learns of it (a sequencer has no send-fail callback, 1Pipe §7.1 runs it best effort);
+- it remembers each sender's last scattering counter: a scattering the network duplicated (or one
+  that arrives after a later one of its sender) is not stamped again, so no receiver can deliver one
+  message twice (``stale``; a switch keeps this in one register per sender).
 
 :meth:`StampingSequencer.on_scattering` takes ``now_ns`` and returns the stamped messages with the
 time each leaves the server: no clock or socket inside.
@@ -49,8 +52,8 @@ def unpack_scattering(data: bytes) -> tuple[int, int, list[int], bytes]:
 class StampingSequencer:
     """One counter behind a FIFO server of ``service_ns`` a message and ``queue`` messages."""
 
-    __slots__ = ("busy", "dropped", "forwarded", "max_backlog", "next_global", "per_dst", "queue", "scatterings",
-                 "service")
+    __slots__ = ("_last", "busy", "dropped", "forwarded", "max_backlog", "next_global", "per_dst", "queue",
+                 "scatterings", "service", "stale")
 
     def __init__(self, nprocs: int, service_ns: float, queue: int) -> None:
         if service_ns <= 0 or queue < 1:
@@ -60,7 +63,8 @@ class StampingSequencer:
         self.per_dst = [0] * nprocs
         self.next_global = 0
         self.busy = 0.0  # when the server finishes what it has accepted
-        self.forwarded = self.dropped = self.max_backlog = self.scatterings = 0
+        self.forwarded = self.dropped = self.max_backlog = self.scatterings = self.stale = 0
+        self._last: dict[int, int] = {}  # each sender's last scattering counter taken
 
     @property
     def capacity_msgs_per_s(self) -> float:
@@ -76,10 +80,14 @@ class StampingSequencer:
         backlog = self.backlog(now_ns)
         if n == 0:
             return []
+        if sseq <= self._last.get(src, -1):
+            self.stale += 1
+            return []
         if backlog + n > self.queue:
             self.dropped += n
             return []
         self.max_backlog = max(self.max_backlog, backlog + n)
+        self._last[src] = sseq
         t = max(self.busy, float(now_ns))
         g = self.next_global
         self.next_global += 1
@@ -97,7 +105,7 @@ class StampingSequencer:
     def counters(self) -> dict[str, float | int]:
         return {"service_ns": self.service, "queue": self.queue, "capacity_msgs_per_s": self.capacity_msgs_per_s,
                 "scatterings": self.scatterings, "forwarded": self.forwarded, "dropped": self.dropped,
-                "max_backlog": self.max_backlog}
+                "stale": self.stale, "max_backlog": self.max_backlog}
 
 
 __all__ = ["StampingSequencer", "pack_scattering", "unpack_scattering"]
