@@ -118,8 +118,10 @@ def test_ratios_and_scale_factors_on_hand_made_rows() -> None:
     assert lat["ratio"] == pytest.approx(3.0 / 7.37) and lat["differs_2x"]
     assert _one(sec, "8a", "1Pipe/R", "8")["source"].startswith("reliable")  # no 1pipe_reliable in fig8
     assert _one(sec, "9a", "R-chip - BE-chip", "8")["ours"] == pytest.approx(1.5)
-    over = _one(sec, "9a", "BE-chip - unorder", "512")  # fig8's 1pipe - unordered at 512
-    assert over["ours"] == pytest.approx(2.0) and over["paper"] == pytest.approx(7.37 - 5.35)
+    over = _one(sec, "9a", "BE-chip - unorder", "512")  # the idle fig9b run at 128 for the paper's 512
+    assert over["ours"] == pytest.approx(3.0) and over["x_ours"] == "128"
+    assert over["paper"] == pytest.approx(7.37 - 5.35)
+    assert _one(sec, "9a", "BE-chip", "16")["note"].startswith("not measured at procs 16")
     lossless = _one(sec, "9b", "BE-chip", "1e-8")  # the paper's lossless point matched to our loss 0
     assert lossless["x_ours"] == "0" and lossless["ours"] == 4.0
     assert "not measured at loss 1e-5" in _one(sec, "9b", "BE-chip", "1e-5")["note"]

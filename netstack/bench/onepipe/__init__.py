@@ -115,6 +115,8 @@ def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
         out["fig8"] = {"sim": rows, "live": live.get("fig8", {}).get("rows", []),
                        "saturation": sim_mod.saturation(rows) if rows else None,
                        "sim_speed": sim_mod.sim_speed(rows)}
+        if sim.get("fig8", {}).get("cpu_costs"):  # the host CPU model's costs (issue 32: sim.cpu_costs)
+            out["fig8"]["cpu_costs"] = sim["fig8"]["cpu_costs"]
     if "fig9a" in sim:
         rows = sim["fig9a"]["rows"]
         out["fig9a"] = {"rows": rows, "target": sim_mod.target_summary(rows)}
@@ -140,12 +142,10 @@ def _markdown(figs: dict[str, Any], notes: dict[str, str], results_dir: Path) ->
     f8 = figs.get("fig8")
     if f8:
         if f8["sim"]:
-            sat = f8["saturation"]
             md += ["## Fig. 8 (sim): throughput and latency vs processes", "", report.fig8_table(f8["sim"]), "",
-                   f"The sequencer saturates at P = {sat['sequencer_saturates_at_procs']} (its capacity, "
-                   f"{sat['sequencer_capacity_msgs_per_s'] / 1e6:g} M msg/s, over the offered rate predicts "
-                   f"{sat['predicted_knee_procs']:.0f}); 1Pipe delivers at least "
-                   f"{100 * sat['onepipe_min_delivered_over_offered']:.1f} % of what it is offered at every P.", "",
+                   *_saturation_markdown(f8["saturation"]), "",
+                   "### Every system (issue 32: reliable 1Pipe and the baselines)", "",
+                   report.fig8_systems_table(f8["sim"]), "",
                    "### The simulator's speed (issue 31)", "", report.sim_speed_table(f8["sim_speed"]), ""]
         if f8["live"]:
             md += ["## Fig. 8 (live, 1000x)", "", report.live_table(f8["live"]), ""]
@@ -167,6 +167,28 @@ def _markdown(figs: dict[str, Any], notes: dict[str, str], results_dir: Path) ->
             plots.append(f"{NAME}-fig9b.png")
     md += _reliable_markdown(figs)
     return md, plots
+
+
+def _saturation_markdown(sat: dict[str, Any]) -> list[str]:
+    """What sim.saturation found: the sequencer's knee; 1Pipe's rate per process across P; with
+    the host CPU model (issue 32), reliable over best effort per P beside the model and the paper."""
+    cap = sat.get("sequencer_capacity_msgs_per_s")
+    knee = "" if not cap else (f"The sequencer saturates at P = {sat['sequencer_saturates_at_procs']} (its capacity, "
+                               f"{cap / 1e6:g} M msg/s, over a process's rate predicts "
+                               f"{sat['predicted_knee_procs']:.0f}). ")
+    if "onepipe_min_delivered_over_offered" in sat:  # without the CPU model: offered load
+        return [knee + f"1Pipe delivers at least {100 * sat['onepipe_min_delivered_over_offered']:.1f} % of what it "
+                       "is offered at every P."]
+    lo, hi = sat.get("onepipe_delivered_per_proc_min"), sat.get("onepipe_delivered_per_proc_max")
+    out = [knee + ("" if lo is None else f"1Pipe delivers {lo / 1e6:.2f}-{hi / 1e6:.2f} M msg/s per process "
+                                         "across P (the host CPU model's capacity: cores saturated).")]
+    rb = sat.get("reliable_vs_be") or []
+    if rb:
+        mean = sat.get("reliable_over_be_mean")
+        out += ["", f"Reliable over best effort: mean {'-' if mean is None else f'{mean:.3f}'} over P > 1 (the "
+                    f"paper's Fig. 8a: {sat['reliable_over_be_paper']:.3f}; the CPU model's costs alone: "
+                    f"{rb[0]['model']:.3f}).", "", report.reliable_vs_be_table(rb)]
+    return out
 
 
 def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -33,6 +33,33 @@ def fig8_table(rows: list[dict[str, Any]]) -> str:
                          "sequencer p99", "1Pipe send-fails", "1Pipe send-unknown", "sequencer drops", "order"], out)
 
 
+#: Fig. 8's systems in the order the paper's legend has them (others after, by name)
+FIG8_ORDER = ("1pipe", "1pipe_reliable", "switchseq", "sequencer", "hostseq", "token", "lamport", "unordered")
+
+
+def _system_key(system: str) -> tuple[int, str]:
+    return (FIG8_ORDER.index(system) if system in FIG8_ORDER else len(FIG8_ORDER), system)
+
+
+def fig8_systems_table(rows: list[dict[str, Any]]) -> str:
+    """One row per (system, P): every Fig. 8 system, reliable 1Pipe and the baselines included,
+    with its cores' mean utilisation where the host CPU model is on."""
+    out = [[r["system"], r["procs"], _m(r.get("offered_per_proc")), _m(r.get("delivered_per_proc")),
+            _f(r.get("mean_us")), _f(r.get("p99_us")), _f(r.get("cpu_util_mean")),
+            "-" if "order_ok" not in r else "ok" if r["order_ok"] else "VIOLATED"]
+           for r in sorted(rows, key=lambda r: (_system_key(r["system"]), r["procs"]))]
+    return format_table(["system", "P", "offered M msg/s/proc", "delivered M msg/s/proc", "mean us", "p99 us",
+                         "CPU util (mean)", "order"], out)
+
+
+def reliable_vs_be_table(rows: list[dict[str, Any]]) -> str:
+    """sim.reliable_vs_be: per P, reliable's and best effort's rate per process and their ratio."""
+    return format_table(["P", "BE M msg/s/proc", "R M msg/s/proc", "R/BE", "model", "paper"],
+                        [[r["procs"], _m(r["be_per_proc"]), _m(r["reliable_per_proc"]),
+                          _f(r["reliable_over_be"], "{:.3f}"), _f(r["model"], "{:.3f}"), _f(r["paper"], "{:.3f}")]
+                         for r in rows])
+
+
 def sim_speed_table(rows: list[dict[str, Any]]) -> str:
     """``netstack.bench.onepipe.sim.sim_speed``: events per CPU-second per P and system."""
     out = [[r["procs"], r["system"], r["sim_events"], _f(r["sim_cpu_s"]), _f(r["sim_wall_s"]),
@@ -77,13 +104,17 @@ def plot_fig8(sim: list[dict[str, Any]], live: list[dict[str, Any]], path: Path)
     if plt is None or not sim:
         return False
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    styles = {"1pipe": ("o-", "1Pipe/BE"), "sequencer": ("s--", "sequencer"), "unordered": ("^:", "unordered")}
+    styles = {"1pipe": ("o-", "1Pipe/BE"), "1pipe_reliable": ("o--", "1Pipe/R"), "switchseq": ("v-.", "switch seq."),
+              "sequencer": ("s--", "sequencer"), "hostseq": ("s-.", "host seq."), "token": ("x-", "token"),
+              "lamport": ("d-", "Lamport"), "unordered": ("^:", "unordered")}
     for system, (style, label) in styles.items():
         pts = sorted((r for r in sim if r["system"] == system), key=lambda r: r["procs"])
         if not pts:
             continue
         if system != "unordered":
             a.plot([r["procs"] for r in pts], [r["delivered_per_proc"] / 1e6 for r in pts], style, label=label)
+    if any(r["system"] in ("token", "lamport") for r in sim):  # rates two orders of magnitude apart
+        a.set_yscale("log")
         pos = [r for r in pts if r["mean_us"]]  # a lone process's loopback arrives at once: none on a log axis
         b.plot([r["procs"] for r in pos], [r["mean_us"] for r in pos], style, label=f"{label} mean")
     if live:
@@ -94,7 +125,8 @@ def plot_fig8(sim: list[dict[str, Any]], live: list[dict[str, Any]], path: Path)
         ax.grid(alpha=0.3)
         ax.legend()
     a.set_ylabel("delivered M msg/s per process")
-    a.set_ylim(bottom=0)
+    if a.get_yscale() == "linear":
+        a.set_ylim(bottom=0)
     a.set_title("Fig. 8a: throughput per process (sim, 100G)")
     b.set_yscale("log")
     b.set_ylabel("latency (us)")
@@ -161,4 +193,5 @@ def plot_fig9b(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-__all__ = ["fig8_table", "fig9a_table", "fig9b_table", "live_table", "plot_fig8", "plot_fig9a", "plot_fig9b"]
+__all__ = ["fig8_systems_table", "fig8_table", "fig9a_table", "fig9b_table", "live_table", "plot_fig8", "plot_fig9a",
+           "plot_fig9b", "reliable_vs_be_table"]
