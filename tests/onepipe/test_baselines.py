@@ -158,11 +158,11 @@ def test_stamped_receiver_never_delivers_out_of_order_or_twice(data: Any, hold: 
     out = [d for m in arrivals for d in r.on_message(m)]
     pds = [m.pd for m in out]
     assert pds == sorted(set(pds)) and [m.g for m in out] == sorted({m.g for m in out})
-    assert r.violations == 0 and r.delivered == len(out)
+    assert r.c.violations == 0 and r.c.delivered == len(out)
     if hold and {m.pd for m in arrivals} == {m.pd for m in sent}:
         assert out == sent  # nothing lost: everything, in order, once
     r.close()
-    assert r.held == 0 and r.delivered + r.lost >= len({m.pd for m in arrivals})
+    assert r.held == 0 and r.c.delivered + r.c.lost >= len({m.pd for m in arrivals})
 
 
 @PROPS
@@ -195,8 +195,8 @@ def test_stamping_sequencer_numbers_each_destination_consecutively(arrivals: lis
     for src in range(4):
         mine = [q for s, q in stamped if s == src]
         assert mine == sorted(mine)
-    assert seq.forwarded == sum(len(v) for v in per.values()) and seq.max_backlog <= queue
-    assert seq.scatterings == len(stamped) and seq.scatterings + seq.stale <= len(arrivals)
+    assert seq.c.forwarded == sum(len(v) for v in per.values()) and seq.c.max_backlog <= queue
+    assert seq.c.scatterings == len(stamped) and seq.c.scatterings + seq.c.stale <= len(arrivals)
 
 
 @PROPS
@@ -289,7 +289,7 @@ def test_lamport_never_delivers_out_of_order_or_twice(nprocs: int, data: st.Data
             assert seqs == sorted(set(seqs))
     if not lossy:
         assert all(q.held == 0 for q in procs)
-        assert sum(len(o) for o in delivered) == sum(q.sent for q in procs)
+        assert sum(len(o) for o in delivered) == sum(q.c.sent for q in procs)
 
 
 class _FakeSwitch:
@@ -343,5 +343,5 @@ def test_switch_stage_sends_each_port_in_order_never_early(scatterings: list[tup
                 seen.add((m.src, m.sseq, d))
                 got[d].append(m.pd)
     assert all(v == list(range(len(v))) for v in got.values())
-    assert sum(len(v) for v in got.values()) == stage.engine.forwarded  # all sent in the end
+    assert sum(len(v) for v in got.values()) == stage.engine.c.forwarded  # all sent in the end
     assert sw.features["p0"].on_ingress(flow.udp(5, 99, b"x"), 0) is not None  # other traffic passes

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 from .stamped import Stamped
 
@@ -49,11 +50,19 @@ def unpack_scattering(data: bytes) -> tuple[int, int, list[int], bytes]:
     return src, sseq, [_DST.unpack_from(data, at + 4 * i)[0] for i in range(n)], data[at + 4 * n:]
 
 
+@dataclass(eq=False, slots=True)
+class SequencerCounters:
+    scatterings: int = 0  # stamped
+    forwarded: int = 0  # messages stamped and sent
+    dropped: int = 0  # messages of scatterings that did not fit in the queue
+    stale: int = 0  # scatterings not above their sender's last (duplicated or overtaken): not stamped
+    max_backlog: int = 0  # messages queued or in service, at most
+
+
 class StampingSequencer:
     """One counter behind a FIFO server of ``service_ns`` a message and ``queue`` messages."""
 
-    __slots__ = ("_last", "busy", "dropped", "forwarded", "max_backlog", "next_global", "per_dst", "queue",
-                 "scatterings", "service", "stale")
+    __slots__ = ("_last", "busy", "c", "next_global", "per_dst", "queue", "service")
 
     def __init__(self, nprocs: int, service_ns: float, queue: int) -> None:
         if service_ns <= 0 or queue < 1:
@@ -63,7 +72,7 @@ class StampingSequencer:
         self.per_dst = [0] * nprocs
         self.next_global = 0
         self.busy = 0.0  # when the server finishes what it has accepted
-        self.forwarded = self.dropped = self.max_backlog = self.scatterings = self.stale = 0
+        self.c = SequencerCounters()
         self._last: dict[int, int] = {}  # each sender's last scattering counter taken
 
     @property
@@ -81,31 +90,30 @@ class StampingSequencer:
         if n == 0:
             return []
         if sseq <= self._last.get(src, -1):
-            self.stale += 1
+            self.c.stale += 1
             return []
         if backlog + n > self.queue:
-            self.dropped += n
+            self.c.dropped += n
             return []
-        self.max_backlog = max(self.max_backlog, backlog + n)
+        self.c.max_backlog = max(self.c.max_backlog, backlog + n)
         self._last[src] = sseq
         t = max(self.busy, float(now_ns))
         g = self.next_global
         self.next_global += 1
-        self.scatterings += 1
+        self.c.scatterings += 1
         out = []
         for d in dsts:
             t += self.service
             pd = self.per_dst[d]
             self.per_dst[d] = pd + 1
             out.append((math.ceil(t), d, Stamped(src, sseq, g, pd)))
-        self.forwarded += n
+        self.c.forwarded += n
         self.busy = t
         return out
 
     def counters(self) -> dict[str, float | int]:
         return {"service_ns": self.service, "queue": self.queue, "capacity_msgs_per_s": self.capacity_msgs_per_s,
-                "scatterings": self.scatterings, "forwarded": self.forwarded, "dropped": self.dropped,
-                "stale": self.stale, "max_backlog": self.max_backlog}
+                **asdict(self.c)}
 
 
-__all__ = ["StampingSequencer", "pack_scattering", "unpack_scattering"]
+__all__ = ["SequencerCounters", "StampingSequencer", "pack_scattering", "unpack_scattering"]

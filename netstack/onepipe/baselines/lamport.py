@@ -54,11 +54,20 @@ class LamportMsg:
 WIRE_SIZE = _WIRE.size
 
 
+@dataclass(eq=False, slots=True)
+class LamportCounters:
+    sent: int = 0  # messages
+    delivered: int = 0
+    duplicates: int = 0  # datagrams a channel had already taken (or held early)
+    heartbeats_tx: int = 0
+    heartbeats_rx: int = 0
+    max_held: int = 0  # messages waiting for their turn, at most
+
+
 class LamportProcess:
     """One process: its clock, its channels' sequence numbers both ways, and its hold-back queue."""
 
-    __slots__ = ("_early", "_expect", "_held", "_out_seq", "_promise", "clock", "delivered", "duplicates",
-                 "heartbeats_rx", "heartbeats_tx", "idx", "max_held", "nprocs", "sent")
+    __slots__ = ("_early", "_expect", "_held", "_out_seq", "_promise", "c", "clock", "idx", "nprocs")
 
     def __init__(self, idx: int, nprocs: int) -> None:
         self.idx = idx
@@ -70,7 +79,7 @@ class LamportProcess:
         # the least timestamp each process may still send us (1: nothing heard yet, timestamps start at 1)
         self._promise = [1] * nprocs
         self._held: list[tuple[int, int, int, LamportMsg]] = []  # (ts, src, cseq, msg)
-        self.sent = self.delivered = self.duplicates = self.heartbeats_tx = self.heartbeats_rx = self.max_held = 0
+        self.c = LamportCounters()
 
     def _msg(self, dst: int, ts: int, sseq: int, hb: bool) -> LamportMsg:
         c = self._out_seq[dst]
@@ -80,12 +89,12 @@ class LamportProcess:
     def send(self, sseq: int, dsts: Sequence[int]) -> list[LamportMsg]:
         """Scattering ``sseq`` to ``dsts``: one timestamp for all of its messages."""
         self.clock += 1
-        self.sent += len(dsts)
+        self.c.sent += len(dsts)
         return [self._msg(d, self.clock, sseq, False) for d in dsts]
 
     def heartbeat(self) -> list[LamportMsg]:
         """The clock, to every other process."""
-        self.heartbeats_tx += self.nprocs - 1
+        self.c.heartbeats_tx += self.nprocs - 1
         return [self._msg(q, self.clock, 0, True) for q in range(self.nprocs) if q != self.idx]
 
     def on_message(self, m: LamportMsg) -> list[LamportMsg]:
@@ -96,7 +105,7 @@ class LamportProcess:
         exp = self._expect[q]
         early = self._early[q]
         if m.cseq < exp or m.cseq in early:
-            self.duplicates += 1
+            self.c.duplicates += 1
             return []
         if m.cseq > exp:
             early[m.cseq] = m
@@ -119,11 +128,11 @@ class LamportProcess:
         if m.ts + 1 > self._promise[m.src]:
             self._promise[m.src] = m.ts + 1
         if m.hb:
-            self.heartbeats_rx += 1
+            self.c.heartbeats_rx += 1
         else:
             heapq.heappush(self._held, (m.ts, m.src, m.cseq, m))
-            if len(self._held) > self.max_held:
-                self.max_held = len(self._held)
+            if len(self._held) > self.c.max_held:
+                self.c.max_held = len(self._held)
 
     def _deliverable(self) -> list[LamportMsg]:
         held = self._held
@@ -135,7 +144,7 @@ class LamportProcess:
         out = []
         while held and (floor is None or (held[0][0], held[0][1]) < floor):
             out.append(heapq.heappop(held)[3])
-        self.delivered += len(out)
+        self.c.delivered += len(out)
         return out
 
     @property
@@ -143,4 +152,4 @@ class LamportProcess:
         return len(self._held)
 
 
-__all__ = ["WIRE_SIZE", "LamportMsg", "LamportProcess"]
+__all__ = ["WIRE_SIZE", "LamportCounters", "LamportMsg", "LamportProcess"]

@@ -351,7 +351,7 @@ class HostSeqBaseline(Baseline):
         self.extra_ns = math.ceil(self.seq.engine.queue * self.seq.engine.service)
 
     def dropped(self) -> int:
-        return self.seq.engine.dropped
+        return self.seq.engine.c.dropped
 
     def counters(self) -> dict[str, Any]:
         return {"host": self.seq.host.name, **self.seq.engine.counters()}
@@ -387,7 +387,7 @@ class SwitchSeqBaseline(Baseline):
         net.service(spine)
 
     def dropped(self) -> int:
-        return self.stage.engine.dropped
+        return self.stage.engine.c.dropped
 
     def counters(self) -> dict[str, Any]:
         return self.stage.counters()
@@ -410,12 +410,12 @@ class TokenBaseline(Baseline):
         return [t.engine for t in self.ring if t.engine is not None]
 
     def dropped(self) -> int:
-        return sum(e.dropped for e in self.engines())
+        return sum(e.c.dropped for e in self.engines())
 
     def counters(self) -> dict[str, Any]:
         es = self.engines()
-        return {"batch": self.batch, "queue": self.queue, "passes": sum(e.passes for e in es),
-                "rounds": sum(e.passes for e in es) / max(1, len(es)), "token_dups": sum(e.token_dups for e in es),
+        return {"batch": self.batch, "queue": self.queue, "passes": sum(e.c.passes for e in es),
+                "rounds": sum(e.c.passes for e in es) / max(1, len(es)), "token_dups": sum(e.c.token_dups for e in es),
                 "token_bytes": len(Token.first(len(es)).pack()) + 1, "waiting_at_end": sum(e.queued for e in es),
                 "held_at_end": sum(t.receiver.held for t in self.ring)}
 
@@ -444,9 +444,9 @@ class LamportBaseline(Baseline):
     def counters(self) -> dict[str, Any]:
         es = [q.engine for q in self.nodes if q.engine is not None]
         return {"heartbeat_ns": self.interval, "heartbeat_base_ns": self.base, "heartbeat_share": self.share,
-                "heartbeats_sent": sum(e.heartbeats_tx for e in es),
-                "heartbeats_received": sum(e.heartbeats_rx for e in es),
-                "held_at_end": sum(e.held for e in es), "max_held": max((e.max_held for e in es), default=0)}
+                "heartbeats_sent": sum(e.c.heartbeats_tx for e in es),
+                "heartbeats_received": sum(e.c.heartbeats_rx for e in es),
+                "held_at_end": sum(e.held for e in es), "max_held": max((e.c.max_held for e in es), default=0)}
 
 
 BASELINES: dict[str, type[Baseline]] = {"hostseq": HostSeqBaseline, "sequencer": HostSeqBaseline,
@@ -494,9 +494,9 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
     lamports = [q.engine for q in procs if isinstance(q, LamportNode) and q.engine is not None]
     return {"sent": sent, "scatterings": sum(q.scatterings for q in procs),
             "delivered": sum(q.delivered for q in procs), "latency": res.latency,
-            "in_window": sum(q.in_window for q in procs), "lost": sum(r.lost for r in receivers),
+            "in_window": sum(q.in_window for q in procs), "lost": sum(r.c.lost for r in receivers),
             "seq_dropped": base.dropped(), "violations": sum(q.violations for q in procs),
-            "duplicates": sum(r.duplicates for r in receivers) + sum(e.duplicates for e in lamports),
+            "duplicates": sum(r.c.duplicates for r in receivers) + sum(e.c.duplicates for e in lamports),
             mode_key(mode): own, **({"log": res.log} if res.log is not None else {})}
 
 

@@ -43,28 +43,36 @@ class Stamped:
         return cls(*_WIRE.unpack_from(data, at))
 
 
+@dataclass(eq=False, slots=True)
+class ReceiverCounters:
+    delivered: int = 0
+    lost: int = 0  # skipped gaps (hold=False), or what close() found missing (hold=True)
+    duplicates: int = 0  # a pd already delivered or held (or, hold=False, late behind a skipped gap)
+    violations: int = 0  # delivered with a g not above the last one's: the check that it cannot happen
+
+
 class StampedReceiver:
     """Delivers :class:`Stamped` messages in ``pd`` order (see the module docstring)."""
 
-    __slots__ = ("_held", "_last_g", "delivered", "duplicates", "expect", "hold", "late", "lost", "violations")
+    __slots__ = ("_held", "_last_g", "c", "expect", "hold")
 
     def __init__(self, hold: bool) -> None:
         self.hold = hold
         self.expect = 0  # the next pd to deliver
         self._held: dict[int, Stamped] = {}
         self._last_g = -1
-        self.delivered = self.lost = self.duplicates = self.late = self.violations = 0
+        self.c = ReceiverCounters()
 
     def on_message(self, m: Stamped) -> list[Stamped]:
         """Take ``m``; the messages deliverable now, in order."""
         if m.pd < self.expect or m.pd in self._held:
-            self.duplicates += 1
+            self.c.duplicates += 1
             return []
         if m.pd > self.expect:
             if self.hold:
                 self._held[m.pd] = m
                 return []
-            self.lost += m.pd - self.expect  # FIFO paths: what is missing below m never comes
+            self.c.lost += m.pd - self.expect  # FIFO paths: what is missing below m never comes
             self.expect = m.pd
         out = [m]
         self.expect += 1
@@ -77,9 +85,9 @@ class StampedReceiver:
             self.expect += 1
         for d in out:
             if d.g <= self._last_g:
-                self.violations += 1  # numbers handed out out of g order: the check that it cannot happen
+                self.c.violations += 1
             self._last_g = d.g
-        self.delivered += len(out)
+        self.c.delivered += len(out)
         return out
 
     def close(self) -> int:
@@ -89,7 +97,7 @@ class StampedReceiver:
             return 0
         top = max(self._held)
         missing = top + 1 - self.expect
-        self.lost += missing
+        self.c.lost += missing
         self.expect = top + 1
         self._held.clear()
         return missing
@@ -101,4 +109,4 @@ class StampedReceiver:
 
 WIRE_SIZE = _WIRE.size
 
-__all__ = ["WIRE_SIZE", "Stamped", "StampedReceiver"]
+__all__ = ["WIRE_SIZE", "ReceiverCounters", "Stamped", "StampedReceiver"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 from ...sim.packets import UDP_HEADERS, Ipv4Flow, ip_payload_end
 from ...switch import Switch
@@ -54,6 +55,12 @@ class Route:
         self.dport = dport
 
 
+@dataclass(eq=False, slots=True)
+class StageCounters:
+    malformed: int = 0  # datagrams to SWSEQ_PORT that are no scattering (or name no process)
+    port_drops: int = 0  # replicas that did not fit in their port's egress buffer
+
+
 class SwitchSequencer:
     """The stamping stage of one switch: takes scatterings at ingress, queues stamped replicas per port."""
 
@@ -66,7 +73,7 @@ class SwitchSequencer:
         self.buffer = {p.name: int(getattr(getattr(p, "cfg", None), "buffer_bytes", DEFAULT_BUFFER))
                        for p in switch.ports}
         self._queued = dict.fromkeys(self.out, 0)
-        self.malformed = self.port_drops = 0
+        self.c = StageCounters()
         for p in switch.ports:
             switch.attach_feature(p.name, SequencerPort(self, p.name))
 
@@ -74,10 +81,10 @@ class SwitchSequencer:
         try:
             src, sseq, dsts, payload = unpack_scattering(frame[UDP_HEADERS:ip_payload_end(frame)])
         except (ValueError, IndexError):
-            self.malformed += 1
+            self.c.malformed += 1
             return
         if any(not 0 <= d < len(self.routes) for d in dsts):
-            self.malformed += 1
+            self.c.malformed += 1
             return
         for leave, d, m in self.engine.on_scattering(now_ns, src, sseq, dsts):
             r = self.routes[d]
@@ -85,7 +92,7 @@ class SwitchSequencer:
             if self._queued[r.port] + len(frame) > self.buffer[r.port]:
                 # the port's buffer is full (its link, not the pipeline, is the bottleneck): tail drop,
                 # as the switch's own queues do; the receiver counts the gap as lost
-                self.port_drops += 1
+                self.c.port_drops += 1
                 continue
             self._queued[r.port] += len(frame)
             self.out[r.port].append((leave, frame))
@@ -94,8 +101,7 @@ class SwitchSequencer:
         self._queued[port] -= len(frame)
 
     def counters(self) -> dict[str, float | int | str]:
-        return {"switch": self.switch.name, **self.engine.counters(), "malformed": self.malformed,
-                "port_drops": self.port_drops,
+        return {"switch": self.switch.name, **self.engine.counters(), **asdict(self.c),
                 "queued_at_end": sum(len(q) for q in self.out.values())}
 
 
@@ -136,4 +142,4 @@ class SequencerPort(FeatureBase):
         self._fired = now_ns
 
 
-__all__ = ["PAPER_NS_PER_MSG", "SWSEQ_PORT", "Route", "SequencerPort", "SwitchSequencer"]
+__all__ = ["PAPER_NS_PER_MSG", "SWSEQ_PORT", "Route", "SequencerPort", "StageCounters", "SwitchSequencer"]

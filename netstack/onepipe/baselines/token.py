@@ -56,11 +56,18 @@ class Token:
         return cls(0, 0, (0,) * nprocs)
 
 
+@dataclass(eq=False, slots=True)
+class TokenCounters:
+    stamped: int = 0  # scatterings stamped while holding the token
+    dropped: int = 0  # messages of scatterings that did not fit in the queue
+    passes: int = 0  # times it held the token and passed it on
+    token_dups: int = 0  # token copies no newer than the last seen: ignored
+
+
 class TokenProcess:
     """One process of the ring: its queue of scatterings waiting for the token."""
 
-    __slots__ = ("_last_hop", "_queued", "batch", "dropped", "idx", "nprocs", "passes", "pending", "queue", "stamped",
-                 "token_dups")
+    __slots__ = ("_last_hop", "_queued", "batch", "c", "idx", "nprocs", "pending", "queue")
 
     def __init__(self, idx: int, nprocs: int, batch: int, queue: int) -> None:
         if batch < 1 or queue < 1:
@@ -72,7 +79,7 @@ class TokenProcess:
         self.pending: deque[tuple[int, tuple[int, ...]]] = deque()
         self._queued = 0
         self._last_hop = -1
-        self.dropped = self.stamped = self.passes = self.token_dups = 0
+        self.c = TokenCounters()
 
     @property
     def next(self) -> int:
@@ -82,7 +89,7 @@ class TokenProcess:
     def submit(self, sseq: int, dsts: Sequence[int]) -> bool:
         """Queue scattering ``sseq`` to ``dsts`` until the token comes; False (dropped) if it does not fit."""
         if self._queued + len(dsts) > self.queue:
-            self.dropped += len(dsts)
+            self.c.dropped += len(dsts)
             return False
         self.pending.append((sseq, tuple(dsts)))
         self._queued += len(dsts)
@@ -92,7 +99,7 @@ class TokenProcess:
         """The token arrives: ``([(dst, message)], token to pass to :attr:`next`)``, or ``([], None)``
         for a duplicate token."""
         if token.hop <= self._last_hop:
-            self.token_dups += 1
+            self.c.token_dups += 1
             return [], None
         self._last_hop = token.hop
         g = token.next_g
@@ -105,8 +112,8 @@ class TokenProcess:
                 out.append((d, Stamped(self.idx, sseq, g, per[d])))
                 per[d] += 1
             g += 1
-            self.stamped += 1
-        self.passes += 1
+            self.c.stamped += 1
+        self.c.passes += 1
         return out, Token(token.hop + 1, g, tuple(per))
 
     @property
@@ -115,4 +122,4 @@ class TokenProcess:
         return self._queued
 
 
-__all__ = ["Token", "TokenProcess"]
+__all__ = ["Token", "TokenCounters", "TokenProcess"]
