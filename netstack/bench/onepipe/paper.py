@@ -400,6 +400,7 @@ def tpcc_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
 
 # ------------------------------------------------------------------------------ figures
 SIM = "sim, time scale 1"
+NONE = "nothing measured (the notes say why)"
 FIGURES: tuple[Figure, ...] = (
     Figure("8a", "Fig. 8a: throughput of total-order broadcast", "total_order", "processes",
            "M msg/s per process", f"{SIM}; the paper broadcasts to all processes (CPU-bound, ~5 M msg/s each), ours "
@@ -422,13 +423,13 @@ FIGURES: tuple[Figure, ...] = (
            f"{SIM}; detection 10 T_beacon = 30 us as the paper's", fig10_ours,
            series=("Host", "ToR Switch", "Core Link", "Core Switch"), logx=True),
     Figure("11", "Fig. 11: reorder overhead on a host", "reorder_receiver", "delivery latency (us)",
-           "M msg/s per process; MB", "-", fig11_ours),
+           "M msg/s per process; MB", NONE, fig11_ours),
     Figure("12a", "Fig. 12a: latency with background TCP flows", "background_flow_lat", "background flows per host",
-           "latency (us)", "-", fig12_ours),
+           "latency (us)", NONE, fig12_ours),
     Figure("12b", "Fig. 12b: latency vs oversubscription", "oversubscription_lat", "oversubscription",
-           "latency (us)", "-", fig12_ours),
+           "latency (us)", NONE, fig12_ours),
     Figure("13a", "Fig. 13a: beacon CPU overhead (32-port switch)", "beacon_cpu_overhead", "beacon interval (us)",
-           "CPU cores", "-", fig13a_ours, logx=True, logy=True),
+           "CPU cores", NONE, fig13a_ours, logx=True, logy=True),
     Figure("13b", "Fig. 13b: beacon bandwidth overhead", "beacon_network_overhead", "beacon interval (us)",
            "% of the link", "the same link speeds and intervals", fig13b_ours, logx=True, logy=True),
     Figure("14a", "Fig. 14a: transactional KV store, throughput", "kv_scalability", "processes",
@@ -438,8 +439,8 @@ FIGURES: tuple[Figure, ...] = (
            "latency (us)", "sim (onepipe-kv, mix=ycsb), time scale 1; lock-based 2PC in FaRM's place", kv14b_ours,
            logx=True, logy=True),
     Figure("14c", "Fig. 14c: KV throughput vs ops per transaction", "multishard", "KV ops per transaction",
-           "G KV op/s", "-", kv14c_ours, logx=True),
-    Figure("15a", "Fig. 15a: TPC-C New-Order + Payment", "tpcc-combined", "processes", "M txn/s", "-", tpcc_ours,
+           "G KV op/s", NONE, kv14c_ours, logx=True),
+    Figure("15a", "Fig. 15a: TPC-C New-Order + Payment", "tpcc-combined", "processes", "M txn/s", NONE, tpcc_ours,
            logx=True),
 )
 
@@ -518,14 +519,13 @@ def _series_label(r: dict[str, Any]) -> str:
 
 
 def paper_table(rows: list[dict[str, Any]]) -> str:
-    """One row per paper point; a series with no number of ours at all is one line (its x range,
-    the paper's range and the reason), the JSON keeps every point."""
+    """One row per paper point; a series with no number of ours at all, for one reason, is one
+    line (its x values, the paper's values in order, the reason); the JSON has a row per point."""
     out: list[list[object]] = []
     for series in dict.fromkeys(_series_label(r) for r in rows):
         pts = [r for r in rows if _series_label(r) == series]
-        if all(r["ours"] is None for r in pts) and len(pts) > 1:
-            lo, hi = min(r["paper"] for r in pts), max(r["paper"] for r in pts)
-            out.append([series, f"{pts[0]['x']} .. {pts[-1]['x']} ({len(pts)})", f"{_g(lo)} .. {_g(hi)}", "-", "-",
+        if all(r["ours"] is None for r in pts) and len(pts) > 1 and len({r["note"] for r in pts}) == 1:
+            out.append([series, ", ".join(r["x"] for r in pts), ", ".join(_g(r["paper"]) for r in pts), "-", "-",
                         "-", "-", pts[0]["note"]])
             continue
         for r in pts:
