@@ -80,6 +80,8 @@ def test_run_baseline_dispatches_and_keeps_the_sequencer_mode() -> None:
     new = run_baseline(Network(topo, seed=1), {**p, "mode": "hostseq"}, placed, "seq", 1, 10_000, 30_000, window,
                        None)
     assert new["sent"] == old["sent"] and new["delivered"] == old["delivered"]  # same load, same model
+    cpu = run_baseline(Network(topo, seed=1), p, placed, "seq", 1, 10_000, 30_000, window, COSTS)
+    assert cpu["delivered"] == cpu["sent"] > 0 and cpu["sequencer"]["cpu"]["costs_ns"]["send_msg"] == 200
     with pytest.raises(ScenarioError, match="paxos"):
         run_baseline(Network(topo, seed=1), {**p, "mode": "paxos"}, placed, "seq", 1, 10_000, 30_000, window, None)
     with pytest.raises(ScenarioError, match="sequencer"):
