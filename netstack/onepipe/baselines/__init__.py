@@ -36,10 +36,11 @@ def run_baseline(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, i
     ``netstack.sim.scenario.ScenarioError``.
 
     Parameters read from ``p`` besides the scenario's load (``scatter_rate``, ``fanout``, ``size``,
-    ``drain_ns``): ``seq_service_ns``, ``seq_queue`` (host sequencer; ``seq_queue`` also bounds the switch
-    stage's queue and each token-ring process's send queue, in messages), ``swseq_ns_per_msg`` and
-    ``swseq_switch`` (0 / "": 1.5 ns x ``time_scale``, the spine), ``token_batch`` (0: 8),
-    ``lamport_hb_ns`` (0: ``t_beacon_ns``) and ``lamport_hb_share`` (0: 0.5), ``time_scale`` (1.0)."""
+    ``drain_ns``, ``t_beacon_ns``, ``cpu_backlog_ns``, ``time_scale``): ``seq_service_ns`` and ``seq_queue``
+    (host sequencer; ``seq_queue`` also bounds the switch stage's queue, in messages),
+    ``swseq_ns_per_msg`` and ``swseq_switch`` (0 / "": 1.5 ns x ``time_scale``, the spine),
+    ``token_batch`` (0: 8) and ``token_queue`` (0: 2 x batch x fanout messages), ``lamport_hb_ns``
+    (0: ``t_beacon_ns``) and ``lamport_hb_share`` (0: 0.5). Absent keys take their defaults."""
     from ...sim.scenario import ScenarioError
     from .sim import run_processes
 
