@@ -183,3 +183,16 @@ def test_saved_runs_merge_section_by_section(tmp_path, capsys) -> None:
     assert paper.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     fig10 = capsys.readouterr().out.split("### Fig. 10")[1].split("###")[0]
     assert "| 40 " in fig10 or "|   40 " in fig10 or " 40 |" in fig10
+
+
+def test_fig13a_is_our_timed_beacon_work_over_the_interval() -> None:
+    m = paper.measure_beacon_cpu(ports=4, intervals=5, rounds=1)  # what the bench measures, tiny (never a timing)
+    assert m["ports"] == 4 and m["ns_per_interval"] > 0 and m["paper_ns_per_interval"] == m["ns_per_interval"] * \
+        m["factor"]
+    sec = paper.compare({"beacon_cpu": {"ports": 32, "ns_per_interval": 2e5, "factor": 0.01,
+                                        "paper_ns_per_interval": 2000.0}})
+    xeon = _one(sec, "13a", "Xeon E5 Server (DPDK)", "10")  # 2 us of a core every 10 us
+    assert xeon["ours"] == pytest.approx(0.2) and xeon["ratio"] == pytest.approx(0.4)
+    assert _one(sec, "13a", "Arista switch (OS)", "10")["note"].startswith("not built")
+    assert sec["beacon_cpu"]["factor"] == 0.01
+    assert paper.merge([{"paper": sec}])["beacon_cpu"] == sec["beacon_cpu"]  # kept in a saved run

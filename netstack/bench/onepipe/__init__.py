@@ -233,7 +233,7 @@ def _paper(figs: dict[str, Any], results_dir: Path, md: list[str], errors: dict[
     from . import paper
 
     try:
-        section = paper.compare(figs)
+        section = paper.compare({**figs, "beacon_cpu": paper.measure_beacon_cpu()})
     except PaperDataError as exc:  # a damaged copy of the authors' data must not lose the run's numbers
         errors["paper"] = str(exc)
         return None
