@@ -250,9 +250,9 @@ def _measure_once(mode: str, seed: int, duration_ns: int, costs: CpuCosts | None
 
     topo = fabric_topology(tors=4, hosts_per_tor=MEASURE_PROCS // 4, rate="400Gbit", uplink_rate="3200Gbit")
     cap = costs.be_capacity if costs is not None else PAPER_BE_MSGS_PER_S
-    # offered: twice best effort's capacity (scatterings of 2 messages), so that every core saturates
+    # offered: four times best effort's capacity (scatterings of 2 messages): every core saturates
     params = {"procs": MEASURE_PROCS, "mode": mode, "fanout": 2, "size": 64, "t_beacon_ns": 3_000,
-              "rate": 2 * cap / 2, "drain_ns": 30_000, "cpu": True}
+              "rate": 4 * cap / 2, "drain_ns": 30_000, "cpu": True}
     probe = Probe()
     with simproc.probing(probe, costs):
         doc = run(RunSpec("onepipe", topo, seed, duration_ns, params))
