@@ -20,10 +20,13 @@ def daemon_parser(prog: str, doc: str | None, what: str) -> argparse.ArgumentPar
     return parser
 
 
-def run_daemon(args: argparse.Namespace, amain: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> int:
+def run_daemon(args: argparse.Namespace, amain: Callable[[argparse.Namespace], Coroutine[Any, Any, int]], *,
+               uvloop_ok: bool = True) -> int:
+    """Logging, then ``amain(args)`` on uvloop (asyncio's own loop with ``--no-uvloop``, or for a
+    daemon that says ``uvloop_ok=False``)."""
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.no_uvloop:
+    if args.no_uvloop or not uvloop_ok:
         return asyncio.run(amain(args))
     import uvloop
 

@@ -52,10 +52,12 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -69,6 +71,7 @@ from netstack.auth.watch import KeyFileWatch
 from netstack.engine import SendTo
 from netstack.errors import ConfigError
 from netstack.io.control import ControlError, ControlServer
+from netstack.io.udperr import bind_udp, port_unreachable
 from netstack.looplag import LagHistogram
 from netstack.onepipe.actions import (
     Admit,
@@ -137,6 +140,7 @@ class ShellCounters:
     datagrams_out: int = 0
     send_errors: int = 0
     reports_polled: int = 0  # switch reports fed to the engine
+    port_unreachable: int = 0  # ICMP port unreachable for our datagrams, fed to the engine (issue 31)
     reports_dropped: int = 0  # reports a switch dropped before we polled them (its ring overflowed)
     reports_before_lead: int = 0  # reports the previous leader had (module docstring): skipped
     switch_reenabled: int = 0  # a switch's report sequence restarted (1Pipe enabled afresh there)
@@ -199,14 +203,19 @@ class SwitchClient:
 # =========================================================================== the shell
 
 class _Datagrams(asyncio.DatagramProtocol):
-    def __init__(self, put: Callable[[tuple[Any, ...]], None]) -> None:
+    def __init__(self, put: Callable[[tuple[Any, ...]], None], sock: socket.socket) -> None:
         self.put = put
+        self.sock = sock
 
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
         self.put(("dgram", data, addr))
 
     def error_received(self, exc: Exception) -> None:
-        log.debug("UDP error: %s", exc)  # e.g. ICMP port unreachable from a process that left
+        # the socket queues ICMP errors (netstack.io.udperr): a port unreachable names a process
+        # whose socket is gone, which the engine takes as proof of death for a probed one
+        log.debug("UDP error: %s", exc)
+        for addr in port_unreachable(self.sock):
+            self.put(("unreachable", addr))
 
 
 class ControllerShell:
@@ -371,8 +380,9 @@ class ControllerShell:
         deadline = time.monotonic() + BIND_TIMEOUT_S
         while True:
             try:
+                sock = bind_udp(self.cfg.ip, self.cfg.port)
                 transport, _ = await loop.create_datagram_endpoint(
-                    lambda: _Datagrams(self.events.put_nowait), local_addr=(self.cfg.ip, self.cfg.port))
+                    functools.partial(_Datagrams, self.events.put_nowait, sock), sock=sock)
                 break
             except OSError as exc:
                 # the previous leader's socket (it lost its lease and is exiting): wait for it
@@ -419,6 +429,9 @@ class ControllerShell:
             engine.receive(data, src, now)
         elif kind == "report":
             engine.report(event[1], event[2], now, reporter=event[3])
+        elif kind == "unreachable":
+            self.c.port_unreachable += 1
+            engine.unreachable(event[1], now)
         elif kind == "slack":
             engine.set_timer_slack(event[1])  # (_consume re-arms the timer after every event)
         elif kind == "timer":
@@ -709,7 +722,11 @@ async def amain(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = daemon_parser("python -m daemons.onepipe_controller", __doc__, "controller")
     parser.add_argument("--replica", default=None, help="this replica's id in the election (default: <node>-r1)")
-    return run_daemon(parser.parse_args(argv), amain)
+    # asyncio's own loop, not uvloop: the controller's socket queues ICMP errors (IP_RECVERR, to
+    # tell a killed process from a slow one), and uvloop 0.23's UDP transport crashed the daemon
+    # (SIGSEGV in libc) on this machine when many came at once; asyncio hands each to
+    # error_received. The controller is off the data path: a few datagrams per process and failure.
+    return run_daemon(parser.parse_args(argv), amain, uvloop_ok=False)
 
 
 if __name__ == "__main__":

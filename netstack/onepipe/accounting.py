@@ -16,8 +16,9 @@ one class, first match wins:
 So ``messages_sent = delivered + send_failed + send_unknown + in_flight_at_end`` exactly, every
 term at least 0. ``unaccounted`` is the part of ``in_flight_at_end`` its sender did not list as
 still in flight when it stopped and its receiver did not list as received and not yet delivered
-(``in-flight/``, entries with ``held``: ACKed, so the sender lists nothing): 0 unless a process died (a killed sender lists
-nothing; a killed receiver's last unwritten deliveries, at most 0.1 s) or a log is incomplete.
+(``in-flight/``, entries with ``held``: ACKed, so the sender lists nothing): 0 unless a process
+died (a killed sender lists nothing; a killed receiver's last unwritten deliveries, at most
+0.1 s) or a log is incomplete.
 A message a sender reported failed *and* a receiver logged is a contradiction of the protocol
 (``failed_and_delivered``, counted delivered); ``unknown_delivered`` counts the unknowns a receiver
 logged (late or lost ACKs); ``delivered_unlisted``, deliveries no ``sent/`` log lists.

@@ -156,6 +156,11 @@ class ControllerParams:
     max_strikes: int = 2
     #: 0: 4 answer timeouts
     strike_window_ns: int = 0
+    #: how long an unanswered PROBE waits before the process is declared failed (ours, issue 31);
+    #: 0: ``answer_timeout_ns``. Longer is safe where the shell reports a closed port at once
+    #: (:meth:`Controller.unreachable`: a killed process is declared on that, not on this timer),
+    #: so only a process that is alive but stalled, or a whole host that is gone, waits it out
+    probe_timeout_ns: int = 0
 
     def __post_init__(self) -> None:
         def ok(v: object, low: int) -> bool:
@@ -169,6 +174,8 @@ class ControllerParams:
              and self.answer_timeout_ns > self.retry_ns),
             ("max_strikes", ok(self.max_strikes, 0)),
             ("strike_window_ns", ok(self.strike_window_ns, 0)),
+            ("probe_timeout_ns", ok(self.probe_timeout_ns, 0)
+             and (self.probe_timeout_ns == 0 or self.probe_timeout_ns > self.retry_ns)),
         ]
         bad = [name for name, good in checks if not good]
         if bad:
@@ -212,7 +219,9 @@ class ControllerCounters:
     probes: int = 0  # suspicion phases begun: a switch reported a live process, it was PROBEd (issue 31)
     probe_retries: int = 0  # PROBEs sent again
     probes_answered: int = 0  # ... answered in time: the suspicion cleared, its input admitted back
-    probe_timeouts: int = 0  # ... unanswered within the answer timeout: declared failed
+    probe_timeouts: int = 0  # ... unanswered within the probe timeout: declared failed
+    probes_refused: int = 0  # ... whose process's port was closed (ICMP port unreachable): declared failed
+    stray_unreachable: int = 0  # port-unreachable reports about an address that was not being probed
     struck_out: int = 0  # reports taken at once: max_strikes suspicions cleared in a row before
     stray_probes: int = 0  # PROBE answers for no probe, another incarnation, or too late
     fences: int = 0  # Fence emitted: a restart, silence, or a process (not a switch) accusing
@@ -427,6 +436,27 @@ class Controller:
     def answer_timeout_ns(self) -> int:
         """The answer timeout in force: ``params.answer_timeout_ns`` plus the timer slack."""
         return self.params.answer_timeout_ns + self.timer_slack_ns
+
+    @property
+    def probe_timeout_ns(self) -> int:
+        """How long an unanswered probe waits in force: ``params.probe_timeout_ns`` (0: the answer
+        timeout) plus the timer slack."""
+        return (self.params.probe_timeout_ns or self.params.answer_timeout_ns) + self.timer_slack_ns
+
+    def unreachable(self, addr: Addr, now_ns: int) -> None:
+        """The shell's socket learnt that nothing listens at ``addr`` (the kernel's ICMP port
+        unreachable for a datagram we sent it; ours, issue 31). A process being PROBEd there is
+        dead, not slow (a live process's socket holds the probe until it runs): it is declared
+        failed now, as an unanswered probe would be at its timeout. Anything else is counted and
+        ignored: a datagram to an address no process is suspected at proves nothing here.
+        Forging one is no stronger than dropping the probes, which declares the process too."""
+        self._now = now_ns
+        p = self._procs.get(addr) if is_addr(addr) else None
+        if p is None or p.probe is None:
+            self.c.stray_unreachable += 1
+            return
+        self.c.probes_refused += 1
+        self._probe_failed(p, "its port is closed (ICMP port unreachable)")
 
     def set_timer_slack(self, slack_ns: int) -> None:
         """How late the live shell's process has recently been scheduled: a process is declared
@@ -656,20 +686,25 @@ class Controller:
         p.cleared_at = self._now
         self.actions.emit(Admit(p.addr))
 
+    def _probe_failed(self, p: _Proc, why: str) -> None:
+        """``p``'s probe proved it failed (``why``): declare it, with what the switches reported."""
+        assert p.probe is not None
+        reporters = sorted({r for _, r in p.probe.reports})
+        if reporters:
+            self._suspect(p, f"reported by {', '.join(reporters)}; {why}", fence=False)
+        else:  # probed for a missing answer: no switch froze its input yet
+            self.c.answer_timeouts += 1
+            self._suspect(p, f"no answer to a request; {why}", fence=True)
+
     def _expire_probes(self) -> None:
-        deadline = self._now - self.answer_timeout_ns
+        deadline = self._now - self.probe_timeout_ns
         for p in list(self._procs.values()):
             pr = p.probe
             if pr is None:
                 continue
             if pr.since <= deadline:
                 self.c.probe_timeouts += 1
-                reporters = sorted({r for _, r in pr.reports})
-                if reporters:
-                    self._suspect(p, f"reported by {', '.join(reporters)}; no answer to a probe", fence=False)
-                else:  # probed for a missing answer: no switch froze its input yet
-                    self.c.answer_timeouts += 1
-                    self._suspect(p, "no answer to a request, nor to a probe", fence=True)
+                self._probe_failed(p, "no answer to a probe")
             elif pr.retry_at <= self._now:
                 self.c.probe_retries += 1
                 pr.retry_at = self._now + self.params.retry_ns
@@ -856,7 +891,7 @@ class Controller:
         for p in self._procs.values():
             if p.probe is not None:
                 yield p.probe.retry_at
-                yield p.probe.since + self.answer_timeout_ns
+                yield p.probe.since + self.probe_timeout_ns
             if p.state == SUSPECTED:
                 if p.window_end is not None:
                     yield p.window_end
@@ -881,6 +916,7 @@ class Controller:
             failures=len(self._failures), failures_pending=len(self._unreleased()),
             pending_relays=len(self._pending), undeliverable_recalls=sum(len(b) for b in self._recalls.values()),
             timer_slack_ns=self.timer_slack_ns, answer_timeout_ns=self.answer_timeout_ns,
+            probe_timeout_ns=self.probe_timeout_ns,
         )
         return out
 

@@ -103,6 +103,11 @@ def replicas(options: Mapping[str, Any]) -> tuple[str, int]:
     return store, count
 
 
+#: live, an unanswered probe waits this many answer timeouts (100 T_beacon each: 1.5 s at the live
+#: scale, about three times the longest stall of 32 reliable processes on 2 cores, 561 ms)
+LIVE_PROBE_TIMEOUT_FACTOR = 5
+
+
 def live_timers(params: OnePipeParams) -> ControllerParams:
     """The controller's timers scaled to T_beacon, with a process's answer awaited as long as the
     switches wait before they report a live process failed (``runner.LIVE_FAILURE_BEACONS``):
@@ -113,7 +118,12 @@ def live_timers(params: OnePipeParams) -> ControllerParams:
 
     t = params.t_beacon_ns
     base = ControllerParams.for_beacon(t)
-    return replace(base, answer_timeout_ns=max(base.answer_timeout_ns, LIVE_FAILURE_BEACONS * t))
+    answer = max(base.answer_timeout_ns, LIVE_FAILURE_BEACONS * t)
+    # a killed process is declared as soon as its closed port answers the probe (the daemon's
+    # ICMP port unreachable, Controller.unreachable), so the probe itself may wait long: a live
+    # process stalled by a starved host answers when it runs (docs/onepipe-reliable.md "Failure
+    # detection")
+    return replace(base, answer_timeout_ns=answer, probe_timeout_ns=LIVE_PROBE_TIMEOUT_FACTOR * answer)
 
 
 def controller_config(topology: Any, node: Any, rdir: Path, prefix: str, store: StoreConfig,

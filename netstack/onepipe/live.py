@@ -298,6 +298,27 @@ async def _follow(procs: list[Process], base: HostClock, clock_file: Path | None
                     p.ep.auth.refresh(ring, domain, time.time())
 
 
+#: how long a process waits for the runner's go (netstack.onepipe.runner._go) before it gives up
+GO_TIMEOUT_S = 600.0
+
+
+async def _wait_for_go(go: Path, mine: list[str]) -> tuple[float, float]:
+    """``netstack onepipe run``'s start-up handshake: say that this interpreter runs (a file in
+    ``<go>.ready/``), then wait for the runner's ``{"join_at", "start_at"}`` in ``go``, which it
+    writes once every process of the run is ready (runner._go)."""
+    ready = go.with_name(go.name + ".ready")
+    ready.mkdir(parents=True, exist_ok=True)
+    (ready / ",".join(mine)).touch()
+    deadline = time.monotonic() + GO_TIMEOUT_S
+    while True:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            d = json.loads(go.read_text())
+            return float(d["join_at"]), float(d["start_at"])
+        if time.monotonic() > deadline:
+            raise SystemExit(f"onepipe live: no go from the runner in {go} within {GO_TIMEOUT_S:.0f} s")
+        await asyncio.sleep(0.02)
+
+
 async def run_host(args: argparse.Namespace) -> dict[str, Any]:
     procs: dict[str, Addr] = {name: (ip, int(port)) for name, ip, port in
                               (p.split(":") for p in args.all_procs.split(","))}
@@ -314,6 +335,8 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
     controller = _addr(args.controller) if args.reliable else None
     keys = KeyFileWatch(args.keys) if args.keys else None  # the file's path only: we read it ourselves
     era = era_now(time.time())
+    if args.go_file:
+        args.join_at, args.start_at = await _wait_for_go(Path(args.go_file), mine)
     if args.join_at:
         # every process of the run joins at once, once every interpreter has started: one that
         # joined early would starve while the others start, its input would time out at its ToR
@@ -379,6 +402,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", default="1")
     p.add_argument("--join-at", type=float, default=0.0,
                    help="wall-clock time (time.time()) to open the sockets and join (register, beacon) at")
+    p.add_argument("--go-file", default="", metavar="PATH",
+                   help="netstack onepipe run's start-up handshake: touch PATH.ready/<procs>, then take "
+                        "--join-at and --start-at from PATH ({\"join_at\", \"start_at\"}) once it exists")
     p.add_argument("--start-at", type=float, default=0.0,
                    help="wall-clock time (time.time()) to start scattering at")
     p.add_argument("--clock-offset-ns", type=int, default=0)

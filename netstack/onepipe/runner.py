@@ -68,6 +68,12 @@ if TYPE_CHECKING:
 PROCS_FILE = "onepipe-procs.json"
 #: a host's clock-jump file in the testbed's run directory (:func:`clock_file`)
 CLOCK_FILE = "onepipe-clock-{host}.json"
+#: the start-up handshake in the testbed's run directory (:func:`_go`): each process touches a file
+#: in ``GO_FILE.ready/`` once its interpreter runs, the runner then writes ``GO_FILE``
+GO_FILE = "onepipe-go.json"
+#: how long the processes may take to start, at least, and per process (P interpreters importing at
+#: once on a small machine: measured 2-3 s for 32 on 2 cores)
+GO_WAIT_S, GO_WAIT_PER_PROC_S = 30.0, 1.0
 Addr = tuple[str, int]
 
 
@@ -212,6 +218,7 @@ def _run(prefix: str, state: RunState, out: Path, placed: dict[str, list[str]], 
          controller: tuple[str, Addr] | None, params: OnePipeParams | None, seed: str, run_args: dict[str, Any],
          say: Callable[[str], None]) -> dict[str, Any]:
     from ..experiment import LagWindow
+    from ..runtime import run_dir
     from ..topo.impair import apply_impairment, clear_impairment
 
     a = run_args
@@ -225,11 +232,19 @@ def _run(prefix: str, state: RunState, out: Path, placed: dict[str, list[str]], 
                 apply_impairment(prefix, end.netns, end.ifname, loss=p, backend="nft")
                 impaired.append(end)
             say(f"dropping {p:g} of the frames on {link} (both directions, nft)")
-        join_at = time.time() + 1.0 + 0.05 * a["procs"]
-        argv = _live_argv(prefix, state, addrs, out, a, seed, params, controller, join_at)
+        go = run_dir(prefix) / GO_FILE
+        _clear_go(go)
+        argv = _live_argv(prefix, state, addrs, out, a, seed, params, controller, go)
         for host in placed:
             clock_file(prefix, host).unlink(missing_ok=True)  # a step left by an earlier run
-        running = _spawn(prefix, state, placed, addrs, clocks, argv, a["reliable"], out, join_at + 0.5, a)
+        running = _spawn(prefix, state, placed, addrs, clocks, argv, a["reliable"], out, None, a)
+        try:
+            join_at = _go(prefix, go, running, say)
+        except BaseException:
+            for proc in running.values():
+                toolproc.kill(proc)
+            _clear_go(go)
+            raise
         say(f"{a['procs']} {'reliable ' if a['reliable'] else ''}processes on {len(placed)} hosts scatter for "
             f"{a['seconds']:g} s ({a['rate']:g} scatterings/s each, {a['fanout']} destinations)")
         try:
@@ -244,6 +259,7 @@ def _run(prefix: str, state: RunState, out: Path, placed: dict[str, list[str]], 
         results, killed = _collect(running, timeout=a["seconds"] + a["drain"] + 60)
         daemon_lags = lags.stop()
     finally:
+        _clear_go(run_dir(prefix) / GO_FILE)  # (every process read it long ago, or is gone)
         for end in impaired:
             clear_impairment(prefix, end.netns, end.ifname)
     for name in killed:
@@ -252,16 +268,63 @@ def _run(prefix: str, state: RunState, out: Path, placed: dict[str, list[str]], 
     return _judge(prefix, out, summary, daemon_lags, say)
 
 
+def _clear_go(go: Path) -> None:
+    go.unlink(missing_ok=True)
+    ready = go.with_name(go.name + ".ready")
+    if ready.is_dir():
+        for f in ready.iterdir():
+            f.unlink(missing_ok=True)
+        ready.rmdir()
+
+
+def _go(prefix: str, go: Path, running: dict[str, subprocess.Popen[str]], say: Callable[[str], None]) -> float:
+    """The start-up handshake: wait until every process's interpreter runs (its file in
+    ``go.ready/``), then tell them all when to join (``join_at``, returned) and to start scattering
+    (half a second later). A fixed delay instead left the last of 32 interpreters a second late on 2
+    cores: its ToR timed it out and the processes that started on time stopped a second before it,
+    which it took for failures. OnePipeControlError when a process exits first or the wait is over."""
+    ready = go.with_name(go.name + ".ready")
+    limit = GO_WAIT_S + GO_WAIT_PER_PROC_S * len(running)
+    begun = time.monotonic()
+    said = begun
+    while True:
+        n = len(list(ready.iterdir())) if ready.is_dir() else 0
+        if n >= len(running):
+            break
+        gone = [name for name, proc in running.items() if proc.poll() is not None]
+        if gone:
+            raise OnePipeControlError(f"process {gone[0]} exited (status {running[gone[0]].returncode}) "
+                                      f"before it was ready ({n} of {len(running)} ready)")
+        now = time.monotonic()
+        if now - begun > limit:
+            raise OnePipeControlError(f"only {n} of {len(running)} processes started within {limit:.0f} s")
+        if now - said >= 5.0:
+            said = now
+            say(f"{n} of {len(running)} processes ready")
+        time.sleep(0.02)
+    # they poll the go file every 20 ms: a moment for all to read it, more when there are many
+    join_at = time.time() + 0.2 + 0.005 * len(running)
+    tmp = go.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"join_at": join_at, "start_at": join_at + 0.5}))
+    tmp.replace(go)
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads(procs_file(prefix).read_text())
+        info["start_at"] = join_at + 0.5
+        _write_procs_file(prefix, info)
+    # (every process read it once its join is near: the runner's own wait for the join follows)
+    return join_at
+
+
 def _live_argv(prefix: str, state: RunState, addrs: dict[str, Addr], out: Path, a: dict[str, Any], seed: str,
-               params: OnePipeParams, controller: tuple[str, Addr] | None, join_at: float) -> list[str]:
+               params: OnePipeParams, controller: tuple[str, Addr] | None, go: Path) -> list[str]:
     """The arguments every ``netstack.onepipe.live`` process of the run shares."""
     argv = ["--all-procs", ",".join(f"{p}:{ip}:{port}" for p, (ip, port) in addrs.items()), "--out", str(out),
             "--seconds", str(a["seconds"]), "--rate", str(a["rate"]), "--fanout", str(a["fanout"]),
             "--size", str(a["size"]), "--drain", str(a["drain"]), "--seed", seed,
             "--params", json.dumps(params.to_dict()),
-            # every process joins at once when all have started (more take longer), then
+            # every process joins at once when all have started (the handshake of _go), then
             # scatters once they are registered and have a barrier
-            "--join-at", str(join_at), "--start-at", str(join_at + 0.5),
+            "--go-file", str(go),
             # one epoch for every host: the skews start at the topology's offsets
             "--clock-epoch-ns", str(time.monotonic_ns())]
     if controller is not None:
@@ -365,7 +428,7 @@ def _enable(prefix: str, state: RunState, params: OnePipeParams | None, controll
 
 def _spawn(prefix: str, state: RunState, placed: dict[str, list[str]], addrs: dict[str, Addr],
            clocks: dict[str, tuple[int, float]], common: list[str], reliable: bool,
-           out: Path, start_at: float, run_args: dict[str, Any]) -> dict[str, subprocess.Popen[str]]:
+           out: Path, start_at: float | None, run_args: dict[str, Any]) -> dict[str, subprocess.Popen[str]]:
     """One ``python -m netstack.onepipe.live`` per process in its host's namespace; the pid file."""
     from ..runtime import node_exec_argv
 

@@ -90,6 +90,43 @@ def test_an_unanswered_probe_declares_the_process_failed_with_the_reported_commi
     assert ctl.c.probe_timeouts == 1
 
 
+def test_a_closed_port_declares_a_probed_process_at_once_and_a_live_one_waits_the_long_probe_timeout():
+    """The live shell hears the kernel's ICMP port unreachable for a probe (netstack.io.udperr): a
+    killed process's socket is gone, so it is declared then; a process alive but stalled holds the
+    probe in its socket, and with a probe timeout ten answer timeouts long is not declared."""
+    params = replace(CP, probe_timeout_ns=10 * CP.answer_timeout_ns)
+    ctl = _world(params)
+    pid = _suspected(ctl, T0 + T, commit=321)
+    ctl.on_timer(T0 + T + 5 * CP.answer_timeout_ns)  # long past the answer timeout: still only probed
+    assert _probes(ctl.actions.take_all()) and ctl.c.probe_timeouts == 0
+    assert ctl.view()["processes"][0]["state"] == LIVE
+    ctl.receive(probe(pid, 1), A, T0 + T + 9 * CP.answer_timeout_ns)  # it ran again: cleared
+    assert ctl.actions.take_all() == [Admit(A)]
+    ctl.unreachable(B, T0 + 500 * T)  # B is not being probed: proves nothing
+    assert ctl.c.stray_unreachable == 1 and ctl.actions.take_all() == []
+    _ = _suspected(ctl, T0 + 600 * T, commit=654)
+    now = T0 + 600 * T + T
+    ctl.unreachable(A, now)  # its port is closed: dead
+    ctl.on_timer(now + CP.report_window_ns)
+    (rec,) = [a for a in ctl.actions.take_all() if isinstance(a, RecordFailure)]
+    assert rec.proc == A and rec.t_f == 654 and "ICMP port unreachable" in rec.reason
+    assert ctl.c.probes_refused == 1 and ctl.c.probe_timeouts == 0
+    ctl.unreachable(A, now + 2 * T)  # another one, for a process no longer probed
+    assert ctl.c.stray_unreachable == 2
+    assert ctl.counters()["probe_timeout_ns"] == 10 * CP.answer_timeout_ns
+
+
+def test_the_probe_timeout_must_outlast_a_resend():
+    import pytest
+
+    from netstack.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="probe_timeout_ns"):
+        replace(CP, probe_timeout_ns=CP.retry_ns)
+    with pytest.raises(ConfigError, match="probe_timeout_ns"):
+        replace(CP, probe_timeout_ns=-1)
+
+
 def test_the_probe_waits_the_timer_slack_too():
     ctl = _world()
     ctl.set_timer_slack(50 * T)
