@@ -288,13 +288,18 @@ def _go(prefix: str, go: Path, running: dict[str, subprocess.Popen[str]], say: C
     begun = time.monotonic()
     said = begun
     while True:
-        n = len(list(ready.iterdir())) if ready.is_dir() else 0
-        if n >= len(running):
-            break
+        # (each process's file is named after the processes it runs: one each, here)
+        names = {f.name for f in ready.iterdir()} if ready.is_dir() else set()
+        n = len(names & running.keys())
         gone = [name for name, proc in running.items() if proc.poll() is not None]
-        if gone:
-            raise OnePipeControlError(f"process {gone[0]} exited (status {running[gone[0]].returncode}) "
+        # SIGKILLed while it started (netstack onepipe kill works at any moment): the run goes on
+        # without it, as with a process killed later; any other exit is a failure to start
+        failed = [name for name in gone if running[name].returncode != -signal.SIGKILL]
+        if failed:
+            raise OnePipeControlError(f"process {failed[0]} exited (status {running[failed[0]].returncode}) "
                                       f"before it was ready ({n} of {len(running)} ready)")
+        if running.keys() <= names | set(gone):
+            break
         now = time.monotonic()
         if now - begun > limit:
             raise OnePipeControlError(f"only {n} of {len(running)} processes started within {limit:.0f} s")
