@@ -431,6 +431,7 @@ class ControllerShell:
             engine.report(event[1], event[2], now, reporter=event[3])
         elif kind == "unreachable":
             self.c.port_unreachable += 1
+            log.info("ICMP port unreachable from %s", show(event[1]))  # (the kernel rate-limits them)
             engine.unreachable(event[1], now)
         elif kind == "slack":
             engine.set_timer_slack(event[1])  # (_consume re-arms the timer after every event)
@@ -499,6 +500,10 @@ class ControllerShell:
 
     async def _record(self, engine: Controller, a: RecordFailure) -> None:
         pid = proc_id(a.proc, a.incarnation)
+        # a failure's timeline in the log (report, record, notices, release): rare, and what an
+        # operator asks about first
+        log.info("recording the failure of %s (T_f %d): %s", pid, a.t_f, a.reason)
+        began = time.monotonic()
         try:
             await self._store(self.store.record_failure, pid, a.t_f, a.reason)
         except StaleFailureError as exc:
@@ -509,6 +514,8 @@ class ControllerShell:
         if rec is None:
             log.error("failure record of %s is not in the store after writing it", pid)
             return
+        log.info("failure of %s recorded as revision %d in %.1f ms: its notices leave", pid, rec.revision,
+                 (time.monotonic() - began) * 1e3)
         engine.recorded(a.proc, a.incarnation, rec.t_f, rec.revision, time.monotonic_ns())
 
     async def _store(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
@@ -570,6 +577,7 @@ class ControllerShell:
             where = self.link_reporters.pop(inp, set())
             await asyncio.gather(*(self._switch(n, "onepipe_release", input=inp, ban=False) for n in sorted(where)))
         else:
+            log.info("releasing %s at every switch: every survivor ran its callback", show(inp))
             # banned until it registers again: a failed process that is still alive must not bring
             # its stuck commit back. A process that never registered (best effort) never will, so
             # a ban would be for good; and banned best-effort processes measurably suffer (ACKs
@@ -633,6 +641,8 @@ class ControllerShell:
         if isinstance(inp, str):
             self.link_reporters.setdefault(text, set()).add(switch)
         self.c.reports_polled += 1
+        log.info("switch %s reports %s silent (last commit %s), %s", switch, text, r.get("last_commit"),
+                 f"{(time.monotonic_ns() - at) / 1e6:.0f} ms ago" if isinstance(at, int) else "at an unknown time")
         # reporter "switch": the engine then knows the input is frozen already and fences nothing
         self.events.put_nowait(("report", inp, r.get("last_commit"), "switch"))
 

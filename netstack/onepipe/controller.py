@@ -274,6 +274,7 @@ class _Proc:
     cleared_at: int | None = None  # when the last one was cleared
     cleared_commit: int | None = None  # ... and the commit the switches had frozen then
     answer_strikes: int = 0  # probes answered while a callback or a relayed answer was overdue
+    closed_at: int | None = None  # a datagram to it drew a port unreachable then, unprobed (issue 31)
 
 
 @dataclass(slots=True, eq=False)
@@ -363,6 +364,9 @@ class Controller:
         if not is_addr(src):
             self.c.foreign += 1
             return
+        sender = self._procs.get(src)
+        if sender is not None:
+            sender.closed_at = None  # it sends: whatever closed port we heard of is not its socket now
         try:
             hdr, payload = decode_packet(datagram)
         except (HeaderError, TypeError, ValueError):
@@ -447,13 +451,17 @@ class Controller:
         """The shell's socket learnt that nothing listens at ``addr`` (the kernel's ICMP port
         unreachable for a datagram we sent it; ours, issue 31). A process being PROBEd there is
         dead, not slow (a live process's socket holds the probe until it runs): it is declared
-        failed now, as an unanswered probe would be at its timeout. Anything else is counted and
-        ignored: a datagram to an address no process is suspected at proves nothing here.
+        failed now, as an unanswered probe would be at its timeout. For a live process not probed
+        yet it is kept: a switch's report within the probe timeout declares it at once (its own
+        probe's ICMP may be rate-limited away), unless it sends us something first. Anything else
+        is counted and ignored.
         Forging one is no stronger than dropping the probes, which declares the process too."""
         self._now = now_ns
         p = self._procs.get(addr) if is_addr(addr) else None
         if p is None or p.probe is None:
             self.c.stray_unreachable += 1
+            if p is not None and p.state == LIVE:
+                p.closed_at = now_ns  # evidence for a probe that may follow (_closed_before)
             return
         self.c.probes_refused += 1
         self._probe_failed(p, "its port is closed (ICMP port unreachable)")
@@ -578,6 +586,7 @@ class Controller:
         if p.state == LIVE and reporter == "switch" and self._probing(p, commit):
             assert p.probe is not None
             p.probe.reports.append((commit, reporter))
+            self._closed_before(p)
             return
         if p.state == LIVE:
             # a switch that reports has frozen P's input already; any other reporter has not, so
@@ -642,6 +651,16 @@ class Controller:
         p.probe = _Probe(self._probe_ids, self._now, self._now + self.params.retry_ns)
         self.c.probes += 1
         self.actions.emit(SendTo(p.addr, probe(p.probe.pid, p.inc)))
+
+    def _closed_before(self, p: _Proc) -> None:
+        """``p`` is probed: if a datagram to it drew a port unreachable within the probe timeout before
+        (and nothing came from it since), its port is closed already and the probe's own ICMP may
+        never come (the kernel allows a host about one a second after a burst of six, and the
+        datagrams its peers and we sent it since it died spent them): declare it now."""
+        if p.closed_at is not None and p.probe is not None and self._now - p.closed_at <= self.probe_timeout_ns:
+            self.c.probes_refused += 1
+            self._probe_failed(p, f"its port was closed (ICMP port unreachable "
+                                  f"{(self._now - p.closed_at) / 1e6:.0f} ms before)")
 
     def _probing_for_answer(self, q: _Proc) -> bool:
         """``q`` (live) owes an answer (a CALLBACK_DONE, a relayed ACK) past the answer timeout:

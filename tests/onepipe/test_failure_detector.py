@@ -116,6 +116,27 @@ def test_a_closed_port_declares_a_probed_process_at_once_and_a_live_one_waits_th
     assert ctl.counters()["probe_timeout_ns"] == 10 * CP.answer_timeout_ns
 
 
+def test_a_closed_port_heard_before_the_report_declares_the_process_when_the_report_comes():
+    """The kernel rate-limits ICMP errors: the one for the probe may never come when datagrams sent
+    to the dead process since it died used up its host's burst. A port unreachable heard while the
+    process was not yet probed is kept, and the switch's report declares it at once; a datagram from
+    the process in between shows its socket is open again, and the report is probed as usual."""
+    params = replace(CP, probe_timeout_ns=10 * CP.answer_timeout_ns)
+    ctl = _world(params)
+    ctl.unreachable(A, T0 + 10 * T)
+    assert ctl.c.stray_unreachable == 1
+    ctl.report(A, 900, T0 + 40 * T)
+    ctl.on_timer(T0 + 40 * T + CP.report_window_ns)
+    (rec,) = [a for a in ctl.actions.take_all() if isinstance(a, RecordFailure)]
+    assert rec.proc == A and rec.t_f == 900 and "its port was closed (ICMP port unreachable 0 ms before)" in rec.reason
+    ctl.unreachable(B, T0 + 50 * T)
+    ctl.receive(probe(99, 1), B, T0 + 60 * T)  # B speaks (a stray answer): its socket is open
+    _ = ctl.actions.take_all()
+    ctl.report(B, 901, T0 + 70 * T)
+    assert _probes(ctl.actions.take_all())  # probed, not declared
+    assert ctl.view()["processes"][1]["state"] == LIVE
+
+
 def test_the_probe_timeout_must_outlast_a_resend():
     import pytest
 
