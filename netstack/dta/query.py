@@ -24,8 +24,9 @@ touched and can *under*-estimate.
 
 Append (§7.2.3): the head pointer lives in the translator, so the newest entry is found
 from the emulated NIC's record of the most recent WRITE's end in the region trailer
-(memory.py): entries are returned oldest first; once the ring has been filled the oldest
-entry is the one after the newest.
+(memory.py): entries are returned oldest first, and the oldest is the one after the newest:
+once the ring has been filled, and also before, when a re-enabled translator restarted its head
+at 0 under entries an earlier one wrote (those come first, as older).
 """
 
 from __future__ import annotations
@@ -100,11 +101,13 @@ class CollectorQuery:
         if max_end == 0:
             return []
         ring = list(r.read_words(0, entries))
-        if max_end >= entries:  # filled at least once: the slot after the newest is the oldest
-            cut = newest_end % entries
-            values = ring[cut:] + ring[:cut]
-        else:
-            values = ring[:max_end]
+        # The newest entry ends at the last WRITE's end, whether or not the ring has wrapped: a
+        # translator enabled again restarts its head at 0 (docs/dta.md "The translator, as built"),
+        # so below the furthest end the slots past the newest one hold older entries (a previous
+        # translator's), and only those up to the furthest end were ever written (issue 33).
+        cut = newest_end % entries
+        top = entries if max_end >= entries else max_end
+        values = ring[cut:top] + ring[:cut]
         if last is not None:
             values = values[-last:] if last > 0 else []
         return values

@@ -26,7 +26,7 @@ from headers.roce import (
 )
 from netstack.dta import DTATranslator, Reporter, SketchReporter, TranslatorConfig
 
-from . import COLLECTOR_IP, COLLECTOR_MAC, MS, REPORTER_IP, REPORTER_MAC, TRANSLATOR_IP, TRANSLATOR_MAC, Rig
+from . import COLLECTOR_IP, COLLECTOR_MAC, MS, REPORTER_IP, REPORTER_MAC, TRANSLATOR_IP, TRANSLATOR_MAC, Rig, bind
 
 U32 = st.integers(0, 0xFFFFFFFF)
 
@@ -129,6 +129,24 @@ def test_append_order_wrap_and_partial_batch_flush():
     rig.timer(10 * MS)
     assert rig.q.append_read(5, last=4) == [138, 139, 140, 141]
     assert rig.tr.c.append_flushes == 2 and rig.q.append_read(5, last=0) == []
+
+
+def test_append_read_after_a_re_enable_returns_the_newest_entries():
+    """Issue 33: a re-enabled translator restarts the head at 0; with fewer than a ring's worth
+    written since, the newest entries are the ones below the last WRITE's end, not the old top."""
+    rig = append_rig(entries=1024, batch=1, append_flush_ns=None)
+    for v in range(800):
+        rig.send(rig.reporter.append(5, v))
+    info = rig.nic.connect_info()  # `netstack dta enable` again: the daemon's connect_info (current PSNs)
+    for entry in info["regions"]:
+        entry["initial_psn"] = rig.nic.qp(entry["name"]).epsn
+    rig.tr = DTATranslator(TranslatorConfig(info, TRANSLATOR_MAC, TRANSLATOR_IP, grace_reports=0))
+    bind(rig.nic, rig.tr)  # a fresh translator: its heads restart at 0
+    for v in range(9000, 9005):
+        rig.send(rig.reporter.append(5, v))
+    assert rig.tr.append_head(5) == 5
+    assert rig.q.append_read(5, last=8) == [797, 798, 799, 9000, 9001, 9002, 9003, 9004]
+    assert rig.q.append_read(5) == list(range(5, 800)) + list(range(9000, 9005))  # every entry once, oldest first
 
 
 @pytest.mark.parametrize("batch", [1, 2, 4, 8, 16])
