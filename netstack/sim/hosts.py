@@ -28,7 +28,21 @@ from ..ethernet import line_time_exact_ns
 from ..switch.pacer import Pacer
 from ..topo.model import NodeKind, Topology
 from .loop import EventLoop
-from .packets import PROTO_TCP, PROTO_UDP, UDP_HEADERS, Ipv4Flow, ipv4_checksum_ok
+from .packets import (
+    PROTO_ICMP,
+    PROTO_TCP,
+    PROTO_UDP,
+    UDP_HEADERS,
+    Ipv4Flow,
+    icmp_port_unreachable,
+    icmp_unreachable_fields,
+    ipv4_checksum_ok,
+)
+
+#: the kernel's rate limit on ICMP errors per destination (Linux: ``net.ipv4.icmp_ratelimit`` 1000 ms,
+#: a burst of ``XRLIM_BURST_FACTOR`` 6): real time, whatever the topology's time scale
+ICMP_INTERVAL_NS = 1_000_000_000
+ICMP_BURST = 6
 
 
 class Nic(Protocol):
@@ -80,11 +94,28 @@ class Host:
         self.rx_checksum_drops = 0
         self.rx_not_mine = 0
         self.rx_unclaimed = 0
+        #: answer a UDP datagram to a port nobody holds with ICMP port unreachable, as a kernel does
+        #: (off by default: a scenario that wants it says so, and no other run changes)
+        self.icmp_unreachable = False
+        self._udp_errors: dict[int, Callable[[tuple[str, int]], None]] = {}
+        self._icmp_tokens: dict[bytes, tuple[float, int]] = {}  # destination -> (tokens, last refill ns)
+        self.icmp_sent = self.icmp_limited = 0
 
     # ------------------------------------------------------------------- binding
-    def bind_udp(self, port: int, handler: Handler) -> None:
-        """Frames to UDP ``port`` of this host go to ``handler(frame)``."""
+    def bind_udp(self, port: int, handler: Handler,
+                 on_unreachable: Callable[[tuple[str, int]], None] | None = None) -> None:
+        """Frames to UDP ``port`` of this host go to ``handler(frame)``; an ICMP port unreachable
+        about a datagram sent from it goes to ``on_unreachable((ip, port))`` (the destination that
+        had no socket), as a socket with ``IP_RECVERR`` reads it (netstack.io.udperr)."""
         self._bind(self._udp, port, handler, "UDP")
+        if on_unreachable is not None:
+            self._udp_errors[port] = on_unreachable
+
+    def unbind_udp(self, port: int) -> None:
+        """The socket on ``port`` closes (its process died): datagrams to it are unclaimed, and
+        answered with ICMP port unreachable when :attr:`icmp_unreachable` is on."""
+        self._udp.pop(port, None)
+        self._udp_errors.pop(port, None)
 
     def bind_tcp(self, port: int, handler: Handler) -> None:
         self._bind(self._tcp, port, handler, "TCP")
@@ -138,8 +169,15 @@ class Host:
                 self.rx_not_mine += 1
                 return
             proto = frame[23]
+            if proto == PROTO_ICMP:
+                self._on_icmp(frame)
+                return
             table = self._udp if proto == PROTO_UDP else self._tcp if proto == PROTO_TCP else None
             h = None if table is None or len(frame) < 38 else table.get(frame[36] << 8 | frame[37])
+            if h is None and proto == PROTO_UDP and self.icmp_unreachable and len(frame) >= UDP_HEADERS:
+                self.rx_unclaimed += 1
+                self._port_unreachable(frame)
+                return
         elif len(frame) >= 14:
             h = self._ether.get(frame[12] << 8 | frame[13])
         else:
@@ -149,10 +187,35 @@ class Host:
         else:
             h(frame)
 
+    def _port_unreachable(self, frame: bytes) -> None:
+        """Answer ``frame`` (UDP to a port nobody holds) as the kernel does, within its rate limit."""
+        src = frame[26:30]
+        now = self.loop.now
+        tokens, last = self._icmp_tokens.get(src, (float(ICMP_BURST), now))
+        tokens = min(float(ICMP_BURST), tokens + (now - last) / ICMP_INTERVAL_NS)
+        if tokens < 1.0:
+            self.icmp_limited += 1
+            self._icmp_tokens[src] = (tokens, now)
+            return
+        self._icmp_tokens[src] = (tokens - 1.0, now)
+        self.icmp_sent += 1
+        self.send(icmp_port_unreachable(self.flow(src, PROTO_ICMP), frame))
+
+    def _on_icmp(self, frame: bytes) -> None:
+        got = icmp_unreachable_fields(frame)
+        handler = None if got is None else self._udp_errors.get(got[0])
+        if got is None or handler is None:
+            self.rx_unclaimed += 1
+            return
+        handler((".".join(str(b) for b in got[1]), got[2]))
+
     def counters(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "tx_frames": self.tx_frames, "tx_bytes": self.tx_bytes,
-                "rx_frames": self.rx_frames, "rx_bytes": self.rx_bytes, "rx_checksum_drops": self.rx_checksum_drops,
-                "rx_not_mine": self.rx_not_mine, "rx_unclaimed": self.rx_unclaimed}
+        out = {"kind": self.kind.value, "tx_frames": self.tx_frames, "tx_bytes": self.tx_bytes,
+               "rx_frames": self.rx_frames, "rx_bytes": self.rx_bytes, "rx_checksum_drops": self.rx_checksum_drops,
+               "rx_not_mine": self.rx_not_mine, "rx_unclaimed": self.rx_unclaimed}
+        if self.icmp_unreachable:
+            out.update(icmp_sent=self.icmp_sent, icmp_limited=self.icmp_limited)
+        return out
 
 
 class UdpStream:

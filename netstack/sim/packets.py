@@ -90,6 +90,38 @@ class Ipv4Flow:
         return bytes(buf)
 
 
+PROTO_ICMP = 1
+ICMP_DEST_UNREACH, ICMP_PORT_UNREACH = 3, 3
+
+
+def icmp_port_unreachable(flow: Ipv4Flow, original: bytes) -> bytes:
+    """The ICMP port unreachable a kernel sends back for the UDP frame ``original`` (RFC 792: the
+    offending IP header and the first 8 bytes of its payload), on ``flow`` (an ICMP flow back to
+    the sender). The ICMP checksum is real."""
+    quoted = original[14:14 + 28]
+    body = bytearray(struct.pack("!BBHI", ICMP_DEST_UNREACH, ICMP_PORT_UNREACH, 0, 0) + quoted)
+    if len(body) % 2:
+        body.append(0)
+    struct.pack_into("!H", body, 2, _fold(sum(struct.unpack(f"!{len(body) // 2}H", body))))
+    n = 8 + len(quoted)
+    buf = bytearray(flow._eth + bytes(20) + bytes(body[:n]))
+    flow._ip(buf, 20 + n)
+    return bytes(buf)
+
+
+def icmp_unreachable_fields(frame: bytes) -> tuple[int, bytes, int] | None:
+    """``(the offending datagram's source port, its destination IP, its destination port)`` of an
+    ICMP port unreachable about a UDP datagram, else None."""
+    if (len(frame) < 14 + 20 + 8 + 28 or frame[12:14] != ETH_IPV4 or frame[23] != PROTO_ICMP
+            or frame[14] != 0x45 or frame[34] != ICMP_DEST_UNREACH or frame[35] != ICMP_PORT_UNREACH):
+        return None
+    q = 42  # the quoted IP header
+    if frame[q] != 0x45 or frame[q + 9] != PROTO_UDP:
+        return None
+    sport, dport = struct.unpack_from("!HH", frame, q + 20)
+    return sport, frame[q + 16:q + 20], dport
+
+
 def udp_fields(frame: bytes) -> tuple[bytes, int, int, int] | None:
     """``(src ip, sport, dport, payload offset)`` of an Ethernet/IPv4/UDP frame, else None."""
     if len(frame) < UDP_HEADERS or frame[12:14] != ETH_IPV4 or frame[23] != PROTO_UDP or frame[14] != 0x45:
@@ -116,5 +148,6 @@ def ecn(frame: bytes) -> int:
     return frame[15] & 3
 
 
-__all__ = ["PROTO_TCP", "PROTO_UDP", "TCP_HEADERS", "UDP_HEADERS", "Ipv4Flow", "ecn", "ip_payload_end",
+__all__ = ["ICMP_DEST_UNREACH", "ICMP_PORT_UNREACH", "PROTO_ICMP", "PROTO_TCP", "PROTO_UDP", "TCP_HEADERS",
+           "UDP_HEADERS", "Ipv4Flow", "ecn", "icmp_port_unreachable", "icmp_unreachable_fields", "ip_payload_end",
            "ipv4_checksum_ok", "tcp_fields", "udp_fields"]
