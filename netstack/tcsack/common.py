@@ -25,6 +25,7 @@ exported by ``check_counters()``) and changes nothing else.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -106,6 +107,10 @@ class SenderCounters:
     stale_acks: int = 0  # overtaken by a newer ACK: ignored
     bogus_acks: int = 0  # acknowledging what was never sent: ignored (SenderChecks says why)
     foreign: int = 0  # another flow's ACKs, ignored
+    # what the sender measured of its timers (issue 33)
+    pacer_late_max_ns: int = 0  # the latest wake-up after a due slot (the shell's timer lateness)
+    pacer_dropped_ns: int = 0  # lateness beyond the bucket's cap: preset-rate time given up
+    ack_gap_max_ns: int = 0  # the longest gap between consecutive ACKs (the probe's jitter sample)
 
 
 @dataclass(slots=True)
@@ -296,8 +301,24 @@ class SenderBase:
     """
 
     c: SenderCounters
-    #: after a stall (a late daemon timer) the pacer may catch up by this many packets at once
+    #: the pacer's token bucket (:meth:`poll`): a wake-up late by L sends every slot of L at once,
+    #: never fewer than this many packets' worth ...
     BURST = 4
+    #: ... and at most this long at the preset rate. 10 ms: twice the scheduling delay p99 a valid
+    #: live run may have (netstack/tcsack/verdict.py MIN_P99_MS), and at the benchmark's 80 Mbit/s
+    #: 100 KB, half a testbed port's 200 KB buffer (docs/topology.md), so a burst is queued, not dropped
+    BURST_CAP_NS = 10_000_000
+    #: the failure timer's allowance for ACK-interval jitter (:meth:`ack_jitter_ns`): this many
+    #: times how much the longest recent gap between consecutive ACKs exceeded T ...
+    ACK_JITTER_FACTOR = 2
+    #: ... over the last this many gaps ...
+    ACK_GAP_WINDOW = 64
+    #: ... and never more than this (a lost ACK at the end of a transfer costs at most this much more)
+    ACK_JITTER_CAP_NS = 100_000_000
+    #: before the first ACK the timer waits this much more: the first ACK crosses the path, whose
+    #: round trip the sender has no sample of yet, after the receiver's T (every later ACK follows
+    #: the previous one by about T while data flows); a round trip on the WAN the draft targets
+    FIRST_ACK_WAIT_NS = 100_000_000
     #: ACKs the receiver may send per data packet that reaches it (go-back-N: a NAK, then the
     #: packet still counts toward the next ACK); the ACK-number budget rests on it
     ACKS_PER_ARRIVAL = 1
@@ -322,12 +343,21 @@ class SenderBase:
         #: the first stamp any copy can carry, in us (every stamp is at or after the start)
         self._first_us = now_ns // 1000
         self._next_slot = now_ns
+        #: the pacer had no packet at its last poll: the time until one comes earns no credit
+        self._idle = False
         self._last_stamp = now_ns - 1000
         self.started_ns = now_ns
         self.done_ns: int | None = None
         #: how late the live shell's process has recently been scheduled: the failure timer
         #: (T/C-SACK's 2T probe, go-back-N's rto) waits that much longer (:meth:`set_timer_slack`)
         self.timer_slack_ns = 0
+        #: ACK-interval jitter (:meth:`ack_jitter_ns`): when the newest ACK came, whether the
+        #: failure timer fired since (a gap that spans a probe or a timeout is no jitter sample),
+        #: and the recent gaps as a monotonic deque (index, gap) whose head is their maximum
+        self._last_ack_ns: int | None = None
+        self._timer_fired = False
+        self._gaps: deque[tuple[int, int]] = deque()
+        self._gap_i = 0
         #: when the first copy of the last packet went out (its slot) and the datagrams (and their
         #: bytes) sent by then: until then the sender always had a packet for every slot, so they
         #: give the rate it paced at (the live verdict's "sending rate")
@@ -358,8 +388,45 @@ class SenderBase:
         self.timer_slack_ns = max(0, int(slack_ns))
 
     def timeout_ns(self) -> int | None:
-        """The failure timer as it now stands (its configured value plus the slack), or None."""
+        """The failure timer as it now stands (its configured value plus :meth:`allowance_ns`), or None."""
         return None
+
+    def ack_jitter_ns(self) -> int:
+        """How much the failure timer allows for ACK-interval jitter, measured: while data flows the
+        receiver sends an ACK at least every T (draft §2 item 2), so a gap between two consecutive
+        ACKs (numbers n and n + 1: none lost between them) beyond T is jitter, of the receiver's
+        timer, the path and this sender's reads. :data:`ACK_JITTER_FACTOR` times the largest such
+        excess over the last :data:`ACK_GAP_WINDOW` gaps, at most :data:`ACK_JITTER_CAP_NS`; 0
+        before two ACKs came. Sans-IO: the gaps are the ``now_ns`` of the ACKs handed in."""
+        if not self._gaps:
+            return 0
+        return min(self.ACK_JITTER_CAP_NS, self.ACK_JITTER_FACTOR * max(0, self._gaps[0][1] - self.params.t_ns))
+
+    def allowance_ns(self) -> int:
+        """What the failure timer (§2 item 4's 2T; go-back-N's rto) waits beyond its configured
+        value: the larger of the shell's scheduling slack (:meth:`set_timer_slack`) and the measured
+        ACK jitter (:meth:`ack_jitter_ns`), plus :data:`FIRST_ACK_WAIT_NS` until the first ACK."""
+        a = max(self.timer_slack_ns, self.ack_jitter_ns())
+        return a if self._last_ack_ns is not None else a + self.FIRST_ACK_WAIT_NS
+
+    def _note_ack(self, n: int, newest: int, now_ns: int) -> None:
+        """An accepted ACK numbered ``n`` (the previous newest ``newest``) at ``now_ns``: a jitter
+        sample if it follows the previous ACK directly and no timer fired in between."""
+        last = self._last_ack_ns
+        if last is not None and n == newest + 1 and not self._timer_fired:
+            gap = now_ns - last
+            i = self._gap_i
+            self._gap_i = i + 1
+            q = self._gaps
+            while q and q[-1][1] <= gap:
+                q.pop()
+            q.append((i, gap))
+            if q[0][0] <= i - self.ACK_GAP_WINDOW:
+                q.popleft()
+            if gap > self.c.ack_gap_max_ns:
+                self.c.ack_gap_max_ns = gap
+        self._last_ack_ns = now_ns
+        self._timer_fired = False
 
     def payload(self, s: int) -> bytes:
         i = s - self.base
@@ -383,14 +450,29 @@ class SenderBase:
 
     # ------------------------------------------------------------------ pacing
     def poll(self, now_ns: int) -> list[bytes]:
-        """The datagrams due by ``now_ns`` at the preset rate (send them now, in order)."""
+        """The datagrams due by ``now_ns`` at the preset rate (send them now, in order).
+
+        A token bucket keeps the long-run rate at the preset one (draft §2 item 1: "keep sending
+        packets at the preset sending rate"): the shell's timer wakes the sender late now and then
+        (about 1 ms on the live testbed, more on a loaded host), and a wake-up late by L sends
+        every slot of L at once, measured at each wake-up as ``now_ns`` minus the slot it asked to
+        be woken for (``next_deadline``). The bucket's depth is that lateness, at least
+        :data:`BURST` packets and at most :data:`BURST_CAP_NS`; lateness beyond the cap is given
+        up (``pacer_dropped_ns``). A sender that had nothing to send earns no credit meanwhile."""
         self._on_time(now_ns)
+        self._wake(now_ns)
         out: list[bytes] = []
         if self.done:
             return out
-        floor = now_ns - self.BURST * self.params.packet_ns(TcsData.SIZE + self.params.payload)
-        if self._next_slot < floor:
-            self._next_slot = floor  # idle or late: no credit beyond a small burst
+        late = now_ns - self._next_slot
+        if late > 0 and self._has_packet():
+            c = self.c
+            if late > c.pacer_late_max_ns:
+                c.pacer_late_max_ns = late
+            cap = max(self.BURST_CAP_NS, self.BURST * self.params.packet_ns(TcsData.SIZE + self.params.payload))
+            if late > cap:
+                c.pacer_dropped_ns += late - cap
+                self._next_slot = now_ns - cap
         while self._next_slot <= now_ns:
             # each copy is stamped with its slot (its place in the paced schedule), at least
             # 1 us after the previous copy: copies sent in one batch must still be ordered by
@@ -399,6 +481,7 @@ class SenderBase:
             picked = self._next_packet(stamp)
             if picked is None:
                 self._next_slot = max(self._next_slot, now_ns)
+                self._idle = True
                 break
             self._last_stamp = stamp
             s, flags = picked
@@ -413,6 +496,13 @@ class SenderBase:
         if self._has_packet():
             t = self._next_slot if t is None else min(t, self._next_slot)
         return t
+
+    def _wake(self, now_ns: int) -> None:
+        """An idle pacer that has a packet again starts from ``now_ns``: idle time is no lateness."""
+        if self._idle and self._has_packet():
+            self._idle = False
+            if self._next_slot < now_ns:
+                self._next_slot = now_ns
 
     def _on_time(self, now_ns: int) -> None:
         """Timers (probe / retransmission timeout) due by ``now_ns``."""
@@ -453,6 +543,7 @@ class SenderBase:
             return
         if stale:
             self.checks.resyncs += 1
+        self._note_ack(n, newest, now_ns)
         self._newest_ack = n
         self._newest_rep = ack
         self._newest_cum = cum
@@ -466,6 +557,7 @@ class SenderBase:
             self.rtt_min_us = rtt if self.rtt_min_us is None else min(self.rtt_min_us, rtt)
             self.srtt_us = rtt if self.srtt_us is None else 0.875 * self.srtt_us + 0.125 * rtt
         self._on_ack(ack, cum, now_ns)
+        self._wake(now_ns)
         if self.done and self.done_ns is None:
             self.done_ns = now_ns
 
@@ -523,7 +615,7 @@ class SenderBase:
         out.update(packets=self.packets, cum_acked=self.cum - self.base, done=self.done,
                    rtt_min_us=self.rtt_min_us, srtt_us=None if self.srtt_us is None else round(self.srtt_us, 1),
                    timer_slack_ns=self.timer_slack_ns, timeout_ns=self.timeout_ns(), paced_ns=self.paced_ns,
-                   paced_datagrams=self.paced_datagrams, paced_bytes=self.paced_bytes)
+                   paced_datagrams=self.paced_datagrams, paced_bytes=self.paced_bytes, ack_jitter_ns=self.ack_jitter_ns())
         return out
 
     def check_counters(self) -> dict[str, int]:

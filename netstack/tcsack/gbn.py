@@ -79,10 +79,10 @@ class GbnSender(SenderBase):
         return self._next < self.end
 
     def timeout_ns(self) -> int:
-        """RC's retransmission timeout (``rto``), plus the live shell's scheduling slack
-        (SenderBase.set_timer_slack): a go-back of everything in flight must mean no progress,
-        not a process that waited for the CPU."""
-        return self.params.rto + self.timer_slack_ns
+        """RC's retransmission timeout (``rto``), plus the measured ACK jitter or the live shell's
+        scheduling slack, and the first ACK's round trip until it came (SenderBase.allowance_ns):
+        a go-back of everything in flight must mean no progress, not a process that waited for the CPU."""
+        return self.params.rto + self.allowance_ns()
 
     def _timer_deadline(self) -> int | None:
         if self._high == self.base:
@@ -96,6 +96,7 @@ class GbnSender(SenderBase):
             self.c.timeouts += 1
             self._go_back(self.cum)
             self._progress_ns = now_ns
+            self._timer_fired = True
 
     def _next_packet(self, stamp_ns: int) -> tuple[int, int] | None:
         s = self._next

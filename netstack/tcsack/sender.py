@@ -60,8 +60,9 @@ class TcsSender(SenderBase):
         return self._probe or bool(self._retx) or self._next_new < self.end
 
     def timeout_ns(self) -> int:
-        """§2's 2T, plus the live shell's scheduling slack (SenderBase.set_timer_slack)."""
-        return 2 * self.params.t_ns + self.timer_slack_ns
+        """§2's 2T, plus the measured ACK jitter or the live shell's scheduling slack, and the first
+        ACK's round trip until it came (SenderBase.allowance_ns)."""
+        return 2 * self.params.t_ns + self.allowance_ns()
 
     def _timer_deadline(self) -> int | None:
         if self._next_new == self.base:
@@ -72,8 +73,9 @@ class TcsSender(SenderBase):
         if self.done or self._next_new == self.base:
             return
         if now_ns >= self._ack_clock + self.timeout_ns():
-            self._probe = True  # §2: no ACK within 2T (+ slack): resend the last packet
+            self._probe = True  # §2: no ACK within 2T (+ allowance): resend the last packet
             self._ack_clock = now_ns
+            self._timer_fired = True
 
     def _next_packet(self, stamp_ns: int) -> tuple[int, int] | None:
         t = us32(stamp_ns)

@@ -64,10 +64,13 @@ def test_gbn_no_timeout_before_rto_plus_slack(t_ms, slack_ms, frac):
 
 
 def test_slack_back_to_zero_is_the_papers_2t():
-    s, _ = _sent(TcsSender, 2 * MS)
+    s, sent = _sent(TcsSender, 2 * MS)
     s.set_timer_slack(50 * MS)
     s.set_timer_slack(0)
-    assert s.timeout_ns() == 4 * MS and s.next_deadline() == 4 * MS  # the clock started at 0
+    # before the first ACK the timer also waits for the path's round trip (SenderBase.FIRST_ACK_WAIT_NS)
+    assert s.timeout_ns() == 4 * MS + s.FIRST_ACK_WAIT_NS and s.next_deadline() == 4 * MS + s.FIRST_ACK_WAIT_NS
+    s.on_ack(TcsAck(0, 0, 0, sent[0].tsval), MS)
+    assert s.timeout_ns() == 4 * MS and s.next_deadline() == 5 * MS  # the clock restarted at the ACK
     s.set_timer_slack(-5)  # never below the configured timer
     assert s.timer_slack_ns == 0
 
@@ -81,7 +84,7 @@ def test_the_live_shell_passes_twice_the_recent_largest_delay():
     hist.record(30 * MS, time.monotonic_ns())
     feed()
     assert s.timer_slack_ns == SLACK_FACTOR * 30 * MS
-    assert s.counters()["timeout_ns"] == 4 * MS + 60 * MS
+    assert s.counters()["timeout_ns"] == 4 * MS + 60 * MS + s.FIRST_ACK_WAIT_NS  # (no ACK yet)
 
 
 def test_the_feed_calls_progress_about_once_a_second():
