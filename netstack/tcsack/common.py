@@ -615,7 +615,8 @@ class SenderBase:
         out.update(packets=self.packets, cum_acked=self.cum - self.base, done=self.done,
                    rtt_min_us=self.rtt_min_us, srtt_us=None if self.srtt_us is None else round(self.srtt_us, 1),
                    timer_slack_ns=self.timer_slack_ns, timeout_ns=self.timeout_ns(), paced_ns=self.paced_ns,
-                   paced_datagrams=self.paced_datagrams, paced_bytes=self.paced_bytes, ack_jitter_ns=self.ack_jitter_ns())
+                   paced_datagrams=self.paced_datagrams, paced_bytes=self.paced_bytes,
+                   ack_jitter_ns=self.ack_jitter_ns())
         return out
 
     def check_counters(self) -> dict[str, int]:
