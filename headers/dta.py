@@ -11,7 +11,8 @@ opcode  record             body
 0x01    :class:`KeyWrite`      ``redundancy:8 key:32 data:32*k`` (k >= 1)
 0x02    :class:`Append`        ``list_id:32 data:32``
 0x03    :class:`KeyIncrement`  ``redundancy:8 key:32 counter:64``
-0x04    :class:`Postcarder`    ``key:32 hop:8 data:32``
+0x04    :class:`Postcarder`    ``key:32 hop:8 data:32`` (Postcarding; the slot the translator
+                               writes for a flow is :class:`PostcardSlot`)
 0x05    :class:`SketchMerge`   ``reporter_id:16 sketch_id:16 column:32 rows:8 merge:8
                                counters:32*rows`` (ours; DTA §6.3, §7.2.4)
 ======  =================  =======================================================
@@ -447,6 +448,75 @@ class SketchMerge(tuple[int, int, int, int, int, tuple[int, ...]]):
 
 
 _MERGES = frozenset(int(m) for m in MergeFunction)
+#: Hops a Postcarding slot holds at most (one bit each in ``present``).
+MAX_POSTCARD_HOPS = 32
+_SLOT_HEAD = struct.Struct("!II")
+
+
+@record
+class PostcardSlot(tuple[int, int, tuple[int, ...]]):
+    """A Postcarding slot as the translator WRITEs it into collector memory (ours; issue 33).
+
+    ``checksum:32 present:32 hops:32*H``: the flow key's 32-bit checksum, a mask with bit
+    ``h - 1`` set for every hop ``h`` that reported, then H hop words (0 where absent). Not a
+    report on the wire of the reporters but the RDMA WRITE's payload (the public translator's
+    ``rdma_payload_postcarder_h`` has the five hop words only); its slot in the region and the
+    checksum are :mod:`netstack.dta.postcard`'s. H is not on the wire: a decoder infers it from
+    the length, or is told it (``hops``), as the collector's layout says.
+    """
+
+    __slots__ = ()
+
+    checksum: int = field(0)
+    present: int = field(1)
+    hops: tuple[int, ...] = field(2)
+
+    SIZE: ClassVar[int] = 8  # fixed part; plus 4 bytes per hop
+    FIELDS: ClassVar[tuple[str, ...]] = ("checksum", "present", "hops")
+
+    def __new__(cls, checksum: int, present: int, hops: tuple[int, ...] | list[int]) -> PostcardSlot:
+        check_bits("PostcardSlot", "checksum", checksum, 32)
+        words = _word_tuple("PostcardSlot", "hops", hops)
+        if not 1 <= len(words) <= MAX_POSTCARD_HOPS:
+            raise HeaderError("PostcardSlot", f"{len(words)} hops outside 1..{MAX_POSTCARD_HOPS}")
+        check_bits("PostcardSlot", "present", present, len(words))
+        return new(cls, (checksum, present, words))
+
+    def size(self) -> int:
+        return 8 + 4 * len(self.hops)
+
+    def to_bytes(self) -> bytes:
+        return _SLOT_HEAD.pack(self.checksum, self.present) + _words(len(self.hops)).pack(*self.hops)
+
+    def pack_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        _SLOT_HEAD.pack_into(buf, offset, self.checksum, self.present)
+        _words(len(self.hops)).pack_into(buf, offset + 8, *self.hops)
+        return 8 + 4 * len(self.hops)
+
+    def reported(self) -> dict[int, int]:
+        """{hop number (1-based): data} for the hops whose ``present`` bit is set."""
+        return {h + 1: v for h, v in enumerate(self.hops) if self.present >> h & 1}
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0, end: int | None = None,
+                   hops: int | None = None) -> PostcardSlot:
+        """Decode ``hops`` hop words (None: every whole word up to ``end``, the end of ``data`` by default)."""
+        stop = _limit("PostcardSlot", data, offset, end)
+        if hops is None:
+            rest = stop - offset - 8
+            if rest < 4 or rest % 4:
+                raise HeaderError("PostcardSlot", f"{max(rest, 0)} bytes of hops is not 1 or more 32-bit words",
+                                  offset)
+            hops = rest // 4
+        if not isinstance(hops, int) or not 1 <= hops <= MAX_POSTCARD_HOPS:
+            raise HeaderError("PostcardSlot", f"hops={hops!r} outside 1..{MAX_POSTCARD_HOPS}", offset)
+        _need("PostcardSlot", offset, stop, 8 + 4 * hops)
+        checksum, present = _SLOT_HEAD.unpack_from(data, offset)
+        if present >> hops:
+            raise HeaderError("PostcardSlot", f"present={present:#x} marks hops beyond {hops}", offset + 4)
+        return new(cls, (checksum, present, _words(hops).unpack_from(data, offset + 8)))
+
+
 
 Primitive = KeyWrite | Append | KeyIncrement | Postcarder | SketchMerge
 

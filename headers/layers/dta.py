@@ -3,6 +3,7 @@
 ``DTA`` is the 3-byte base header, bound to UDP destination port 40040, and dispatches on
 ``opcode`` to :class:`DTAKeyWrite`, :class:`DTAAppend`, :class:`DTAKeyIncrement`,
 :class:`DTAPostcarder` or :class:`DTASketchMerge` (an unknown opcode dissects as Raw).
+:class:`DTAPostcardSlot` is the slot a Postcarding WRITE carries (bound to nothing).
 ``DTANack`` is bound to UDP destination port 40044; its Sketch-Merge extension is present
 when ``sketch`` is 1 and its fields are ``None`` otherwise, exactly as in the record.
 
@@ -32,6 +33,7 @@ from scapy.fields import (
     IntField,
     LongField,
     ShortField,
+    XIntField,
 )
 from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
@@ -148,6 +150,19 @@ class DTASketchMerge(Packet):
         FieldLenField("rows", None, count_of="counters", fmt="B"),
         ByteEnumField("merge", int(dta.MergeFunction.SUM), _MERGES),
         _WordList("counters", [0], count_from=lambda pkt: pkt.rows, max_count=255),
+    ]
+
+
+class DTAPostcardSlot(Packet):
+    """A Postcarding slot, the payload of the translator's WRITE (ours, not a report):
+    ``checksum:32 present:32 hops:32*H``, H from the remaining length. Bound to nothing (an RDMA
+    WRITE's payload is raw bytes to its reader): ``DTAPostcardSlot(bytes(pkt[RETH].payload))``."""
+
+    name = "DTA Postcard slot"
+    fields_desc = [
+        XIntField("checksum", 0),
+        XIntField("present", 0),
+        _WordList("hops", [0] * 5, max_count=dta.MAX_POSTCARD_HOPS),
     ]
 
 

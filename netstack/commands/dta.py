@@ -126,6 +126,10 @@ def _register_report(dsub: argparse._SubParsersAction) -> None:
     inc.add_argument("--keys", type=int, default=1, help="spread the reports over KEY..KEY+keys-1 round robin")
     inc.add_argument("--redundancy", type=int, default=None,
                      help="N counters per key (default: the store's maximum, which 'query counter' assumes)")
+    pc = rsub.add_parser("postcard", help="FLOW HOP VALUE: Postcarding (report i: hop HOP's VALUE+i for flow FLOW+i)")
+    pc.add_argument("flow", type=uint32, help="the flow key (32 bits)")
+    pc.add_argument("hop", type=int, help="this hop's number on the flow's path (1..the store's hops, default 5)")
+    pc.add_argument("value", type=uint32, help="the hop's 32-bit telemetry value (e.g. its switch id)")
     sk = rsub.add_parser("sketch", help="stream a Count-Min sketch, column by column (Sketch-Merge)")
     sk.add_argument("--sketch-id", type=int, default=1)
     sk.add_argument("--reporter-id", type=int, default=1,
@@ -137,7 +141,7 @@ def _register_report(dsub: argparse._SubParsersAction) -> None:
     sk.add_argument("--key-space", type=int, default=1000, help="--random draws keys 1..this (default: %(default)s)")
     sk.add_argument("--epoch", type=int, default=None,
                     help="epoch to send (default: the next one the translator expects from this reporter)")
-    for sp in (kw, ap, inc, sk):
+    for sp in (kw, ap, inc, pc, sk):
         sp.add_argument("--from", dest="src", default="h1", help="host that reports (default: %(default)s)")
         sp.add_argument("--rate", type=float, default=0.0, help="reports/s (default: as fast as possible)")
         if sp is not sk:
@@ -148,7 +152,7 @@ def _register_report(dsub: argparse._SubParsersAction) -> None:
 
 
 def _register_query(dsub: argparse._SubParsersAction) -> None:
-    q = dsub.add_parser("query", help="read the collector's memory (Key-Write, Append, counters, sketches)",
+    q = dsub.add_parser("query", help="read the collector's memory (Key-Write, Append, counters, sketches, postcards)",
                         description="Read the collector's registered regions (shared-memory files), as the "
                                     "collector's CPU does while the NIC ingests. Exit status 1 when a key is "
                                     "not found.")
@@ -170,7 +174,9 @@ def _register_query(dsub: argparse._SubParsersAction) -> None:
     qs.add_argument("--epoch", type=int, default=None,
                     help="epoch (default: the newest one every reporter completed, else 0)")
     qs.add_argument("--matrix", action="store_true", help="print the whole merged sketch")
-    for sp in (qk, qa, qc, qs):
+    qp = qsub.add_parser("postcard", help="FLOW: every hop's value of a flow (Postcarding), exit 1 if not found")
+    qp.add_argument("flow", type=uint32, help="the flow key (32 bits)")
+    for sp in (qk, qa, qc, qs, qp):
         _common(sp, collector=True)
         sp.add_argument("--json", action="store_true")
         sp.set_defaults(func=cmd_query)
@@ -398,6 +404,12 @@ def _query(args: argparse.Namespace, q: Any, dta: Any) -> int:
         out = {"list": args.list, "entries": values}
         text = f"list {args.list} ({len(values)} entries, oldest first): {' '.join(map(str, values)) or '-'}"
         found = True
+    elif args.what == "postcard":
+        hops = q.postcard_get(args.flow)
+        out = {"flow": args.flow, "hops": {str(h): v for h, v in sorted(hops.items())} if hops else None}
+        text = (f"flow {args.flow}: " + "  ".join(f"hop {h}: {v}" for h, v in sorted(hops.items()))
+                if hops else f"flow {args.flow}: not found")
+        found = hops is not None
     elif args.what == "counter":
         counters = q.counters_of(args.key, args.redundancy)
         out = {"key": args.key, "count": min(counters), "counters": counters}

@@ -126,7 +126,7 @@ class TranslatorControl:
                          "config": {k: getattr(config, k) for k in (
                              "grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "ack_every",
                              "track_seqnum", "sketch_nack_holdoff_ns", "udp_sport", "nak_window_ns",
-                             "nak_window_slack", "window", "window_timeout_ns")},
+                             "nak_window_slack", "window", "window_timeout_ns", "postcard_flush_ns")},
                          "regions": [r.get("name") for r in info.get("regions", [])], "auth": auth_settings}
         self.shell.flush()
         import logging
@@ -354,7 +354,7 @@ class ReportPlan:
     switch: str  # the translator's switch
     collector: str
     dst: str  # the collector's IP: where the reports go
-    kind: str  # keywrite, append, increment or sketch
+    kind: str  # keywrite, append, increment, postcard or sketch
     argv: list[str]
     #: how long the run should take (count / rate), None when as fast as possible or a sketch
     expect_s: float | None
@@ -393,8 +393,8 @@ def report_argv(kind: str, o: Mapping[str, Any], info: dict[str, Any], tr: dict[
     """The reporter tool's options for one primitive, checked against the collector's layout
     (``info``: its connect_info): Key-Write ``key``, ``value``, ``redundancy``, ``count``;
     Append ``list``, ``value``, ``count``; Key-Increment ``key``, ``by``, ``keys``, ``redundancy``
-    (None: the store's maximum, which ``query counter`` assumes), ``count``; Sketch-Merge
-    :func:`_sketch_argv`."""
+    (None: the store's maximum, which ``query counter`` assumes), ``count``; Postcarding ``flow``,
+    ``hop`` (1..the store's hops), ``value``, ``count``; Sketch-Merge :func:`_sketch_argv`."""
     if kind == "keywrite":
         return ["--key", str(o["key"]), "--value", str(o["value"]), "--redundancy", str(o["redundancy"]),
                 "--count", str(o["count"])]
@@ -410,9 +410,18 @@ def report_argv(kind: str, o: Mapping[str, Any], info: dict[str, Any], tr: dict[
         n = o["redundancy"] or int(lay.get("max_redundancy", 4))
         return ["--key", str(o["key"]), "--by", str(o["by"]), "--keys", str(o["keys"]), "--redundancy", str(n),
                 "--count", str(o["count"])]
+    if kind == "postcard":
+        lay = region_layout(info, "postcard")
+        if lay is None:
+            raise DTAError(f"collector {collector} has no Postcarding store")
+        hops = int(lay.get("hops", 5))
+        if not 1 <= int(o["hop"]) <= hops:
+            raise DTAError(f"--hop {o['hop']}: the Postcarding store has hops 1..{hops}")
+        return ["--key", str(o["flow"]), "--hop", str(o["hop"]), "--value", str(o["value"]),
+                "--count", str(o["count"])]
     if kind == "sketch":
         return _sketch_argv(o, info, tr, collector)
-    raise DTAError(f"no primitive {kind!r} (one of keywrite, append, increment, sketch)")
+    raise DTAError(f"no primitive {kind!r} (one of keywrite, append, increment, sketch, postcard)")
 
 
 def _sketch_argv(o: Mapping[str, Any], info: dict[str, Any], tr: dict[str, Any], collector: str) -> list[str]:

@@ -40,6 +40,17 @@ class TranslatorCounters:
     append_batches: int = 0
     append_flushes: int = 0
     sketch_writes: int = 0
+    # Postcarding (issue 33): postcards taken, refused hop numbers, WRITEs (a whole path, a flush
+    # after postcard_flush_ns, an eviction), a hop reported twice before a WRITE, lines taken by
+    # another flow, and evicted postcards lost because the window had no room
+    postcards: int = 0
+    postcard_bad_hop: int = 0
+    postcard_writes: int = 0
+    postcard_complete: int = 0
+    postcard_flushes: int = 0
+    postcard_replaced: int = 0
+    postcard_evictions: int = 0
+    postcard_evicted_unwritten: int = 0
     # responses from the collector (netstack.dta.requester)
     responses: int = 0
     response_malformed: int = 0

@@ -13,6 +13,8 @@ store                      geometry                                             
 ``keyincrement``           65,536 little-endian u64 counters, N <= 4                  512 KiB
 ``sketch-1``               Count-Min, 4 rows x 256 columns, sum, reporters 1 and 2,   16 KiB
                            4 columns per WRITE, 4 epoch slots
+``postcard``               4,096 flow slots x 32 B (checksum, present hops, 5 hop    128 KiB
+                           words; netstack/dta/postcard.py)
 ========================  =========================================================  ========
 
 No I/O here but reading a layout file (:func:`load_layout`).
@@ -36,6 +38,7 @@ DEFAULT_LAYOUT: dict[str, Any] = {
     "keyincrement": {"slots": 1 << 16, "max_redundancy": 4, "slot_hash": "crc32+mix"},
     "sketches": [{"sketch_id": 1, "rows": 4, "columns": 256, "merge": "sum", "reporters": [1, 2],
                   "batch_columns": 4, "epochs": 4}],
+    "postcard": {"slots": 1 << 12, "hops": 5, "slot_hash": "crc32+mix"},
 }
 _LAYOUT_KEYS = frozenset(DEFAULT_LAYOUT)
 
@@ -58,7 +61,7 @@ def resolve_layout(override: dict[str, Any] | None) -> dict[str, Any]:
     for key, value in override.items():
         if value is None:
             layout[key] = None
-        elif key in ("keywrite", "keyincrement"):
+        elif key in ("keywrite", "keyincrement", "postcard"):
             if not isinstance(value, dict):
                 raise LayoutError(f"layout.{key} must be an object or null")
             layout[key] = {**DEFAULT_LAYOUT[key], **value}
@@ -85,6 +88,8 @@ def build_memory(memory: CollectorMemory, layout: dict[str, Any]) -> None:
         add("keyincrement", memory.add_keyincrement, layout["keyincrement"])
     for spec in layout.get("sketches") or []:
         add("sketch", memory.add_sketch, spec)
+    if layout.get("postcard"):
+        add("postcard", memory.add_postcard, layout["postcard"])
     if not memory.regions:
         raise LayoutError("the layout defines no store at all")
 

@@ -123,6 +123,9 @@ def _payloads(args: argparse.Namespace, reporter: Reporter) -> list[bytes]:
                 for i in range(n)]
     if args.kind == "append":
         return [reporter.append(args.list, (args.value + i) & 0xFFFFFFFF) for i in range(n)]
+    if args.kind == "postcard":  # report i: flow KEY+i, hop --hop, value VALUE+i
+        return [reporter.postcard((args.key + i) & 0xFFFFFFFF, args.hop, (args.value + i) & 0xFFFFFFFF)
+                for i in range(n)]
     keys = max(1, args.keys)
     return [reporter.key_increment((args.key + i % keys) & 0xFFFFFFFF, args.by, args.redundancy) for i in range(n)]
 
@@ -301,12 +304,13 @@ def _report_main(args: argparse.Namespace) -> int:
 def report_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Arguments of the reporter tool (shared with ``netstack dta report``'s help)."""
     p = parser or argparse.ArgumentParser(prog="python -m netstack.dta.live report")
-    p.add_argument("kind", choices=["keywrite", "append", "increment", "sketch"])
+    p.add_argument("kind", choices=["keywrite", "append", "increment", "sketch", "postcard"])
     p.add_argument("--dst", required=True, help="the collector's IP")
     p.add_argument("--key", type=lambda s: int(s, 0), default=1, help="(first) key")
     p.add_argument("--value", type=lambda s: int(s, 0), default=1, help="(first) 32-bit data value")
     p.add_argument("--list", type=int, default=4, help="Append list id")
     p.add_argument("--by", type=int, default=1, help="Key-Increment amount")
+    p.add_argument("--hop", type=int, default=1, help="Postcarding: the hop number (1..the store's hops)")
     p.add_argument("--keys", type=int, default=1, help="increment: spread over KEY..KEY+keys-1; sketch: key space")
     p.add_argument("--redundancy", type=int, default=2, help="N copies (Key-Write / Key-Increment)")
     p.add_argument("--count", type=int, default=1, help="reports (distinct reports with --duration)")
@@ -348,6 +352,8 @@ def check_report_args(args: argparse.Namespace) -> str | None:
         return "--duration must be > 0"
     if args.kind in ("keywrite", "increment") and not 1 <= args.redundancy <= 255:
         return "--redundancy must be 1..255"
+    if args.kind == "postcard" and not 0 <= args.hop <= 255:
+        return "--hop must be 0..255"
     if args.era is not None and not 0 <= args.era <= 0xFFFFFFFF:
         return "--era must be 0..2^32-1"
     if args.reporter_ip is not None:

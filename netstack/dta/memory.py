@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two
+from .postcard import PostcardLayout
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -432,6 +433,14 @@ class CollectorMemory:
                   "reporters": ids, "batch_columns": batch_columns, "epochs": epochs, "counter_bytes": 4,
                   "layout": "rotated"}
         return self.add_region(name or f"sketch-{sketch_id}", epochs * columns * rows * 4, ("write",), layout)
+
+    def add_postcard(self, slots: int, hops: int = 5, name: str = "postcard",
+                     slot_hash: str = DEFAULT_SLOT_HASH) -> MemoryRegion:
+        """The Postcarding store (issue 33, :mod:`netstack.dta.postcard`): ``slots`` (a power of two)
+        slots, one per flow, each the checksum of the flow key, a present-hops mask and ``hops``
+        32-bit hop words, padded to a power of two."""
+        pc = PostcardLayout(slots, hops, slot_hash)
+        return self.add_region(name, pc.size, ("write",), pc.to_dict())
 
     def region(self, name: str) -> MemoryRegion:
         try:

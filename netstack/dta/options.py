@@ -23,6 +23,7 @@ TRANSLATOR_OPTIONS = {
     "nak_window_slack": ("nak_window_slack", None),
     "window": ("window", None),
     "window_timeout_ms": ("window_timeout_ns", _MS),
+    "postcard_flush_ms": ("postcard_flush_ns", _MS),
 }
 
 

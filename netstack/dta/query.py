@@ -12,6 +12,7 @@ then its checksum simply does not match).
     q.append_read(list_id, last=10)  # the 10 newest entries, oldest first
     q.counter_get(key)               # Key-Increment: min over the N counters (count-min)
     q.sketch_point(sketch_id, key)   # Count-Min estimate from the merged sketch
+    q.postcard_get(flow_key)         # Postcarding: {hop: data} of the flow, or None
 
 Key-Write (§6.1.2): the reader does not know the N a reporter used, so it tries
 n = 0..``redundancy``-1 (default: the store's ``max_redundancy``), keeps the copies whose
@@ -36,6 +37,7 @@ from typing import Any
 
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, consensus_value, sketch_index, slot_index
 from .memory import CollectorMemory, MemoryRegion
+from .postcard import PostcardLayout
 
 
 class QueryError(LookupError):
@@ -143,6 +145,23 @@ class CollectorQuery:
         r, rows, cols, base = self._sketch(sketch_id, epoch)
         return min(int.from_bytes(r.read(base + (sketch_index(key, row, cols) * rows + row) * 4, 4), "big")
                    for row in range(rows))
+
+    # ------------------------------------------------------------------ Postcarding
+    def _postcard(self) -> tuple[MemoryRegion, PostcardLayout]:
+        r = self._store("postcard", "Postcarding store")
+        try:
+            pc = PostcardLayout.from_dict(r.layout)
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
+        if pc.size > r.size:
+            raise QueryError(f"Postcarding layout {r.layout!r} is larger than its region ({r.size} bytes)")
+        return r, pc
+
+    def postcard_get(self, key: int) -> dict[int, int] | None:
+        """Flow ``key``'s per-hop data {hop number: 32-bit value}, the hops that reported, from its
+        slot (:mod:`netstack.dta.postcard`); None when the slot holds another flow or nothing."""
+        r, pc = self._postcard()
+        return pc.decode(key, r.read(pc.slot_offset(key), pc.write_bytes))
 
 
 def open_collector(directory: str | Path) -> CollectorQuery:

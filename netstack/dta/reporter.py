@@ -42,6 +42,7 @@ from headers.dta import (
     KeyIncrement,
     KeyWrite,
     MergeFunction,
+    Postcarder,
     Primitive,
     SketchMerge,
     encode_report,
@@ -77,6 +78,12 @@ def append_payload(list_id: int, data: int, seqnum: int = 0, retransmittable: bo
 def key_increment_payload(key: int, counter: int, redundancy: int = 2, seqnum: int = 0,
                           retransmittable: bool = False, immediate: bool = False) -> bytes:
     return _payload(KeyIncrement(redundancy, key, counter), seqnum, retransmittable, immediate)
+
+
+def postcard_payload(key: int, hop: int, data: int, seqnum: int = 0, retransmittable: bool = False,
+                     immediate: bool = False) -> bytes:
+    """A Postcarder report (0x04): hop ``hop``'s 32-bit ``data`` for flow ``key`` (:mod:`.postcard`)."""
+    return _payload(Postcarder(key, hop, data), seqnum, retransmittable, immediate)
 
 
 def sketch_merge_payload(reporter_id: int, sketch_id: int, column: int, counters: Sequence[int],
@@ -147,6 +154,10 @@ class Reporter:
 
     def key_increment(self, key: int, counter: int, redundancy: int = 2) -> bytes:
         return self._next(KeyIncrement(redundancy, key, counter))
+
+    def postcard(self, key: int, hop: int, data: int) -> bytes:
+        """One hop's postcard for flow ``key`` (what each switch on the flow's path sends)."""
+        return self._next(Postcarder(key, hop, data))
 
     def sketch_merge(self, reporter_id: int, sketch_id: int, column: int, counters: Sequence[int],
                      merge: int = MergeFunction.SUM) -> bytes:

@@ -63,7 +63,17 @@ Primitives (layouts in :mod:`netstack.dta.memory`, hashes in :mod:`netstack.dta.
   accepted in order; a report that is not the next one is dropped and answered with a
   NACK carrying that last number (the public translator's NACK tracking, per reporter
   instead of one register). A reporter's first report is accepted whatever its number.
-- Postcarder (0x04) is decoded but not translated (``unsupported``).
+- **Postcarding** (0x04, the public artifact's Postcarder; issue 33, :mod:`netstack.dta.postcard`):
+  a postcard is one hop's 32-bit value for a flow key, hop numbers 1..H (H = the store's
+  ``hops``, default 5; any other hop is ``postcard_bad_hop``). A direct-mapped cache of
+  ``postcard_cache`` lines (a line = a flow: its key and its latest value per hop) gathers them;
+  the flow's slot is written in one WRITE (checksum, present-hops mask, every hop) when a whole
+  path, all H hops, has reported since the last WRITE, or once the oldest postcard not yet
+  written has waited ``postcard_flush_ns`` (a path shorter than H, a lost postcard). The line
+  stays cached after a WRITE, so a postcard arriving later rewrites the whole slot with every hop
+  known, never a slot with the straggler alone (Append's in-place idle flush, the same idea). A
+  postcard for another flow on an occupied line evicts it, first writing what it had not written
+  (to the evicted flow's own slot; the public P4 computes the address from the new flow's key).
 
 Queue-pair resynchronisation (§5.3, §8.5)
 ----------------------------------------
@@ -120,6 +130,7 @@ from headers.dta import (
     KeyIncrement,
     KeyWrite,
     MergeFunction,
+    Postcarder,
     Primitive,
     SketchMerge,
     build_nack_frame,
@@ -135,6 +146,7 @@ from ..engine import ActionQueue, Engine, Transmit
 from .counters import TranslatorCounters
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, key_checksum, slot_index
 from .memory import APPEND_BATCHES
+from .postcard import PostcardLayout
 from .reportauth import ReportAuth
 from .requester import DEFAULT_WINDOW_TIMEOUT_NS, PSN_HALF, RequesterConfig, RoceRequester, TxQp
 
@@ -158,6 +170,26 @@ _APPEND = struct.Struct("!II")
 SLOT_CACHE = 1 << 16
 #: Sketch WRITEs held while their QP's window is full are at most this many (the oldest go first).
 MAX_HELD = 4096
+#: Lines of the Postcarding cache by default (flows gathered at once; the public P4 has 32,768).
+POSTCARD_CACHE = 4096
+
+
+@dataclass
+class _Flow:
+    """One line of the Postcarding cache: a flow and its latest value per hop."""
+
+    key: int
+    hops: dict[int, int] = field(default_factory=dict)
+    fresh: set[int] = field(default_factory=set)  # hops reported since the flow's last WRITE
+    oldest_ns: int | None = None  # arrival of the oldest postcard not written yet
+
+
+@dataclass
+class _Postcards:
+    qp: TxQp
+    layout: PostcardLayout
+    lines: dict[int, _Flow] = field(default_factory=dict)  # cache line -> flow
+    pending: dict[int, None] = field(default_factory=dict)  # lines with unwritten postcards, oldest first
 
 
 @dataclass(frozen=True)
@@ -197,6 +229,8 @@ class TranslatorConfig:
     nak_window_slack: int = 1024
     window: int = 0
     window_timeout_ns: int = DEFAULT_WINDOW_TIMEOUT_NS
+    postcard_flush_ns: int | None = 5_000_000
+    postcard_cache: int = POSTCARD_CACHE
 
     def __post_init__(self) -> None:
         if isinstance(self.mac, str):
@@ -209,7 +243,8 @@ class TranslatorConfig:
             raise ValueError(f"udp_sport={self.udp_sport} outside 0..65535")
         if self.grace_reports is not None and self.grace_ns is not None:
             raise ValueError("give the grace period as grace_reports or grace_ns, not both")
-        for name in ("grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "nak_window_ns"):
+        for name in ("grace_reports", "grace_ns", "append_flush_ns", "max_redundancy", "nak_window_ns",
+                     "postcard_flush_ns"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 0):
                 raise ValueError(f"{name}={v!r} must be a non-negative int or None")
@@ -229,6 +264,8 @@ class TranslatorConfig:
             raise ValueError(f"window={self.window} must be below 2**22 (0: no window)")
         if self.window and not self.window_timeout_ns:
             raise ValueError("a window needs window_timeout_ns > 0 (else a lost ACK stalls it for ever)")
+        if not isinstance(self.postcard_cache, int) or not is_power_of_two(self.postcard_cache):
+            raise ValueError(f"postcard_cache={self.postcard_cache!r} must be a power of two")
 
 
 @dataclass
@@ -305,6 +342,7 @@ class DTATranslator:
         self._keyinc: tuple[TxQp, int, int, str] | None = None
         self._lists: dict[int, _AppendList] = {}
         self._sketches: dict[int, _Sketch] = {}
+        self._postcards: _Postcards | None = None
         self._seq: OrderedDict[bytes, int] = OrderedDict()
         self._grace = False
         self._grace_left = 0
@@ -369,6 +407,13 @@ class DTATranslator:
                 if lid in self._lists:
                     raise ValueError(f"list {lid} twice")
                 self._lists[lid] = _AppendList(qp, lid, entries, batch)
+            elif kind == "postcard":
+                pc = PostcardLayout.from_dict(lay)
+                if pc.size > qp.size:
+                    raise ValueError("layout larger than the region")
+                if self._postcards is not None:
+                    raise ValueError("a second Postcarding store")
+                self._postcards = _Postcards(qp, pc)
             elif kind == "sketch":
                 sid, rows, cols = int(lay["sketch_id"]), int(lay["rows"]), int(lay["columns"])
                 merge = {"sum": MergeFunction.SUM, "max": MergeFunction.MAX}[lay.get("merge", "sum")]
@@ -439,6 +484,8 @@ class DTATranslator:
             self._append(prim.list_id, prim.data, out)
         elif isinstance(prim, KeyIncrement):
             self._key_increment(prim.redundancy, prim.key, prim.counter, out)
+        elif isinstance(prim, Postcarder):
+            self._postcard(prim.key, prim.hop, prim.data, out)
         else:
             c.unsupported += 1
 
@@ -594,8 +641,11 @@ class DTATranslator:
         lst.written = len(lst.buf)
 
     def _flush_due(self, out: list[bytes]) -> None:
+        if self._grace:
+            return
+        self._postcard_flush_due(out)
         timeout = self.config.append_flush_ns
-        if timeout is None or self._grace:
+        if timeout is None:
             return
         for lst in self._lists.values():
             if lst.oldest_ns is not None and lst.oldest_ns + timeout <= self._now:
@@ -604,6 +654,87 @@ class DTATranslator:
                 self._append_write(lst, out)
                 lst.oldest_ns = None
                 self.c.append_flushes += 1
+
+    # ------------------------------------------------------------------ Postcarding
+    def _postcard(self, key: int, hop: int, data: int, out: list[bytes]) -> None:
+        """One hop's postcard into its flow's cache line (module docstring, "Postcarding")."""
+        c = self.c
+        pc = self._postcards
+        if pc is None:
+            c.no_store += 1
+            return
+        lay = pc.layout
+        if not 1 <= hop <= lay.hops:
+            c.postcard_bad_hop += 1
+            return
+        c.postcards += 1
+        line = slot_index(key, 1, self.config.postcard_cache)  # copy 1: apart from the memory slot's hash
+        flow = pc.lines.get(line)
+        if flow is None or flow.key != key:
+            if flow is not None:
+                self._postcard_evict(pc, line, flow, out)
+            flow = pc.lines[line] = _Flow(key)
+        if hop in flow.fresh:
+            c.postcard_replaced += 1  # the same hop again before a WRITE: its newest value is kept
+        flow.hops[hop] = data
+        flow.fresh.add(hop)
+        if flow.oldest_ns is None:
+            flow.oldest_ns = self._now
+            pc.pending[line] = None
+        if len(flow.fresh) == lay.hops and (not self.config.window or self.requester.room(pc.qp, 1)):
+            c.postcard_complete += 1  # a whole path since the last WRITE (else the flush, when the window opens)
+            self._postcard_write(pc, line, flow, out)
+
+    def _postcard_write(self, pc: _Postcards, line: int, flow: _Flow, out: list[bytes]) -> None:
+        """The flow's whole slot in one WRITE: checksum, present hops, every hop's latest value."""
+        qp = pc.qp
+        self.requester.write(qp, qp.base_va + pc.layout.slot_offset(flow.key),
+                             pc.layout.encode(flow.key, flow.hops), out)
+        self.c.postcard_writes += 1
+        flow.fresh.clear()
+        flow.oldest_ns = None
+        pc.pending.pop(line, None)
+
+    def _postcard_evict(self, pc: _Postcards, line: int, flow: _Flow, out: list[bytes]) -> None:
+        """Another flow takes the line: what this one has not written goes first (if it fits the
+        window; else it is lost, counted in ``window_dropped``)."""
+        self.c.postcard_evictions += 1
+        if flow.oldest_ns is None:
+            return
+        if self.config.window and not self.requester.room(pc.qp, 1):
+            self.c.window_dropped += 1
+            self.c.postcard_evicted_unwritten += 1
+            pc.pending.pop(line, None)
+            return
+        self._postcard_write(pc, line, flow, out)
+
+    def _postcard_flush_due(self, out: list[bytes]) -> None:
+        timeout = self.config.postcard_flush_ns
+        pc = self._postcards
+        if timeout is None or pc is None:
+            return
+        rq = self.requester
+        for line in list(pc.pending):
+            flow = pc.lines[line]
+            if flow.oldest_ns is None or flow.oldest_ns + timeout > self._now:
+                break  # pending is in arrival order: the rest are younger
+            if self.config.window and not rq.room(pc.qp, 1):
+                break  # again when the window opens (an ACK, or its time-out: next_deadline)
+            self.c.postcard_flushes += 1
+            self._postcard_write(pc, line, flow, out)
+
+    def _postcard_deadline(self) -> int | None:
+        timeout = self.config.postcard_flush_ns
+        pc = self._postcards
+        if timeout is None or pc is None or not pc.pending:
+            return None
+        oldest = pc.lines[next(iter(pc.pending))].oldest_ns
+        if oldest is None:
+            return None
+        t = oldest + timeout
+        if self.requester.window_full(pc.qp):
+            t = max(t, self.requester.timeout_at(pc.qp))
+        return t
 
     # ------------------------------------------------------------------ Sketch-Merge
     def _sketch(self, udp: UdpFrame, rep: SketchMerge, out: list[bytes]) -> None:
@@ -785,6 +916,9 @@ class DTATranslator:
         if self._held:  # sketch WRITEs waiting for a full window: its time-out re-opens it
             qp = self._held[0][0]
             best = rq.timeout_at(qp) if rq.window_full(qp) else self._now
+        pt = self._postcard_deadline()
+        if pt is not None and (best is None or pt < best):
+            best = pt
         timeout = self.config.append_flush_ns
         if timeout is None:
             return best
@@ -798,6 +932,8 @@ class DTATranslator:
         return best
 
     def _flush_pending(self) -> bool:
+        if self._postcards is not None and self._postcards.pending and self.config.postcard_flush_ns is not None:
+            return True
         return self.config.append_flush_ns is not None and any(x.oldest_ns is not None for x in self._lists.values())
 
     def on_timer(self, now_ns: int) -> list[bytes]:
@@ -832,6 +968,9 @@ class DTATranslator:
         out["qps"] = self.requester.qp_status()
         out["lists"] = {str(x.list_id): {"head": x.head, "buffered": len(x.buf), "written": x.written}
                         for x in self._lists.values()}
+        if self._postcards is not None:
+            out["postcard"] = {"cached_flows": len(self._postcards.lines), "pending": len(self._postcards.pending),
+                               "hops": self._postcards.layout.hops}
         out["sketches"] = {str(s.sketch_id): {"open_columns": len(s.agg),
                                               "expected": {str(r): c for r, c in s.expected.items()}}
                            for s in self._sketches.values()}

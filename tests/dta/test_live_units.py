@@ -29,8 +29,9 @@ def test_default_layout_builds_every_store():
     mem = CollectorMemory("c", directory=None, rng=random.Random(1))
     dl.build_memory(mem, dl.resolve_layout(None))
     assert list(mem.regions) == ["keywrite", "append-1", "append-2", "append-4", "append-8", "append-16",
-                                 "keyincrement", "sketch-1"]
+                                 "keyincrement", "sketch-1", "postcard"]
     assert mem.region("keywrite").size == 512 * 1024 and mem.region("keyincrement").size == 512 * 1024
+    assert mem.region("postcard").size == 128 * 1024 and mem.region("postcard").layout["hops"] == 5
     assert all(mem.region(f"append-{b}").size == 256 * 1024 for b in (1, 2, 4, 8, 16))
     assert mem.region("append-8").layout["batch"] == 8  # list id = batch size
     assert mem.region("sketch-1").size == 16 * 1024 and mem.region("sketch-1").layout["reporters"] == [1, 2]
@@ -42,7 +43,7 @@ def test_layout_overrides_merge_replace_and_remove():
     assert lay["keywrite"]["slots"] == 1024 and lay["keywrite"]["max_redundancy"] == 4
     mem = CollectorMemory("c", directory=None)
     dl.build_memory(mem, lay)
-    assert set(mem.regions) == {"keywrite", "append-9", "keyincrement"}
+    assert set(mem.regions) == {"keywrite", "append-9", "keyincrement", "postcard"}
 
 
 @pytest.mark.parametrize("bad, words", [

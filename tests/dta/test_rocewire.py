@@ -131,7 +131,7 @@ def _reports(rep: Reporter, seed: int) -> list[bytes]:
             out.append(rep.key_increment(rng.randrange(1 << 32), rng.randrange(1 << 64), rng.randrange(1, 6)))
         elif k == 4:
             out.append(rep.sketch_merge(1, 7, rng.randrange(3), (1, 2, 3)))
-        else:  # a Postcarder (decoded, not translated: unsupported)
+        else:  # a Postcarder (this layout has no Postcarding store: no_store)
             out.append(encode_report(DTABase.of(Postcarder(1, 2, 3)), Postcarder(1, 2, 3)))
     return out
 
