@@ -150,6 +150,39 @@ def test_append_full_and_partial_batches_from_two_hosts(dta):
     assert c["append_flushes"] >= 2 and c["lists"]["4"]["head"] == 12
 
 
+def test_postcards_of_a_flow_from_both_hops_of_the_path_land_in_one_slot(dta, capsys):
+    """Postcarding (issue 33): h1 -> sw1 -> sw2 -> c1 is a 2-switch path; a postcard for each hop of
+    flow 0x5EED (h1's for hop 1, reaching sw2 through sw1; h2's for hop 2, straight into sw2) is
+    gathered by the translator into one slot, and `netstack dta query postcard` reads both hops."""
+    from netstack import cli
+
+    state, prefix, q = dta["state"], dta["prefix"], dta["q"]
+    writes = q.memory.find("postcard").trailer()["writes"]
+    _report(state, "h1", "postcard", "--key", 0x5EED, "--hop", 1, "--value", 0x5701, "--count", 3)
+    _report(state, "h2", "postcard", "--key", 0x5EED, "--hop", 2, "--value", 0x5702, "--count", 3)
+    want = {0x5EED: {1: 0x5701, 2: 0x5702}, 0x5EEE: {1: 0x5702, 2: 0x5703}, 0x5EEF: {1: 0x5703, 2: 0x5704}}
+    assert _until(lambda: all(q.postcard_get(f) == h for f, h in want.items())), [q.postcard_get(f) for f in want]
+    c = control.translator_status(prefix, "sw2")["counters"]
+    assert c["postcards"] == 6 and c["postcard_bad_hop"] == 0 and c["postcard"]["pending"] == 0
+    # one WRITE per flow and flush: h1's (after 5 ms), then h2's rewrites each slot with both hops
+    assert q.memory.find("postcard").trailer()["writes"] - writes == c["postcard_writes"] in range(3, 7)
+    capsys.readouterr()
+    assert cli.main(["dta", "query", "postcard", str(0x5EED), "--json", "--prefix", prefix]) == 0
+    assert json.loads(capsys.readouterr().out) == {"flow": 0x5EED, "hops": {"1": 0x5701, "2": 0x5702}}
+    assert cli.main(["dta", "query", "postcard", "12345", "--prefix", prefix]) == 1
+    assert "not found" in capsys.readouterr().out
+
+
+def test_the_append_query_after_a_re_enable_shows_the_newest_entries(dta):
+    """Issue 33: `dta enable` restarts the heads at 0; the entries written since must be the newest read."""
+    state, prefix, q = dta["state"], dta["prefix"], dta["q"]
+    _report(state, "h1", "append", "--list", 1, "--value", 700, "--count", 100)
+    assert _until(lambda: q.append_read(1, last=1) == [799])
+    control.enable_translator(prefix, "sw2", "c1")
+    _report(state, "h1", "append", "--list", 1, "--value", 9000, "--count", 5)
+    assert _until(lambda: q.append_read(1, last=5) == [9000, 9001, 9002, 9003, 9004]), q.append_read(1, last=8)
+
+
 def test_keyincrement_counts_are_exact(dta):
     state, q = dta["state"], dta["q"]
     n = q.memory.find("keyincrement").layout["max_redundancy"]
