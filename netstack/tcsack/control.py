@@ -30,9 +30,11 @@ class TransferError(NetstackError, RuntimeError):
 
 
 def live_transfer(state: RunState, proto: str, nbytes: int, *extra: str, rate: int, src: str = "h1",
-                  dst: str = "h2", timeout: float = 90.0, seed: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+                  dst: str = "h2", timeout: float = 90.0, seed: int = 1,
+                  cc: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """One transfer with ``python -m netstack.tcsack`` in the hosts' namespaces: (sender JSON, receiver JSON).
-    ``extra`` options go to both ends (T, N, payload), ``seed`` (of the data) to the sender."""
+    ``extra`` options go to both ends (T, N, payload), ``seed`` (of the data) and ``cc`` (kernel TCP's
+    congestion control; None: the host's default) to the sender."""
     def argv(node: str, *args: str) -> list[str]:
         from ..runtime import node_exec_argv
 
@@ -43,7 +45,7 @@ def live_transfer(state: RunState, proto: str, nbytes: int, *extra: str, rate: i
         toolproc.wait_ready(recv, "tcsack receiver", on="stderr", error=TransferError)
         with toolproc.spawned(argv(src, "send", "--proto", proto, "--dst", dst_ip, "--bytes", str(nbytes),
                                    "--rate", str(rate), "--max-seconds", str(timeout * 0.6), "--seed", str(seed),
-                                   *extra)) as sender:
+                                   *(("--cc", cc) if cc else ()), *extra)) as sender:
             send = toolproc.finish(sender, timeout)
         if send.returncode != 0:
             toolproc.kill(recv)  # it would wait for a sender that is gone
@@ -58,11 +60,12 @@ def live_transfer(state: RunState, proto: str, nbytes: int, *extra: str, rate: i
 
 
 def transfer(state: RunState, proto: str, nbytes: int, *, src: str = "h1", dst: str = "h2", rate_bps: int,
-             t_ms: float, n: int, payload: int, seed: int = 1, timeout: float = 90.0) -> dict[str, Any]:
+             t_ms: float, n: int, payload: int, seed: int = 1, timeout: float = 90.0,
+             cc: str | None = None) -> dict[str, Any]:
     """One transfer on a running testbed (its run state): both ends' JSON and a summary;
     ``ok``: the receiver's SHA-256 of what it got equals the sender's of what it sent; ``valid``
     and ``checks``: whether it is a result (netstack/tcsack/verdict.py), ``sched``: every
-    process's scheduling delay over it."""
+    process's scheduling delay over it. ``cc``: kernel TCP's congestion control (None: the host's)."""
     for node in (src, dst):
         if node not in state.hosts:
             raise TransferError(f"{node!r} is not a host of this topology (hosts: {', '.join(state.hosts)})")
@@ -73,7 +76,7 @@ def transfer(state: RunState, proto: str, nbytes: int, *, src: str = "h1", dst: 
     # the switches' scheduling delay over the transfer; the ends report their own (sched)
     lags = LagWindow(state.prefix).start()
     send, recv = live_transfer(state, proto, nbytes, *extra, rate=rate_bps, src=src, dst=dst, timeout=timeout,
-                               seed=seed)
+                               seed=seed, cc=cc if proto == "tcp" else None)
     lags.stop()
     lags.add_tool(f"sender {src}", send)
     lags.add_tool(f"receiver {dst}", recv)

@@ -182,9 +182,32 @@ def _receive(args: argparse.Namespace, sock: socket.socket, eng: ReceiverBase, l
 
 
 # ----------------------------------------------------------------------------- kernel TCP
+def available_cc() -> list[str]:
+    """The kernel's TCP congestion controls a socket may choose (``net.ipv4.tcp_available_congestion_control``;
+    one list for every namespace); [] where it cannot be read."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
 def send_tcp(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
+    cc = getattr(args, "cc", None)
     t0 = time.monotonic_ns()
-    s = socket.create_connection((args.dst, args.port), timeout=args.max_seconds)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(args.max_seconds)
+    if cc:
+        # before connect: the handshake and slow start already run the chosen algorithm. An algorithm
+        # the kernel does not have is an error (ENOENT), never a silent fall-back to the default
+        try:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        except OSError as e:
+            s.close()
+            raise OSError(e.errno, f"TCP congestion control {cc!r} not available on this kernel "
+                                   f"(available: {' '.join(available_cc()) or 'unknown'})") from None
+    s.connect((args.dst, args.port))
+    used = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0", 1)[0].decode()
     s.sendall(data)
     s.shutdown(socket.SHUT_WR)
     s.recv(1)  # the receiver closes once it has read everything: the transfer is complete
@@ -192,11 +215,19 @@ def send_tcp(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
     info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
     s.close()
     secs = (end - t0) / 1e9
-    # struct tcp_info: tcpi_total_retrans is the u32 at byte offset 100 (linux/tcp.h)
-    retrans = int.from_bytes(info[100:104], sys.byteorder) if len(info) >= 104 else None
-    return {"tool": "tcsack-send", "proto": "tcp", "done": True, "bytes": len(data), "seconds": secs,
+    return {"tool": "tcsack-send", "proto": "tcp", "cc": used, "done": True, "bytes": len(data), "seconds": secs,
             "goodput_bps": len(data) * 8 / secs, "sha256": hashlib.sha256(data).hexdigest(),
-            "counters": {"total_retrans": retrans}}
+            "counters": tcp_info_counters(info)}
+
+
+def tcp_info_counters(info: bytes) -> dict[str, int | None]:
+    """What the benchmark reads of a ``struct tcp_info`` (linux/tcp.h): ``total_retrans`` (the u32
+    at byte 100), ``data_segs_out`` (u32 at 156: data segments sent, retransmissions included) and
+    ``bytes_sent`` (u64 at 200: payload bytes sent, retransmissions included; kernel 4.19+); None
+    where the kernel's struct is shorter."""
+    def field(at: int, size: int) -> int | None:
+        return int.from_bytes(info[at:at + size], sys.byteorder) if len(info) >= at + size else None
+    return {"total_retrans": field(100, 4), "data_segs_out": field(156, 4), "bytes_sent": field(200, 8)}
 
 
 def recv_tcp(args: argparse.Namespace, lag: ThreadSampler | None = None) -> dict[str, Any]:
@@ -235,6 +266,10 @@ def add_end_arguments(p: argparse.ArgumentParser, name: str, progress_flag: bool
     p.add_argument("--payload", type=int, default=TcsParams.payload, help="bytes per packet (default 1200)")
     p.add_argument("--rto-ms", type=float, default=0.0, help="go-back-N timeout (default 4T)")
     p.add_argument("--flow", type=int, default=0, help="flow_id (default 0)")
+    if name == "send":
+        p.add_argument("--cc", default=None,
+                       help="--proto tcp: the sender's congestion control, e.g. cubic or bbr (default: the "
+                            "host's net.ipv4.tcp_congestion_control)")
     p.add_argument("--start-seq", type=int, default=0, help="first sequence number (default 0)")
     if name == "send":
         p.add_argument("--dst", required=True, help="the receiver's IPv4 address")

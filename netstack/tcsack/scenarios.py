@@ -3,8 +3,9 @@
 
 - virtual time (``netstack.sim``): the engines as host apps (``netstack.tcsack.simhosts``) through
   the topology's real switches; ``proto = tcp`` is the simulator's Reno model (``netstack.sim.tcp``);
-- live: ``python -m netstack.tcsack send|recv`` in the hosts' namespaces (``tcp`` = kernel TCP),
-  the receiver's SHA-256 checked against the sender's.
+- live: ``python -m netstack.tcsack send|recv`` in the hosts' namespaces (``tcp`` = kernel TCP, with
+  the congestion control ``cc`` names, e.g. ``cubic`` or ``bbr``; empty: the host's default), the
+  receiver's SHA-256 checked against the sender's.
 
 Both report ``{"proto", "ok", "seconds", "goodput_bps", "sender": counters, ...}``.
 :func:`path_topology` builds the benchmark's path (h1 - sw1 = sw2 - h2, delay and loss on the
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from ..runtime import RunState
 
 PARAMS: dict[str, Any] = {"proto": "tcsack", "bytes": 2_000_000, "rate_bps": 80_000_000, "t_ms": 2.0, "n": 16,
-                          "payload": 1200, "src": "h1", "dst": "h2", "data_seed": 1, "max_seconds": 60.0}
+                          "payload": 1200, "src": "h1", "dst": "h2", "data_seed": 1, "max_seconds": 60.0,
+                          "cc": ""}
 PROTOS = ("tcsack", "gbn", "tcp")
 
 
@@ -42,6 +44,8 @@ def _check(p: dict[str, Any]) -> None:
         raise ScenarioError(f"scenario tcsack-transfer: proto {p['proto']!r} is not one of {', '.join(PROTOS)}")
     if p["bytes"] < 1:
         raise ScenarioError("scenario tcsack-transfer: bytes must be >= 1")
+    if p.get("cc") and p["proto"] != "tcp":
+        raise ScenarioError("scenario tcsack-transfer: cc (a kernel TCP congestion control) needs proto tcp")
 
 
 def transfer_sim(net: Any, ctx: Context) -> dict[str, Any]:
@@ -52,6 +56,9 @@ def transfer_sim(net: Any, ctx: Context) -> dict[str, Any]:
     if p["proto"] == "tcp":
         from ..sim.tcp import bulk_transfer
 
+        if p.get("cc"):
+            raise ScenarioError("scenario tcsack-transfer: cc is the live kernel's; virtual time's TCP is the "
+                                "simulator's Reno model (docs/sim.md)")
         res = bulk_transfer(net, p["src"], p["dst"], len(data), max_ns=max_ns)
         out = {"proto": "tcp", "ok": res["ok"], "seconds": (res["done_ns"] or 0) / 1e9,
                "goodput_bps": res["goodput_bps"] or 0.0, "sender": res["sender"], "receiver": res["receiver"]}
@@ -92,23 +99,25 @@ def transfer_live(ctx: Context, state: RunState | None = None) -> dict[str, Any]
     try:
         res = transfer(state, p["proto"], int(p["bytes"]), src=p["src"], dst=p["dst"], rate_bps=int(p["rate_bps"]),
                        t_ms=p["t_ms"], n=int(p["n"]), payload=int(p["payload"]), seed=int(p["data_seed"]),
-                       timeout=max(30.0, p["max_seconds"] * 1.5))
+                       timeout=max(30.0, p["max_seconds"] * 1.5), cc=p.get("cc") or None)
     finally:
         if prefix is not None:
             runtime.down(prefix)
     send, recv = res["sender"], res["receiver"]
     return {"proto": p["proto"], "ok": res["ok"], "seconds": send["seconds"], "goodput_bps": send["goodput_bps"],
-            "sender": send.get("counters", {}), "receiver": recv.get("counters", {}), "sha256_equal": res["ok"],
+            "cc": send.get("cc"), "sender": send.get("counters", {}), "receiver": recv.get("counters", {}),
+            "sha256_equal": res["ok"],
             "valid": res["valid"], "checks": res["checks"]}
 
 
 def path_topology(*, rate_bps: int = 100_000_000, one_way_ns: int = 2_000_000, loss: float = 0.0,
-                  name: str = "tcsack-path") -> dict[str, Any]:
-    """h1 - sw1 = sw2 - h2 at ``rate_bps``, ``one_way_ns`` on sw1 = sw2, i.i.d. ``loss`` on both of
-    its directions (data and ACKs alike), host links without delay."""
+                  corrupt: float = 0.0, name: str = "tcsack-path") -> dict[str, Any]:
+    """h1 - sw1 = sw2 - h2 at ``rate_bps``, ``one_way_ns`` on sw1 = sw2, i.i.d. ``loss`` and
+    ``corrupt`` on both of its directions (data and ACKs alike), host links without delay."""
     core: dict[str, Any] = {"delay": f"{one_way_ns}ns"}
-    if loss:
-        core["impairment"] = {"loss": loss, "direction": "both"}
+    if loss or corrupt:
+        core["impairment"] = {"direction": "both", **({"loss": loss} if loss else {}),
+                              **({"corrupt": corrupt} if corrupt else {})}
     return two_switch_topology(core, name=name, prefix="tcp", rate_bps=rate_bps)
 
 

@@ -10,8 +10,9 @@ A transfer measures how a transport recovers from loss at a preset rate (T/C-SAC
 - **the sender paced at its preset rate** (T/C-SACK and go-back-N; kernel TCP has no preset
   rate): until its last new packet a paced sender has a packet for every slot, so the line rate
   of what it sent by then (retransmissions included, counted as a NIC's rate limiter counts
-  them: ``TcsParams.packet_ns``) must be the preset rate within :data:`RATE_TOLERANCE`. A sender
-  the machine starved falls behind its slots (the pacer gives back at most 4 packets of credit);
+  them: ``TcsParams.packet_ns``) must be the preset rate within :data:`RATE_TOLERANCE`. The pacer
+  gives back every slot a late timer cost, up to ``SenderBase.BURST_CAP_NS`` (10 ms) at once, so
+  only a sender the machine starved beyond that falls behind its slots;
 - **no process was starved**: both ends' own scheduling delay and the switch daemons', p99
   within T, or 5 ms where T is shorter (:data:`MIN_P99_MS`) (the receiver's ACK clock: a
   receiver late by T sends its ACKs twice as late as the draft's T asks, and every probe and
@@ -30,9 +31,9 @@ from typing import Any
 from ..ethernet import UDP_HEADERS_BYTES, WIRE_OVERHEAD_BYTES
 from ..validity import DEFAULT_MAX_MS, Validity
 
-#: how far the paced line rate may be from the preset rate (a packet's worth of timer granularity
-#: now and then; the 1 us stamps)
-RATE_TOLERANCE = 0.10
+#: how far the paced line rate may be from the preset rate: issue 33's "within 5 %" (the token
+#: bucket keeps the long-run rate; what is left is the 1 us stamps and a stall beyond the bucket's cap)
+RATE_TOLERANCE = 0.05
 
 
 def paced_rate_bps(counters: Mapping[str, Any]) -> float | None:

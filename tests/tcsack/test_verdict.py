@@ -74,7 +74,13 @@ def test_other_bytes_than_those_sent_are_invalid():
 def test_a_sender_that_fell_behind_its_preset_rate_was_starved():
     v = _judge(*_ends(rate_bps=0.7 * RATE))
     assert _failed(v) == ["sending rate"]
-    assert v.reasons[0] == "sending rate: expected 40 +/- 10%, measured 28"
+    assert v.reasons[0] == "sending rate: expected 40 +/- 5%, measured 28"
+
+
+def test_six_percent_behind_the_preset_rate_is_no_longer_the_rate_it_was_given():
+    """Issue 33: the token bucket holds the preset rate within 5 %; a sender 6 % behind was starved."""
+    assert _failed(_judge(*_ends(rate_bps=0.94 * RATE))) == ["sending rate"]
+    assert _failed(_judge(*_ends(rate_bps=0.97 * RATE))) == []
 
 
 def test_a_sender_that_never_sent_its_last_packet_has_no_rate():
