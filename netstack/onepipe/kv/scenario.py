@@ -279,13 +279,14 @@ def latency_stats(values: list[int]) -> dict[str, Any]:
             "max": v[-1]}
 
 
-def _cpu(p: dict[str, Any], procs: list[Any], end: int) -> dict[str, Any] | None:
-    """The CPU model's summary: the costs, and the busiest core's share of the run."""
+def _cpu(p: dict[str, Any], procs: list[Any]) -> dict[str, Any] | None:
+    """The CPU model's summary: the costs, and the busiest core's work over the sending period
+    (about its utilisation then: a saturated core is near 1)."""
     if not p["cpu"]:
         return None
     busy = [q.cpu.busy_ns for q in procs if q.cpu is not None]
     return {"costs": model_costs().summary(), "side_costs_ns": model_costs().baseline_costs(),
-            "busiest_core_share": max(busy, default=0) / end}
+            "busiest_core_ns": max(busy, default=0), "busiest_core_share": max(busy, default=0) / p["duration_ns"]}
 
 
 def result(p: dict[str, Any], kv: KvRun, shards: list[Any], clients: list[Any], victim: Any) -> dict[str, Any]:
@@ -313,7 +314,7 @@ def result(p: dict[str, Any], kv: KvRun, shards: list[Any], clients: list[Any], 
         "check": None if verdict is None else {"ok": verdict.ok, "reason": verdict.reason, "txns": len(history)},
         "replicas_agree": _replicas_agree(p, shards),
         "clients": total, "shard_counters": sh,
-        "window": p["window"], "cpu": _cpu(p, shards + clients, stop + p["drain_ns"]),
+        "window": p["window"], "cpu": _cpu(p, shards + clients),
         "t_beacon_ns": p["t_beacon_ns"], "rto_ns": p["rto_ns"], "duration_ns": p["duration_ns"],
         "warmup_ns": p["warmup_ns"], "drain_ns": p["drain_ns"], "time_scale": p["time_scale"],
     }

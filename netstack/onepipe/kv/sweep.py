@@ -3,8 +3,8 @@ table): ``python -m netstack.onepipe.kv.sweep [--json OUT]``.
 
 Every point is one ``onepipe-kv`` run on the same fabric (:func:`netstack.onepipe.scenarios.fabric_topology`,
 100 Gbit/s, time scale 1) with the same seed, so the two modes see the same transactions; each
-row prints the mean latency per class (RO / WO / WR, us), throughput (M txn/s per client), 2PC's
-attempts per transaction and the strict-serializability verdict.
+row prints the mean latency per class (RO / WO / WR, us), the 99th percentile of all, throughput
+(M txn/s per client), 2PC's attempts per transaction and the strict-serializability verdict.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def row(r: dict[str, Any]) -> str:
     chk = r["check"]
     x = r["contention"] if r["writes"] is None else r["writes"]
     return (f"| {r['mode']:7} | {x:>5.3f} | {us('RO'):>6} | {us('WO'):>6} | {us('WR'):>6} | "
+            f"{r['latency_ns']['p99'] / 1e3 if r['latency_ns']['p99'] else 0:>7.2f} | "
             f"{r['txn_per_s_per_client'] / 1e6:>7.3f} | {r['attempts_per_txn']:>8.2f} | {r['done']:>6} | "
             f"{'yes' if chk and chk['ok'] else 'NO'} |")
 
@@ -61,8 +62,8 @@ def main() -> None:
     topo = fabric_topology(tors=a.tors, hosts_per_tor=a.hosts_per_tor)
     extra = dict(kv.split("=", 1) for kv in a.param)
     x = "cont." if a.writes is None else "writ."
-    print(f"| mode    | {x} | RO us  | WO us  | WR us  | Mtxn/s/c | attempts |   done | strict |")
-    print("|---------|-------|--------|--------|--------|---------|----------|--------|--------|")
+    print(f"| mode    | {x} | RO us  | WO us  | WR us  | p99 us  | Mtxn/s/c | attempts |   done | strict |")
+    print("|---------|-------|--------|--------|--------|---------|---------|----------|--------|--------|")
     results = []
     points = [{"contention": c} for c in a.contention] if a.writes is None else \
         [{"contention": a.contention[0] if len(a.contention) == 1 else 0.0, "mix": "ycsb", "writes": w}
