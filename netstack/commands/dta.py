@@ -88,6 +88,13 @@ def _register_enable(dsub: argparse._SubParsersAction) -> None:
     e.add_argument("--no-seq-tracking", action="store_true",
                    help="do not NACK gaps in retransmittable reports' sequence numbers")
     e.add_argument("--cls", type=int, default=0, help="egress class of the RoCEv2 frames (default: 0)")
+    e.add_argument("--postcard-flush-ms", type=float, default=None, metavar="MS",
+                   help="Postcarding: write a flow whose path has not fully reported after this long (default: 5)")
+    e.add_argument("--postcards", default=None, metavar="SW,SW...",
+                   help="Postcarding: these switches, in path order (hop 1 first), postcard every flow they "
+                        "forward (its 5-tuple's key, their hop number and switch id) to the collector")
+    e.add_argument("--postcard-interval-ms", type=float, default=None, metavar="MS",
+                   help="with --postcards: at most one postcard per flow and switch this often (default: 100)")
     add_json(e, "the translator's settings and the collector's regions")
     e.set_defaults(func=cmd_enable)
 
@@ -175,11 +182,21 @@ def _register_query(dsub: argparse._SubParsersAction) -> None:
                     help="epoch (default: the newest one every reporter completed, else 0)")
     qs.add_argument("--matrix", action="store_true", help="print the whole merged sketch")
     qp = qsub.add_parser("postcard", help="FLOW: every hop's value of a flow (Postcarding), exit 1 if not found")
-    qp.add_argument("flow", type=uint32, help="the flow key (32 bits)")
+    qp.add_argument("flow", type=_flow, help="the flow key (32 bits), or its 5-tuple SRC:SPORT>DST:DPORT/PROTO as the "
+                    "switches' postcards key it (e.g. 10.0.0.1:6666>10.0.0.2:7777/udp)")
     for sp in (qk, qa, qc, qs, qp):
         _common(sp, collector=True)
         sp.add_argument("--json", action="store_true")
         sp.set_defaults(func=cmd_query)
+
+
+def _flow(text: str) -> int:
+    from ..dta.hopreport import parse_flow
+
+    try:
+        return parse_flow(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _common(p: argparse.ArgumentParser, collector: bool = False) -> None:
@@ -211,7 +228,8 @@ def _switch(args: argparse.Namespace) -> str:
 _ENABLE_OPTIONS = (("grace_reports", "grace"), ("grace_ms", "grace_ms"), ("append_flush_ms", "append_flush_ms"),
                    ("max_redundancy", "max_redundancy"), ("ack_every", "ack_every"),
                    ("nak_window_ms", "nak_window_ms"), ("nak_window_slack", "nak_window_slack"),
-                   ("window", "window"), ("window_timeout_ms", "window_timeout_ms"))
+                   ("window", "window"), ("window_timeout_ms", "window_timeout_ms"),
+                   ("postcard_flush_ms", "postcard_flush_ms"))
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
@@ -226,6 +244,11 @@ def cmd_enable(args: argparse.Namespace) -> int:
         if getattr(args, flag):
             opts[option] = off
     out = dta.enable_translator(args.prefix, args.switch, args.collector, **opts)
+    if args.postcards:
+        switches = [s for s in args.postcards.split(",") if s]
+        out["postcards"] = dta.enable_postcards(args.prefix, switches, args.collector,
+                                                interval_ms=args.postcard_interval_ms,
+                                                translator_ip_=out["translator_ip"])
     if args.json:
         print_json(out)
         return 0
@@ -245,6 +268,9 @@ def cmd_enable(args: argparse.Namespace) -> int:
               + (f" requests per QP, time-out {cfg['window_timeout_ns'] / 1e6:g} ms" if cfg["window"] else ""))
     if out.get("bound"):
         print(f"  collector QPs bound to the translator: {', '.join(out['bound'])}")
+    if out.get("postcards"):
+        hops = ", ".join(f"{sw} hop {st['counters']['hop']}" for sw, st in out["postcards"].items())
+        print(f"  postcards from {hops} (netstack dta query postcard FLOW)")
     if out.get("auth"):
         reporters = out["auth"]["reporters"]
         print(f"  reports authenticated (keys {out['auth']['keys']}): {len(reporters)} reporters "
@@ -255,6 +281,9 @@ def cmd_enable(args: argparse.Namespace) -> int:
 def cmd_disable(args: argparse.Namespace) -> int:
     dta = _dta()
     out = dta.disable_translator(args.prefix, _switch(args))
+    stopped = [sw for sw, st in dta.disable_postcards(args.prefix).items() if st.get("final")]
+    if stopped:
+        out["postcards_stopped"] = stopped
     if args.json:
         print_json({"switch": _switch(args), **out})
         return 0
@@ -264,6 +293,8 @@ def cmd_disable(args: argparse.Namespace) -> int:
               f"({c['roce_frames']} RoCEv2 frames)")
     else:
         print(f"DTA was not enabled on {_switch(args)}")
+    if stopped:
+        print(f"  postcards stopped on {', '.join(stopped)}")
     return 0
 
 

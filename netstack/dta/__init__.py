@@ -40,7 +40,7 @@ Typical wiring (one process, e.g. a test)::
 from __future__ import annotations
 
 from .collector import BufferedResponder, QueuePair, RoceResponder, is_roce_frame
-from .feature import TranslatorFeature
+from .feature import HopReporterFeature, TranslatorFeature
 from .keywrite import KeyWriteLayout, expected_success, key_checksum, sketch_index, slot_index
 from .memory import CollectorMemory, MemoryAccessError, MemoryRegion, default_directory, open_region
 from .query import CollectorQuery, QueryError, open_collector
@@ -54,6 +54,7 @@ __all__ = [
     "CollectorQuery",
     "CountMinSketch",
     "DTATranslator",
+    "HopReporterFeature",
     "KeyWriteLayout",
     "MemoryAccessError",
     "MemoryRegion",

@@ -78,9 +78,47 @@ class TranslatorControl:
         #: reporter address -> its opener, kept across enables so that a new translator keeps
         #: every reporter's replay window (authenticated reports only)
         self.openers: dict[str, Any] = {}
+        #: the Postcarding hop reporter of this switch (issue 33), or None
+        self.postcards: Any = None
 
     def handlers(self) -> dict[str, Any]:
-        return {"dta_enable": self.enable, "dta_disable": self.disable, "dta_status": self.status}
+        return {"dta_enable": self.enable, "dta_disable": self.disable, "dta_status": self.status,
+                "dta_postcards": self.postcards_ctl}
+
+    def postcards_ctl(self, req: dict[str, Any]) -> dict[str, Any]:
+        """This switch's postcards (:mod:`.hopreport`): ``{"on": true, "hop", "collector_ip",
+        "collector_mac", "ip", "mac", "value"?, "interval_ms"?}`` starts (or replaces) them,
+        ``{"on": false}`` stops them, ``{}`` reports; the answer is the reporter's counters."""
+        from headers.inet import ip_bytes, mac_bytes
+
+        from ..io.control import ControlError
+        from .feature import HopReporterFeature
+        from .hopreport import DEFAULT_INTERVAL_NS, HopReporter, HopReporterConfig, switch_id
+
+        on = req.get("on")
+        if on is not None and not isinstance(on, bool):
+            raise ControlError(f"on={on!r} must be true or false")
+        final = self.postcards.counters() if self.postcards is not None else None
+        if on is not None and self.postcards is not None:
+            self.postcards.detach()
+            self.postcards = None
+        if on:
+            interval = req.get("interval_ms")
+            try:
+                if interval is not None and (not isinstance(interval, int | float) or isinstance(interval, bool)
+                                             or interval < 0):
+                    raise ValueError(f"interval_ms={interval!r} must be a non-negative number")
+                value = req.get("value")
+                config = HopReporterConfig(
+                    req["hop"], switch_id(self.shell.switch.config.name) if value is None else value,
+                    ip_bytes(req["collector_ip"]), mac_bytes(req["collector_mac"]), mac_bytes(req["mac"]),
+                    ip_bytes(req["ip"]), DEFAULT_INTERVAL_NS if interval is None else round(interval * 1_000_000))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ControlError(f"cannot start postcards: {exc}") from None
+            self.postcards = HopReporterFeature(self.shell.switch, HopReporter(config))
+            self.shell.flush()
+        current = self.postcards.counters() if self.postcards is not None else None
+        return {"enabled": current is not None, "counters": current, "final": final if on is not None else None}
 
     def enable(self, req: dict[str, Any]) -> dict[str, Any]:
         from headers.inet import ip_bytes, mac_bytes, mac_str
@@ -325,6 +363,36 @@ def port_mac(state: RunState, switch: str, port: str) -> str:
         if p.ifname == port and p.mac:
             return p.mac
     return mac_str(derived_mac(switch, port))
+
+
+def enable_postcards(prefix: str, switches: list[str], collector_node: str = "c1", *,
+                     interval_ms: float | None = None, translator_ip_: str | None = None) -> dict[str, Any]:
+    """Postcarding (issue 33): ``switches``, in the order of the path (hop 1 first), each postcard
+    the flows they forward to ``collector_node`` (:mod:`.hopreport`); a switch not listed keeps
+    what it had. Postcards leave from the translator's address (``translator_ip_``: default the
+    same choice as :func:`enable_translator`'s) and each switch's MAC for them."""
+    from headers.inet import mac_str
+
+    from ..switch.config import derived_mac
+
+    state = run_state(prefix)
+    check_collector(state, collector_node)
+    out: dict[str, Any] = {}
+    info = _control(prefix, collector_node, "connect_info")
+    for hop, sw in enumerate(switches, 1):
+        check_switch(state, sw)
+        out[sw] = _control(prefix, sw, "dta_postcards", on=True, hop=hop, collector_ip=info["ip"],
+                           collector_mac=info["mac"], mac=mac_str(derived_mac(sw, "dta-postcards")),
+                           ip=translator_ip_ or translator_ip(state.hosts, collector_node),
+                           **({} if interval_ms is None else {"interval_ms": interval_ms}))
+    return out
+
+
+def disable_postcards(prefix: str) -> dict[str, Any]:
+    """Stop the postcards of every switch (each answers with its final counters)."""
+    state = run_state(prefix)
+    kinds = _daemon_kinds(state)
+    return {sw: _control(prefix, sw, "dta_postcards", on=False) for sw in sorted(kinds) if kinds[sw] == "switch"}
 
 
 def disable_translator(prefix: str, switch_node: str = "sw2") -> dict[str, Any]:

@@ -15,6 +15,7 @@ from headers.registry import UdpPort
 
 from ..engine import Transmit
 from ..switch.feature import FeatureBase, SwitchFeature
+from .hopreport import HopReporter
 from .translator import DTATranslator
 
 
@@ -34,6 +35,8 @@ class FeatureHost(Protocol):
     def detach_feature(self, port: str, feature: SwitchFeature) -> None: ...
 
     def enqueue(self, port: str, frame: bytes, cls: int, now_ns: int | None = None) -> bool: ...
+
+    def forward(self, port: str, frame: bytes, now_ns: int | None = None, *, after_feature: object = None) -> bool: ...
 
 
 class _ReportTap(FeatureBase):
@@ -152,4 +155,47 @@ class TranslatorFeature(FeatureBase):
                 self.c.enqueue_drops += 1
 
 
-__all__ = ["FeatureHost", "TranslatorFeature", "TranslatorFeatureCounters"]
+class _HopTap(FeatureBase):
+    """Ingress hook of one port for :class:`HopReporterFeature`."""
+
+    def __init__(self, feature: HopReporterFeature, port: str) -> None:
+        self.feature = feature
+        self.port = port
+
+    def on_ingress(self, frame: bytes, now_ns: int) -> bytes | None:
+        return self.feature._tap(self.port, frame, now_ns)
+
+
+class HopReporterFeature:
+    """Runs a :class:`~netstack.dta.hopreport.HopReporter` in a switch (Postcarding, issue 33):
+    every port gets an ingress tap; a frame that draws a postcard passes on untouched, and the
+    postcard is forwarded *as if it had arrived on the same port* (``switch.forward`` through every
+    ingress hook of that port), so that on the collector's ToR the translator's report tap takes it
+    like any report, and elsewhere it is switched toward the collector. Before the frame itself: a
+    postcard never trails its packet out of the switch."""
+
+    def __init__(self, switch: FeatureHost, reporter: HopReporter) -> None:
+        self.switch = switch
+        self.reporter = reporter
+        self._taps: list[tuple[str, _HopTap]] = []
+        for p in switch.ports:
+            tap = _HopTap(self, p.name)
+            switch.attach_feature(p.name, tap)
+            self._taps.append((p.name, tap))
+
+    def detach(self) -> None:
+        for name, tap in self._taps:
+            self.switch.detach_feature(name, tap)
+        self._taps.clear()
+
+    def _tap(self, port: str, frame: bytes, now_ns: int) -> bytes:
+        postcard = self.reporter.on_frame(frame, now_ns)
+        if postcard is not None:  # (False when a translator's tap took it: what it is for)
+            self.switch.forward(port, postcard, now_ns)
+        return frame
+
+    def counters(self) -> dict[str, object]:
+        return self.reporter.counters()
+
+
+__all__ = ["FeatureHost", "HopReporterFeature", "TranslatorFeature", "TranslatorFeatureCounters"]

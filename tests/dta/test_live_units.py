@@ -103,7 +103,7 @@ def _info():
 def test_enable_status_disable_on_a_switch():
     shell = FakeShell()
     h = control.switch_handlers(shell)
-    assert set(h) == {"dta_enable", "dta_disable", "dta_status"}
+    assert set(h) == {"dta_enable", "dta_disable", "dta_status", "dta_postcards"}
     with pytest.raises(ControlError, match="not enabled"):
         h["dta_status"]({})
     assert h["dta_status"]({"quiet": True}) == {"enabled": False}

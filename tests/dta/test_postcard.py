@@ -239,3 +239,111 @@ def test_cli_and_tool_take_postcards():
     from netstack.dta import Reporter
 
     assert live._payloads(t, Reporter()) == [postcard_payload(77, 2, 9), postcard_payload(78, 2, 10, seqnum=1)]
+
+
+# ---------------------------------------------------------------------------------- the switches' postcards
+H1, H2 = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+H1_MAC, H2_MAC = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
+
+
+def udp_frame(sport=6666, dport=7777, src=H1, dst=H2):
+    from headers.inet import build_udp_frame
+
+    return build_udp_frame(H1_MAC, H2_MAC, src, dst, sport, dport, b"x" * 32)
+
+
+def hop_reporter(hop=1, interval_ns=10 * MS):
+    from netstack.dta.hopreport import HopReporter, HopReporterConfig
+
+    from . import COLLECTOR_IP, COLLECTOR_MAC
+    return HopReporter(HopReporterConfig(hop, 0x5701 + hop, COLLECTOR_IP, COLLECTOR_MAC, bytes.fromhex("02000000ff01"),
+                                         TRANSLATOR_IP, interval_ns))
+
+
+def test_a_switch_postcards_each_flow_once_per_interval_and_never_dta_traffic():
+    from headers.dta import parse_report_frame
+    from netstack.dta.hopreport import flow_key, flow_key_of
+
+    rep = hop_reporter(hop=2)
+    frame = udp_frame()
+    card = rep.on_frame(frame, 0)
+    udp, base, prim = parse_report_frame(card)
+    assert prim == Postcarder(flow_key_of(H1, H2, 17, 6666, 7777), 2, 0x5703) == Postcarder(flow_key(frame), 2, 0x5703)
+    assert udp.udp.dport == 40040 and udp.ip.dst == bytes([10, 0, 9, 1]) and not base.retransmittable
+    assert rep.on_frame(frame, 10 * MS - 1) is None and rep.on_frame(frame, 10 * MS) is not None
+    assert rep.on_frame(udp_frame(sport=6667), 1) is not None  # another flow
+    assert rep.on_frame(card, 1) is None  # a postcard (or any report) is no flow
+    assert rep.on_frame(udp_frame(dport=4791), 1) is None and rep.on_frame(udp_frame(sport=4791), 1) is None
+    assert rep.on_frame(udp_frame(dport=40044), 1) is None and rep.on_frame(b"\x00" * 60, 1) is None
+    c = rep.counters()
+    assert (c["postcards"], c["suppressed"], c["not_flows"], c["hop"]) == (3, 1, 5, 2)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=80), st.integers(0, 1 << 40))
+def test_the_switch_side_parser_takes_any_bytes(data, now):
+    from netstack.dta.hopreport import flow_key
+
+    rep = hop_reporter()
+    key = flow_key(data)
+    card = rep.on_frame(data, now)
+    assert (card is None) == (key is None) and (key is None or 0 <= key <= 0xFFFFFFFF)
+
+
+def test_flows_are_named_by_key_or_5_tuple():
+    from netstack.dta.hopreport import flow_key_of, parse_flow
+
+    assert parse_flow("0x5eed") == 0x5EED and parse_flow("12") == 12
+    assert parse_flow("10.0.0.1:6666>10.0.0.2:7777/udp") == flow_key_of(H1, H2, 17, 6666, 7777)
+    assert parse_flow("10.0.0.1>10.0.0.2/icmp") == parse_flow("10.0.0.1:0>10.0.0.2:0/1") == flow_key_of(H1, H2, 1)
+    for bad in ("0x1ffffffff", "10.0.0.1>10.0.0.2/quic", "10.0.0.1:70000>10.0.0.2/udp", "a>b/udp", "x"):
+        with pytest.raises(ValueError):
+            parse_flow(bad)
+
+
+def test_two_switches_postcard_a_flow_that_crosses_them_into_one_slot():
+    """h1 - sw1 - tor(translator) - collector: the flow h1 -> h2 crosses sw1 (hop 1) and the ToR
+    (hop 2); each postcards it, the ToR's translator gathers both into the flow's slot."""
+    import random
+
+    from netstack.dta import CollectorQuery, HopReporterFeature, RoceResponder, TranslatorFeature
+    from netstack.dta.hopreport import flow_key_of
+    from netstack.switch import PortConfig, Switch, SwitchConfig
+
+    from . import COLLECTOR_IP, COLLECTOR_MAC, make_memory
+    mem = make_memory(lambda m: m.add_postcard(slots=256))
+    nic = RoceResponder(mem, COLLECTOR_MAC, COLLECTOR_IP, rng=random.Random(3))
+    sw1 = Switch(SwitchConfig("sw1", (PortConfig("p-h1"), PortConfig("p-up")), {}))
+    tor = Switch(SwitchConfig("tor", (PortConfig("to-collector"), PortConfig("p-sw1"), PortConfig("p-h2")), {}))
+    tr = DTATranslator(TranslatorConfig(nic.connect_info(), TRANSLATOR_MAC, TRANSLATOR_IP, postcard_flush_ns=2 * MS))
+    TranslatorFeature(tor, "to-collector", tr)
+    nic.bind(TRANSLATOR_MAC, TRANSLATOR_IP)
+    HopReporterFeature(tor, hop_reporter(hop=2))  # enabled after the translator: order does not matter
+    feature = HopReporterFeature(sw1, hop_reporter(hop=1))
+    for i in range(3):
+        sw1.receive("p-h1", udp_frame(), i * MS)
+    to_h2 = []
+    for now in (MS, 2 * MS, 3 * MS, 4 * MS, 5 * MS):
+        for _, f in sw1.transmit(now):
+            tor.receive("p-sw1", f, now)
+        for port, f in tor.transmit(now):
+            if port == "to-collector" and is_roce(f):
+                for resp in nic.receive(f, now):
+                    tor.receive("to-collector", resp, now)
+            elif port == "p-h2":
+                to_h2.append(f)
+    key = flow_key_of(H1, H2, 17, 6666, 7777)
+    assert CollectorQuery(mem).postcard_get(key) == {1: 0x5702, 2: 0x5703}
+    assert len(to_h2) == 3 and all(f[:6] == H2_MAC for f in to_h2)  # the flow itself went on (flooded)
+    c = feature.counters()  # three frames of the flow, and its own postcard (forwarded through its tap: no flow)
+    assert (c["frames"], c["postcards"], c["not_flows"]) == (4, 1, 1) and tr.c.postcards == 2
+    assert tr.c.postcard_writes == 1  # after the 2 ms flush: the path is 2 of 5 hops long
+    feature.detach()
+    sw1.receive("p-h1", udp_frame(sport=1), 10 * MS)
+    assert feature.counters()["frames"] == 4
+
+
+def is_roce(frame):
+    from netstack.dta import is_roce_frame
+
+    return is_roce_frame(frame)

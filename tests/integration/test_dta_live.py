@@ -173,6 +173,36 @@ def test_postcards_of_a_flow_from_both_hops_of_the_path_land_in_one_slot(dta, ca
     assert "not found" in capsys.readouterr().out
 
 
+def test_sw1_and_sw2_postcard_a_flow_crossing_them_into_one_slot(dta, capsys):
+    """Postcarding by the switches themselves (issue 33): sw1 and sw2 each send a postcard (its hop
+    number, its switch id) for a UDP flow h1 -> h2 that crosses both; the translator on sw2 gathers
+    them; the query, by 5-tuple, returns both hops."""
+    from netstack import cli
+    from netstack.dta.hopreport import flow_key_of, switch_id
+
+    state, prefix, q = dta["state"], dta["prefix"], dta["q"]
+    h1, h2 = (state.host_ip(h) for h in ("h1", "h2"))
+    started = control.enable_postcards(prefix, ["sw1", "sw2"], interval_ms=50)
+    try:
+        assert {sw: st["counters"]["hop"] for sw, st in started.items()} == {"sw1": 1, "sw2": 2}
+        code = ("import socket, sys, time\n"
+                "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('', 6666))\n"
+                "for _ in range(3):\n    s.sendto(b'x' * 64, (sys.argv[1], 7777)); time.sleep(0.01)\n")
+        r = in_node(state, "h1", code, h2)
+        assert r.returncode == 0, r.stderr
+        key = flow_key_of(socket.inet_aton(h1), socket.inet_aton(h2), 17, 6666, 7777)
+        want = {1: switch_id("sw1"), 2: switch_id("sw2")}
+        assert _until(lambda: q.postcard_get(key) == want), q.postcard_get(key)
+        capsys.readouterr()
+        assert cli.main(["dta", "query", "postcard", f"{h1}:6666>{h2}:7777/udp", "--json", "--prefix", prefix]) == 0
+        assert json.loads(capsys.readouterr().out) == {"flow": key, "hops": {str(h): v for h, v in want.items()}}
+    finally:
+        stopped = control.disable_postcards(prefix)
+    sw1, sw2 = stopped["sw1"]["final"], stopped["sw2"]["final"]
+    assert sw1["postcards"] >= 1 and sw2["postcards"] >= 1 and sw1["hop"] == 1 and sw2["hop"] == 2
+    assert stopped["sw2"]["counters"] is None  # stopped
+
+
 def test_the_append_query_after_a_re_enable_shows_the_newest_entries(dta):
     """Issue 33: `dta enable` restarts the heads at 0; the entries written since must be the newest read."""
     state, prefix, q = dta["state"], dta["prefix"], dta["q"]
