@@ -385,14 +385,18 @@ def preset_held(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         k = (d.get("impair", "loss"), d["loss"])
         e = out.setdefault(k, {"impair": k[0], "rate": k[1], "preset_mbps": d["params"]["rate_bps"] / 1e6,
-                               "wire_mbps": [], "probes": [], "rounds": 0, "rounds_valid": 0})
+                               "wire_mbps": [], "probes": [], "rounds": 0, "rounds_valid": 0,
+                               "invalid_wire_mbps": [], "invalid_probes": []})
         e["rounds"] += 1
-        if not d.get("valid", True):
+        wire = wire_rate_bps(d)
+        probes = (d["result"].get("sender") or {}).get("probes_sent")
+        if not d.get("valid", True):  # kept apart, for what a starved machine did: never counted
+            e["invalid_wire_mbps"].append(None if wire is None else round(wire / 1e6, 3))
+            e["invalid_probes"].append(probes)
             continue
         e["rounds_valid"] += 1
-        wire = wire_rate_bps(d)
         e["wire_mbps"].append(None if wire is None else round(wire / 1e6, 3))
-        e["probes"].append((d["result"].get("sender") or {}).get("probes_sent"))
+        e["probes"].append(probes)
     for e in out.values():
         got = [w for w in e["wire_mbps"] if w is not None]
         e["held"] = bool(got) and all(abs(w / e["preset_mbps"] - 1) <= HOLD_TOLERANCE for w in got)
@@ -406,12 +410,20 @@ def held_lines(held: list[dict[str, Any]], cc: dict[str, Any] | None) -> list[st
                   f"Every valid live round's wire rate (line rate until the last new packet, headers included) "
                   f"beside the preset; held = within {HOLD_TOLERANCE:.0%} in every valid round. 2T probes per "
                   "round (a lossless transfer on a quiet machine should send none).", ""]
+        def nums(xs: list[Any], fmt: str) -> str:
+            return ", ".join("-" if x is None else format(x, fmt) for x in xs)
+
         for e in held:
-            got = ", ".join("-" if w is None else f"{w:.1f}" for w in e["wire_mbps"]) or "no valid round"
-            probes = ", ".join("-" if p is None else str(p) for p in e["probes"]) or "-"
-            lines.append(f"- {e['impair']} {e['rate']:g} each way: preset {e['preset_mbps']:g} Mbit/s, wire {got} "
-                         f"Mbit/s ({e['rounds_valid']}/{e['rounds']} rounds valid): "
-                         f"{'held' if e['held'] else 'NOT HELD'}; probes {probes}")
+            if e["rounds_valid"]:
+                said = (f"wire {nums(e['wire_mbps'], '.1f')} Mbit/s, {'held' if e['held'] else 'NOT HELD'}; "
+                        f"2T probes {nums(e['probes'], 'd')}")
+            else:
+                said = "no valid round: not measured"
+            if e["invalid_wire_mbps"]:
+                said += (f" (invalid rounds, not counted: wire {nums(e['invalid_wire_mbps'], '.1f')} Mbit/s, "
+                         f"probes {nums(e['invalid_probes'], 'd')})")
+            lines.append(f"- {e['impair']} {e['rate']:g} each way, preset {e['preset_mbps']:g} Mbit/s, "
+                         f"{e['rounds_valid']}/{e['rounds']} rounds valid: {said}")
         lines.append("")
     if cc is not None:
         lines.append(f"Kernel TCP congestion controls available: {' '.join(cc['available']) or 'unknown'}"
