@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from time import perf_counter_ns
@@ -292,27 +293,28 @@ class OnePipeProcess(PoissonScatterer):
         self.flush()
 
 
-_PROBE: Probe | None = None
-_COSTS: CpuCosts | None = None
+#: per thread (cpucost.measure runs best effort and reliable side by side in two threads)
+_probing = threading.local()
 
 
 @contextmanager
 def probing(probe: Probe, costs: CpuCosts | None = None) -> Iterator[None]:
-    """Runs started inside time their processes' engine calls with ``probe`` (and, with the CPU
-    model on, charge ``costs`` instead of the default ones): :func:`.cpucost.measure`."""
-    global _PROBE, _COSTS
-    old = _PROBE, _COSTS
-    _PROBE, _COSTS = probe, costs
+    """Runs started inside, in this thread, time their processes' engine calls with ``probe``
+    (and, with the CPU model on, charge ``costs`` instead of the default ones):
+    :func:`.cpucost.measure`."""
+    old = getattr(_probing, "state", (None, None))
+    _probing.state = (probe, costs)
     try:
         yield
     finally:
-        _PROBE, _COSTS = old
+        _probing.state = old
 
 
 def model_costs() -> CpuCosts:
     """The costs the CPU model charges: :data:`.cpucost.DEFAULT_COSTS` (inside :func:`probing`,
     its own)."""
-    return _COSTS or DEFAULT_COSTS
+    costs: CpuCosts | None = getattr(_probing, "state", (None, None))[1]
+    return costs or DEFAULT_COSTS
 
 
 class OnePipeRun:
@@ -327,7 +329,7 @@ class OnePipeRun:
         #: cpu: an application blocks while its core owes more than this (ns)
         self.cpu_backlog_ns = cpu_backlog_ns
         #: cpucost.measure: times every engine call (None: nothing is timed)
-        self.probe: Probe | None = _PROBE
+        self.probe: Probe | None = getattr(_probing, "state", (None, None))[0]
         self.by_addr: dict[Any, OnePipeProcess] = {}
         #: mode=reliable (.rscenario): the controller's address and the crash's recovery record
         self.ctl_addr: Any = None
