@@ -67,12 +67,26 @@ class TcsSender(SenderBase):
     def _timer_deadline(self) -> int | None:
         if self._next_new == self.base:
             return None  # nothing sent yet: nothing to probe
-        return self._ack_clock + self.timeout_ns()
+        return self._probe_at()
+
+    def _probe_at(self) -> int:
+        """When the 2T probe fires: 2T (plus the allowance) after the last ACK, as §2 item 4 says,
+        but never before the newest packet's ACK can be back. The draft's 2T is T for the receiver's
+        ACK clock and T for the path; on a path whose round trip is longer than T, the first ACK, and
+        the ACK of a packet sent after the sender had nothing to send (a retransmission at the end
+        of a transfer), come a round trip plus T after the packet, so the probe waits for the
+        measured RTT (srtt) plus T after the newest copy sent, plus the same allowance. While new
+        packets go out, their ACKs will come: this moves the probe on, and only a silent sender,
+        whose last packets may have been lost with nothing after them to show it, probes."""
+        at = self._ack_clock + self.timeout_ns()
+        if self.srtt_us is not None:
+            at = max(at, self._last_stamp + int(self.srtt_us * 1000) + self.params.t_ns + self.allowance_ns())
+        return at
 
     def _on_time(self, now_ns: int) -> None:
         if self.done or self._next_new == self.base:
             return
-        if now_ns >= self._ack_clock + self.timeout_ns():
+        if now_ns >= self._probe_at():
             self._probe = True  # §2: no ACK within 2T (+ allowance): resend the last packet
             self._ack_clock = now_ns
             self._timer_fired = True
