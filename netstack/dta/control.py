@@ -87,7 +87,9 @@ class TranslatorControl:
 
     def postcards_ctl(self, req: dict[str, Any]) -> dict[str, Any]:
         """This switch's postcards (:mod:`.hopreport`): ``{"on": true, "hop", "collector_ip",
-        "collector_mac", "ip", "mac", "value"?, "interval_ms"?}`` starts (or replaces) them,
+        "collector_mac", "ip", "mac", "value"?, "interval_ms"?, "uplink"?, "cls"?}`` starts (or
+        replaces) them (``uplink``: the port toward the collector's ToR, None on the ToR itself:
+        :class:`.feature.HopReporterFeature`),
         ``{"on": false}`` stops them, ``{}`` reports; the answer is the reporter's counters."""
         from headers.inet import ip_bytes, mac_bytes
 
@@ -115,7 +117,13 @@ class TranslatorControl:
                     ip_bytes(req["ip"]), DEFAULT_INTERVAL_NS if interval is None else round(interval * 1_000_000))
             except (KeyError, TypeError, ValueError) as exc:
                 raise ControlError(f"cannot start postcards: {exc}") from None
-            self.postcards = HopReporterFeature(self.shell.switch, HopReporter(config))
+            uplink, cls = req.get("uplink"), req.get("cls", 0)
+            names = [p.name for p in self.shell.switch.ports]
+            if uplink is not None and uplink not in names:
+                raise ControlError(f"uplink {uplink!r}: no such port; ports: {names}")
+            if not isinstance(cls, int) or isinstance(cls, bool) or not 0 <= cls <= 7:
+                raise ControlError(f"cls={cls!r} must be a traffic class 0..7")
+            self.postcards = HopReporterFeature(self.shell.switch, HopReporter(config), uplink=uplink, cls=cls)
             self.shell.flush()
         current = self.postcards.counters() if self.postcards is not None else None
         return {"enabled": current is not None, "counters": current, "final": final if on is not None else None}
@@ -379,13 +387,31 @@ def enable_postcards(prefix: str, switches: list[str], collector_node: str = "c1
     check_collector(state, collector_node)
     out: dict[str, Any] = {}
     info = _control(prefix, collector_node, "connect_info")
+    tor = collector_tor(state, collector_node)
     for hop, sw in enumerate(switches, 1):
         check_switch(state, sw)
         out[sw] = _control(prefix, sw, "dta_postcards", on=True, hop=hop, collector_ip=info["ip"],
+                           uplink=None if sw == tor else uplink_port(state, sw, tor),
                            collector_mac=info["mac"], mac=mac_str(derived_mac(sw, "dta-postcards")),
                            ip=translator_ip_ or translator_ip(state.hosts, collector_node),
                            **({} if interval_ms is None else {"interval_ms": interval_ms}))
     return out
+
+
+def uplink_port(state: RunState, switch: str, tor: str) -> str:
+    """The port of ``switch`` on a shortest path of switches to ``tor`` (the first by name)."""
+    kinds = _daemon_kinds(state)
+    dist = {tor: 0}
+    todo = [tor]
+    while todo:  # breadth first from the ToR over switch-to-switch links
+        node = todo.pop(0)
+        for p in state.ports_of(node):
+            if kinds.get(p.peer) == "switch" and p.peer not in dist:
+                dist[p.peer] = dist[node] + 1
+                todo.append(p.peer)
+    if switch not in dist:
+        raise DTAError(f"{switch} has no path of switches to {tor}, the collector's ToR")
+    return min(p.ifname for p in state.ports_of(switch) if dist.get(p.peer) == dist[switch] - 1)
 
 
 def disable_postcards(prefix: str) -> dict[str, Any]:

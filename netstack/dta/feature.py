@@ -168,15 +168,23 @@ class _HopTap(FeatureBase):
 
 class HopReporterFeature:
     """Runs a :class:`~netstack.dta.hopreport.HopReporter` in a switch (Postcarding, issue 33):
-    every port gets an ingress tap; a frame that draws a postcard passes on untouched, and the
-    postcard is forwarded *as if it had arrived on the same port* (``switch.forward`` through every
-    ingress hook of that port), so that on the collector's ToR the translator's report tap takes it
-    like any report, and elsewhere it is switched toward the collector. Before the frame itself: a
-    postcard never trails its packet out of the switch."""
+    every port gets an ingress tap; a frame that draws a postcard passes on untouched, before its
+    postcard leaves. Where the postcard goes:
 
-    def __init__(self, switch: FeatureHost, reporter: HopReporter) -> None:
+    - ``uplink`` (the port toward the collector's ToR) given: queued there (class ``cls``), as a
+      switch sends a report it generates. Not switched like the frame: a frame that came *from*
+      the collector's side would have its postcard sent back out of the port it came in on, which a
+      switch never does.
+    - ``uplink`` None (the collector's ToR itself): forwarded *as if it had arrived on the frame's
+      port* (``switch.forward`` through every ingress hook of that port), where the translator's
+      report tap takes it like any report, whichever was attached first."""
+
+    def __init__(self, switch: FeatureHost, reporter: HopReporter, *, uplink: str | None = None,
+                 cls: int = 0) -> None:
         self.switch = switch
         self.reporter = reporter
+        self.uplink = uplink
+        self.cls = cls
         self._taps: list[tuple[str, _HopTap]] = []
         for p in switch.ports:
             tap = _HopTap(self, p.name)
@@ -190,8 +198,11 @@ class HopReporterFeature:
 
     def _tap(self, port: str, frame: bytes, now_ns: int) -> bytes:
         postcard = self.reporter.on_frame(frame, now_ns)
-        if postcard is not None:  # (False when a translator's tap took it: what it is for)
-            self.switch.forward(port, postcard, now_ns)
+        if postcard is not None:
+            if self.uplink is not None:
+                self.switch.enqueue(self.uplink, postcard, self.cls, now_ns)
+            else:  # (False when the translator's tap took it: what it is for)
+                self.switch.forward(port, postcard, now_ns)
         return frame
 
     def counters(self) -> dict[str, object]:

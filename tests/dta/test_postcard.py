@@ -319,7 +319,7 @@ def test_two_switches_postcard_a_flow_that_crosses_them_into_one_slot():
     TranslatorFeature(tor, "to-collector", tr)
     nic.bind(TRANSLATOR_MAC, TRANSLATOR_IP)
     HopReporterFeature(tor, hop_reporter(hop=2))  # enabled after the translator: order does not matter
-    feature = HopReporterFeature(sw1, hop_reporter(hop=1))
+    feature = HopReporterFeature(sw1, hop_reporter(hop=1), uplink="p-up")
     for i in range(3):
         sw1.receive("p-h1", udp_frame(), i * MS)
     to_h2 = []
@@ -335,9 +335,14 @@ def test_two_switches_postcard_a_flow_that_crosses_them_into_one_slot():
     key = flow_key_of(H1, H2, 17, 6666, 7777)
     assert CollectorQuery(mem).postcard_get(key) == {1: 0x5702, 2: 0x5703}
     assert len(to_h2) == 3 and all(f[:6] == H2_MAC for f in to_h2)  # the flow itself went on (flooded)
-    c = feature.counters()  # three frames of the flow, and its own postcard (forwarded through its tap: no flow)
-    assert (c["frames"], c["postcards"], c["not_flows"]) == (4, 1, 1) and tr.c.postcards == 2
+    c = feature.counters()  # three frames of the flow, one postcard (queued on the uplink)
+    assert (c["frames"], c["postcards"], c["suppressed"]) == (3, 1, 2) and tr.c.postcards == 2
     assert tr.c.postcard_writes == 1  # after the 2 ms flush: the path is 2 of 5 hops long
+    # the other direction: a frame from the uplink's side still postcards out of the uplink (a
+    # switched postcard would have been dropped, going back out of the port it came in on)
+    sw1.receive("p-up", udp_frame(src=H2, dst=H1), 6 * MS)
+    out = sw1.transmit(7 * MS)
+    assert [p for p, f in out if f[12:14] == b"\x08\x00" and f[36:38] == b"\x9c\x68"] == ["p-up"]  # UDP 40040
     feature.detach()
     sw1.receive("p-h1", udp_frame(sport=1), 10 * MS)
     assert feature.counters()["frames"] == 4
