@@ -30,6 +30,8 @@ def test_dta_benchmark_counts_only_valid_measurements_and_cleans_up(tmp_path, mo
     doc = json.loads((tmp_path / "results" / "bench-dta-latest.json").read_text())
     assert [(c["path"], c["label"]) for c in doc["live"]] == [("dta", "Key-Write N=2"), ("naive", "Key-Write N=2")]
     assert doc["fig7"] == [] and doc["fig9"] == [] and doc["inproc"] == []
+    assert doc["longevity"]["curves"] == [] and doc["queryrate"] == {}
+    assert set(doc["collector_idle"]) == {"sw2", "c1"}  # the daemons' CPU with no report flowing
 
     measurements = [(c, m) for c in doc["live"] for m in (c["overload"], *c["runs"])]
     for _, m in measurements:  # each judged by its duration and the CPU time other work took meanwhile
@@ -50,6 +52,8 @@ def test_dta_benchmark_counts_only_valid_measurements_and_cleans_up(tmp_path, mo
 
     out = capsys.readouterr().out
     assert ("Invalid measurements (not counted" in out) == bool(invalid)
+    # collector CPU per report, DTA (the NIC stand-in) beside naive (host CPU), when both cases count
+    assert ("Collector CPU per report, DTA vs naive" in out) == (dta_case["valid"] and naive_case["valid"])
     prefix = doc["prefix"]
     assert netns.running_namespaces(prefix) == {}
     assert impair.nft_table_name(prefix) not in impair.list_nft_tables(None)

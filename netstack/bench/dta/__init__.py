@@ -34,6 +34,18 @@ read) and queries every key back; Fig. 9 does the same at load factor 1 with N =
 checksum widths 8..32 bits and counts wrong answers for written keys and for keys never
 written.
 
+Also sans-IO: **data longevity** (Fig. 8, ``longevity``): Key-Write queryability vs the report's
+age (reports written since) for several store sizes and N, measured on the real store beside the
+analytic survival curve, with the half-life in reports and in seconds at the run's Key-Write N=2
+rate. **Query rate** (``queryrate``): Key-Write queries/s answered from the collector's region
+files by 1, 2 and 4 processes, beside a Python dict (the naive collector's store).
+
+**Collector CPU per report, DTA vs naive** (the paper's point, §7.3: the collector's CPU does no
+per-report work): c1's CPU per ingested report with DTA is all the responder's, the NIC stand-in
+(a NIC's work on hardware, 0 host CPU), with the naive collector's (UDP receive + decode + insert,
+host CPU on any hardware) beside it, live and in process; c1's CPU with no report flowing
+(``collector_idle``) is what stays with the host.
+
 Every live measurement says whether it counts (``measure.validity_of``, netstack.validity): the
 processes measured are busy on purpose, so what decides is the CPU time other work took while the
 reporter ran (netstack.cpushare, at most 15 % of all CPUs, as ``netstack bench forwarding``) and
@@ -46,7 +58,8 @@ cross-check (``cross_checks`` is empty).
 Modules: ``params``, ``testbed`` (the generated topology, CPU placement), ``measure`` (one live
 run, DTA or naive), ``search`` (the rate search), ``naive`` (the naive collector process,
 ``python -m netstack.bench.dta --role naive``), ``keywrite`` (Figs. 7 and 9), ``tables`` and
-``plots``; :func:`main` here runs them.
+``plots``, ``longevity`` (Fig. 8), ``queryrate`` (with its query process,
+``--role query``), ``inproc``; :func:`main` here runs them.
 """
 
 from __future__ import annotations
@@ -62,6 +75,7 @@ from ..output import loadavg, say, write_results
 from ..proc import PIN_ENV, pin, sigterm_unwinds
 from .inproc import inproc
 from .keywrite import fig7, fig9
+from .longevity import longevity
 from .measure import measure_dta, measure_naive
 from .params import (
     APPEND_B,
@@ -76,18 +90,21 @@ from .params import (
     KEYWRITE_N,
     LINK_BUFFER,
     LINK_RATE,
+    LONGEVITY_RATE,
     LOSS_FREE,
     SAMPLE_S,
     WARMUP_S,
     WINDOWS_ENV,
 )
 from .plots import plots
-from .search import find_rate, invalid_runs, keeps_up, vs_naive
+from .queryrate import queryrate
+from .search import find_rate, invalid_runs, keeps_up, sustained, vs_naive
 from .tables import tables
 from .testbed import cpu_plan, topology_toml
 
 __all__ = ["main", "find_rate", "keeps_up", "fig7", "fig9", "inproc", "live_cases", "run_live", "measure_dta",
-           "measure_naive", "plots", "tables", "invalid_runs", "vs_naive", "verdicts"]
+           "measure_naive", "plots", "tables", "invalid_runs", "vs_naive", "verdicts", "longevity", "queryrate",
+           "collector_idle"]
 
 
 def _case_label(kind: str, param: int) -> str:
@@ -106,9 +123,29 @@ def live_cases(only: list[str] | None) -> tuple[list[tuple[str, int]], list[tupl
     return [c for c in dta if keep("dta", *c)], [c for c in naive if keep("naive", *c)]
 
 
+def collector_idle(prefix: str, pids: dict[str, int], seconds: float = 1.0) -> dict[str, float]:
+    """CPU share of each daemon with no report flowing, polled as during a measurement (status
+    every :data:`SAMPLE_S`): what a DTA collector host spends without any report, the part of
+    c1's CPU that is not the NIC stand-in's."""
+    import time
+
+    from ... import runtime
+    from .measure import cpu_seconds
+
+    c0 = {n: cpu_seconds(p) for n, p in pids.items()}
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        runtime.control(prefix, "sw2", "dta_status")
+        runtime.control(prefix, "c1", "status")
+        time.sleep(SAMPLE_S)
+    dt = time.monotonic() - t0
+    return {n: (cpu_seconds(p) - c0[n]) / dt for n, p in pids.items()}
+
+
 def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
-             naive_cases: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    """Every live measurement; nothing of ``prefix`` is left when this returns or raises."""
+             naive_cases: list[tuple[str, int]], idle: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every live measurement; nothing of ``prefix`` is left when this returns or raises.
+    ``idle`` receives the daemons' CPU share with no report flowing (:func:`collector_idle`)."""
     from ... import runtime
     from ...dta import control as dta_control
     from ...topo.model import loads_topology
@@ -135,6 +172,8 @@ def run_live(prefix: str, duration: float, dta_cases: list[tuple[str, int]],
         try:
             pids = bring_up("collector")
             dta_control.enable_translator(prefix, "sw2", "c1")
+            if idle is not None:
+                idle.update(collector_idle(prefix, pids))
             for i, (kind, param) in enumerate(dta_cases):
                 for w in windows():  # interleaved: every setting of a case before the next case
                     run("dta", kind, param, lambda rate, k=kind, p=param, i=i, w=w: measure_dta(
@@ -195,13 +234,31 @@ def _notes(duration: float, plan: dict[str, list[int]] | None, live_on: bool, lo
     return notes
 
 
-def verdicts(invalid: list[dict[str, Any]]) -> dict[str, Any]:
+def verdicts(invalid: list[dict[str, Any]], query: dict[str, Any] | None = None) -> dict[str, Any]:
     """``valid``, ``checks`` (each measurement that does not count a failed check), ``invalid_rows``
-    and ``cross_checks`` (none here): what ``netstack bench`` ends with (netstack/bench/summary.py)."""
+    and ``cross_checks`` (none here): what ``netstack bench`` ends with (netstack/bench/summary.py).
+    A query-rate row that does not count (a starved query process) is one more invalid row."""
+    invalid = list(invalid)
+    for row in (query or {}).get("rows", []):
+        if not row.get("valid", True):
+            from ...validity import Validity
+
+            invalid.append({"row": f"query rate, {row['processes']} process(es)", "reasons": Validity.of(row).reasons})
     return {"valid": not invalid,
             "checks": [{"name": r["row"], "expected": "a valid measurement", "measured": "; ".join(r["reasons"]),
                         "ok": False} for r in invalid],
             "invalid_rows": invalid, "cross_checks": []}
+
+
+def longevity_rate(live: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report rate the longevity tables convert ages to seconds at: the Key-Write N=2 rate the
+    live part sustained in this run, else :data:`LONGEVITY_RATE`."""
+    for c in live:
+        if c["path"] == "dta" and c["kind"] == "keywrite" and c["param"] == 2 and c.get("window") is None:
+            r = sustained(c)
+            if r:
+                return {"per_s": r, "source": "live Key-Write N=2 sustained ingest, this run"}
+    return {"per_s": LONGEVITY_RATE, "source": "nominal (no live Key-Write N=2 rate in this run)"}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -212,8 +269,11 @@ def main(args: argparse.Namespace) -> int:
     do7 = not only or any(s in "fig7" for s in only)
     do9 = not only or any(s in "fig9" for s in only)
     do_inproc = not only or any(s in "inproc" for s in only)
+    do_longevity = not only or any(s in "longevity" for s in only)
+    do_query = not only or any(s in "queryrate" for s in only)
     if (dta_cases or naive_cases) and os.geteuid() != 0:
-        print("netstack bench dta: the live part needs root (namespaces); run as root or use --only fig7 --only fig9",
+        print("netstack bench dta: the live part needs root (namespaces); run as root or use --only fig7 --only fig9 "
+              "--only longevity --only queryrate --only inproc",
               file=sys.stderr)
         return 2
     plan = cpu_plan()
@@ -221,13 +281,15 @@ def main(args: argparse.Namespace) -> int:
     load_before = loadavg()
     notes = _notes(duration, plan, live_on, load_before)
     say(f"netstack bench dta: live cases {len(dta_cases)} DTA + {len(naive_cases)} naive, {duration:g} s each; "
-        f"fig7 {'yes' if do7 else 'no'}, fig9 {'yes' if do9 else 'no'}, in-process {'yes' if do_inproc else 'no'}")
+        f"fig7 {'yes' if do7 else 'no'}, fig9 {'yes' if do9 else 'no'}, in-process {'yes' if do_inproc else 'no'}, "
+        f"longevity {'yes' if do_longevity else 'no'}, query rate {'yes' if do_query else 'no'}")
     for n in notes:
         say(f"note: {n}")
 
     prefix = f"bdta{secrets.token_hex(3)}"
+    idle: dict[str, Any] = {}
     with sigterm_unwinds():
-        live_records = run_live(prefix, duration, dta_cases, naive_cases) if (dta_cases or naive_cases) else []
+        live_records = run_live(prefix, duration, dta_cases, naive_cases, idle) if (dta_cases or naive_cases) else []
     f7: list[dict[str, Any]] = []
     f9: list[dict[str, Any]] = []
     engines: list[dict[str, Any]] = []
@@ -241,16 +303,26 @@ def main(args: argparse.Namespace) -> int:
         say(f"[fig9] wrong answers vs checksum width {FIG9_WIDTHS}, {FIG9_SLOTS} slots ...")
         f9 = fig9()
     vs_naive(live_records)
+    rate = longevity_rate(live_records)
+    lon: list[dict[str, Any]] = []
+    if do_longevity:
+        say("[longevity] Key-Write queryability vs report age (Fig. 8) ...")
+        lon = longevity()
+    query: dict[str, Any] = {}
+    if do_query:
+        say("[queryrate] Key-Write queries/s, 1 and more processes, vs the naive collector's dict ...")
+        query = queryrate()
     invalid = invalid_runs(live_records)
-    pngs = plots(results_dir, live_records, f7, f9)
-    table = tables(live_records, f7, f9, engines)
+    pngs = plots(results_dir, live_records, f7, f9, lon)
+    table = tables(live_records, f7, f9, engines, longevity=lon, rate=rate, query=query, idle=idle)
     path = write_results(results_dir, "bench-dta", {
         "method": "reporter in h1 -> sw2 translator -> c1 RoCEv2 responder -> shared memory, vs a naive UDP "
                   "collector in c1, same run; Fig. 7/9 sans-IO on the Key-Write store",
         "duration_s": duration, "prefix": prefix,
         "link": {"rate": LINK_RATE, "delay": "0", "buffer": LINK_BUFFER},
         "cpu_plan": plan, "notes": notes, "plots": pngs, "loadavg_before": load_before, "loadavg_after": loadavg(),
-        "live": live_records, "fig7": f7, "fig9": f9, "inproc": engines, **verdicts(invalid),
+        "live": live_records, "fig7": f7, "fig9": f9, "inproc": engines, "collector_idle": idle,
+        "longevity": {"rate": rate, "curves": lon}, "queryrate": query, **verdicts(invalid, query),
     })
     md = results_dir / "bench-dta-latest.md"
     md.write_text(table + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")

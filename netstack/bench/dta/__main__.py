@@ -1,4 +1,4 @@
-"""``python -m netstack.bench.dta --role naive``: the naive collector helper process."""
+"""``python -m netstack.bench.dta --role naive|query``: the helper processes (naive collector, query process)."""
 
 import sys
 

@@ -113,6 +113,54 @@ def measure(kind: str, param: int, reports: int = 20_000, rounds: int = 5) -> di
             "frames_per_report": frames_per_report, "responses_per_frame": responses_per_frame, **best}
 
 
+def naive_measure(kind: str, param: int, reports: int = 20_000, rounds: int = 5) -> float:
+    """The naive collector's host CPU per report, in process: decode each report's UDP payload
+    (``headers.dta``) and insert it into a dict / list / counter, as ``naive.py`` does; best of
+    ``rounds``, microseconds."""
+    from headers.dta import Append, KeyIncrement, KeyWrite, decode_report
+
+    from ...dta.reporter import Reporter
+
+    rep = Reporter(MAC_R, MAC_T, IP_R, IP_C)
+    if kind == "keywrite":
+        payloads = [rep.key_write(1 + i, i, param) for i in range(DISTINCT_REPORTS)]
+    elif kind == "append":
+        payloads = [rep.append(param, i) for i in range(DISTINCT_REPORTS)]
+    else:
+        payloads = [rep.key_increment(1 + i, 1, param) for i in range(DISTINCT_REPORTS)]
+    todo = [payloads[i % len(payloads)] for i in range(reports)]
+    best = None
+    for _ in range(rounds):
+        store: dict[int, Any] = {}
+        lists: dict[int, list[Any]] = {}
+        counters: dict[int, int] = {}
+
+        def ingest(todo: list[bytes] = todo, store: dict[int, Any] = store, lists: dict[int, list[Any]] = lists,
+                   counters: dict[int, int] = counters) -> None:
+            for data in todo:
+                _, prim = decode_report(data)
+                t = type(prim)
+                if t is KeyWrite:
+                    store[prim.key] = prim.data
+                elif t is Append:
+                    lists.setdefault(prim.list_id, []).append(prim.data)
+                elif t is KeyIncrement:
+                    counters[prim.key] = counters.get(prim.key, 0) + prim.counter
+
+        t, _ = _cpu(ingest)
+        us = t / reports / 1e3
+        best = us if best is None else min(best, us)
+    assert best is not None
+    return best
+
+
 def inproc(rounds: int = 5) -> list[dict[str, Any]]:
-    """Every case of :data:`CASES`."""
-    return [measure(kind, param, rounds=rounds) for kind, param in CASES]
+    """Every case of :data:`CASES`, with the naive collector's CPU per report for the same reports
+    (``naive_us_per_report``) and the responder's per report (``responder_us_per_report``)."""
+    out = []
+    for kind, param in CASES:
+        row = measure(kind, param, rounds=rounds)
+        row["responder_us_per_report"] = row["responder_us_per_frame"] * row["frames_per_report"]
+        row["naive_us_per_report"] = naive_measure(kind, param, rounds=rounds)
+        out.append(row)
+    return out

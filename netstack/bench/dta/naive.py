@@ -87,7 +87,11 @@ def role_naive(p: dict[str, Any]) -> int:
 def helper_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m netstack.bench.dta",
                                      description="helper process of 'netstack bench dta'")
-    parser.add_argument("--role", choices=["naive"], required=True)
+    parser.add_argument("--role", choices=["naive", "query"], required=True)
     parser.add_argument("--params", required=True, help="JSON parameters")
     args = parser.parse_args(argv)
+    if args.role == "query":
+        from .queryrate import role_query
+
+        return role_query(json.loads(args.params))
     return role_naive(json.loads(args.params))

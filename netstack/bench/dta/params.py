@@ -38,3 +38,21 @@ SUBNET = "10.0.0"
 #: every DTA case with, in that order, e.g. "0,256,0,256" for an interleaved before/after; unset:
 #: one run per case with the default window.
 WINDOWS_ENV = "NETSTACK_BENCH_DTA_WINDOWS"
+#: Data longevity (Fig. 8, sans-IO): store sizes (slots) at N = 2, the other N at the middle size;
+#: INT 5-hop path tracing's 5 x 32-bit values per slot, as the paper; keys written = AGES x slots;
+#: SAMPLE of them queried, in BINS age bins.
+LONGEVITY_SLOTS = (1 << 12, 1 << 14, 1 << 16)
+LONGEVITY_REDUNDANCY = (1, 2, 4)
+LONGEVITY_DATA_WORDS = 5
+LONGEVITY_AGES = 2.0
+LONGEVITY_BINS = 8
+LONGEVITY_SAMPLE = 6000
+#: reports/s at which the longevity tables give ages in seconds when the run has no live Key-Write N=2 rate
+LONGEVITY_RATE = 50_000.0
+#: Query rate: a Key-Write store of QUERY_SLOTS slots (N = 2, load factor 1, file-backed as the
+#: collector's), queried by each number of processes in QUERY_PROCESSES for QUERY_S seconds.
+QUERY_SLOTS = 1 << 16
+QUERY_PROCESSES = (1, 2, 4)
+QUERY_S = 1.0
+#: a query process that ran less than this share of the time it had a CPU to itself was starved
+QUERY_CPU_SHARE = 0.8

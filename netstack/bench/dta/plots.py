@@ -1,4 +1,4 @@
-"""The PNG plots of ``netstack bench dta``: Fig. 7, Fig. 9 and the live ingestion rates."""
+"""The PNG plots of ``netstack bench dta``: Fig. 7, Fig. 8 (data longevity), Fig. 9 and the live ingestion rates."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .search import sustained
 
 
 def plots(results_dir: Path, live: list[dict[str, Any]], f7: list[dict[str, Any]],
-          f9: list[dict[str, Any]]) -> list[str]:
+          f9: list[dict[str, Any]], longevity: list[dict[str, Any]] | None = None) -> list[str]:
     """The plots of whatever ran, as the paths written ([] without matplotlib)."""
     plt = pyplot()
     if plt is None:
@@ -19,6 +19,8 @@ def plots(results_dir: Path, live: list[dict[str, Any]], f7: list[dict[str, Any]
     written = []
     if f7:
         written.append(_plot_fig7(plt, f7, results_dir / "bench-dta-fig7.png"))
+    if longevity:
+        written.append(_plot_fig8(plt, longevity, results_dir / "bench-dta-longevity.png"))
     if f9:
         written.append(_plot_fig9(plt, f9, results_dir / "bench-dta-fig9.png"))
     dta = [c for c in live if c["path"] == "dta" and sustained(c)]
@@ -44,6 +46,26 @@ def _plot_fig7(plt: Any, f7: list[dict[str, Any]], path: Path) -> str:
     ax.set_ylabel("query success rate")
     ax.set_title("Key-Write query success (Fig. 7); dashed: analytic")
     ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    save(plt, fig, path, dpi=120)
+    return str(path)
+
+
+def _plot_fig8(plt: Any, curves: list[dict[str, Any]], path: Path) -> str:
+    """The paper's Fig. 8 axes: queryability vs report age, one curve per store size (N = 2),
+    plus the other N; measured markers, analytic dashed."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for c in curves:
+        pts = c["points"]
+        line, = ax.plot([p["age_reports"] for p in pts], [p["queryable"] for p in pts], "o-", markersize=3,
+                        label=f"{c['memory_bytes'] / 1024:g} KiB ({c['slots']:,} slots), N = {c['redundancy']}")
+        ax.plot([p["age_reports"] for p in pts], [p["analytic"] for p in pts], "--", color=line.get_color(),
+                alpha=0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("report age (reports written since)")
+    ax.set_ylabel("queryability")
+    ax.set_title("Key-Write data longevity (Fig. 8); dashed: analytic")
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="small")
     save(plt, fig, path, dpi=120)
     return str(path)

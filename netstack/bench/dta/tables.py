@@ -23,7 +23,9 @@ def _us2(v: float | None) -> str:
 
 
 def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[str, Any]],
-           engines: list[dict[str, Any]] | None = None) -> str:
+           engines: list[dict[str, Any]] | None = None, *, longevity: list[dict[str, Any]] | None = None,
+           rate: dict[str, Any] | None = None, query: dict[str, Any] | None = None,
+           idle: dict[str, Any] | None = None) -> str:
     out = []
     if engines:
         labels = {"keywrite": "Key-Write N={}", "append": "Append B={}", "increment": "Key-Increment N={}"}
@@ -74,7 +76,10 @@ def tables(live: list[dict[str, Any]], f7: list[dict[str, Any]], f9: list[dict[s
         out.append("\nNaive CPU collector (translator off; UDP socket + decode + insert into a dict/list in c1):\n")
         out.append(format_table(["same reports as", "ingest/s", "c1 CPU us/report", "sw2 CPU us/report",
                                  "overload: offered/s", "overload: loss", "limit"], nrows))
+    out += cpu_lines(live, engines or [], idle or {})
     out += invalid_lines(invalid_runs(live))
+    out += longevity_lines(longevity or [], rate or {})
+    out += query_lines(query or {})
     if f7:
         lfs = sorted({r["load_factor"] for r in f7})
         rows = []
@@ -103,3 +108,95 @@ def invalid_lines(invalid: list[dict[str, Any]]) -> list[str]:
     return ["\nInvalid measurements (not counted; their cases are left out of the tables, ratios and plot above: "
             "other work took the CPUs, or the reporter fell short of its duration):\n",
             *[f"- {r['row']}: {'; '.join(r['reasons'])}" for r in invalid]]
+
+
+_KIND = {"keywrite": "Key-Write N={}", "append": "Append B={}", "increment": "Key-Increment N={}"}
+
+
+def cpu_lines(live: list[dict[str, Any]], engines: list[dict[str, Any]], idle: dict[str, Any]) -> list[str]:
+    """Collector CPU per report, DTA vs naive, beside the ingest rates ("Direct Telemetry
+    Access" §7.3: the collector's CPU does no per-report work; the NIC does it)."""
+    out: list[str] = []
+    counted = [c for c in live if c.get("valid", True)]
+    naive = {c["kind"]: c for c in counted if c["path"] == "naive"}
+    rows = []
+    for c in counted:
+        nv = naive.get(c["kind"])
+        if c["path"] != "dta" or nv is None:
+            continue
+        d, n = c["sustained"] or c["overload"], nv["sustained"] or nv["overload"]
+        bound = "≥ " if nv["reporter_bound"] else ""
+        rows.append([c["label"], _k(sustained(c)), bound + _k(sustained(nv)),
+                     _us(d["collector_cpu_us_per_report"]), "0", _us(n["collector_cpu_us_per_report"]),
+                     _us(d["switch_cpu_us_per_report"])])
+    if rows:
+        share = idle.get("c1")
+        out.append("\nCollector CPU per report, DTA vs naive (live, same run; c1 = the collector host). DTA's c1 "
+                   "CPU is all the RDMA responder that stands in for the NIC (ring receive, RoCEv2 parse and ICRC, "
+                   "the memory write, ACKs): on hardware it is the NIC's and the host CPU does 0 per report. The "
+                   "naive collector's c1 CPU (UDP receive, decode, insert) is host CPU on any hardware. sw2's is the "
+                   "translator, a switch pipeline on hardware:\n")
+        out.append(format_table(["case", "DTA ingest/s", "naive ingest/s", "DTA c1 CPU us/report (NIC stand-in)",
+                                 "DTA host CPU us/report on hardware", "naive c1 CPU us/report (host CPU)",
+                                 "DTA sw2 CPU us/report (switch stand-in)"], rows))
+        if share is not None:
+            out.append(f"\nc1's collector daemon with no report flowing (status polled every 0.25 s): "
+                       f"{share:.1%} of a CPU, the host-side work a DTA collector keeps (control, queries).")
+    eng = [e for e in engines if "naive_us_per_report" in e]
+    if eng:
+        rows = [[_KIND[e["kind"]].format(e["param"]), _us2(e["responder_us_per_report"]), "0",
+                 _us2(e["naive_us_per_report"]), _us2(e["translator_us_per_report"])] for e in eng]
+        out.append("\nCollector CPU per report in process (no network, no daemon; best of "
+                   f"{eng[0]['rounds']} runs): the responder (NIC stand-in) vs the naive collector's "
+                   "decode + insert:\n")
+        out.append(format_table(["case", "DTA responder us/report (NIC stand-in)", "DTA host CPU us/report on hardware",
+                                 "naive decode + insert us/report (host CPU)", "translator us/report (switch)"], rows))
+    return out
+
+
+def _age_s(reports: float | None, per_s: float) -> str:
+    return "-" if reports is None or not per_s else f"{reports / per_s:.3g} s"
+
+
+def longevity_lines(curves: list[dict[str, Any]], rate: dict[str, Any]) -> list[str]:
+    """Fig. 8: queryability vs age per store size and N, measured (analytic in parentheses), and
+    the half-life in reports and in seconds at ``rate``."""
+    if not curves:
+        return []
+    per_s = float(rate.get("per_s") or 0.0)
+    ages = [p["age_per_slot"] for p in curves[0]["points"]]
+    out = ["\nData longevity (Fig. 8) - Key-Write queryability vs report age (reports written since, in units "
+           "of the store's slots S; 5 x 32-bit values + 32-bit checksum per slot; analytic in parentheses):\n"]
+    rows = []
+    for c in curves:
+        by = {p["age_per_slot"]: p for p in c["points"]}
+        rows.append([f"{c['slots']:,} slots ({c['memory_bytes'] / 1024:g} KiB), N = {c['redundancy']}",
+                     *(f"{by[a]['queryable']:.3f} ({by[a]['analytic']:.3f})" if a in by else "-" for a in ages)])
+    out.append(format_table(["store", *(f"age {a:g} S" for a in ages)], rows))
+    rows = [[f"{c['slots']:,} slots, N = {c['redundancy']}",
+             "-" if c["half_life_reports"] is None else f"{c['half_life_reports']:,.0f}",
+             "-" if c["half_life_binned_analytic"] is None else f"{c['half_life_binned_analytic']:,.0f}",
+             f"{c['half_life_analytic']:,.0f} ({c['half_life_analytic'] / c['slots']:.3f} S)",
+             _age_s(c["half_life_reports"], per_s), _age_s(c["half_life_analytic"], per_s)] for c in curves]
+    out.append(f"\nHalf-life (age at which half the reports are still queryable); seconds at {per_s / 1e3:.1f} k "
+               f"reports/s ({rate.get('source', '')}):\n")
+    out.append(format_table(["store", "measured (reports)", "analytic at the same bins", "analytic exact (reports)",
+                             "measured (s)", "analytic (s)"], rows))
+    return out
+
+
+def query_lines(query: dict[str, Any]) -> list[str]:
+    """Query rate: Key-Write queries/s with 1..P processes, the dict baseline beside."""
+    if not query:
+        return []
+    base = query["baseline"]
+    rows = [[r["processes"], r["cpus"], _k(r["queries_per_s"]), " / ".join(_k(x) for x in r["per_process_per_s"]),
+             _us2(r["cpu_us_per_query"]), f"{r['found']:.3f}", "yes" if r["valid"] else "NO: " + "; ".join(
+                 f"{c['name']} {c['measured']}" for c in r["checks"] if not c["ok"])] for r in query["rows"]]
+    rows.append(["naive collector's dict, 1", "-", _k(base["queries_per_s"]), "-", _us2(base["cpu_us_per_query"]),
+                 "1.000", "(baseline)"])
+    return [f"\nQuery rate - Key-Write queries/s from the collector's memory files ({query['slots']:,} slots, "
+            f"N = {query['redundancy']}, load factor {query['load_factor']:g}; each process maps the store and "
+            "queries every P-th key; baseline: a Python dict, same keys):\n",
+            format_table(["processes", "CPUs", "queries/s (all)", "per process", "CPU us/query", "found",
+                          "counts"], rows)]
