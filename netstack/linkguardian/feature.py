@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 
 from headers.auth import TRAILER_LEN
 from headers.errors import HeaderError
-from headers.linkguardian import DATA_DUMMY, DATA_ERA, DATA_RETX, ETHERTYPE, LGType, find_tag
+from headers.linkguardian import DATA_DUMMY, DATA_ERA, DATA_RETX, ETHERTYPE, TAG_SIZE, LGType, find_tag
 
 from ..auth.frame import REASONS, AuthFailure, Opener, OpenerCounters, Sealer
 from ..auth.keys import PURPOSE_LG_LINK
@@ -94,6 +94,23 @@ def control_span(frame: bytes) -> int:
             break
         o += 2 + size  # the tag; its next_type is the next EtherType
     return o + 2 if o > 12 else 0
+
+
+def unsealed_control(frame: bytes, span: int) -> bool:
+    """Does ``frame`` carry a control tag (leading ACK, loss notification) outside its sealed
+    leading ``span`` (:func:`control_span`; 0: nothing sealed)? The sender acts on a control tag
+    wherever it sits in the tag stack (it skips data tags to find it), but a seal covers only the
+    control tags at the front: with keys, a control tag behind a data tag is an unauthenticated
+    one (issue 34: an on-link device freed the Tx buffer that way), and the frame is refused."""
+    o = 12  # an EtherType: the frame's, then each tag's next_type
+    n = len(frame)
+    while n >= o + 3 and frame[o] == _LG_HI and frame[o + 1] == _LG_LO:
+        t = o + 2
+        size = _CONTROL_TAG.get(frame[t] >> 6)
+        if size is not None and t >= span:
+            return True
+        o = t + (size if size is not None else TAG_SIZE - 2)  # a data tag: 3 bytes, then next_type
+    return False
 
 
 class _LGFeature(FeatureBase):
@@ -170,6 +187,8 @@ class LGSenderFeature(_LGFeature):
         self._repoll_at: int | None = None
         #: opens the receiver's sealed control frames when the link has keys (module docstring)
         self.opener: Opener | None = None
+        #: frames refused with keys for a control tag outside the seal (unsealed_control)
+        self.unsealed_control = 0
 
     # ------------------------------------------------------------- feature interface
     def on_egress(self, frame: bytes, cls: int, now_ns: int) -> bytes:
@@ -194,6 +213,9 @@ class LGSenderFeature(_LGFeature):
             return frame
         if self.opener is not None:
             span = control_span(frame)
+            if unsealed_control(frame, span):
+                self.unsealed_control += 1  # refused: auth_refused["unsealed_control"]
+                return None
             if span:
                 try:
                     self.opener.open(frame[:span] + frame[-TRAILER_LEN:] if len(frame) >= span + TRAILER_LEN
@@ -238,7 +260,7 @@ class LGSenderFeature(_LGFeature):
         out["auth"] = self.opener is not None
         opened = asdict(self.opener.c if self.opener is not None else OpenerCounters())
         out["auth_ok"] = opened["ok"]
-        out["auth_refused"] = {r: opened[r] for r in REASONS}
+        out["auth_refused"] = {**{r: opened[r] for r in REASONS}, "unsealed_control": self.unsealed_control}
         state = self.switch.counters().get(self.port, {})
         per_class = state.get("pauses_rx_class", [])
         paused = state.get("paused", [])

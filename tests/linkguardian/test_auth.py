@@ -15,15 +15,17 @@ from hypothesis import strategies as st
 
 from headers.auth import TRAILER_LEN
 from headers.fcs import append_fcs
+from headers.linkguardian import ETHERTYPE, LGData, LGLeadingAck, LGLossNotification
 from netstack.auth import PURPOSE_LG_LINK, Sealer
 from netstack.auth.keys import load, parse, rotate
 from netstack.linkguardian import LGParams, enable_receiver, enable_sender
-from netstack.linkguardian.feature import control_span
+from netstack.linkguardian.feature import control_span, unsealed_control
+from netstack.linkguardian.sender import LG_CONTROL_MAC
 from netstack.switch import ConfigError
 
 from . import GBPS, US
 from .fig7 import Fig7
-from .test_attacks import courier, notification
+from .test_attacks import LG, courier, notification
 from .test_feature import in_order
 
 NOW = 1.7e9
@@ -95,6 +97,45 @@ def test_forged_unauthenticated_and_wrong_key_control_is_refused_and_counted(kin
     assert after["auth_ok"] == before["auth_ok"]
     assert f.sender.engine.leading_ack == leading  # nothing moved the sender
     assert f.sender.engine.counters()["retransmissions"] == before["retransmissions"]
+
+
+def test_a_control_tag_hidden_behind_a_data_tag_is_refused_with_keys_and_counted():
+    """Issue 34, finding 1: the seal covers the control tags at the front of a frame, and the
+    sender skips data tags to find a control tag; so with keys, a frame whose control tag sits
+    behind a data tag is refused (``unsealed_control``), never acted on."""
+    f = bench()
+    f.backlog(200, size=400)
+    f.run()
+    src = b"\x02\x00\x00\x00\x00\x99"
+    before = sender_counters(f)
+    leading = f.sender.engine.leading_ack
+    for tag in (LGLeadingAck((leading + 50) & 0xFFFF, 0).to_bytes(),
+                LGLossNotification(leading & 0xFFFF, 5, (leading + 1) & 0xFFFF, 0).to_bytes()):
+        hidden = LG_CONTROL_MAC + src + LG + LGData(7, ETHERTYPE).to_bytes() + tag
+        inject(f, hidden + bytes(max(0, 60 - len(hidden))))
+    f.run()
+    after = sender_counters(f)
+    assert after["auth_refused"]["unsealed_control"] - before["auth_refused"]["unsealed_control"] == 2
+    assert f.sender.engine.leading_ack == leading  # nothing moved the sender
+    assert f.sender.engine.counters()["retransmissions"] == before["retransmissions"]
+
+
+@given(stack=st.lists(st.sampled_from(["data", "ack", "loss"]), min_size=1, max_size=5),
+       sealed=st.integers(0, 5))
+def test_unsealed_control_finds_every_control_tag_outside_the_sealed_front(stack, sealed):
+    """:func:`unsealed_control` over arbitrary tag stacks: true exactly when a control tag lies
+    beyond the span a seal would cover (the leading control tags)."""
+    tags = {"data": lambda nt: LGData(1, nt).to_bytes(), "ack": lambda nt: LGLeadingAck(1, nt).to_bytes(),
+            "loss": lambda nt: LGLossNotification(1, 1, 2, nt).to_bytes()}
+    body = b""
+    for i, kind in enumerate(stack):
+        body += tags[kind](ETHERTYPE if i + 1 < len(stack) else 0x0800)
+    frame = LG_CONTROL_MAC + b"\x02" * 6 + LG + body + bytes(20)
+    span = control_span(frame)
+    lead = next((i for i, k in enumerate(stack) if k == "data"), len(stack))
+    assert unsealed_control(frame, span) == any(k != "data" for k in stack[lead:])
+    assert not unsealed_control(frame, len(frame))  # everything sealed: nothing outside
+    assert unsealed_control(frame[:14] + frame[14:], 0) == any(k != "data" for k in stack)
 
 
 def test_a_replayed_genuine_control_frame_is_refused():
