@@ -307,6 +307,10 @@ class _SwitchAuth:
         saved = _SEALERS.setdefault(switch, {})
         self.sealers: dict[str, Sealer] = {}
         self.fabric: dict[str, Opener] = {}
+        #: each process's opener by (its IP, its UDP port), whatever edge port it speaks on: one
+        #: replay window per sender, so a sealed frame replayed on another edge port is refused as
+        #: replayed (issue 34, finding 2: a per-port entry had a fresh window for the replay)
+        self.edge: dict[bytes, Opener] = {}
         self.hop_out: dict[str, bytes] = {}
         self.hop_in: dict[str, bytes] = {}
         for name, f in features.items():
@@ -328,11 +332,23 @@ class _SwitchAuth:
             self.hop_in[name] = fabric_hop(node, port, switch.name, name)
 
     def open_edge(self, f: OnePipeFeature, info: _ProcInfo | None, frame: bytes, u: int, end: int) -> Opener | None:
-        """The opener that took this process's frame (a fresh one for its first), None: refused."""
-        o = info.opener if info is not None else None
+        """The opener that took this process's frame (a fresh one for its first), None: refused.
+        The opener is the sender's (its IP and UDP port), shared by every edge port it may come
+        in on, and kept only once a frame of it was genuine (forged sources fill no table)."""
+        who = frame[26:30] + frame[u:u + 2]
+        o = self.edge.get(who)
+        fresh = o is None
         if o is None:
-            o = Opener(self.keys, WINDOW)  # kept (by the caller) only if the frame is genuine
-        return o if check(o, frame_context(K_HOST, frame, u) + frame[u + 8:end], f.a) else None
+            o = Opener(self.keys, WINDOW)
+        if not check(o, frame_context(K_HOST, frame, u) + frame[u + 8:end], f.a):
+            return None
+        if fresh:
+            if len(self.edge) >= 2 * MAX_PROCESSES:
+                # bounded: the oldest sender's window goes (a sender that silent for that long
+                # had its input timed out, and a replay of its frames would be no news)
+                del self.edge[next(iter(self.edge))]
+            self.edge[who] = o
+        return o
 
     def open_fabric(self, f: OnePipeFeature, frame: bytes, u: int, end: int) -> bool:
         return check(self.fabric[f.name], frame_context(K_FABRIC, frame, u, self.hop_in[f.name]) + frame[u + 8:end],
@@ -370,9 +386,8 @@ class _SwitchAuth:
             s.update_keys(keys)
         for o in self.fabric.values():
             o.update_keys(keys)
-        for info in procs.values():
-            if info.opener is not None:
-                info.opener.update_keys(keys)
+        for o in self.edge.values():
+            o.update_keys(keys)
 
     def status(self) -> dict[str, Any]:
         return {"domain": self.domain, "window": WINDOW, "key_ids": sorted(self.keys.keys),

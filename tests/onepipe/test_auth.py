@@ -171,6 +171,25 @@ def test_a_sealed_beacon_sets_its_process_register_and_the_rest_are_refused_per_
     assert st_ is not None and list(st_["ports"]["p-h1"]["inputs"]) == ["10.0.0.1:40101"]
 
 
+def test_a_sealed_frame_replayed_on_another_edge_port_is_refused_as_replayed() -> None:
+    """Issue 34, finding 2: a process's replay window is its own (its IP and UDP port), whichever
+    edge port its frames come in on: a sealed beacon of h1's process replayed on h2's port makes no
+    second process entry with a fresh window and moves no barrier there."""
+    n = AuthNet()
+    p1 = Proc(1)
+    t = 10 * MS
+    good = p1.beacon(t + 5000, commit=t + 4000)
+    n.send("tor1", "p-h1", good, t)
+    n.send("tor1", "p-h2", good, t + 1)  # the replay, on the other edge port
+    a = n.auth("tor1", "p-h2")
+    assert a["replayed"] == 1 and a["ok"] == 0
+    st_ = op.status(n.sw["tor1"])
+    assert st_ is not None and list(st_["ports"]["p-h2"]["inputs"]) == []
+    # the process itself may move ports: its next frame is new, and taken there
+    n.send("tor1", "p-h2", p1.beacon(t + 6000), t + 2)
+    assert n.auth("tor1", "p-h2")["ok"] == 1
+
+
 def test_data_is_opened_and_sealed_anew_at_every_hop_and_opens_at_its_receiver() -> None:
     n = AuthNet()
     p1, p2, p3 = Proc(1), Proc(2), Proc(3)
