@@ -28,10 +28,19 @@ FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: peers send less to it then idles (measured: 91 % busy at P = 2); four times keeps every core busy.
 FIG8_OVERLOAD = 4.0
 FIG8_RATE = FIG8_OVERLOAD * cpucost.DEFAULT_COSTS.be_capacity / FANOUT  # scatterings/s per process
-#: a saturated process sends ~5 M msg/s: 512 of them for 40 us are ~100 k messages, which pure
-#: Python simulates in about a minute (the sweep to 512 in under 5 minutes with 2 workers)
+#: the virtual time of load per P: a saturated process sends ~5 M msg/s, and the simulator does
+#: ~1 k of them a second of CPU on this VM, so the load shortens as P grows (the sweep to 512 in
+#: under 5 minutes with 2 workers). The rate counts the messages sent in the window's last 80 %
+#: and delivered, so a short window needs no pipeline to fill (netstack/onepipe/scenarios.py)
 FIG8_DURATION_NS = 40_000
-FIG8_DRAIN_NS = 30 * T_BEACON_NS  # lossless: every message is delivered within a few T_beacon
+FIG8_DURATIONS_NS = {64: 20_000, 128: 10_000, 256: 5_000, 512: 5_000}
+#: the baselines count deliveries inside the window (a sequencer's queue takes its time to fill):
+#: at least this long, and but for the host sequencer only up to FIG8_BASELINE_MAX_PROCS processes
+#: (past it each is saturated already, and their runs would take most of the sweep's time)
+FIG8_BASELINE_MIN_NS = 20_000
+FIG8_BASELINE_MAX_PROCS = 128
+FIG8_BASELINE_OVERLOAD = 2.0  # their processes cost best effort's send and receive: 2x saturates them
+FIG8_DRAIN_NS = 10 * T_BEACON_NS  # lossless: every message is delivered within a few T_beacon
 #: the paper's testbed has no oversubscription (§7.1, "our traffic pattern is all-to-all"): the
 #: ToR-spine links carry what their 8 hosts send; hosts at 400 Gbit/s, because our 64-byte
 #: messages travel as UDP datagrams with a 24-byte 1Pipe header and a software ACK each (the
@@ -84,12 +93,18 @@ def fig8_points(scale: float) -> list[Point]:
     cores = baselines() is not None
     for p in FIG8_PROCS:
         for mode, system in fig8_systems():
-            rate = FIG8_RATE if mode != "sequencer" or cores else FIG8_RATE / FIG8_OVERLOAD
+            duration = FIG8_DURATIONS_NS.get(p, FIG8_DURATION_NS)
+            rate = FIG8_RATE
+            if mode not in ("onepipe", "reliable"):
+                if p > FIG8_BASELINE_MAX_PROCS and mode != "sequencer":
+                    continue
+                duration = max(duration, FIG8_BASELINE_MIN_NS)
+                rate = FIG8_RATE * (FIG8_BASELINE_OVERLOAD if cores else 1.0) / FIG8_OVERLOAD
             extra: dict[str, Any] = {"mode": mode, "drain_ns": FIG8_DRAIN_NS, "cpu": True}
             if mode == "sequencer":
                 extra.update(seq_service_ns=SEQ_SERVICE_NS, seq_queue=SEQ_QUEUE)
             params = {"procs": p, "rate": rate, "fanout": FANOUT, "size": SIZE, "t_beacon_ns": T_BEACON_NS, **extra}
-            spec = RunSpec("onepipe", FIG8_FABRIC, SEED, max(1, round(FIG8_DURATION_NS * scale)), params)
+            spec = RunSpec("onepipe", FIG8_FABRIC, SEED, max(1, round(duration * scale)), params)
             out.append(Point("fig8", spec, {"procs": p, "system": system}))
     return out
 
@@ -130,7 +145,7 @@ def cpu_costs(say: Say) -> dict[str, Any]:
     say(f"cpu model (defaults, {d.source}): factor {d.factor:.5f}; best effort {d.be}, reliable {d.reliable} "
         f"(ns at the paper's scale); capacity {d.be_capacity / 1e6:.2f} / {d.reliable_capacity / 1e6:.2f} M msg/s "
         f"per process, R/BE {d.reliable_capacity / d.be_capacity:.3f} (paper {PAPER_R_OVER_BE:.3f})")
-    m = cpucost.measure()
+    m = cpucost.measure(repeats=3)
     now = cpucost.calibrate(m)
     say(f"cpu model re-measured now ({now.source}): our ns per operation, best effort {_ns(m.be)}, "
         f"reliable {_ns(m.reliable)}; factor {now.factor:.5f}, R/BE {now.reliable_capacity / now.be_capacity:.3f}")
