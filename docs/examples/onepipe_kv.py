@@ -22,7 +22,9 @@ throughput and latency.
 
 ``--mode 2pc`` runs the baseline the same way (no controller, no 1Pipe needed); ``kill -9`` a
 shard replica (with two replicas a shard) or a client mid-run and the others go on: the check
-still passes (the killed client's last transaction ran everywhere or nowhere).
+still passes (the killed client's last transaction ran everywhere or nowhere). Give each reliable
+run fresh ports (or a fresh testbed): the controller remembers the processes of an earlier run
+on the same addresses, and their failure notices reach the new ones (docs/onepipe-kv.md, "Live").
 """
 
 from __future__ import annotations
@@ -158,10 +160,19 @@ async def run_client_onepipe(a: argparse.Namespace, index: int) -> dict[str, Any
         loop.current = (uid, ops, cur[2] if cur else time.monotonic_ns())
         await held[0].send(scatter)
 
+    joined: list[int] = []  # this process's clock when it registered
+
+    def on_proc_fail(proc: Addr, t_f: int) -> None:
+        # a notice about an earlier process on that address (it failed before we joined) is not
+        # about the replica running there now: only a failure after we joined marks it dead
+        if t_f == 0 or not joined or t_f >= joined[0]:
+            eng.proc_failed(proc)
+
     side.handler = on_result
     await asyncio.get_running_loop().create_datagram_endpoint(lambda: side, local_addr=wire.side_addr(a.me))
     async with OnePipeEndpoint(a.me, reliable=True, controller=a.controller, on_send_fail=on_send_fail,
-                               on_proc_fail=lambda proc, t_f: eng.proc_failed(proc)) as ep:
+                               on_proc_fail=on_proc_fail,
+                               on_register=lambda inc: joined.append(held[0].now()) if held else None) as ep:
         held.append(ep)
         await asyncio.sleep(a.start)
         stop = time.monotonic() + a.seconds
