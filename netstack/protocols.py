@@ -111,7 +111,7 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.dta.keywrite", "netstack.dta.reporter", "netstack.dta.query",
                           "netstack.dta.feature", "netstack.dta.topology", "netstack.dta.layout",
                           "netstack.dta.persist", "netstack.dta.options", "netstack.dta.simhosts",
-                          "netstack.dta.scenarios"),
+                          "netstack.dta.scenarios", "netstack.dta.postcard", "netstack.dta.hopreport"),
                    # a translator on the collector's ToR, declared per link end (netstack/dta/topology.py)
                    features={"dta": "netstack.dta.topology"},
                    node_kinds={"collector": "netstack.dta.control"},

@@ -21,6 +21,7 @@ ENGINES = (
     "netstack/tcsack/gbn.py", "netstack/tcsack/rangeset.py", "netstack/tcsack/params.py",
     "netstack/dta/translator.py", "netstack/dta/requester.py", "netstack/dta/counters.py", "netstack/dta/collector.py",
     "netstack/dta/keywrite.py", "netstack/dta/reporter.py", "netstack/sim/reno.py", "netstack/engine.py",
+    "netstack/dta/postcard.py", "netstack/dta/hopreport.py",
     "netstack/ethernet.py",
     "netstack/onepipe/endpoint.py", "netstack/onepipe/barrier.py", "netstack/onepipe/params.py",
     "netstack/onepipe/clock.py", "netstack/onepipe/reliable.py", "netstack/onepipe/controller.py",
