@@ -133,6 +133,9 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.onepipe.reliable", "netstack.onepipe.controller", "netstack.onepipe.ctlnode",
                           "netstack.onepipe.auth", "netstack.onepipe.authbench", "netstack.onepipe.actions",
                           "netstack.onepipe.recovery", "netstack.onepipe.rstate", "netstack.onepipe.section",
+                          "netstack.onepipe.kv.wire", "netstack.onepipe.kv.shard", "netstack.onepipe.kv.client",
+                          "netstack.onepipe.kv.twopc", "netstack.onepipe.kv.workload", "netstack.onepipe.kv.checker",
+                          "netstack.onepipe.kv.simkv", "netstack.onepipe.kv.scenario", "netstack.onepipe.kv.sweep",
                           "daemons.onepipe_controller"),
                    # reliable 1Pipe's controller (design topic §8): its replicas run on this node
                    node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},

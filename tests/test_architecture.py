@@ -29,6 +29,8 @@ ENGINES = (
     "netstack/onepipe/ctlwire.py", "netstack/tcd/detector.py", "netstack/tcd/params.py", "netstack/tcd/marker.py",
     "netstack/tcd/dcqcn.py", "netstack/tcd/np.py", "netstack/tcd/pacing.py", "netstack/tcd/timely.py",
     "netstack/tcd/cc.py", "netstack/auth/frame.py",
+    "netstack/onepipe/kv/wire.py", "netstack/onepipe/kv/shard.py", "netstack/onepipe/kv/client.py",
+    "netstack/onepipe/kv/twopc.py", "netstack/onepipe/kv/workload.py", "netstack/onepipe/kv/checker.py",
     # every worked example's engine (the code newcomers copy) keeps the same rules, found by its
     # place (docs/extending.md) so that a new example needs no line here
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "netstack" / "examples").glob("*/engine.py")),
