@@ -44,6 +44,8 @@ def test_cpu_table_puts_dta_and_naive_side_by_side_labelled() -> None:
     row = next(line for line in text.splitlines() if "Key-Write N=2 |" in line)
     assert "10.5" in row and "4.9" in row and "≥ 10.0 k" in row
     assert "3.0% of a CPU" in text
+    invalid = dict(_case("naive", 4.9), valid=False)
+    assert "not measured" in "\n".join(cpu_lines([_case("dta", 10.5), invalid], [], {}))
 
 
 def test_naive_decode_and_insert_runs_on_real_reports() -> None:

@@ -142,6 +142,9 @@ def cpu_lines(live: list[dict[str, Any]], engines: list[dict[str, Any]], idle: d
         if share is not None:
             out.append(f"\nc1's collector daemon with no report flowing (status polled every 0.25 s): "
                        f"{share:.1%} of a CPU, the host-side work a DTA collector keeps (control, queries).")
+    elif any(c["path"] == "naive" for c in live) and any(c["path"] == "dta" for c in live):
+        out.append("\nCollector CPU per report, DTA vs naive (live): no DTA case and naive case of the same kind both "
+                   "count in this run (see the invalid measurements below): not measured.")
     eng = [e for e in engines if "naive_us_per_report" in e]
     if eng:
         rows = [[_KIND[e["kind"]].format(e["param"]), _us2(e["responder_us_per_report"]), "0",
