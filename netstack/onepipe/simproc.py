@@ -40,8 +40,6 @@ class _Meter:
         self.sent_at: dict[tuple[int, int], int] = {}  # (sender index, scattering) -> true send time
         self.window = window
         self.in_window = 0  # deliveries inside the throughput window
-        #: deliveries of messages *sent* inside the window (the CPU model's rate: no pipeline to fill)
-        self.sent_in_window = 0
         self.latency: list[int] = []
         self.unordered: list[int] = []
         self.wait: list[int] = []
@@ -65,8 +63,6 @@ class _Meter:
         self.got.add((src.idx, seq, rx.idx))
         sent = self.sent_at.get((src.idx, seq))
         if sent is not None:
-            if self.window[0] <= sent < self.window[1]:
-                self.sent_in_window += 1
             self.latency.append(now - sent)
             if arrival is not None:
                 self.unordered.append(arrival - sent)

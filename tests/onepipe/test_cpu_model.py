@@ -21,7 +21,7 @@ COSTS = cpucost.DEFAULT_COSTS
 DATA, ACK = int(OnePipeOpcode.DATA), int(OnePipeOpcode.ACK)
 
 
-def _run(mode: str = "onepipe", cpu: bool = True, rate: float | None = None, duration: int = 20_000,
+def _run(mode: str = "onepipe", cpu: bool = True, rate: float | None = None, duration: int = 40_000,
          **extra: Any) -> dict[str, Any]:
     # offered: four times best effort's modelled capacity (scatterings of 2 messages)
     params = {"procs": 4, "mode": mode, "cpu": cpu, "rate": rate or 2 * COSTS.be_capacity, "drain_ns": 30_000,
@@ -39,6 +39,7 @@ def test_a_saturated_core_delivers_at_the_modelled_capacity(saturated: dict[str,
         res = doc["result"]
         cpu = res["cpu"]
         assert res["order"]["ok"] and res["send_failed"] == 0, mode
+        assert res["throughput_window_ns"] == [12_000, 40_000]  # the saturated pipeline has filled
         assert cpu["utilisation"]["min"] > 0.95, mode  # every core busy all through the window
         # the core sets the rate: far below what was offered, near what the model's costs allow (the
         # capacity is calibrated at 32 processes, whose mix of ACKs per message differs from 4's)
@@ -70,7 +71,7 @@ def test_without_the_model_the_same_load_is_delivered_as_offered() -> None:
 def test_an_unsaturated_core_delivers_the_offered_load() -> None:
     res = _run(rate=COSTS.be_capacity / 8)["result"]  # a quarter of capacity
     assert res["cpu"]["utilisation"]["mean"] < 0.6
-    assert res["delivered_per_proc_per_s"] == pytest.approx(res["offered_per_proc_per_s"], rel=0.25)
+    assert res["delivered_per_proc_per_s"] == pytest.approx(res["offered_per_proc_per_s"], rel=0.3)
 
 
 def test_the_probe_splits_delivery_work_off_the_calls_that_delivered() -> None:
