@@ -487,6 +487,8 @@ class SenderBase:
             s, flags = picked
             out.append(self._datagram(s, flags, stamp))
             self._next_slot += self._slot_ns(s)
+        if not self._idle and not self._has_packet():
+            self._idle = True  # nothing left to send: the time until something is due earns nothing
         return out
 
     def next_deadline(self) -> int | None:

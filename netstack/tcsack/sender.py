@@ -77,10 +77,14 @@ class TcsSender(SenderBase):
         of a transfer), come a round trip plus T after the packet, so the probe waits for the
         measured RTT (srtt) plus T after the newest copy sent, plus the same allowance. While new
         packets go out, their ACKs will come: this moves the probe on, and only a silent sender,
-        whose last packets may have been lost with nothing after them to show it, probes."""
+        whose last packets may have been lost with nothing after them to show it, probes. The RTT
+        counts at most ``FIRST_ACK_WAIT_NS`` (the round trip assumed before any sample): an ACK that
+        passed the checks but echoes an old stamp (docs/security.md#tc-sack) cannot hold the probe off
+        for longer."""
         at = self._ack_clock + self.timeout_ns()
         if self.srtt_us is not None:
-            at = max(at, self._last_stamp + int(self.srtt_us * 1000) + self.params.t_ns + self.allowance_ns())
+            rtt = min(int(self.srtt_us * 1000), self.FIRST_ACK_WAIT_NS)
+            at = max(at, self._last_stamp + rtt + self.params.t_ns + self.allowance_ns())
         return at
 
     def _on_time(self, now_ns: int) -> None:

@@ -204,3 +204,18 @@ def test_a_lossless_transfer_sends_no_probe_on_a_long_jittery_path():
         counts.append(path.snd.c.probes_sent)
     ours, plain = counts
     assert ours == 0 and plain >= 3, counts
+
+
+def test_an_old_echo_cannot_hold_the_probe_off_beyond_the_assumed_round_trip():
+    """An ACK that echoes the first stamp seconds later (genuine, or forged within the checks) makes
+    a huge RTT sample: the probe waits at most FIRST_ACK_WAIT_NS for the round trip."""
+    p = TcsParams(rate_bps=10_000_000, t_ns=2 * MS, n=4, payload=100)
+    s = TcsSender(p, bytes(300))
+    slot = p.packet_ns(TcsData.SIZE + 100)
+    sent = [TcsData.from_bytes(d) for t in range(3) for d in s.poll(t * slot)]
+    # a 5 s "round trip", reporting packet 1 lost (2 arrived): its retransmission goes out at once
+    s.on_ack(TcsAck(0, 0, 1, sent[2].tsval, ((2, 3),)), 5_000 * MS)
+    assert s.srtt_us is not None and s.srtt_us > 4_000_000
+    (retx,) = s.poll(5_000 * MS)
+    assert TcsData.from_bytes(retx).seq == 1
+    assert s.next_deadline() == 5_000 * MS + s.FIRST_ACK_WAIT_NS + 2 * MS  # not 5 s more
