@@ -66,9 +66,6 @@ def test_every_baseline_delivers_in_one_total_order(mode: str, cpu: Any) -> None
     check_total_order(res["log"])
     own = res["sequencer" if mode == "hostseq" else mode]
     assert ("cpu" in own) == (cpu is not None)
-    assert ("sent_in_window_delivered" in res) == (cpu is not None and mode in ("switchseq", "lamport"))
-    if "sent_in_window_delivered" in res:
-        assert 0 < res["sent_in_window_delivered"] <= res["delivered"]
 
 
 def test_run_baseline_dispatches_and_keeps_the_sequencer_mode() -> None:

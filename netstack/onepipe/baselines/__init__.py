@@ -27,11 +27,7 @@ def run_baseline(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, i
     sending from ``start`` to ``stop``; raw results with the keys of
     ``netstack.onepipe.sequencer.run_sequencer`` (sent, scatterings, delivered, latency in ns, in_window,
     lost, seq_dropped, violations, duplicates) and the mode's own counters under ``sequencer`` (host
-    sequencer), ``switchseq``, ``token`` or ``lamport``; with CPU costs, ``switchseq`` and ``lamport``
-    also give ``sent_in_window_delivered`` (messages sent inside ``window`` and delivered, whenever), as
-    1Pipe's runs do with the CPU model; the host sequencer and the token ring do not: what their
-    queues accepted in the window and delivered later is not a rate (their rate stays the deliveries
-    inside the window, ``in_window``).
+    sequencer), ``switchseq``, ``token`` or ``lamport``.
 
     ``cpu_costs``: None (no CPU model: work is free) or the ns each operation costs a process's core
     (``send_msg``, ``recv_msg``, ``heartbeat``, ``token``; see :mod:`.sim`). ``mode = "sequencer"`` without

@@ -69,8 +69,6 @@ class Results:
         self.window = window
         #: with a core: the application blocks while its core owes more than this (ns)
         self.backlog_ns = backlog_ns
-        #: messages sent inside the window and delivered, whenever (the rate the CPU model reports)
-        self.sent_in_window = 0
         self.sent_at: dict[tuple[int, int], int] = {}
         self.latency: list[int] = []
         #: with ``record``: every process's deliveries in order, ``(order key, sender, scattering)``
@@ -162,8 +160,7 @@ class BaselineProcess(PoissonScatterer):
         sent = self.res.sent_at.get((src, sseq))
         if sent is not None:
             self.res.latency.append(now - sent)
-            if w[0] <= sent < w[1]:
-                self.res.sent_in_window += 1
+
 
 
 # ---------------------------------------------------------------------- host sequencer
@@ -332,10 +329,6 @@ class Baseline:
     procs: list[BaselineProcess]
     #: the network runs this much past the drain (what a sequencer's queue still holds)
     extra_ns = 0
-    #: it holds what it accepted in a queue that drains after the sending stops (the host sequencer's
-    #: 4096 messages, the scatterings waiting for the token): "sent in the window and delivered,
-    #: whenever" would count that queue as throughput, so its rate is the deliveries in the window
-    queues = False
 
     def __init__(self, run: Run) -> None:
         raise NotImplementedError
@@ -349,8 +342,6 @@ class Baseline:
 
 
 class HostSeqBaseline(Baseline):
-    queues = True
-
     def __init__(self, run: Run) -> None:
         if run.seq_host is None:
             raise ScenarioError(f"scenario onepipe: mode {run.p['mode']} needs a host for the sequencer "
@@ -404,8 +395,6 @@ class SwitchSeqBaseline(Baseline):
 
 
 class TokenBaseline(Baseline):
-    queues = True
-
     def __init__(self, run: Run) -> None:
         self.batch = int(run.p.get("token_batch") or DEFAULT_TOKEN_BATCH)
         n = len(run.placed)
@@ -509,11 +498,7 @@ def run_processes(net: Any, p: dict[str, Any], placed: Sequence[tuple[str, str, 
             "in_window": sum(q.in_window for q in procs), "lost": sum(r.c.lost for r in receivers),
             "seq_dropped": base.dropped(), "violations": sum(q.violations for q in procs),
             "duplicates": sum(r.c.duplicates for r in receivers) + sum(e.c.duplicates for e in lamports),
-            mode_key(mode): own, **({"log": res.log} if res.log is not None else {}),
-            # with the CPU model, the scenario's delivered rate counts the messages sent in the window
-            # and delivered (whenever), as for 1Pipe's processes (netstack.onepipe.scenarios); not for
-            # a baseline that queues what it accepted (see Baseline.queues)
-            **({"sent_in_window_delivered": res.sent_in_window} if costs.on and not base.queues else {})}
+            mode_key(mode): own, **({"log": res.log} if res.log is not None else {})}
 
 
 def mode_key(mode: str) -> str:
