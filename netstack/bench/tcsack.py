@@ -118,7 +118,7 @@ def _row(doc: dict[str, Any], section: str, rtt_ms: float) -> dict[str, Any]:
     c = res.get("sender") or {}
     p = doc["params"]
     wire = wire_rate_bps(doc)
-    preset = p["rate_bps"] / 1e6 if p["proto"] != "tcp" else None
+    preset = p["rate_bps"] / 1e6 if p["proto"] != "tcp" and p.get("rate_bps") else None
     row: dict[str, Any] = {"section": section, "rtt_ms": rtt_ms, "t_ms": p["t_ms"],
                            "impair": doc.get("impair", "loss"), "loss": doc["loss"], "proto": _label_of(doc),
                            "ok": res["ok"], "valid": doc.get("valid", True), "seconds": res["seconds"],
@@ -384,7 +384,7 @@ def preset_held(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if d.get("runtime") != "live" or d["params"]["proto"] != "tcsack":
             continue
         k = (d.get("impair", "loss"), d["loss"])
-        e = out.setdefault(k, {"impair": k[0], "rate": k[1], "preset_mbps": d["params"]["rate_bps"] / 1e6,
+        e = out.setdefault(k, {"impair": k[0], "rate": k[1], "preset_mbps": d["params"].get("rate_bps", RATE) / 1e6,
                                "wire_mbps": [], "probes": [], "rounds": 0, "rounds_valid": 0,
                                "invalid_wire_mbps": [], "invalid_probes": []})
         e["rounds"] += 1
