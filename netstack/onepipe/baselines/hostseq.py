@@ -12,7 +12,7 @@ CPU model and keeps its exact results), as a sans-IO engine:
   the messages leave one after another, ``service_ns`` each (a float: a switch pipeline is faster
   than a nanosecond a message);
 - it holds ``queue`` messages; a scattering that does not fit is dropped whole and counted: no sender
-  learns of it (a sequencer has no send-fail callback, 1Pipe §7.1 runs it best effort);
+  learns of it (a sequencer has no send-fail callback: best effort, as ``netstack.onepipe.sequencer``);
 - it remembers each sender's last scattering counter: a scattering the network duplicated (or one
   that arrives after a later one of its sender) is not stamped again, so no receiver can deliver one
   message twice (``stale``; a switch keeps this in one register per sender).

@@ -13,8 +13,8 @@ sends and receives ``P - 1`` heartbeats an interval: the work that grows with P.
 
 The FIFO channels are built here (the engine does not trust the network): every message and
 heartbeat on a channel carries the channel's sequence number; an early one waits for the gap, a
-duplicate is dropped. A lost one stalls its channel (the paper's Lamport is reliable: it would be
-retransmitted; the runs have no loss).
+duplicate is dropped. A lost one stalls its channel (Lamport's algorithm assumes reliable FIFO
+channels; nothing here retransmits).
 
 Sans-IO: :meth:`LamportProcess.send` and :meth:`LamportProcess.heartbeat` return what to put on the
 wire, :meth:`LamportProcess.on_message` takes what came and returns what to deliver, in order.

@@ -6,8 +6,8 @@ receiver delivers in ``pd`` order and all receivers agree with the one order of 
 Sans-IO: :meth:`StampedReceiver.on_message` takes one message and returns what it may deliver now,
 in order. Two policies for a gap in ``pd`` (a message not here yet):
 
-- ``hold=False`` (best effort, as a sequencer's receivers are: the sequencer has no retransmission,
-  1Pipe §7.1 runs it best effort): every path is FIFO, so a gap is a lost message; it is skipped
+- ``hold=False`` (best effort, as a sequencer's receivers are: the sequencer has no
+  retransmission): every path is FIFO, so a gap is a lost message; it is skipped
   and counted (``lost``), and a message that turns up behind it is late and dropped;
 - ``hold=True`` (a token ring: consecutive numbers come from different senders over different paths,
   so they may arrive out of order): messages after a gap wait until it fills; :meth:`close` counts
