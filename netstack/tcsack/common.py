@@ -343,7 +343,8 @@ class SenderBase:
         #: the first stamp any copy can carry, in us (every stamp is at or after the start)
         self._first_us = now_ns // 1000
         self._next_slot = now_ns
-        #: the pacer had no packet at its last poll: the time until one comes earns no credit
+        #: the pacer has had nothing to send since its last poll: the time until something is due
+        #: earns no credit (:meth:`_wake`)
         self._idle = False
         self._last_stamp = now_ns - 1000
         self.started_ns = now_ns
