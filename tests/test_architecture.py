@@ -29,6 +29,8 @@ ENGINES = (
     "netstack/onepipe/ctlwire.py", "netstack/tcd/detector.py", "netstack/tcd/params.py", "netstack/tcd/marker.py",
     "netstack/tcd/dcqcn.py", "netstack/tcd/np.py", "netstack/tcd/pacing.py", "netstack/tcd/timely.py",
     "netstack/tcd/cc.py", "netstack/auth/frame.py",
+    "netstack/onepipe/baselines/stamped.py", "netstack/onepipe/baselines/hostseq.py",
+    "netstack/onepipe/baselines/token.py", "netstack/onepipe/baselines/lamport.py",
     "netstack/onepipe/kv/wire.py", "netstack/onepipe/kv/shard.py", "netstack/onepipe/kv/client.py",
     "netstack/onepipe/kv/twopc.py", "netstack/onepipe/kv/workload.py", "netstack/onepipe/kv/checker.py",
     # every worked example's engine (the code newcomers copy) keeps the same rules, found by its
@@ -152,7 +154,7 @@ def test_engines_are_sans_io(path):
 #: and what the engines count through (docs/architecture.md "Engines are sans-IO")
 COUNTED = (*ENGINES, "netstack/linkguardian/feature.py", "netstack/dta/feature.py", "netstack/dta/reportauth.py",
            "netstack/onepipe/feature.py", "netstack/onepipe/auth.py", "netstack/switch/port.py",
-           "netstack/switch/counters.py", "netstack/io/pfcgate.py")
+           "netstack/switch/counters.py", "netstack/io/pfcgate.py", "netstack/onepipe/baselines/switchseq.py")
 #: counters kept apart from ``c`` because they are exported apart: (module, attribute) -> why
 COUNTERS_APART = {("netstack/onepipe/feature.py", "a"): "a port's authentication counters, the status's 'auth'"}
 

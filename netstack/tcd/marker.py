@@ -61,15 +61,19 @@ FLOW_CAP = 4096
 QueueProbe = Callable[[int], int]
 
 
+@dataclass(slots=True)
+class FlowMarksCounters:
+    dropped: int = 0  # marks of pairs beyond FLOW_CAP (not counted per flow)
+
+
 class FlowMarks:
     """Marks per flow (an IPv4 source and destination pair), as ``[ce, ue]`` per pair."""
 
-    __slots__ = ("dropped", "pairs")
+    __slots__ = ("c", "pairs")
 
     def __init__(self) -> None:
         self.pairs: dict[bytes, list[int]] = {}
-        #: marks of pairs beyond FLOW_CAP (not counted per flow)
-        self.dropped = 0
+        self.c = FlowMarksCounters()
 
     def count(self, frame: bytes, index: int) -> None:
         """One mark (``index`` 0: CE, 1: UE) of an untagged IPv4 ``frame``."""
@@ -77,7 +81,7 @@ class FlowMarks:
         row = self.pairs.get(key)
         if row is None:
             if len(self.pairs) >= FLOW_CAP:
-                self.dropped += 1
+                self.c.dropped += 1
                 return
             row = self.pairs[key] = [0, 0]
         row[index] += 1
@@ -296,7 +300,7 @@ class TcdMarker:
         rule = self._ecn
         return {"marker": self.kind, "params": self.params.to_dict(), "ce_rule": self.ce_rule,
                 "ecn": None if rule is None else rule.params.to_dict(), "unmonitored": self.c.unmonitored,
-                "classes": out, "flows": self.flow_marks(), "flows_dropped": self.flows.dropped}
+                "classes": out, "flows": self.flow_marks(), "flows_dropped": self.flows.c.dropped}
 
     def flow_marks(self) -> dict[str, dict[str, int]]:
         """CE and UE marks this port decided, per flow (module docstring)."""
@@ -374,7 +378,7 @@ class EcnMarker:
 
     def status(self, now_ns: int | None = None) -> dict[str, Any]:
         return {"marker": self.kind, "params": self.params.to_dict(), "counters": self.c.to_dict(),
-                "flows": self.flow_marks(), "flows_dropped": self.flows.dropped}
+                "flows": self.flow_marks(), "flows_dropped": self.flows.c.dropped}
 
     def flow_marks(self) -> dict[str, dict[str, int]]:
         """CE marks this port decided, per flow (module docstring; ``ue`` always 0)."""

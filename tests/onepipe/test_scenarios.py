@@ -101,7 +101,7 @@ def test_placement_spreads_processes_over_the_tors() -> None:
 
 def test_bad_parameters_are_scenario_errors() -> None:
     with pytest.raises(ScenarioError, match="mode"):
-        _run(mode="token")
+        _run(mode="paxos")
     with pytest.raises(ScenarioError, match="rate"):
         _run(rate=-1.0)
     with pytest.raises(ScenarioError, match="sequencer"):

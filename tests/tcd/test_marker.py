@@ -199,7 +199,7 @@ def test_flows_beyond_the_cap_are_counted_apart(monkeypatch):
     for src in (1, 2, 3, 3, 1):
         e.on_dequeue(udp_frame(src=src, size=100, tos=Ecn.ECT_0), 0, 1, 0)
     assert e.flow_marks() == {"10.0.0.1>10.0.0.2": {"ce": 2, "ue": 0}, "10.0.0.2>10.0.0.2": {"ce": 1, "ue": 0}}
-    assert e.flows.dropped == 2 and e.status()["flows_dropped"] == 2
+    assert e.flows.c.dropped == 2 and e.status()["flows_dropped"] == 2
 
 
 # ------------------------------------------------------------------------------- ECN baseline
