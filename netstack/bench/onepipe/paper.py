@@ -460,7 +460,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("8a", "Fig. 8a: throughput of total-order broadcast", "total_order", "processes",
            "M msg/s per process", f"{SIM}; the paper broadcasts to all processes (CPU-bound, ~5 M msg/s each), ours "
            "scatters to 2 random ones: without a CPU model what we offer; with it (cpucost.py) a core's capacity, best "
-           "effort's calibrated to the paper's 5.16 M msg/s (agreement by construction), the rest from our costs",
+           "effort's modelled one calibrated to the paper's 5.16 M msg/s, the rest from our measured costs",
            fig8a_ours, logx=True, logy=True),
     Figure("8b", "Fig. 8b: latency of total-order broadcast", "total_order_lat", "processes", "latency (us)",
            f"{SIM}; 3 hops at every P (paper: 1, 3, 5 hops); fig8's load (with the CPU model: cores saturated)",
