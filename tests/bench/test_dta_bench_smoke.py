@@ -53,7 +53,9 @@ def test_dta_benchmark_counts_only_valid_measurements_and_cleans_up(tmp_path, mo
     out = capsys.readouterr().out
     assert ("Invalid measurements (not counted" in out) == bool(invalid)
     # collector CPU per report, DTA (the NIC stand-in) beside naive (host CPU), when both cases count
-    assert ("Collector CPU per report, DTA vs naive" in out) == (dta_case["valid"] and naive_case["valid"])
+    both = dta_case["valid"] and naive_case["valid"]
+    assert ("DTA c1 CPU us/report (NIC stand-in)" in out) == both
+    assert ("Collector CPU per report, DTA vs naive (live): no DTA case" in out) == (not both)
     prefix = doc["prefix"]
     assert netns.running_namespaces(prefix) == {}
     assert impair.nft_table_name(prefix) not in impair.list_nft_tables(None)
