@@ -7,7 +7,7 @@ capacity: a process does about 5.2 M msg/s best effort (the mean of the figure's
 and the commit are CPU work on the same core. The simulator's host CPU model
 (:class:`netstack.sim.cpu.HostCpu`, one core per process) charges each engine call its cost here.
 
-**What is measured** (:func:`measure`): a short ``onepipe`` run in virtual time (32 processes, one a
+**What is measured** (:func:`.cpumeasure.measure`): a short ``onepipe`` run in virtual time (32 processes, one a
 host, a load that saturates the model's cores) with every call into the process's engine timed with
 ``time.perf_counter_ns`` (:class:`Probe`): ``Endpoint.send`` / ``ReliableEndpoint.send``,
 ``receive`` and ``on_timer``, wall time of the engine alone (not the simulator, not the shell). Each
@@ -44,7 +44,7 @@ paper's 0.76 is not put in anywhere. What the factor stands for: the paper's C++
 about 1/400.
 
 :data:`DEFAULT_COSTS` is what the simulator uses (``cpu=true``): measured once (the date, the
-machine and the numbers are in the comment above :data:`DEFAULT_MEASURED`). :func:`measure`
+machine and the numbers are in the comment above :data:`DEFAULT_MEASURED`). :func:`.cpumeasure.measure`
 re-measures (``netstack bench onepipe`` prints it beside the defaults). It runs best effort and
 reliable side by side in two threads (the interpreter switching between them every 50 ms), so
 that both see the same load from the machine's other processes, five turns; :func:`calibrate`
@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -257,93 +256,6 @@ class Probe:
             timer_tx=timer_tx, tx_per_timer=tx_per_timer, calls=calls)
 
 
-#: the measurement's run: 32 processes, one a host on the paper's 32-host fabric (4 ToRs x 8 under
-#: a spine, no oversubscription), so that every message crosses a switch and each receiver hears
-#: from as many peers per beacon interval as at scale (what it acknowledges, and repeats, per tick)
-MEASURE_PROCS = 32
-MEASURE_DURATION_NS = 20_000
-
-
-def _measure_once(mode: str, seed: int, duration_ns: int, costs: CpuCosts | None) -> EngineCost:
-    from ..sim.scenario import RunSpec, run
-    from . import simproc
-    from .scenarios import fabric_topology
-
-    topo = fabric_topology(tors=4, hosts_per_tor=MEASURE_PROCS // 4, rate="400Gbit", uplink_rate="3200Gbit")
-    cap = costs.be_capacity if costs is not None else PAPER_BE_MSGS_PER_S
-    # offered: four times best effort's capacity (scatterings of 2 messages): every core saturates
-    params = {"procs": MEASURE_PROCS, "mode": mode, "fanout": 2, "size": 64, "t_beacon_ns": 3_000,
-              "rate": 4 * cap / 2, "drain_ns": 30_000, "cpu": True}
-    probe = Probe()
-    with simproc.probing(probe, costs):
-        doc = run(RunSpec("onepipe", topo, seed, duration_ns, params))
-    # the probe timed the whole run (warm-up and drain too): per second of the run's virtual time
-    return probe.costs(MEASURE_PROCS, doc["engine"]["virtual_ns"] / 1e9)
-
-
-_COSTS = ("send", "data", "deliver", "ack", "barrier", "timer", "timer_tx")
-_MIX = ("acks_per_msg", "timers_per_s", "barriers_per_s", "tx_per_timer")
-
-
-def _measure_into(got: dict[str, EngineCost], mode: str, seed: int, duration_ns: int, costs: CpuCosts | None) -> None:
-    got[mode] = _measure_once(mode, seed, duration_ns, costs)
-
-
-def _least_disturbed(runs: list[EngineCost]) -> EngineCost:
-    """Each cost's lowest over the repeats (wall time on a shared machine only ever grows with the
-    load of others), the mix's median."""
-    low = {k: min(getattr(r, k) for r in runs) for k in _COSTS}
-    mix = {k: statistics.median(getattr(r, k) for r in runs) for k in _MIX}
-    return EngineCost(**low, **mix, calls=runs[0].calls)
-
-
-def measure(repeats: int = 5, duration_ns: int = MEASURE_DURATION_NS, costs: CpuCosts | None = None,
-            seed: int = 1) -> Measured:
-    """Time our engines in a saturated run (module docstring), best effort and reliable side by
-    side (so that both see the same load from others), ``repeats`` turns; :func:`calibrate`
-    takes the median over the turns. ``costs``: the model the run saturates (default :data:`DEFAULT_COSTS`),
-    so that the calls batch as they do in the benchmark."""
-    import platform
-    import time
-
-    costs = costs or DEFAULT_COSTS
-    be: list[EngineCost] = []
-    rel: list[EngineCost] = []
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_S)
-    try:
-        _turns(be, rel, repeats, seed, duration_ns, costs)
-    finally:
-        sys.setswitchinterval(switch)
-    machine = f"{platform.node()} {platform.processor() or platform.machine()} python {platform.python_version()}"
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    return Measured(_least_disturbed(be), _least_disturbed(rel), when, machine, list(zip(be, rel, strict=True)))
-
-
-#: the interpreter's thread switch interval while measuring: long enough that the two runs do not
-#: evict each other's data from the caches at every switch, short against a turn (seconds)
-SWITCH_S = 0.05
-
-
-def _turns(be: list[EngineCost], rel: list[EngineCost], repeats: int, seed: int, duration_ns: int,
-           costs: CpuCosts | None) -> None:
-    import threading
-
-    for i in range(repeats):
-        # side by side, in two threads: the interpreter switches between them every few ms, so
-        # both see the same load from the machine's other processes (timed calls that a switch
-        # interrupted are among the slowest 1 %, left out)
-        got: dict[str, EngineCost] = {}
-        threads = [threading.Thread(target=_measure_into, args=(got, mode, seed + i, duration_ns, costs))
-                   for mode in ("onepipe", "reliable")]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        be.append(got["onepipe"])
-        rel.append(got["reliable"])
-
-
 def calibrate(m: Measured, paper_be: float = PAPER_BE_MSGS_PER_S, source: str = "") -> CpuCosts:
     """The model's costs from measured ones: the factor that gives best effort ``paper_be``
     messages/s per process (module docstring), applied to both engines. With several turns, each
@@ -412,4 +324,4 @@ DEFAULT_COSTS = CpuCosts(
 
 
 __all__ = ["CATEGORIES", "DEFAULT_COSTS", "DEFAULT_MEASURED", "PAPER_BE_MSGS_PER_S", "PAPER_R_MSGS_PER_S", "CpuCosts",
-           "EngineCost", "Measured", "OpCosts", "Probe", "calibrate", "capacity", "category", "measure"]
+           "EngineCost", "Measured", "OpCosts", "Probe", "calibrate", "capacity", "category"]

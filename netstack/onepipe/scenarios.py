@@ -69,6 +69,7 @@ from . import feature, rscenario
 from . import topology as op_topology
 from .clock import HostClock, host_clock
 from .cpucost import CpuCosts
+from .kv.scenario import SCENARIO as KV_SCENARIO
 from .params import PORT, PORT_RANGE, OnePipeParams
 from .sequencer import run_sequencer
 from .simproc import OnePipeProcess, OnePipeRun, model_costs
@@ -93,10 +94,14 @@ PARAMS: dict[str, Any] = {
     "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
     # the host CPU model (issue 32, netstack.onepipe.cpucost): off by default
     "cpu": False, "cpu_backlog_ns": 0,
+    # the baselines' own knobs (issue 32, netstack.onepipe.baselines; 0 / "": their defaults)
+    "token_batch": 0, "token_queue": 0, "swseq_ns_per_msg": 0.0, "swseq_switch": "", "lamport_hb_ns": 0,
+    "lamport_hb_share": 0.0,
 }
 #: parameters added after runs were fingerprinted (tests/sim/golden.json): at their default they
 #: are left out of a run's recorded parameters, so that those runs' documents stay byte for byte
-LATE_PARAMS = {"cpu": False, "cpu_backlog_ns": 0}
+LATE_PARAMS = {"cpu": False, "cpu_backlog_ns": 0, "token_batch": 0, "token_queue": 0, "swseq_ns_per_msg": 0.0,
+               "swseq_switch": "", "lamport_hb_ns": 0, "lamport_hb_share": 0.0}
 #: cpu: the application blocks while its core owes more than this (paper scale, ns)
 PAPER_CPU_BACKLOG_NS = 1_000
 #: cpu: the throughput window starts at least this long into the sending period (window_of)
@@ -330,7 +335,7 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
     extra = baselines()
     if extra is None or p["mode"] not in extra.MODES or (p["mode"] == "sequencer" and not p["cpu"]):
         extra = None  # without the CPU model the sequencer stays netstack.onepipe.sequencer's, to the event
-    if p["mode"] in ("sequencer", "reliable") and seq_host is None:
+    if p["mode"] in ("sequencer", "hostseq", "reliable") and seq_host is None:
         raise ScenarioError(f"scenario onepipe: mode {p['mode']} needs a host for the sequencer or the controller "
                             f"(seq_host, or a host named {SEQ_HOST!r})")
     placed = place(topo, p["procs"], exclude=[seq_host] if seq_host else [])
@@ -540,6 +545,7 @@ SCENARIOS = [
              "barrier aggregation (or, mode=sequencer, through a central sequencer): delivered msgs/s per "
              "process, latency vs the unordered baseline, barrier wait, losses, beacons, total-order check",
              PARAMS, run_sim=onepipe_sim),
+    KV_SCENARIO,  # the transactional key-value store on 1Pipe beside 2PC (issue 32; docs/onepipe-kv.md)
 ]
 
 __all__ = ["CLOCK_BASE_NS", "MODES", "PAPER_CPU_FILL_NS", "PARAMS", "SCENARIOS", "CpuMeter", "OnePipeProcess",

@@ -293,7 +293,7 @@ class OnePipeProcess(PoissonScatterer):
         self.flush()
 
 
-#: per thread (cpucost.measure runs best effort and reliable side by side in two threads)
+#: per thread (cpumeasure.measure runs best effort and reliable side by side in two threads)
 _probing = threading.local()
 
 
@@ -301,7 +301,7 @@ _probing = threading.local()
 def probing(probe: Probe, costs: CpuCosts | None = None) -> Iterator[None]:
     """Runs started inside, in this thread, time their processes' engine calls with ``probe``
     (and, with the CPU model on, charge ``costs`` instead of the default ones):
-    :func:`.cpucost.measure`."""
+    :func:`.cpumeasure.measure`."""
     old = getattr(_probing, "state", (None, None))
     _probing.state = (probe, costs)
     try:
@@ -328,7 +328,7 @@ class OnePipeRun:
         self.costs = costs
         #: cpu: an application blocks while its core owes more than this (ns)
         self.cpu_backlog_ns = cpu_backlog_ns
-        #: cpucost.measure: times every engine call (None: nothing is timed)
+        #: cpumeasure.measure: times every engine call (None: nothing is timed)
         self.probe: Probe | None = getattr(_probing, "state", (None, None))[0]
         self.by_addr: dict[Any, OnePipeProcess] = {}
         #: mode=reliable (.rscenario): the controller's address and the crash's recovery record

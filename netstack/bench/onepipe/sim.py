@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...onepipe import cpucost
+from ...onepipe import cpucost, cpumeasure
 from ...onepipe.scenarios import baselines, fabric_topology
 from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
@@ -141,12 +141,12 @@ def _points(section: str, scale: float, store_delays: dict[str, int]) -> list[Po
 
 def cpu_costs(say: Say) -> dict[str, Any]:
     """The CPU model's costs: the defaults the runs use, and a fresh measurement on this machine
-    (our engines timed again, :func:`netstack.onepipe.cpucost.measure`), printed."""
+    (our engines timed again, :func:`netstack.onepipe.cpumeasure.measure`), printed."""
     d = cpucost.DEFAULT_COSTS
     say(f"cpu model (defaults, {d.source}): factor {d.factor:.5f}; best effort {d.be}, reliable {d.reliable} "
         f"(ns at the paper's scale); capacity {d.be_capacity / 1e6:.2f} / {d.reliable_capacity / 1e6:.2f} M msg/s "
         f"per process, R/BE {d.reliable_capacity / d.be_capacity:.3f} (paper {PAPER_R_OVER_BE:.3f})")
-    m = cpucost.measure(repeats=3)
+    m = cpumeasure.measure(repeats=3)
     now = cpucost.calibrate(m)
     say(f"cpu model re-measured now ({now.source}): our ns per operation, best effort {_ns(m.be)}, "
         f"reliable {_ns(m.reliable)}; factor {now.factor:.5f}, R/BE {now.reliable_capacity / now.be_capacity:.3f}")
