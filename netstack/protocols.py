@@ -133,7 +133,7 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.onepipe.reliable", "netstack.onepipe.controller", "netstack.onepipe.ctlnode",
                           "netstack.onepipe.auth", "netstack.onepipe.authbench", "netstack.onepipe.actions",
                           "netstack.onepipe.recovery", "netstack.onepipe.rstate", "netstack.onepipe.section",
-                          "netstack.onepipe.baselines",
+                          "netstack.onepipe.baselines", "netstack.onepipe.paperdata",
                           "netstack.onepipe.kv.wire", "netstack.onepipe.kv.shard", "netstack.onepipe.kv.client",
                           "netstack.onepipe.kv.twopc", "netstack.onepipe.kv.workload", "netstack.onepipe.kv.checker",
                           "netstack.onepipe.kv.simkv", "netstack.onepipe.kv.scenario", "netstack.onepipe.kv.sweep",
@@ -164,7 +164,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    control="netstack.tcsack.control",
                    commands=("tcsack",),
                    benches={"tcsack": ("netstack.bench.tcsack",
-                                     "T/C-SACK vs go-back-N (RoCE RC) vs kernel TCP: goodput under loss and delay")},
+                                     "T/C-SACK vs go-back-N (RoCE RC) vs kernel TCP CUBIC and BBR: goodput and the "
+                                     "achieved wire rate vs the preset under loss, corruption and delay")},
                    fuzz={"tcsack": "T/C-SACK transfers h1 -> h2: data, ACKs and anything else from h1 into sw1's "
                                   "p-h1 toward the receiver and from h2 into sw2's p-h2 toward the sender, "
                                   "spoofing the peers' addresses and ports (invariant: every transfer completes "

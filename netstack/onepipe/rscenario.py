@@ -62,6 +62,9 @@ class ReliableProcess(OnePipeProcess):
 
     def crash(self) -> None:
         self.dead = True
+        # its socket closes with it: the host's kernel answers what comes for it with ICMP port
+        # unreachable, which the controller hears (as the live daemon does, issue 31)
+        self.host.unbind_udp(self.port)
 
 
 class Recovery:
@@ -116,11 +119,17 @@ class SimController:
         self.records = 0
         self._flows: dict[str, Ipv4Flow] = {}
         self._timer: int | None = None
-        self.host.bind_udp(PORT, self.on_frame)
+        self.host.bind_udp(PORT, self.on_frame, on_unreachable=self.on_unreachable)
 
     def on_frame(self, frame: bytes) -> None:
         src = (self.run.ip_str(frame[26:30]), frame[34] << 8 | frame[35])
         self.ctl.receive(frame[UDP_HEADERS:ip_payload_end(frame)], src, self.loop.now)
+        self.flush()
+
+    def on_unreachable(self, addr: tuple[str, int]) -> None:
+        """The host's kernel passed on an ICMP port unreachable for a datagram we sent ``addr``
+        (``netstack.io.udperr`` live): a probed process there is dead (Controller.unreachable)."""
+        self.ctl.unreachable(addr, self.loop.now)
         self.flush()
 
     def on_report(self, report: dict[str, Any]) -> None:
@@ -210,6 +219,8 @@ def setup(net: Any, run: Any, p: dict[str, Any], ctl_host: str) -> SimController
     """Before the switches are enabled and the processes exist: the controller on ``ctl_host``;
     ``run.ctl_addr`` and ``run.recovery`` are what :class:`ReliableProcess` reads."""
     ctl = SimController(run, net, ctl_host, ControllerParams.for_beacon(p["t_beacon_ns"]), int(p["store_delay_ns"]))
+    for host in net.hosts.values():
+        host.icmp_unreachable = True  # a crashed process's closed port answers as a kernel does
     run.ctl_addr = ctl.addr
     run.recovery = Recovery()
     run.recovery.loop = ctl.loop
@@ -217,11 +228,8 @@ def setup(net: Any, run: Any, p: dict[str, Any], ctl_host: str) -> SimController
 
 
 def schedule_kills(run: Any, procs: list[Any], p: dict[str, Any], start: int, stop: int) -> None:
-    """The last With the host CPU model on (``cpu``, issue 32) each process's receive, send and timer work goes
-through its core at reliable's measured costs (:mod:`.cpucost`); the controller has no CPU model
-(it is off the data path).
-
-``kill`` processes crash at ``kill_at_ns`` (0: mid-run)."""
+    """The last ``kill`` processes crash at ``kill_at_ns`` (0: mid-run): they stop, and their
+sockets close (:meth:`ReliableProcess.crash`)."""
     k = int(p["kill"])
     if k <= 0:
         return

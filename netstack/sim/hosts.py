@@ -197,9 +197,13 @@ class Host:
             self.icmp_limited += 1
             self._icmp_tokens[src] = (tokens, now)
             return
+        try:
+            flow = self.flow(src, PROTO_ICMP)
+        except KeyError:
+            return  # no host has that address (a switch's own source): nowhere to send it
         self._icmp_tokens[src] = (tokens - 1.0, now)
         self.icmp_sent += 1
-        self.send(icmp_port_unreachable(self.flow(src, PROTO_ICMP), frame))
+        self.send(icmp_port_unreachable(flow, frame))
 
     def _on_icmp(self, frame: bytes) -> None:
         got = icmp_unreachable_fields(frame)

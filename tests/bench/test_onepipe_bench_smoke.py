@@ -14,8 +14,10 @@ import pytest
 from netstack import runtime
 from netstack.bench import onepipe as bench
 from netstack.bench.onepipe import live as live_mod
+from netstack.bench.onepipe import paper
 from netstack.bench.onepipe import reliable as rel_mod
 from netstack.bench.onepipe import sim as sim_mod
+from netstack.onepipe import cpucost
 from netstack.onepipe.etcd import etcd_available
 from netstack.topo import netns
 
@@ -49,14 +51,15 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
         assert key in doc, key
     assert doc["sections"] == list(bench.SECTIONS) and doc["runtimes"] == ["sim"] and doc["errors"] == {}
     f8 = doc["fig8"]["sim"]
-    assert {(r["system"], r["procs"]) for r in f8} == {(s, p) for s in ("1pipe", "unordered", "sequencer")
-                                                        for p in (2, 64)}
+    systems = [s for _, s in sim_mod.fig8_systems()]  # 1Pipe BE and R, the sequencer, the baselines (issue 32)
+    assert {(r["system"], r["procs"]) for r in f8} == {(s, p) for s in (*systems, "unordered") for p in (2, 64)}
     assert all(r["order_ok"] for r in f8 if "order_ok" in r)
     speed = doc["fig8"]["sim_speed"]  # issue 31: what each run cost the simulator
-    assert [(r["procs"], r["system"]) for r in speed] == [(p, s) for p in (2, 64) for s in ("1pipe", "sequencer")]
+    assert [(r["procs"], r["system"]) for r in speed] == [(p, s) for p in (2, 64) for s in sorted(systems)]
     assert all(r["sim_events"] > 0 and r["sim_events_per_cpu_s"] > 0 for r in speed)
     sat = doc["fig8"]["saturation"]
-    assert sat["sequencer_capacity_msgs_per_s"] == 10_000_000 and sat["predicted_knee_procs"] == 50
+    assert sat["sequencer_capacity_msgs_per_s"] == 10_000_000
+    assert sat["predicted_knee_procs"] == pytest.approx(10_000_000 / cpucost.DEFAULT_COSTS.be_capacity)
     rows = doc["fig9a"]["rows"]
     assert len(rows) == 3 and all(isinstance(r["met"], bool) and r["model_us"] > 0 for r in rows)
     assert doc["fig9a"]["target"]["points"] == 2 and doc["fig9a"]["target"]["factor"] == 1.5
@@ -72,9 +75,15 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert f10["procs"] == 4 and f10["order_ok"] and f10["callbacks"] == 3
     assert 0 < f10["detect_us"] <= f10["record_us"] <= f10["release_us"] <= f10["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    assert len(doc["runs"]) == 4 + 3 + 2 + 2 + 1 and all(r["schema"] == "netstack.run/1" for r in doc["runs"])
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 2 + 2 + 1
+    assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
     assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]
+    # the paper's points beside this run's (issue 32): every figure's rows, one overlay PNG per figure
+    assert {r["figure"] for r in doc["paper"]["rows"]} == {f.id for f in paper.FIGURES}
+    assert any(r["ours"] is not None for r in doc["paper"]["rows"] if r["figure"] == "8a")
+    assert len(doc["paper"]["plots"]) == 8 and all((tmp_path / n).stat().st_size > 0 for n in doc["paper"]["plots"])
+    assert "## Paper vs ours" in md_of(tmp_path)
     for name in doc["plots"]:
         assert (tmp_path / name).stat().st_size > 0
     md = (tmp_path / "bench-onepipe-latest.md").read_text()

@@ -71,14 +71,14 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
     s = sim_mod
     return {
         "sim": (f"paper scale, time scale 1: a fabric of 4 ToRs x 8 hosts under one spine (+ the sequencer's host), "
-                f"100 Gbit/s, 250 ns a link; T_beacon {spec.T_BEACON_NS / 1e3:g} us; {spec.SIZE} B messages to "
-                f"{spec.FANOUT} "
-                f"random processes; fig8 offers {s.FIG8_RATE * spec.FANOUT / 1e6:g} M msg/s per process (the paper "
-                "reaches 5 M: not simulable for 512 processes in pure Python), fig9a/fig9b "
-                f"{s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_PROCS} processes); "
-                "virtual run lengths fig8 "
-                f"{s.FIG8_DURATION_NS * factor / 1e3:g} us, fig9a {s.FIG9A_DURATION_NS * factor / 1e3:g} us, fig9b "
-                f"{s.FIG9B_DURATION_NS * factor / 1e3:g} us"),
+                "100 Gbit/s (fig8: hosts 400 Gbit/s, uplinks 3.2 Tbit/s, no oversubscription), 250 ns a link; "
+                f"T_beacon {spec.T_BEACON_NS / 1e3:g} us; {spec.SIZE} B messages to {spec.FANOUT} random processes; "
+                "fig8 with the host CPU model (docs/onepipe-cpu.md), each process offered "
+                f"{s.FIG8_RATE * spec.FANOUT / 1e6:g} M msg/s ({s.FIG8_OVERLOAD:g}x best effort's capacity), "
+                f"fig9a/fig9b {s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_PROCS} "
+                "processes); virtual run lengths fig8 "
+                f"{s.FIG8_DURATION_NS * factor / 1e3:g} us (20-30 us at P >= 128), "
+                f"fig9a {s.FIG9A_DURATION_NS * factor / 1e3:g} us, fig9b {s.FIG9B_DURATION_NS * factor / 1e3:g} us"),
         "live": (f"1000x: the shipped onepipe topology (100 Mbit/s, T_beacon 3 ms = 3 us), {live_mod.RATE:g} "
                  f"scatterings/s per process (= {live_mod.RATE * 1e3:g}/s at the paper's scale), {seconds:g} s per "
                  "run; latencies reported in ms as measured and divided by 1000"),

@@ -127,7 +127,7 @@ def plot_fig8(sim: list[dict[str, Any]], live: list[dict[str, Any]], path: Path)
     a.set_ylabel("delivered M msg/s per process")
     if a.get_yscale() == "linear":
         a.set_ylim(bottom=0)
-    a.set_title("Fig. 8a: throughput per process (sim, 100G)")
+    a.set_title("Fig. 8a: capacity per process (sim, host CPU model)")
     b.set_yscale("log")
     b.set_ylabel("latency (us)")
     b.set_title("Fig. 8b: delivery latency")
