@@ -54,13 +54,16 @@ def _rig(kind: str, param: int) -> tuple[Any, Any, list[bytes]]:
     tr = DTATranslator(TranslatorConfig(nic.connect_info(), MAC_T, IP_T), now_ns=0)
     nic.bind(MAC_T, IP_T, {name: qp.local_qpn for name, qp in tr.qps.items()})
     rep = Reporter(MAC_R, MAC_T, IP_R, IP_C)
+    return tr, nic, [rep.frame(p) for p in _payloads(rep, kind, param)]
+
+
+def _payloads(rep: Any, kind: str, param: int) -> list[bytes]:
+    """The :data:`DISTINCT_REPORTS` report payloads of one case, as both measurements cycle them."""
     if kind == "keywrite":
-        payloads = [rep.key_write(1 + i, i, param) for i in range(DISTINCT_REPORTS)]
-    elif kind == "append":
-        payloads = [rep.append(param, i) for i in range(DISTINCT_REPORTS)]
-    else:
-        payloads = [rep.key_increment(1 + i, 1, param) for i in range(DISTINCT_REPORTS)]
-    return tr, nic, [rep.frame(p) for p in payloads]
+        return [rep.key_write(1 + i, i, param) for i in range(DISTINCT_REPORTS)]
+    if kind == "append":
+        return [rep.append(param, i) for i in range(DISTINCT_REPORTS)]
+    return [rep.key_increment(1 + i, 1, param) for i in range(DISTINCT_REPORTS)]
 
 
 def _cpu(fn: Callable[[], Any]) -> tuple[int, Any]:
@@ -122,12 +125,7 @@ def naive_measure(kind: str, param: int, reports: int = 20_000, rounds: int = 5)
     from ...dta.reporter import Reporter
 
     rep = Reporter(MAC_R, MAC_T, IP_R, IP_C)
-    if kind == "keywrite":
-        payloads = [rep.key_write(1 + i, i, param) for i in range(DISTINCT_REPORTS)]
-    elif kind == "append":
-        payloads = [rep.append(param, i) for i in range(DISTINCT_REPORTS)]
-    else:
-        payloads = [rep.key_increment(1 + i, 1, param) for i in range(DISTINCT_REPORTS)]
+    payloads = _payloads(rep, kind, param)
     todo = [payloads[i % len(payloads)] for i in range(reports)]
     best = None
     for _ in range(rounds):
