@@ -206,6 +206,21 @@ def test_the_onepipe_campaign_judges_only_the_processes_messages(tmp_path):
     summary["messages_sent"] = 5  # one message neither delivered nor reported failed
     rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
     assert not rows["every message"]["ok"]
+    # ... until its sender reports it unknown (its ACK timeout, issue 31): a fate, counted
+    (out / "send-unknown").mkdir()
+    (out / "send-unknown" / "p2.jsonl").write_text(json.dumps({"id": "p2.5.p1", "dst": "p1", "ts": 40, "seq": 5})
+                                                   + "\n")
+    rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
+    assert rows["every message"]["ok"] and "+ 1 send-unknown + 0 in flight" in rows["every message"]["detail"]
+    summary["messages_sent"] = 6  # and one its sender listed in flight when it stopped
+    (out / "in-flight").mkdir()
+    (out / "in-flight" / "p2.jsonl").write_text(json.dumps({"id": "p2.6.p1", "dst": "p1", "ts": None, "seq": 6})
+                                                + "\n")
+    rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
+    assert rows["every message"]["ok"] and "+ 1 in flight" in rows["every message"]["detail"]
+    summary["messages_sent"] = 7
+    rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
+    assert not rows["every message"]["ok"]
     (out / "p2.jsonl").write_text(line("p2", "p1", 15, 0) + line("p2", "p1", 14, 2))  # out of order
     rows = {r["check"]: r for r in fuzz.op_checks({"summary": summary}, out, {"p1", "p2"})}
     assert not rows["onepipe check"]["ok"]
