@@ -17,13 +17,17 @@ from typing import Any
 from .marker import EcnMarker, QueueProbe, TcdMarker
 
 
-def queue_probe(switch: Any, port: str) -> QueueProbe:
-    """``cls -> bytes`` in ``port``'s class queue now (the switch's own count, read at a resume
-    and at the marker's timer only, never per packet)."""
+def _port(switch: Any, port: str) -> Any:
     found = [p for p in switch.ports if p.name == port]
     if not found:
         raise KeyError(port)
-    class_bytes: list[int] = found[0].queues.class_bytes  # (the list the switch updates in place)
+    return found[0]
+
+
+def queue_probe(switch: Any, port: str) -> QueueProbe:
+    """``cls -> bytes`` in ``port``'s class queue now (the switch's own count, read at a resume
+    and at the marker's timer only, never per packet)."""
+    class_bytes: list[int] = _port(switch, port).queues.class_bytes  # (the list the switch updates in place)
 
     def probe(cls: int) -> int:
         return class_bytes[cls]
@@ -37,6 +41,10 @@ def install(switch: Any, port: str, marker: TcdMarker | EcnMarker) -> None:
     switch.set_marking_policy(port, marker)
     if isinstance(marker, TcdMarker):
         marker.queue_probe = queue_probe(switch, port)
+        # the switch fires feature timers before it simulates its links up to the same time: the
+        # marker first lets its port send what was due, so that the timer sees the queue as it is
+        # and no dequeue reaches a detector with a time before the timer's
+        marker.catch_up = _port(switch, port).run
         switch.attach_feature(port, marker)
 
 
@@ -58,6 +66,7 @@ def remove(switch: Any, port: str) -> TcdMarker | EcnMarker | None:
     if isinstance(marker, TcdMarker):
         switch.detach_feature(port, marker)
         marker.queue_probe = None
+        marker.catch_up = None
     return marker
 
 

@@ -181,6 +181,9 @@ class TcdMarker:
         #: marks per flow (exported apart from ``c``: the status's ``flows``)
         self.flows = FlowMarks()
         self.queue_probe = queue_probe
+        #: runs the port's link up to a time (set with the probe by whoever installs the marker):
+        #: called before a timer re-evaluation, as the switch fires timers before its links run
+        self.catch_up: Callable[[int], None] | None = None
         self._per_class: dict[int, tuple[Detector, TcdClassCounters]] = {}
         self._k = params.k_bytes
         #: the ECN rule that decides CE (``ce_rule`` "ecn"), None: the congestion state does
@@ -232,6 +235,10 @@ class TcdMarker:
         probe = self.queue_probe
         if probe is None:
             return
+        if self.catch_up is not None:
+            # frames due before now_ns leave first (their dequeues carry earlier times): a
+            # detector's events stay in time order, and the probe reads the queue of now_ns
+            self.catch_up(now_ns)
         for cls, det in self.detectors.items():
             t = det.next_deadline()
             if t is not None and t <= now_ns:

@@ -125,3 +125,25 @@ def test_remove_takes_the_timer_off_and_install_replaces():
     install(sw, "p1", m)
     install(sw, "p1", other)  # replaces: one marker, one timer
     assert installed(sw, "p1") is other and m.queue_probe is None
+
+
+def test_a_late_timer_lets_the_frames_due_before_it_leave_first():
+    """A shell woken late transmits at a time past both the marker's deadline and frames still
+    queued for earlier departures. The switch fires feature timers before it simulates its links,
+    so the marker first has its port send what was due (``catch_up``): the detector's events stay in
+    time order (no clock regression, found by a live ``netstack fuzz tcd`` on a loaded host), and the
+    frames that left within T_on^max of the resume are marked undetermined."""
+    sw, m = marked_switch()
+    sw.receive("p1", pause_frame(PEER, [0]), 0)
+    feed(sw, 12, 1_000)  # 12 frames: 98 us of wire time, longer than T_on^max
+    sw.receive("p1", resume_frame(PEER, [0]), 100_000)
+    sw.transmit(100_000)  # the first frame leaves: the OFF period is over, the timer set
+    det = m.detectors[0]
+    assert not det.blocked and m.next_deadline() == 100_000 + T_ON + 1
+    late = 100_000 + 12 * FRAME_NS + 20_000  # past the deadline and past every departure
+    sw.transmit(late)
+    assert det.c.clock_regressions == 0
+    assert m.c.classes[0].seen_undet == 7  # departures at 100 us + k * 8.192 us, k = 0..6, are within T_on^max
+    assert m.state(0) is NON
+    times = det.time_in_state(late)
+    assert sum(times.values()) == late - det.created
