@@ -53,6 +53,6 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 log "installing netstack, its plotting (matplotlib) and its test tools into .venv"
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,plots]'
+# (no pip upgrade: the pip of any Python >= 3.11 venv installs an editable pyproject project)
+.venv/bin/python -m pip install -q --no-compile --disable-pip-version-check -e '.[test,plots]'
 log "done: $(.venv/bin/netstack --version)"
