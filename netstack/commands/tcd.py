@@ -52,6 +52,9 @@ def add_enable_parser(actions: argparse._SubParsersAction[argparse.ArgumentParse
     e.add_argument("--t-on-max", type=delay_ns, metavar="TIME", help="T_on^max, e.g. 50ms (default: derived)")
     e.add_argument("--k", type=size_bytes, metavar="SIZE", help="queue threshold K, e.g. 40KB (default: derived)")
     e.add_argument("--window", type=delay_ns, metavar="TIME", help="queue-trend window W (default: T_on^max)")
+    e.add_argument("--min-off", type=delay_ns, metavar="TIME",
+                   help="a pause shorter than this is no OFF period for the detector (default: one MTU time "
+                        "at the port's rate; 0: every pause counts)")
     e.add_argument("--r-min", type=float, metavar="FRACTION",
                    help="slowest drain still counted as throttled, a fraction of the rate (default 0.9)")
     e.add_argument("--xoff", type=size_bytes, metavar="SIZE", help="the XOFF that pauses this port (default: topology)")
@@ -258,7 +261,8 @@ def cmd_enable(args: argparse.Namespace) -> int:
     from ..tcd.control import enable
 
     overrides = {"t_on_max_ns": args.t_on_max, "k_bytes": args.k, "window_ns": args.window,
-                 "r_min_fraction": args.r_min, "xoff_bytes": args.xoff, "xon_bytes": args.xon,
+                 "min_off_ns": args.min_off, "r_min_fraction": args.r_min, "xoff_bytes": args.xoff,
+                 "xon_bytes": args.xon,
                  "classes": args.classes, "ce_rule": args.ce_rule, "ecn_mode": args.ecn_mode,
                  "ecn_k_bytes": args.ecn_k, "ecn_kmin_bytes": args.ecn_kmin, "ecn_kmax_bytes": args.ecn_kmax,
                  "ecn_pmax": args.ecn_pmax}

@@ -343,8 +343,8 @@ def _print_ecmp(st: dict[str, Any]) -> None:
 
 
 #: what the switches refused or repaired (docs/security.md): shown when any of it happened
-DEFENCES = ("edge_drops_switch_only", "edge_drops_pfc", "mac_control_dropped", "pfc_watchdog_events",
-            "pfc_watchdog_ignored")
+DEFENCES = ("edge_drops_switch_only", "edge_drops_pfc", "edge_drops_spoofed", "mac_control_dropped",
+            "pfc_watchdog_events", "pfc_watchdog_ignored")
 
 
 def _print_defences(st: dict[str, Any]) -> None:

@@ -557,19 +557,30 @@ def report_auth_argv(state: RunState, src: str, tr: dict[str, Any]) -> list[str]
     address and an era newer than anything the translator accepted from it (so that a run
     within a second of the last one is not refused as its replay; docs/dta.md "Authenticated
     reports")."""
+    found = reporter_auth(state, src, tr)
+    if found is None:
+        return []
+    path, ip, era = found
+    return ["--key-file", str(path), "--reporter-ip", ip, "--era", str(era)]
+
+
+def reporter_auth(state: RunState, src: str, tr: dict[str, Any]) -> tuple[Path, str, int] | None:
+    """``(key file, reporter address, era)`` for reports from host ``src`` when the translator
+    (``tr``: its status) authenticates them, else None: the era newer than anything it accepted
+    from that reporter (:func:`report_auth_argv`)."""
     from ..runtime import topology_of
     from .reportauth import next_era
 
     auth = tr.get("counters", {}).get("auth")
     if auth is None:
-        return []
+        return None
     path = topology_of(state).keys_path()
     if path is None:
         raise DTAError("the translator authenticates reports but the topology names no key file "
                        "([topology] keys); it was edited since 'netstack up'?")
     ip = str(ipaddress.ip_interface(state.hosts[src]).ip)
     highest = auth.get("per_reporter", {}).get(ip, {}).get("highest")
-    return ["--key-file", str(path), "--reporter-ip", ip, "--era", str(next_era(time.time(), highest))]
+    return path, ip, next_era(time.time(), highest)
 
 
 def run_report(prefix: str, src: str, argv: list[str], switch_node: str = "sw2") -> dict[str, Any]:

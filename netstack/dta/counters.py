@@ -70,6 +70,7 @@ class TranslatorCounters:
     internal_errors: int = 0
     # the output window (netstack.dta.requester; window_dropped and window_held are the translator's)
     window_dropped: int = 0
+    share_dropped: int = 0  # reports over their reporter's share of the window (netstack/dta/fairshare.py)
     window_timeouts: int = 0
     window_rewound: int = 0
     window_held: int = 0

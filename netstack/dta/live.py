@@ -42,7 +42,7 @@ from headers.registry import UdpPort
 from ..auth import keys
 from ..auth.frame import Sealer, era_now
 from ..looplag import ThreadSampler
-from .reportauth import reporter_name
+from .reportauth import reporter_name, reporter_sealer
 from .reporter import CountMinSketch, Reporter, SketchReporter
 from .verdict import planned, report_validity
 
@@ -256,14 +256,13 @@ def _sealer(args: argparse.Namespace) -> tuple[Sealer | None, dict[str, Any] | N
     era ``--era`` or now) and what the JSON summary says about it (never a key)."""
     if not args.key_file:
         return None, None
-    try:
-        ring = keys.load(args.key_file)
-    except keys.KeyFileError as exc:
-        raise SystemExit(f"dta report: {exc}") from None
     name = reporter_name(args.reporter_ip or source_ip(args.dst))
     now = time.time()
     era = args.era if args.era is not None else era_now(now)
-    sealer = Sealer(ring.derive(keys.PURPOSE_DTA_REPORTER, name, now), era)
+    try:
+        sealer = reporter_sealer(args.key_file, name, era, now)
+    except keys.KeyFileError as exc:
+        raise SystemExit(f"dta report: {exc}") from None
     return sealer, {"reporter": name, "key_id": sealer.key_id, "era": era}
 
 

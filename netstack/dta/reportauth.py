@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
-from ..auth.frame import DEFAULT_WINDOW, REASONS, U32, AuthFailure, Opener, era_now
+from ..auth import keys
+from ..auth.frame import DEFAULT_WINDOW, REASONS, U32, AuthFailure, Opener, Sealer, era_now
 from ..auth.keys import PURPOSE_DTA_REPORTER
 
 #: a report from an IPv4 source that is not among the translator's reporters
@@ -140,5 +141,13 @@ class ReportAuth:
                 "ok": self.c.ok, "refused": {r: getattr(self.c, r) for r in REFUSALS}, "per_reporter": per}
 
 
+def reporter_sealer(key_file: str, ip: str | bytes, era: int, now_s: float) -> Sealer:
+    """The sealer of the reporter at ``ip`` (its key derived from ``key_file``'s for its address,
+    as the translator derives it) starting at ``era``: what ``netstack dta report --key-file`` and
+    ``netstack fuzz dta`` on a keyed topology seal with. KeyFileError for a bad key file."""
+    ring = keys.load(key_file)
+    return Sealer(ring.derive(PURPOSE_DTA_REPORTER, reporter_name(ip), now_s), era)
+
+
 __all__ = ["MAX_REPORTERS", "OPENER_TAG", "REFUSALS", "REPORT_WINDOW", "UNKNOWN_REPORTER", "OpenerSource",
-           "ReportAuth", "ReportAuthCounters", "next_era", "report_openers", "reporter_name"]
+           "ReportAuth", "ReportAuthCounters", "next_era", "report_openers", "reporter_name", "reporter_sealer"]

@@ -144,6 +144,7 @@ from headers.serial import W32
 
 from ..engine import ActionQueue, Engine, Transmit
 from .counters import TranslatorCounters
+from .fairshare import FairShare
 from .keywrite import DEFAULT_SLOT_HASH, KeyWriteLayout, check_slot_hash, is_power_of_two, key_checksum, slot_index
 from .memory import APPEND_BATCHES
 from .postcard import PostcardLayout
@@ -350,6 +351,10 @@ class DTATranslator:
         self._held: list[tuple[TxQp, int, bytes]] = []  # sketch WRITEs waiting for the grace period to end
         self._slots: dict[tuple[int, int], tuple[bytes, tuple[int, ...]]] = {}  # SLOT_CACHE
         self._now = int(now_ns)
+        #: with a window, each reporter's share of it (netstack/dta/fairshare.py, issue 34 finding 5)
+        self._fair = FairShare(config.window, config.window_timeout_ns) if config.window else None
+        #: the source address of the report being translated (the reporter the fair share charges)
+        self._src = b""
         for entry in info["regions"]:
             self._add_region(entry)
 
@@ -468,6 +473,7 @@ class DTATranslator:
         if udp.ip.dst != self.collector_ip:
             c.not_for_collector += 1
             return
+        self._src = bytes(udp.ip.src)
         self._check_grace_end(out)
         if isinstance(prim, SketchMerge):
             self._sketch(udp, prim, out)
@@ -515,6 +521,7 @@ class DTATranslator:
         if ip_dst != self.collector_ip:
             c.not_for_collector += 1
             return True
+        self._src = bytes(frame[26:30])
         self._check_grace_end(out)
         if self._grace:
             c.grace_dropped += 1
@@ -572,8 +579,7 @@ class DTATranslator:
             return
         n = self._cap(redundancy, lay.max_redundancy)
         rq = self.requester
-        if self.config.window and not rq.room(qp, n):
-            c.window_dropped += 1
+        if self.config.window and not self._admit(qp, n):
             return
         c.keywrite += 1
         slots = self._slots.get((key, n))
@@ -583,6 +589,8 @@ class DTATranslator:
         payload = slots[0] + data  # checksum(key) || data (§6.1.1)
         for va in slots[1]:
             rq.write(qp, va, payload, out)
+        if self._fair is not None:
+            self._fair.charge(qp, self._src, n)
 
     def _cache_slots(self, key: int, n: int, entry: tuple[bytes, tuple[int, ...]]) -> tuple[bytes, tuple[int, ...]]:
         if len(self._slots) >= SLOT_CACHE:
@@ -598,8 +606,7 @@ class DTATranslator:
         qp, slots, store_max, mode = self._keyinc
         n = self._cap(redundancy, store_max)
         rq = self.requester
-        if self.config.window and not rq.room(qp, n):
-            c.window_dropped += 1
+        if self.config.window and not self._admit(qp, n):
             return
         c.keyincrement += 1
         cached = self._slots.get((key, -n))  # -n: the counter store's entries, apart from Key-Write's
@@ -608,6 +615,23 @@ class DTATranslator:
                                                             for i in range(n))))
         for va in cached[1]:
             rq.fetch_add(qp, va, counter, out)
+        if self._fair is not None:
+            self._fair.charge(qp, self._src, n)
+
+    def _admit(self, qp: TxQp, n: int) -> bool:
+        """Whether a report's ``n`` requests may go out on ``qp`` (with a window): within the
+        window (``window_dropped`` when not), then within the reporter's fair share
+        (``share_dropped``). A reporter alone has the whole window as its share."""
+        fair = self._fair
+        if fair is not None:
+            fair.saw(self._src, self._now)
+        if not self.requester.room(qp, n):
+            self.c.window_dropped += 1
+            return False
+        if fair is not None and not fair.admit(qp, self._src, n, self._now):
+            self.c.share_dropped += 1
+            return False
+        return True
 
     def _append(self, list_id: int, data: int, out: list[bytes]) -> None:
         c = self.c
@@ -966,6 +990,8 @@ class DTATranslator:
         out["timer_slack_ns"] = self.requester.timer_slack_ns
         out["window_timeout_ns"] = self.requester.window_timeout_ns() if self.config.window else None
         out["qps"] = self.requester.qp_status()
+        if self._fair is not None:
+            out["fair_share"] = self._fair.status()
         out["lists"] = {str(x.list_id): {"head": x.head, "buffered": len(x.buf), "written": x.written}
                         for x in self._lists.values()}
         if self._postcards is not None:

@@ -19,7 +19,7 @@ ports. Afterwards:
     peer's own) = frames the port's interface received (``rx_packets``) + veth drops;
   * daemon: the interface's ``rx_packets`` = the daemon's ``rx_frames`` + ``K``;
   * fate: for each counter an injected frame's bytes alone decide (``fcs_errors``,
-    ``edge_drops_pfc``, ``edge_drops_switch_only``, ``mac_control_rx``), the delta equals
+    ``edge_drops_pfc``, ``edge_drops_switch_only``, ``edge_drops_spoofed``, ``mac_control_rx``), the delta equals
     what the campaign computed from the frames it sent plus what the peer's own counters say
     it sent of that kind (its PFC frames), within ``K`` below;
   * conservation, on a switch with two ports whose other port runs no feature: ``rx_frames``

@@ -63,7 +63,7 @@ def _delta(before: dict[str, Any], after: dict[str, Any], node: str, ifname: str
 
 #: counters an ingress frame ends in before forwarding (netstack/switch/core.py)
 DISPOSITIONS = ("fcs_errors", "malformed", "edge_drops_pfc", "mac_control_rx", "edge_drops_switch_only",
-                "feature_consumed", "mac_control_dropped", "filtered")
+                "edge_drops_spoofed", "feature_consumed", "mac_control_dropped", "filtered")
 
 
 #: what a switch port sends of its own accord as MAC control (its PFC frames)
@@ -100,7 +100,8 @@ def account(inj: list[Injector], before: dict[str, Any], after: dict[str, Any],
         peer_pfc = 0
         if link.far_node in after["daemons"] and "ports" in after["daemons"][link.far_node]:
             peer_pfc = sum(_delta(before, after, link.far_node, link.far_ifname, c) for c in PFC_SENT)
-        for counter in ("fcs_errors", "edge_drops_pfc", "edge_drops_switch_only", "mac_control_rx"):
+        for counter in ("fcs_errors", "edge_drops_pfc", "edge_drops_switch_only", "edge_drops_spoofed",
+                        "mac_control_rx"):
             want = fates[counter] + (peer_pfc if counter == "mac_control_rx" else 0)
             got = d[counter]
             ok = want - k <= got <= want

@@ -12,6 +12,7 @@ from typing import Any
 
 from headers import strategies as hs
 
+from ..auth.frame import Sealer
 from ..runtime import RunState
 from ..topo.nsenter import in_netns
 from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
@@ -31,6 +32,7 @@ class Reports:
         from headers import dta
 
         self._dta = dta
+        self.sealer = _sealer(state, src)
         with in_netns(state.namespaces[src]):
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("0.0.0.0", 40041))
@@ -48,8 +50,11 @@ class Reports:
     def _send_one(self) -> None:
         key = self.first_key + self.sent
         prim = self._dta.KeyWrite(self.redundancy, key, (self.value_of(key),))
+        report = self._dta.encode_report(self._dta.DTABase.of(prim, self.sent & 0xFF), prim)
+        if self.sealer is not None:
+            report = self.sealer.seal(report)
         with contextlib.suppress(OSError):
-            self.sock.sendto(self._dta.encode_report(self._dta.DTABase.of(prim, self.sent & 0xFF), prim), self.dst)
+            self.sock.sendto(report, self.dst)
         self.sent += 1
 
     def start(self) -> None:
@@ -71,6 +76,20 @@ class Reports:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _sealer(state: RunState, src: str) -> Sealer | None:
+    """On a keyed topology the translator opens every report: the genuine reports are sealed
+    as ``netstack dta report`` seals them (issue 34, finding 7: unsealed, all were refused)."""
+    from ..dta import control as dta_control
+    from ..dta.reportauth import reporter_sealer
+
+    t = dta_control.translator_status(state.prefix, "sw2", quiet=True)
+    found = dta_control.reporter_auth(state, src, t.get("translator") or t)
+    if found is None:
+        return None
+    path, ip, era = found
+    return reporter_sealer(str(path), ip, era, time.time())
 
 
 def run_dta(opts: Options) -> Result:

@@ -17,6 +17,7 @@ from headers import strategies as hs
 from headers.fcs import append_fcs, fcs_ok
 
 from ..switch.forwarding import is_link_local
+from ..switch.sourceguard import spoofed
 from .ports import Link
 
 #: draws of a frame the checked phase may not send before it is made inert (:attr:`Injector.forbidden`)
@@ -117,6 +118,8 @@ def fate_of(frame: bytes, link: Link, switch_only: frozenset[int]) -> str:
                 return "edge_drops_pfc"
         if etype in switch_only:
             return "edge_drops_switch_only"
+        if link.source_guard is not None and spoofed(frame, link.source_guard):
+            return "edge_drops_spoofed"
     return "passed"
 
 

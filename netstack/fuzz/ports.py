@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .. import runtime
 from ..runtime import RunState
+from ..switch.sourceguard import parse_source_ips
 from ..topo.nsenter import in_netns, iproute
 from .errors import FuzzError
 
@@ -27,6 +28,8 @@ class Link:
     fcs: bool
     edge: bool
     accepts_pfc: bool
+    #: the port's BCP 38 source addresses, packed (None: no filtering; netstack/switch/sourceguard.py)
+    source_guard: frozenset[bytes] | None = None
 
 
 def find_link(state: RunState, node: str, peer: str) -> Link:
@@ -39,8 +42,10 @@ def find_link(state: RunState, node: str, peer: str) -> Link:
     edge = pc.get("role") == "edge"
     lossless = bool(pc.get("lossless"))
     accepts = True if not edge else (lossless if pc.get("pfc_from_host") is None else bool(pc["pfc_from_host"]))
+    guard = pc.get("source_ips")
     return Link(node, port.ifname, port.netns, bytes.fromhex(port.mac.replace(":", "")), peer,
-                far.ifname, far.netns, bool(port.fcs), edge, accepts)
+                far.ifname, far.netns, bool(port.fcs), edge, accepts,
+                None if not edge or guard is None else parse_source_ips(guard, f"{node}/{port.ifname} source_ips"))
 
 
 def iface_stats(ns: str, ifname: str) -> dict[str, int]:

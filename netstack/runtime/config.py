@@ -3,6 +3,7 @@ and the switch-port settings a topology file gives per link end."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from .. import protocols
@@ -31,6 +32,11 @@ def switch_config(topology: Topology, built: netns.BuiltTopology, node: str) -> 
         }
         if entry["role"] == "edge":
             entry["pfc_watchdog_ns"] = EDGE_PFC_WATCHDOG_NS
+            peer_ip = topology.node(port.peer_node).ip
+            if peer_ip is not None:
+                # BCP 38 at the ToR: the host may only send from its own address (issue 34, finding
+                # 3; netstack/switch/sourceguard.py); a topology can widen it with source_ips
+                entry["source_ips"] = [str(peer_ip.ip)]
         entry.update(port_options(link.name, link.end(node).features.get("switch", {})))
         imp = link.impairment
         if imp is not None and any(e.node == node for e in link.impaired_ends()) and (
@@ -88,6 +94,7 @@ PORT_OPTIONS = {
     "ecn_threshold": ("ecn_threshold_bytes", "size"), "default_class": ("default_class", "class"),
     "peer_mac_pfc": ("peer_mac", "peer"), "pfc_from_host": ("pfc_from_host", bool),
     "pfc_watchdog": ("pfc_watchdog_ns", "watchdog"), "pfc_enable": ("pfc_enable", "classes"),
+    "source_ips": ("source_ips", "sources"),
 }
 #: The PFC watchdog on edge ports unless the file says otherwise: production switches detect a
 #: pause storm in 100-400 ms; fabric ports have it off (see switch_config)
@@ -120,6 +127,13 @@ def port_options(link: str, options: dict[str, Any]) -> dict[str, Any]:
                         isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 7 for v in value):
                     raise ValueError(f"{value!r} is not a list of priority classes (integers 0-7; [] for none)")
                 out[field] = sorted(set(value))
+            elif kind == "sources":  # BCP 38 at an edge port: the host's addresses, or false (off)
+                if value is False:
+                    out[field] = None
+                elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                    out[field] = [str(ipaddress.IPv4Address(v)) for v in value]
+                else:
+                    raise ValueError(f"{value!r} is not a list of IPv4 addresses (or false: no filtering)")
             elif kind == "class":  # an 802.1Qbb priority: PFC has eight
                 if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 7:
                     raise ValueError(f"{value!r} is not a priority class (an integer 0-7)")

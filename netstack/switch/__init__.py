@@ -60,7 +60,7 @@ A feature calls back into the switch with:
     receiver-side backpressure (LinkGuardian §3.3 Algorithm 2, §3.5).
 ``switch.set_marking_policy(port, policy)``: ``policy.on_dequeue(frame, cls, qlen_bytes,
 now_ns) -> bytes`` at each data dequeue (the TCD detector's hook; ``qlen_bytes`` is the
-class queue after the frame left) and optional ``policy.on_pause(cls, paused, now_ns)``.
+class queue after the frame left) and optional ``policy.on_pause(cls, paused, now_ns, pause_ns)``.
 
 Modelling choices
 -----------------

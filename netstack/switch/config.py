@@ -14,6 +14,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from ipaddress import IPv4Address
 from typing import Any
 
 from headers.registry import PFC_DST_MAC
@@ -26,6 +27,7 @@ from ..ethernet import NUM_CLASSES
 #: 64-byte minimum frames then occupy the classic 84 B of line time. When a port carries the
 #: software FCS trailer those 4 trailer bytes *are* that FCS and are not counted twice (port.py).
 from ..ethernet import WIRE_OVERHEAD_BYTES as DEFAULT_OVERHEAD_BYTES
+from .sourceguard import parse_source_ips
 
 #: A port faces a host (edge) or another switch (fabric).
 PORT_ROLES = ("edge", "fabric")
@@ -72,7 +74,7 @@ def _rate(value: Any, field_name: str) -> float:
 
 
 def _known_keys(cls: type, data: Mapping[str, Any], where: str) -> None:
-    names = {f.name for f in fields(cls)}
+    names = {f.name for f in fields(cls) if f.init}
     for key in data:
         if key not in names:
             raise ConfigError(f"{where}{key}", f"unknown field (known: {', '.join(sorted(names))})")
@@ -177,6 +179,9 @@ class PortConfig:
     - ``pfc_watchdog_ns``: a class kept paused by the peer for this long without a break is
       released, and pauses for it are ignored for as long again (counted,
       ``pfc_watchdog_events`` / ``pfc_watchdog_ignored``); None: off.
+    - ``source_ips``: an edge port only forwards IPv4 datagrams (and ARP) whose source is one of
+      these addresses, its host's (BCP 38: netstack/switch/sourceguard.py); the others are
+      dropped and counted (``edge_drops_spoofed``). None: no filtering. Edge ports only.
     """
 
     name: str
@@ -201,6 +206,9 @@ class PortConfig:
     pfc_from_host: bool | None = None
     pfc_watchdog_ns: int | None = None
     pfc_enable: tuple[int, ...] | None = None
+    source_ips: tuple[str, ...] | None = None
+    #: ``source_ips`` packed, for the data path (derived)
+    source_guard: frozenset[bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def edge(self) -> bool:
@@ -284,6 +292,12 @@ class PortConfig:
         if self.pfc_from_host is not None and not isinstance(self.pfc_from_host, bool):
             raise ConfigError(where + "pfc_from_host", f"must be true, false or null, got {self.pfc_from_host!r}")
         _int(self.pfc_watchdog_ns, where + "pfc_watchdog_ns", minimum=1, optional=True)
+        if self.source_ips is not None:
+            if self.role != "edge":
+                raise ConfigError(where + "source_ips", "only an edge port filters source addresses (role = edge)")
+            guard = parse_source_ips(self.source_ips, where + "source_ips")
+            set_(self, "source_ips", tuple(sorted(str(IPv4Address(a)) for a in guard)))
+            set_(self, "source_guard", guard)
 
     @property
     def pfc_enable_mask(self) -> int:
@@ -319,7 +333,7 @@ class PortConfig:
     def with_changes(self, **changes: Any) -> PortConfig:
         """A validated copy with ``changes`` applied (the run-time control path)."""
         for key in changes:
-            if key not in {f.name for f in fields(self)}:
+            if key not in {f.name for f in fields(self) if f.init}:
                 raise ConfigError(f"port {self.name}: {key}", "unknown field")
         if "name" in changes and changes["name"] != self.name:
             raise ConfigError(f"port {self.name}: name", "cannot be changed at run time")

@@ -55,6 +55,7 @@ from .feature import MarkingPolicy, SwitchFeature, has_timer, implements
 from .forwarding import Fdb, classify, is_link_local
 from .pfc import pause_ns
 from .port import DepartureHook, Port
+from .sourceguard import l3, spoofed
 
 _MAC_CONTROL = b"\x88\x08"
 _IPV4 = b"\x08\x00"
@@ -82,17 +83,19 @@ _RUN_MIN = 4
 _BYTES_ONLY = frozenset((bytes,))
 
 
+def _sources_ok(run: list[bytes], guard: frozenset[bytes]) -> bool:
+    """Whether an edge port with ``guard`` lets every frame of a fast-path run pass (they share
+    their first 16 bytes: one EtherType, untagged); else the run takes the general path, frame by
+    frame, where the spoofed ones are counted."""
+    if run[0][12:14] == _IPV4:
+        return all(f[26:30] in guard for f in run)
+    return not any(spoofed(f, guard) for f in run)
+
+
 def inner_ethertype(frame: bytes) -> int:
     """The EtherType behind up to two VLAN tags (802.1ad then 802.1Q); a frame too short to hold
     the tags it announces gives the last tag's TPID."""
-    o = 12
-    etype = frame[12] << 8 | frame[13]
-    for _ in range(2):
-        if etype not in _VLAN_TPIDS or len(frame) < o + 6:
-            break
-        o += 4
-        etype = frame[o] << 8 | frame[o + 1]
-    return etype
+    return l3(frame)[0]
 
 class Switch:
     """A software L2 switch. See :mod:`netstack.switch` for the API contract."""
@@ -490,7 +493,7 @@ class Switch:
 
         ``policy.on_dequeue(frame, cls, qlen_bytes, now_ns) -> bytes`` is called for every data
         frame leaving a class queue (``qlen_bytes``: that class's queue after the frame left)
-        and may rewrite the ECN field; ``policy.on_pause(cls, paused, now_ns)``, if present,
+        and may rewrite the ECN field; ``policy.on_pause(cls, paused, now_ns, pause_ns)``, if present,
         is told of every PFC pause/resume received on the port.
         """
         self._port(port).marker = policy
@@ -572,6 +575,7 @@ class Switch:
         forward = self._forward
         edge = p.cfg.edge
         accepts_pfc = p.cfg.accepts_pfc
+        guard = p.cfg.source_guard
         switch_only = self._switch_only
         done = 0
         try:
@@ -608,6 +612,9 @@ class Switch:
                     if etype in switch_only:
                         c.edge_drops_switch_only += 1  # only a switch may originate this (docs/security.md)
                         continue
+                    if guard is not None and spoofed(frame, guard):
+                        c.edge_drops_spoofed += 1  # not its host's source address (BCP 38: sourceguard.py)
+                        continue
                 if hooks:
                     kept = self._features_ingress(p, hooks, frame, t)
                     if kept is None:
@@ -641,6 +648,7 @@ class Switch:
         idx = p.index
         cfg = p.cfg
         edge = cfg.edge
+        guard = cfg.source_guard
         switch_only = self._switch_only
         done = 0
         pending: list[bytes] = []  # frames for the general path, in order
@@ -648,7 +656,8 @@ class Switch:
             run = list(group)
             etype = key[12:14]
             if (len(run) < _RUN_MIN or len(key) < 16 or key[0] & 1 or etype == _MAC_CONTROL
-                    or (edge and (etype in _VLAN_TAGS or (key[12] << 8 | key[13]) in switch_only))):
+                    or (edge and (etype in _VLAN_TAGS or (key[12] << 8 | key[13]) in switch_only))
+                    or (guard is not None and not _sources_ok(run, guard))):
                 pending += run
                 continue
             if pending:
@@ -900,7 +909,7 @@ class Switch:
             else:
                 c.resumes_rx += 1
             if on_pause is not None:
-                on_pause(cls, bool(quanta), t)
+                on_pause(cls, bool(quanta), t, pause_ns(quanta, rate) if quanta else None)
 
     def _pfc_update(self, p: Port, cls: int, t: int) -> None:
         """Send a pause/resume for (p, cls) if its effective state changed (Algorithm 2's curr_state)."""

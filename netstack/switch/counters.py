@@ -46,6 +46,7 @@ class PortCounters:
     kernel_drops: int = 0  # added by the shell from PACKET_STATISTICS (tp_drops)
     edge_drops_switch_only: int = 0  # edge port: frames only a switch may send (a host's forged LinkGuardian tag...)
     edge_drops_pfc: int = 0  # edge port: PFC/PAUSE from a host that may not send them (pfc_from_host)
+    edge_drops_spoofed: int = 0  # edge port: IPv4/ARP whose source is not its host's (BCP 38, source_ips)
     mac_control_dropped: int = 0  # MAC control a feature returned or released: never forwarded
     pfc_watchdog_events: int = 0  # classes released by the PFC watchdog (paused too long)
     pfc_watchdog_ignored: int = 0  # pauses ignored while a class recovers from a watchdog event

@@ -86,12 +86,13 @@ def has_timer(feature: object) -> bool:
 class MarkingPolicy(Protocol):
     """Rewrites frames at dequeue: ``on_dequeue(frame, cls, qlen_bytes, now_ns)`` sees every data
     frame leaving a class queue (``qlen_bytes``: that queue after the frame left) and returns
-    it, possibly with its ECN field set; ``on_pause(cls, paused, now_ns)`` is told of every
-    PFC pause and resume the port receives."""
+    it, possibly with its ECN field set; ``on_pause(cls, paused, now_ns, pause_ns)`` is told of
+    every PFC pause and resume the port receives (``pause_ns``: how long a pause holds the class,
+    None at a resume)."""
 
     def on_dequeue(self, frame: bytes, cls: int, qlen_bytes: int, now_ns: int) -> bytes: ...
 
-    def on_pause(self, cls: int, paused: bool, now_ns: int) -> None: ...
+    def on_pause(self, cls: int, paused: bool, now_ns: int, pause_ns: int | None = None) -> None: ...
 
 
 __all__ = ["FeatureBase", "MarkingPolicy", "SwitchFeature", "has_timer", "implements"]

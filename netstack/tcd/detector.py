@@ -80,6 +80,7 @@ class DetectorCounters:
     idle_resumes: int = 0  # resumes that found the class queue empty (the OFF period ended at the resume)
     timer_evaluations: int = 0  # re-evaluations on the timer, without a dequeue (an idle port)
     timeline_dropped: int = 0  # timeline entries the cap pushed out
+    short_pauses: int = 0  # pauses shorter than min_off_ns: honoured by the switch, no OFF period here
 
 
 class Detector:
@@ -153,10 +154,17 @@ class Detector:
             self.c.timeline_dropped += 1
         tl.append((t, int(state)))
 
-    def on_pause(self, paused: bool, now_ns: int, queue_bytes: int | None = None) -> None:
+    def on_pause(self, paused: bool, now_ns: int, queue_bytes: int | None = None,
+                 pause_ns: int | None = None) -> None:
         """A PFC pause (``paused``) or resume of this class received at ``now_ns``; ``queue_bytes``:
-        the class queue at a resume, when the caller knows it (0: the OFF period ends now)."""
+        the class queue at a resume, when the caller knows it (0: the OFF period ends now);
+        ``pause_ns``: how long the pause holds the class (its quanta at the port's rate), when the
+        caller knows it. A pause shorter than ``params.min_off_ns`` is no OFF period (TcdParams):
+        counted in ``short_pauses``, nothing else changes."""
         t = self._clock(now_ns)
+        if paused and pause_ns is not None and pause_ns < self.params.min_off_ns:
+            self.c.short_pauses += 1
+            return
         if paused:
             self.c.pauses += 1
             self.paused = self.blocked = self.ever_paused = True

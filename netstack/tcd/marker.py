@@ -210,12 +210,12 @@ class TcdMarker:
         return None
 
     # ------------------------------------------------------------ MarkingPolicy
-    def on_pause(self, cls: int, paused: bool, now_ns: int) -> None:
+    def on_pause(self, cls: int, paused: bool, now_ns: int, pause_ns: int | None = None) -> None:
         entry = self._per_class.get(cls) or self._lazy(cls, now_ns)
         if entry is not None:
             probe = self.queue_probe
             # at a resume, the queue tells whether the port has anything to send (detector.py)
-            entry[0].on_pause(bool(paused), now_ns, None if paused or probe is None else probe(cls))
+            entry[0].on_pause(bool(paused), now_ns, None if paused or probe is None else probe(cls), pause_ns)
 
     # ------------------------------------------------------- SwitchFeature timer
     def next_deadline(self) -> int | None:
@@ -352,7 +352,7 @@ class EcnMarker:
         self.flows = FlowMarks()
         self._decide = EcnRule(params).decide
 
-    def on_pause(self, cls: int, paused: bool, now_ns: int) -> None:
+    def on_pause(self, cls: int, paused: bool, now_ns: int, pause_ns: int | None = None) -> None:
         if paused:
             self.c.pauses += 1
         else:

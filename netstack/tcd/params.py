@@ -106,6 +106,13 @@ class TcdParams:
     non-congestion (our choice: a port nobody has paused is not yet ON-OFF, TCD §3.2.1 "assume a
     port outputs freely at the maximum rate initially"). ``derived`` records how each value was
     obtained (JSON-able, for status and docs).
+
+    ``min_off_ns``: a pause shorter than this is honoured by the switch but is not an OFF period
+    for the detector (counted, ``short_pauses``). Derived as one MTU's serialisation time at C: a
+    pause that ends before the port could have sent one full frame holds back at most part of one
+    frame, which no queue can tell from line-rate jitter; without it, a host on a lossless edge
+    port kept a congested port undetermined 60 % of a run with 1-quantum pauses every T_on^max/2
+    (issue 34, finding 4; docs/tcd.md "Pauses too short to matter"). 0: every pause counts.
     """
 
     t_on_max_ns: int
@@ -113,12 +120,14 @@ class TcdParams:
     window_ns: int
     codepoints: TcdCodepoints = DEFAULT_CODEPOINTS
     initial: PortState = PortState.NON_CONGESTION
+    min_off_ns: int = 0
     derived: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         _positive("t_on_max_ns", self.t_on_max_ns)
         _positive("k_bytes", self.k_bytes)
         _positive("window_ns", self.window_ns)
+        _non_negative("min_off_ns", self.min_off_ns)
         if not isinstance(self.codepoints, TcdCodepoints):
             raise TcdParamError("codepoints", f"must be a TcdCodepoints, got {type(self.codepoints).__name__}")
         object.__setattr__(self, "initial", _state(self.initial))
@@ -129,14 +138,14 @@ class TcdParams:
         cp = self.codepoints
         return {"t_on_max_ns": self.t_on_max_ns, "k_bytes": self.k_bytes, "window_ns": self.window_ns,
                 "codepoints": {"ect": int(cp.ect), "ue": int(cp.ue), "ce": int(cp.ce)},
-                "initial": STATE_NAMES[self.initial], "derived": dict(self.derived)}
+                "initial": STATE_NAMES[self.initial], "min_off_ns": self.min_off_ns, "derived": dict(self.derived)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TcdParams:
         """The inverse of :meth:`to_dict` (a topology feature's checked options, a control request)."""
         if not isinstance(data, dict):
             raise TcdParamError("params", f"must be a table, got {type(data).__name__}")
-        known = {"t_on_max_ns", "k_bytes", "window_ns", "codepoints", "initial", "derived"}
+        known = {"t_on_max_ns", "k_bytes", "window_ns", "codepoints", "initial", "min_off_ns", "derived"}
         for key in data:
             if key not in known:
                 raise TcdParamError(key, f"unknown field (known: {', '.join(sorted(known))})")
@@ -146,14 +155,15 @@ class TcdParams:
         except (TypeError, ValueError) as exc:
             raise TcdParamError("codepoints", str(exc)) from None
         return cls(data.get("t_on_max_ns"), data.get("k_bytes"), data.get("window_ns"),  # type: ignore[arg-type]
-                   codepoints, data.get("initial", PortState.NON_CONGESTION), dict(data.get("derived") or {}))
+                   codepoints, data.get("initial", PortState.NON_CONGESTION), data.get("min_off_ns", 0),
+                   dict(data.get("derived") or {}))
 
     @classmethod
     def derive(cls, *, rate_bps: int | None, xoff_bytes: int | None, xon_bytes: int | None, delay_ns: int,
                r_min_fraction: float = DEFAULT_R_MIN_FRACTION, pfc_processing_ns: int | None = None,
                mtu: int = DEFAULT_MTU, t_on_max_ns: int | None = None, k_bytes: int | None = None,
                window_ns: int | None = None, codepoints: TcdCodepoints = DEFAULT_CODEPOINTS,
-               initial: PortState = PortState.NON_CONGESTION) -> TcdParams:
+               initial: PortState = PortState.NON_CONGESTION, min_off_ns: int | None = None) -> TcdParams:
         """The settings of a port of rate C = ``rate_bps`` whose peer pauses it at ``xoff_bytes``
         and resumes it at ``xon_bytes`` (its ingress thresholds), over a link of one-way delay
         ``delay_ns``. Each derived value is overridden by its keyword.
@@ -168,6 +178,7 @@ class TcdParams:
           releases between XON and XOFF); a longer one on a continuously-ON port is congestion.
         - ``W`` = ``T_on^max`` (our choice: the window must be at least T_on^max, and the minimum
           reacts fastest): one trend sample spans a whole ON period.
+        - ``min_off_ns`` = one MTU's serialisation time at C (our choice; the class docstring).
 
         ``xoff_bytes = xon_bytes = None``: the port is never paused (its peer is not lossless);
         then ``T_on^max = 2·delay + pfc_processing`` and ``K`` is the BDP, at least two MTUs,
@@ -216,7 +227,12 @@ class TcdParams:
         if window_ns is not None:
             window = _positive("window_ns", window_ns)
             derived["window_ns"] = "given"
-        return cls(t_on, k, window, codepoints, initial, derived)
+        min_off = serialisation_ns(mtu_, rate)
+        derived["min_off_ns"] = "one MTU's serialisation time at C (our choice)"
+        if min_off_ns is not None:
+            min_off = _non_negative("min_off_ns", min_off_ns)
+            derived["min_off_ns"] = "given"
+        return cls(t_on, k, window, codepoints, initial, min_off, derived)
 
 
 @dataclass(frozen=True)
@@ -265,7 +281,7 @@ class EcnParams:
 
 #: what :func:`marker_options` accepts beside the port's own numbers, and their checks
 TCD_OVERRIDES = ("t_on_max_ns", "k_bytes", "window_ns", "r_min_fraction", "pfc_processing_ns", "xoff_bytes",
-                 "xon_bytes")
+                 "xon_bytes", "min_off_ns")
 ECN_OVERRIDES = ("ecn_mode", "ecn_k_bytes", "ecn_kmin_bytes", "ecn_kmax_bytes", "ecn_pmax", "ecn_seed")
 MARKERS = ("tcd", "ecn")
 

@@ -35,6 +35,7 @@ from .params import TcdParamError, marker_options
 #: option in the file -> (keyword of marker_options, how to read it)
 OPTIONS: dict[str, tuple[str, str]] = {
     "t_on_max": ("t_on_max_ns", "delay"), "k": ("k_bytes", "size"), "window": ("window_ns", "delay"),
+    "min_off": ("min_off_ns", "delay"),
     "r_min": ("r_min_fraction", "number"), "classes": ("classes", "raw"), "ecn_mode": ("ecn_mode", "raw"),
     "ecn_k": ("ecn_k_bytes", "size"), "ecn_kmin": ("ecn_kmin_bytes", "size"), "ecn_kmax": ("ecn_kmax_bytes", "size"),
     "ecn_pmax": ("ecn_pmax", "number"), "ecn_seed": ("ecn_seed", "raw"), "ce_rule": ("ce_rule", "raw"),

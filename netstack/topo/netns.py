@@ -201,6 +201,14 @@ def _disable_ipv6() -> None:
         _write_sysctl(f"{base}/{conf}/disable_ipv6", "1")
 
 
+def _no_forwarding() -> None:
+    # A host is not a router. A new namespace can inherit ip_forward = 1 (it does on this VM), and
+    # a host would then send a frame addressed to its MAC but not its IP back out of its link,
+    # with its original source: garbage reflected into the fabric, and refused by the edge's
+    # BCP 38 check as the host's own forgery (netstack/switch/sourceguard.py).
+    _write_sysctl("/proc/sys/net/ipv4/ip_forward", "0")
+
+
 def _ethtool(ns: str | None) -> Any:
     """A pyroute2 ``Ethtool`` in namespace ``ns`` (None: the caller's own)."""
     from pyroute2.ethtool import Ethtool
@@ -270,6 +278,8 @@ def build(topology: Topology, prefix: str | None = None, *, apply_impairments: b
                 ipr.link("set", index=lo, ifalias=_marker(prefix, node.name), state="up")
             with in_netns(ns):
                 _disable_ipv6()
+                if node.kind is not NodeKind.SWITCH:
+                    _no_forwarding()
 
         with _ipr(None) as root:
             for link in topology.links:

@@ -86,3 +86,27 @@ def test_a_hosts_pause_on_a_non_lossless_edge_port_is_refused(testbed):
     after = runtime.status(prefix)["daemons"]["sw1"]["ports"]["p-h1"]
     assert after["edge_drops_pfc"] - before["edge_drops_pfc"] == 1
     assert after["pauses_rx"] == before["pauses_rx"] and not any(after["paused"])
+
+
+def test_a_hosts_forged_source_address_is_dropped_at_its_edge_port(testbed):
+    """BCP 38 (issue 34, finding 3; docs/security.md "Source address validation"): sw1's port to h1
+    forwards h1's datagrams and drops and counts those that claim another source (h2's address, an
+    address nobody has), and an ARP that would bind h2's address to h1's MAC."""
+    from headers.inet import build_udp_frame
+    from netstack.fuzz import ip_of
+
+    prefix = testbed.prefix
+    port = lambda: runtime.status(prefix)["daemons"]["sw1"]["ports"]["p-h1"]  # noqa: E731
+    before = port()
+    h1, h2 = _mac(testbed, "h1"), _mac(testbed, "h2")
+    own, other = ip_of(testbed, "h1"), ip_of(testbed, "h2")
+    genuine = [build_udp_frame(h1, h2, own, other, 4000, 9, b"x" * 20)] * 10
+    forged = [build_udp_frame(h1, h2, src, other, 4000, 9, b"x" * 20) for src in (other, bytes([10, 9, 9, 9]))] * 5
+    arp = b"\xff" * 6 + h1 + b"\x08\x06" + bytes.fromhex("0001080006040002") + h1 + other + h2 + other
+    r = in_node(testbed, "h1", SEND, *[f.hex() for f in genuine + forged + [arp]])
+    assert r.returncode == 0, r.stderr
+    _until(lambda: port()["rx_frames"] - before["rx_frames"] >= 21)
+    after = port()
+    assert after["edge_drops_spoofed"] - before["edge_drops_spoofed"] == 11
+    sw1 = json.loads((runtime.run_dir(prefix) / "sw1.json").read_text())["switch"]["ports"]
+    assert next(p for p in sw1 if p["name"] == "p-h1")["source_ips"] == [testbed.host_ip("h1")]

@@ -87,7 +87,7 @@ def test_a_tag_never_hides_mac_control():
 
 def test_even_past_a_misconfigured_edge_the_switch_forwards_no_unwrapped_pause():
     f = Fig7(corrupt=0.0)
-    f.sw2.update_port("p-h2", role="fabric")  # the edge filter off: the next gates must hold
+    f.sw2.update_port("p-h2", role="fabric", source_ips=None)  # the edge filter off: the next gates must hold
     f.net.loop.call_at(0, f.h2.send, wrapped_pause(f.h1.mac, f.h2.mac))
     f.run()
     c = f.sw1.counters()

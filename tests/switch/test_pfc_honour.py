@@ -117,7 +117,7 @@ def test_marking_policy_is_told_of_pauses():
             events.append(("deq", cls, qlen_bytes, now_ns))
             return frame
 
-        def on_pause(self, cls, paused, now_ns):
+        def on_pause(self, cls, paused, now_ns, pause_ns=None):
             events.append(("pause", cls, paused, now_ns))
 
     sw = make_switch(2, p1={"rate_bps": GBPS})
