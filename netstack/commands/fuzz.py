@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix", default=None,
                    help="fuzz the topology running under this prefix (it is left running) instead of bringing "
                         "one up")
+    p.add_argument("--attack", default=None, metavar="NAME",
+                   help="a targeted campaign instead of random frames, with its own oracle (netstack/fuzz/attacks.py): "
+                        "tcd --attack short-pauses")
     p.add_argument("--json", action="store_true", help="print the result object as JSON")
     p.add_argument("--keep", action="store_true", help="leave the topology it brought up running")
     p.set_defaults(func=run)
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     rep = Reporter("fuzz")
     opts = fuzz.Options(args.target, args.frames, args.seed, prefix=args.prefix, keep=args.keep,
-                        rate=args.rate or fuzz.DEFAULT_RATE, out=sys.stderr)
+                        rate=args.rate or fuzz.DEFAULT_RATE, out=sys.stderr, attack=args.attack)
     res = fuzz.run(opts)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2))

@@ -45,6 +45,7 @@ import os
 from collections.abc import Callable
 
 from .. import protocols
+from .attacks import ATTACKS, check_attack
 from .campaign import DEFAULT_RATE, Options, Result, topology
 from .checks import (
     DISPOSITIONS,
@@ -76,7 +77,7 @@ from .ports import Link, find_link, iface_mtu, iface_stats, ip_of, mac_of, raw_s
 from .report import save, table
 from .sender import BATCH, PROGRESS_S, Sender
 from .switch import run_switch
-from .tcd import DcqcnFlow, run_tcd, tcd_checks
+from .tcd import DcqcnFlow, run_tcd, run_tcd_short_pauses, tcd_checks
 from .tcsack import (
     TCS_BYTES,
     TCS_COUNTED,
@@ -97,6 +98,9 @@ TARGETS: dict[str, str] = protocols.fuzz_targets()
 
 #: each target's runner, by name (a target the registry lists without its ``run_<name>`` here fails at import)
 RUNNERS: dict[str, Callable[[Options], Result]] = {name: globals()[f"run_{name}"] for name in TARGETS}
+#: ``--attack`` campaigns: (target, attack) -> ``run_<target>_<attack>`` (attack's dashes as underscores)
+ATTACK_RUNNERS: dict[tuple[str, str], Callable[[Options], Result]] = {
+    (t, a): globals()[f"run_{t}_{a.replace('-', '_')}"] for t, attacks in ATTACKS.items() for a in attacks}
 
 
 def run(opts: Options) -> Result:
@@ -106,20 +110,23 @@ def run(opts: Options) -> Result:
         raise FuzzError("--frames must be at least 1")
     if opts.rate <= 0:
         raise FuzzError("--rate must be positive")
+    check_attack(opts.target, opts.attack)
     if os.geteuid() != 0:
         raise FuzzError("fuzzing a live topology needs root (namespaces, raw sockets)")
+    if opts.attack is not None:
+        return ATTACK_RUNNERS[(opts.target, opts.attack)](opts)
     return RUNNERS[opts.target](opts)
 
 
 #: every name netstack/fuzz.py had when it was one module, still importable from here
 __all__ = [
-    "BATCH", "CORPUS_PORT", "DEFAULT_RATE", "DISPOSITIONS", "DcqcnFlow", "FORBIDDEN_TRIES", "FuzzError", "Injector",
-    "KERNEL_VLAN_SHORT", "Link", "OP_FANOUT", "OP_LEAD_S", "OP_PROCS", "OP_RATE", "Options", "PFC_SENT",
-    "PROGRESS_S", "RUNNERS", "Reports", "Result", "SETTLE_MAX_S", "STREAM_PORT", "Sender", "Stream", "TARGETS",
-    "TCS_BYTES", "TCS_COUNTED", "TCS_FLOW", "TCS_RATE_BPS", "TCS_SENDER_PORTS", "Transfers", "VLAN_TYPES", "account",
-    "capture", "corpus_traffic", "fate_of", "find_link", "iface_mtu", "iface_stats", "ip_of", "kernel_view",
-    "lg_or_mac_control", "liveness", "mac_of", "malformed_pfc", "op_addresses", "op_checks", "ping", "port_range",
-    "raw_socket", "run", "run_dta", "run_linkguardian", "run_onepipe", "run_switch", "run_tcd", "run_tcsack", "save",
-    "settled", "snapshot", "spoofs", "stream_ok", "switch_only", "table", "tcd_checks", "tcs_forgery", "topology",
-    "udp_payload", "udp_source",
+    "ATTACKS", "ATTACK_RUNNERS", "BATCH", "CORPUS_PORT", "DEFAULT_RATE", "DISPOSITIONS", "DcqcnFlow",
+    "FORBIDDEN_TRIES", "FuzzError", "Injector", "KERNEL_VLAN_SHORT", "Link", "OP_FANOUT", "OP_LEAD_S", "OP_PROCS",
+    "OP_RATE", "Options", "PFC_SENT", "PROGRESS_S", "RUNNERS", "Reports", "Result", "SETTLE_MAX_S", "STREAM_PORT",
+    "Sender", "Stream", "TARGETS", "TCS_BYTES", "TCS_COUNTED", "TCS_FLOW", "TCS_RATE_BPS", "TCS_SENDER_PORTS",
+    "Transfers", "VLAN_TYPES", "account", "capture", "corpus_traffic", "fate_of", "find_link", "iface_mtu",
+    "iface_stats", "ip_of", "kernel_view", "lg_or_mac_control", "liveness", "mac_of", "malformed_pfc", "op_addresses",
+    "op_checks", "ping", "port_range", "raw_socket", "run", "run_dta", "run_linkguardian", "run_onepipe",
+    "run_switch", "run_tcd", "run_tcd_short_pauses", "run_tcsack", "save", "settled", "snapshot", "spoofs",
+    "stream_ok", "switch_only", "table", "tcd_checks", "tcs_forgery", "topology", "udp_payload", "udp_source",
 ]

@@ -34,6 +34,8 @@ class Options:
     keep: bool = False
     rate: float = DEFAULT_RATE
     out: TextIO = sys.stderr
+    #: a targeted campaign instead of random frames (netstack/fuzz/attacks.py); None: the random one
+    attack: str | None = None
 
 
 @dataclass

@@ -138,3 +138,71 @@ def _flow_rows(ends: dict[str, Any]) -> list[dict[str, Any]]:
         detail += f"; stderr: {s['stderr'][-200:]} {r['stderr'][-200:]}"
     ok = bool(rep) and bool(rr) and s["rc"] in (0, 1) and r["rc"] in (0, 1) and bool(rep.get("bytes"))
     return [row("s0>r0", "dcqcn flow", detail, ok)]
+
+
+#: ``--attack short-pauses``: the quanta of each pause (512 bit times: far shorter than one frame)
+SHORT_PAUSE_QUANTA = 1
+
+
+def run_tcd_short_pauses(opts: Options) -> Result:
+    """``netstack fuzz tcd --attack short-pauses`` (netstack/fuzz/attacks.py; issue 34, finding 4):
+    while a DCQCN flow s0 -> r0 crosses sw3's marked port p-r0, r0 sends that port a PFC frame
+    pausing every class for 1 quantum, every T_on^max/2, ``--frames`` times at most, for as long
+    as the flow runs. The oracle, per class detector of the port: every pause counted as too short
+    (``short_pauses``), none started an OFF period (``pauses``) and no time was spent undetermined.
+    Before the fix each pause was an OFF period and the port stayed undetermined."""
+    from headers.pfc import pause_frame
+
+    from ..tcd import control as tcd_control
+    from .ports import raw_socket
+
+    with topology(opts, "tcd-single") as state:
+        prefix = state.prefix
+        res = Result("tcd", prefix, opts.seed, opts.frames)
+        link = find_link(state, "sw3", "r0")
+        tcd_control.enable(prefix, "sw3", link.ifname, "tcd")
+        st = runtime.control(prefix, "sw3", "tcd_status", port=link.ifname)["ports"][link.ifname]
+        t_on = int(st["params"]["t_on_max_ns"])
+        every = t_on / 2e9
+        seconds = max(2.0, min(opts.frames * every, 20.0))
+        frame = pause_frame(mac_of(state, "r0"), range(8), SHORT_PAUSE_QUANTA)
+        flow = DcqcnFlow(state, "s0", "r0", seconds)
+        sock = raw_socket(link.far_ns, link.far_ifname)
+        sent = 0
+        try:
+            time.sleep(0.5)  # (the flow under way)
+            start = time.monotonic()
+            while sent < opts.frames and time.monotonic() - start < seconds - 0.5:
+                sock.send(frame)
+                sent += 1
+                time.sleep(max(0.0, start + sent * every - time.monotonic()))
+            res.sent, res.duration_s = sent, time.monotonic() - start
+            res.wall_s = res.duration_s
+            ends = flow.finish()
+            st = runtime.control(prefix, "sw3", "tcd_status", port=link.ifname)["ports"][link.ifname]
+        finally:
+            flow.kill()
+            sock.close()
+        res.notes.append(f"--attack short-pauses: {sent} PFC frames of {SHORT_PAUSE_QUANTA} quantum per class, one "
+                         f"every {every * 1e3:.1f} ms (T_on^max/2) from r0 into sw3's {link.ifname}")
+        res.checks += short_pause_checks(st, link.ifname, sent) + _flow_rows(ends)
+        return res
+
+
+def short_pause_checks(st: dict[str, Any], port: str, sent: int) -> list[dict[str, Any]]:
+    """Per class detector of ``port`` (its ``tcd_status`` entry ``st``): ``sent`` pauses, each too
+    short to be an OFF period (netstack/tcd/params.py ``min_off_ns``), made none and no time
+    undetermined. A detector from before the fix has no ``short_pauses``: it fails."""
+    rows = []
+    classes = st.get("classes", {})
+    for cls, det in sorted(classes.items()):
+        short, pauses = det.get("short_pauses", 0), det.get("pauses", 0)
+        undet = int(det["time_in_state_ns"]["undetermined"])
+        ok = short == sent and pauses == 0 and undet == 0
+        rows.append(row(f"sw3/{port} class {cls}", "short pauses",
+                        f"{short} of {sent} pauses counted too short (min_off {st['params'].get('min_off_ns')} ns), "
+                        f"{pauses} OFF periods, {undet / 1e6:.1f} ms undetermined", ok))
+    if len(classes) != 8:
+        rows.append(row(f"sw3/{port}", "short pauses", f"{len(classes)} class detectors, 8 expected (every class "
+                                                       "paused)", False))
+    return rows

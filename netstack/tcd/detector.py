@@ -259,6 +259,7 @@ class Detector:
                 "t_resume_ns": self.t_resume, "pauses": c.pauses, "resumes": c.resumes,
                 "q_prev_bytes": self.q_prev, "q_dec": self.q_dec, "q_inc": self.q_inc,
                 "clock_regressions": c.clock_regressions, "idle_resumes": c.idle_resumes,
+                "short_pauses": c.short_pauses,
                 "timer_evaluations": c.timer_evaluations, "next_deadline_ns": self.next_deadline(),
                 "timeline_len": len(self.timeline), "timeline_dropped": c.timeline_dropped}
 

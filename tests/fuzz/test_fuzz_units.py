@@ -268,3 +268,31 @@ def test_the_tcd_detector_check_adds_the_state_times_up():
     status["counters"]["marked_ue"] = -1
     assert not fuzz.tcd_checks(st, "p-r0", 500)[0]["ok"]
     assert not fuzz.tcd_checks({"now_ns": 1, "ports": {"p-r0": {"classes": {}}}}, "p-r0", 0)[0]["ok"]
+
+
+def test_attacks_are_checked_per_target_and_each_has_a_runner():
+    from netstack.fuzz.attacks import ATTACKS, check_attack
+    from netstack.fuzz.errors import FuzzError
+
+    assert set(fuzz.ATTACK_RUNNERS) == {(t, a) for t, attacks in ATTACKS.items() for a in attacks}
+    check_attack("tcd", "short-pauses")
+    check_attack("switch", None)
+    with pytest.raises(FuzzError, match="tcd --attack short-pauses"):
+        check_attack("switch", "short-pauses")
+    with pytest.raises(FuzzError, match="its attacks: short-pauses"):
+        check_attack("tcd", "flood")
+
+
+def test_the_short_pause_oracle():
+    from netstack.fuzz.tcd import short_pause_checks
+
+    def det(short, pauses, undet):
+        return {"short_pauses": short, "pauses": pauses, "time_in_state_ns": {"undetermined": undet}}
+
+    st = {"params": {"min_off_ns": 12_000}, "classes": {str(c): det(40, 0, 0) for c in range(8)}}
+    assert all(r["ok"] for r in short_pause_checks(st, "p-r0", 40))
+    before = {"params": {}, "classes": {str(c): {"pauses": 40, "time_in_state_ns": {"undetermined": 9 * 10**8}}
+                                        for c in range(8)}}
+    assert not any(r["ok"] for r in short_pause_checks(before, "p-r0", 40))
+    st["classes"].pop("7")
+    assert not all(r["ok"] for r in short_pause_checks(st, "p-r0", 40))

@@ -155,3 +155,17 @@ def test_tcd_campaign(run_dir, capsys):
 
 def test_every_target_the_command_offers_is_tested():
     assert set(TARGETS) == {"switch", "linkguardian", "dta", "onepipe", "tcsack", "tcd"}
+
+
+def test_tcd_short_pause_attack(run_dir, capsys):
+    """``netstack fuzz tcd --attack short-pauses`` (issue 34, finding 4): r0 pauses sw3's marked
+    port for 1 quantum every T_on^max/2 during the DCQCN flow; every class detector counts each
+    pause as too short and spends no time undetermined. On the code before the fix each pause
+    was an OFF period (the check fails there: no ``short_pauses``, undetermined time)."""
+    status = cli(["fuzz", "tcd", "--attack", "short-pauses", "--frames", "40", "--seed", "3", "--json"])
+    captured = capsys.readouterr()
+    res = json.loads(captured.out)
+    assert status == 0 and res["ok"], ([c for c in res["checks"] if not c["ok"]], captured.err[-1500:])
+    rows = [c for c in res["checks"] if c["check"] == "short pauses"]
+    assert len(rows) == 8 and res["sent"] > 10
+    assert res["prefix"] not in runtime.netns.list_running()
