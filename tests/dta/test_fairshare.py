@@ -95,7 +95,7 @@ def test_the_ledger_frees_exactly_what_is_acknowledged_or_abandoned(ops):
                 qp.psn = (qp.psn + n) & PSN_MASK
                 fs.charge(qp, rep, n)
                 sent.append((qp.psn, rep, n))
-                g = window // (2 * fs.active(0))
+                g = window // (4 * fs.active(0))
                 if fs.in_flight(qp, rep) > g and total + n > window // 2:
                     others = {b"a", b"b", b"c"} & set(fs._seen) - {rep}
                     owed = sum(max(0, g - fs.in_flight(qp, o)) for o in others)
