@@ -1,7 +1,8 @@
 """LinkGuardian with keys on the live testbed (docs/security.md "Keys and authenticated frames"):
 the topology names a key file; with 2 % corruption and LinkGuardian on, a sequenced stream still
 arrives complete and in order while every control frame is sealed and accepted; control frames
-forged on the link are refused and counted; a key rotation reaches both switches without a
+forged on the link are refused and counted, also those hidden behind a data tag (issue 34, finding
+1: ``unsealed_control``); a key rotation reaches both switches without a
 refused genuine frame beyond the overlap's rules."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from headers.fcs import append_fcs
+from headers.linkguardian import ETHERTYPE, LGData, LGLeadingAck, LGLossNotification
 from netstack import runtime
 from netstack.auth import keys
 from netstack.linkguardian.control import disable_link, enable_link
@@ -78,6 +80,10 @@ def test_control_forged_on_the_link_is_refused_and_counted(keyed):
         forged = [ctl_mac + src + lg + bytes([0x40, 0x12, 0x34, 0, 0]) + bytes(60),  # a courier, no trailer
                   ctl_mac + src + lg + bytes([0x40, 0x00, 0x10, 0, 0]) + bytes(43) + bytes(range(17)),
                   ctl_mac + src + lg + bytes([0x80, 0x00, 0x05, 3, 0x00, 0x06, 0, 0]) + bytes(60)]
+        # issue 34, finding 1: the control tags behind a data tag, outside what a seal covers
+        hidden = [ctl_mac + src + lg + LGData(7, ETHERTYPE).to_bytes() + tag + bytes(60)
+                  for tag in (LGLeadingAck(0x7FFF, 0).to_bytes(), LGLossNotification(0, 5, 1, 0).to_bytes())]
+        forged += hidden
         with in_netns(keyed.namespaces["sw2"]):
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         try:
@@ -97,6 +103,7 @@ def test_control_forged_on_the_link_is_refused_and_counted(keyed):
     refused = {k: after["auth_refused"][k] - before["auth_refused"][k] for k in after["auth_refused"]}
     assert sum(refused.values()) == len(forged), refused
     assert refused["replayed"] == 0
+    assert refused["unsealed_control"] == len(hidden)  # refused before the engine, never acted on
 
 
 def test_a_key_rotation_reaches_both_switches(keyed):
