@@ -67,6 +67,7 @@ from typing import Any, TypeVar
 from daemons.common import daemon_parser, run_daemon, serve_metrics
 from headers.onepipe import ts_max
 from netstack.auth.frame import era_now
+from netstack.auth.sign import load_signing_key
 from netstack.auth.watch import KeyFileWatch
 from netstack.engine import SendTo
 from netstack.errors import ConfigError
@@ -353,7 +354,10 @@ class ControllerShell:
         if not self.store.is_leader(self.cfg.election):
             raise LostLease(f"replica {self.replica} lost its lease on {self.cfg.election!r} before it served")
         keys = controller_keys(self.keyfile.ring, self.cfg.prefix, time.time())
-        self.auth = ControllerAuth((self.cfg.ip, self.cfg.port), keys, era)
+        # what this replica sends is signed with the key file's controller signing key, which no process
+        # is given (issue 34, finding 3; netstack/auth/sign.py): KeyFileError if it is missing
+        self.auth = ControllerAuth((self.cfg.ip, self.cfg.port), keys, era, load_signing_key(self.cfg.keys),
+                                   self.cfg.prefix)
         log.info("controller messages authenticated: keys from %s (key %d current, era %d)", self.cfg.keys,
                  self.keyfile.ring.current, era)
 

@@ -157,10 +157,7 @@ class Opener:
         if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
             raise ValueError(f"window {window!r} is not in 1..{MAX_WINDOW}")
         self.window = window
-        self._mask = (1 << window) - 1
-        self._era: int | None = None  # None: no frame accepted yet
-        self._top = 0  # the highest seq accepted in _era
-        self._seen = 0  # bit i: seq _top - i accepted
+        self._replay = ReplayWindow(window)
         self.c = OpenerCounters()
         self.update_keys(keys)
 
@@ -175,7 +172,7 @@ class Opener:
     @property
     def highest(self) -> tuple[int, int] | None:
         """(era, seq) of the newest frame accepted, None before the first."""
-        return None if self._era is None else (self._era, self._top)
+        return self._replay.highest
 
     def _refuse(self, reason: str, detail: str = "") -> AuthFailure:
         setattr(self.c, reason, getattr(self.c, reason) + 1)  # (a refusal: off the fast path)
@@ -201,20 +198,46 @@ class Opener:
 
     def _admit(self, era: int, seq: int) -> None:
         """The replay check of an authentic frame: record it, or refuse it."""
+        reason = self._replay.admit(era, seq)
+        if reason is not None:
+            raise self._refuse(*reason)
+
+
+class ReplayWindow:
+    """One sender's replay state: the newest (era, seq) taken and a sliding window of ``window``
+    seqs below it (RFC 4303 §3.4.3). ``admit`` records an authentic frame's (era, seq) or says why
+    not; the caller checks authenticity first, so a forged frame never moves it."""
+
+    __slots__ = ("_era", "_mask", "_seen", "_top", "window")
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self._mask = (1 << window) - 1
+        self._era: int | None = None  # None: no frame accepted yet
+        self._top = 0  # the highest seq accepted in _era
+        self._seen = 0  # bit i: seq _top - i accepted
+
+    @property
+    def highest(self) -> tuple[int, int] | None:
+        return None if self._era is None else (self._era, self._top)
+
+    def admit(self, era: int, seq: int) -> tuple[str, str] | None:
+        """None: recorded; else (reason, detail), nothing recorded."""
         if self._era is None or era > self._era:  # first frame, or the sender restarted / ran out of seq
             self._era, self._top, self._seen = era, seq, 1
-            return
+            return None
         if era < self._era:
-            raise self._refuse(STALE_ERA, f"era {era} < {self._era}")
+            return STALE_ERA, f"era {era} < {self._era}"
         if seq > self._top:
             shift = seq - self._top
             # shift can be ~2^32: never shift the bitmap by more than it holds
             self._seen = ((self._seen << shift) | 1) & self._mask if shift < self.window else 1
             self._top = seq
-            return
+            return None
         behind = self._top - seq
         if behind >= self.window:
-            raise self._refuse(REPLAYED, f"seq {seq} is older than the window (newest {self._top})")
+            return REPLAYED, f"seq {seq} is older than the window (newest {self._top})"
         if self._seen >> behind & 1:
-            raise self._refuse(REPLAYED, f"seq {seq} seen")
+            return REPLAYED, f"seq {seq} seen"
         self._seen |= 1 << behind
+        return None

@@ -126,13 +126,21 @@ def _hkdf(secret: bytes, info: bytes) -> bytes:
 
 def load(path: str | Path) -> KeyRing:
     """Read and check a key file. Refuses a file others can read or write (``mode & 0o077``)."""
+    return parse(read_private(path, MAX_FILE_BYTES), str(path))
+
+
+def read_private(path: str | Path, limit: int, what: str = "") -> bytes:
+    """The bytes of a secret file (a key file, a signing key): a regular file of at most ``limit``
+    bytes that only its owner may read or write; :class:`KeyFileError` otherwise. ``what`` names
+    it in the message for a missing file (default: a key file)."""
     source = str(path)
     try:
         # symlinks are followed (secret stores mount files through them): the mode checked is the target's.
         # O_NONBLOCK: a FIFO at the path must not hang the daemon (it is refused below as not a regular file)
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise KeyFileError(f"{source}: no such key file (create one with 'netstack keys generate')") from None
+        raise KeyFileError(f"{source}: no such file, {what}" if what else
+                           f"{source}: no such key file (create one with 'netstack keys generate')") from None
     except OSError as exc:
         raise KeyFileError(f"{source}: cannot open key file: {exc.strerror or exc}") from None
     try:
@@ -142,15 +150,14 @@ def load(path: str | Path) -> KeyRing:
         if st.st_mode & 0o077:
             raise KeyFileError(f"{source}: mode {stat.S_IMODE(st.st_mode):04o} lets others read or change the "
                                f"keys; chmod 600 {source}")
-        if st.st_size > MAX_FILE_BYTES:
+        if st.st_size > limit:
             raise KeyFileError(f"{source}: {st.st_size} bytes is too large for a key file")
         with os.fdopen(os.dup(fd), "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
+            return f.read(limit + 1)
     except OSError as exc:
         raise KeyFileError(f"{source}: cannot read key file: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    return parse(raw, source)
 
 
 def parse(raw: bytes, source: str) -> KeyRing:

@@ -7,6 +7,8 @@ Two parts, in one run:
     Per-frame cost of sealing and opening (AES-CMAC trailer, replay window) at 64 and 1500
     bytes, against a baseline measured in the same run: copying the frame (what any handling
     costs) and a fresh CMAC object per frame (the obvious way, which the Sealer/Opener avoid).
+    Beside them, signing and verifying the same frame with Ed25519 (netstack/auth/sign.py: the
+    1Pipe controller's messages).
 ``linkguardian`` (root: namespaces, the switch daemons, nft corruption)
     LinkGuardian's effective link speed with authentication off and on: the default topology
     brought up twice under fresh prefixes, once without and once with a key file; nft corrupts
@@ -54,11 +56,13 @@ SIZES = (64, 1500)
 
 def mac_rows(min_time: float) -> list[dict[str, Any]]:
     """Per-frame µs: seal, open, and the baselines (frame copy; a fresh CMAC object per frame)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.ciphers import algorithms
     from cryptography.hazmat.primitives.cmac import CMAC
 
     from ..auth import Opener, Sealer
     from ..auth.keys import DerivedKeys
+    from ..auth.sign import SignOpener, SignSealer
 
     keys = DerivedKeys({1: bytes(range(16))}, 1)
     rows = []
@@ -68,18 +72,25 @@ def mac_rows(min_time: float) -> list[dict[str, Any]]:
         # enough fresh frames for ``open`` to run min_time without replaying one (~1 µs at best)
         frames = [sealer.seal(data) for _ in range(int(min_time * 1.2e6) + 2000)]
         opener = Opener(keys, window=64)
+        signing = Ed25519PrivateKey.generate()
+        signer = SignSealer(signing, era=1)
+        # verifying takes tens of µs: fewer fresh frames last min_time (chunks of 1000 calls)
+        signed = [signer.seal(b"", data) for _ in range(int(min_time / 20e-6) + 2000)]
+        verifier = SignOpener(signing.public_key(), window=64)
 
         def fresh(d: bytes = data) -> None:
             c = CMAC(algorithms.AES(keys.keys[1]))
             c.update(d)
             c.finalize()
 
-        it = iter(frames)
+        it, its = iter(frames), iter(signed)
         cases = {
             "copy": lambda d=data: bytes(bytearray(d)),
             "fresh CMAC": fresh,
             "seal": lambda d=data, s=sealer: s.seal(d),
             "open": lambda o=opener, i=it: o.open(next(i)),
+            "sign": lambda d=data, s=signer: s.seal(b"", d),
+            "verify": lambda o=verifier, i=its: o.open(b"", next(i)),
         }
         out = {"size": size}
         for name, fn in cases.items():
@@ -274,9 +285,9 @@ def main(args: argparse.Namespace) -> int:
         say("mac: per-frame seal/open vs a frame copy and a fresh CMAC per frame ...")
         payload["mac"] = mac_rows(float(getattr(args, "min_time", 0.25)))
         print("per frame, µs (same run):")
-        print(format_table(["bytes", "copy (baseline)", "fresh CMAC", "seal", "open"],
+        print(format_table(["bytes", "copy (baseline)", "fresh CMAC", "seal", "open", "Ed25519 sign", "verify"],
                            [[r["size"], f"{r['copy']:.2f}", f"{r['fresh CMAC']:.2f}", f"{r['seal']:.2f}",
-                             f"{r['open']:.2f}"] for r in payload["mac"]]))
+                             f"{r['open']:.2f}", f"{r['sign']:.1f}", f"{r['verify']:.1f}"] for r in payload["mac"]]))
     if "linkguardian" in parts:
         runs = lg_runs(rounds, seconds, say)
         invalid = invalid_rows(runs)

@@ -21,7 +21,11 @@ a replay counter on each frame). A topology names the file with
 
 and every node of the deployment must read the same file. It is JSON, mode 0600 (netstack refuses
 a file others can read or change), and holds one current key plus older keys still accepted until
-their "not_after" time. Secrets are never printed."""
+their "not_after" time. Secrets are never printed.
+
+Beside it, "generate" (or the first "netstack up" of a topology with 1Pipe's controller) makes
+the 1Pipe controller's signing pair: FILE.controller (Ed25519 private key, mode 0600, for the
+controller only) and FILE.controller.pub (for the processes). It does not rotate."""
 
 EPILOG = """\
 examples:
@@ -56,12 +60,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from ..auth.keys import generate
+    from ..auth.sign import ensure_signing_key, signing_paths
 
     kid = generate(args.file, force=args.force)
+    made = ensure_signing_key(args.file)  # 1Pipe's controller signs with it (netstack/auth/sign.py)
+    private, public = signing_paths(args.file)
     if getattr(args, "json", False):
-        print_json({"file": args.file, "current": kid})
+        print_json({"file": args.file, "current": kid, "controller_signing_key": str(private),
+                    "controller_public_key": str(public), "signing_key_made": made})
         return 0
     print(f"wrote {args.file}: key {kid} is current (mode 0600; the secret is not shown)")
+    print(f"{'wrote' if made else 'kept'} {private} (mode 0600) and {public}: the 1Pipe controller's signing pair")
     return 0
 
 

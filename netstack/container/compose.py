@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..auth.keys import KeyFileError
+from ..auth.sign import SIGNER_KINDS, SUFFIX, ensure_signing_key, signing_paths
 from ..topo.model import Node, Topology
 from . import yamlout
 from .plan import DEFAULT_UNDERLAY, LinkPlan, PlanError, plan_links
@@ -87,9 +89,15 @@ def generate(topology: Topology, spec: str | None, text: str | None, options: Co
             raise PlanError(f"topology {topology.name!r} names the key file {keys}, which does not exist "
                             f"('netstack keys generate {keys}')")
         env[KEYS_ENV] = f"/run/secrets/{KEYS_SECRET}"
+    signed = keys is not None and any(n.kind.value in SIGNER_KINDS for n in topology.nodes)
+    if signed and keys is not None:
+        try:  # 1Pipe's controller signs with a pair beside the key file (netstack/auth/sign.py)
+            ensure_signing_key(keys)
+        except KeyFileError as exc:
+            raise PlanError(str(exc)) from None
 
     shared_run = shares_run_dir(topology)
-    services = {node.name: _service(node, links, env, prefix, options, shared_run, keys is not None)
+    services = {node.name: _service(node, links, env, prefix, options, shared_run, keys is not None, signed)
                 for node in topology.nodes}
     networks = {lp.network: _network(lp, prefix, options.swarm) for lp in links}
     doc: dict[str, Any] = {"version": COMPOSE_VERSION, "services": services, "networks": networks}
@@ -97,11 +105,15 @@ def generate(topology: Topology, spec: str | None, text: str | None, options: Co
         doc["volumes"] = {RUN_VOLUME: {"labels": {LABEL_PREFIX: prefix}}}
     if keys is not None:
         doc["secrets"] = {KEYS_SECRET: {"file": str(keys.resolve())}}
+        if signed:
+            private, public = signing_paths(keys.resolve())
+            doc["secrets"].update({KEYS_SECRET + SUFFIX: {"file": str(private)},
+                                   KEYS_SECRET + SUFFIX + ".pub": {"file": str(public)}})
     return _header(topology, spec, options, prefix) + yamlout.dump(doc)
 
 
 def _service(node: Node, links: list[LinkPlan], env: dict[str, Any], prefix: str, options: ComposeOptions,
-             shared_run: bool, keyed: bool) -> dict[str, Any]:
+             shared_run: bool, keyed: bool, signed: bool = False) -> dict[str, Any]:
     """One node's service: its links' networks (with its DNS alias on each), the node runner."""
     nets = {lp.network: {"aliases": [lp.alias(node.name)]} for lp in links if node.name in (lp.a, lp.b)}
     svc: dict[str, Any] = {
@@ -122,7 +134,13 @@ def _service(node: Node, links: list[LinkPlan], env: dict[str, Any], prefix: str
     if keyed:
         # a secret: a bind mount of the file under compose (its mode, 0600, kept), distributed
         # by the swarm itself under Swarm; read-only for root alone either way
-        svc["secrets"] = [{"source": KEYS_SECRET, "target": KEYS_SECRET, "mode": 0o400}]
+        # the controller's signing pair beside it (netstack/auth/sign.py): the private key only to
+        # the node kinds that sign, the public one to all
+        names = [KEYS_SECRET]
+        if signed:
+            names += [KEYS_SECRET + SUFFIX + ".pub"] + ([KEYS_SECRET + SUFFIX] if node.kind.value in SIGNER_KINDS
+                                                          else [])
+        svc["secrets"] = [{"source": n, "target": n, "mode": 0o400} for n in names]
     if options.swarm:
         deploy: dict[str, Any] = {
             # names resolve to the task's own address (the tunnel's far end), not a virtual IP

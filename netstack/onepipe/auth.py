@@ -14,9 +14,17 @@ trailer``), sealed by whoever sent it on that hop:
   switches' own beacons likewise. PREPARE, which switches forward untouched (§7.1), is sealed by
   its sender and opened by its receiver (end to end, :data:`K_HOST`), and so is anything a process
   sends to another process of its own host (the kernel loops it back, no ToR sees it);
-- **controller key** (``onepipe-controller/<prefix>``), end to end between a process and the
-  controller (REGISTER, FAILURE_REPORT, FAILURE_NOTICE, CALLBACK_DONE, RELAY; §8):
-  :data:`K_TO_CTL` and :data:`K_FROM_CTL`. Switches pass these untouched.
+- **controller key** (``onepipe-controller/<prefix>``), end to end from a process to the
+  controller (REGISTER, FAILURE_REPORT, CALLBACK_DONE, RELAY; §8): :data:`K_TO_CTL`;
+- **the controller's signature** (Ed25519, :mod:`netstack.auth.sign`), end to end from the
+  controller to a process (REGISTER, FAILURE_NOTICE, RELAY...): :data:`K_FROM_CTL`. Only the
+  controller holds the private key; processes check with the public one. A MAC key would let any
+  member seal a FAILURE_NOTICE naming any process, or jump the controller's era and so lock the
+  victim out of every genuine controller message (issue 34, finding 3). The signed context ends
+  with the deployment (its prefix): one signing pair may serve several deployments whose
+  addresses coincide (each in its own namespaces).
+
+  Switches pass both untouched.
 
 **The context.** The MAC covers, besides the datagram, a context the receiver rebuilds from what
 it knows (never sent): ``kind:8 | src_ip:32 | dst_ip:32 | src_port:16 | dst_port:16 | hop``. The
@@ -34,8 +42,10 @@ same-host frames) it takes (:class:`PeerOpeners`, least recently used first out 
 first frame is opened with a fresh opener that is kept only when the frame is genuine, so forged
 frames from made-up addresses create no state.
 
-**What keys do not stop.** Every member of a deployment holds the domain key: a process (or a
-host's root) can seal anything a switch could, for any address. Keys keep out whoever is not a
+**What keys do not stop.** Every member of a deployment holds the domain key and the controller
+key (process to controller): a process (or a host's root) can seal anything a switch could, for
+any address, and a message to the controller as any process of its own host (BCP 38 at its ToR
+keeps it from other hosts' addresses). Keys keep out whoever is not a
 member (a host outside the deployment, a device on a link); they do not make members honest.
 A receiver that forgets a peer (restart, re-enable, an evicted opener) accepts one replay of what
 that peer sent before: see docs/onepipe.md.
@@ -50,11 +60,14 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
 from headers.auth import TRAILER_LEN
 from headers.onepipe import BARRIER_OPCODES
 
 from ..auth.frame import REASONS, AuthFailure, Opener, Sealer
 from ..auth.keys import PURPOSE_ONEPIPE_CONTROLLER, PURPOSE_ONEPIPE_DOMAIN, DerivedKeys, KeyRing
+from ..auth.sign import SIGNED_TRAILER_LEN, SignOpener, SignSealer
 
 #: sealed by a 1Pipe process (to its ToR, or end to end: PREPARE, same-host datagrams)
 K_HOST = 1
@@ -64,7 +77,7 @@ K_EDGE = 2
 K_FABRIC = 3
 #: a process's message to the controller (controller key)
 K_TO_CTL = 4
-#: the controller's message to a process (controller key)
+#: the controller's message to a process (the controller's signature)
 K_FROM_CTL = 5
 
 _CTX = struct.Struct("!B4s4sHH")
@@ -94,6 +107,11 @@ def ip4(text: str) -> bytes:
 def context(kind: int, src: Addr, dst: Addr, hop: bytes = b"") -> bytes:
     """The MAC context of a datagram from ``src`` to ``dst`` (module docstring)."""
     return _CTX.pack(kind, ip4(src[0]), ip4(dst[0]), src[1], dst[1]) + hop
+
+
+def signed_context(ctl: Addr, proc: Addr, deployment: str) -> bytes:
+    """The signed context of the controller's message to ``proc``: :func:`context` and the deployment."""
+    return context(K_FROM_CTL, ctl, proc) + deployment.encode()
 
 
 def frame_context(kind: int, frame: bytes, u: int, hop: bytes = b"") -> bytes:
@@ -177,6 +195,20 @@ def open_with(opener: Opener, ctx: bytes, data: bytes, c: AuthCounters) -> bytes
     return data[:-TRAILER_LEN]
 
 
+def open_signed(opener: SignOpener, ctx: bytes, data: bytes, c: AuthCounters) -> bytes | None:
+    """:func:`open_with` for a signed datagram (a header and a signed trailer at least)."""
+    if len(data) < 24 + SIGNED_TRAILER_LEN:
+        c.truncated += 1
+        return None
+    try:
+        out = opener.open(ctx, data)
+    except AuthFailure as e:
+        c.refuse(e.reason)
+        return None
+    c.ok += 1
+    return out
+
+
 class PeerOpeners(Generic[K]):
     """One opener per sending peer, at most ``limit`` (the least recently used goes first). An
     unknown peer's frame is opened with a fresh opener, kept only if the frame is genuine."""
@@ -232,27 +264,32 @@ class HostAuth:
     """A 1Pipe process's sealing and opening (module docstring), between its socket and its engine:
     :meth:`seal` what the engine sends to ``dst`` (the real address: the subnet broadcast for
     the ToR, the controller's for it), :meth:`open` what the socket received from ``src``.
-    ``controller``: reliable 1Pipe's controller (its messages use the controller key)."""
+    ``controller``: reliable 1Pipe's controller: what goes to it is sealed with the controller key
+    ``controller_keys``; what comes from it must carry its signature, checked with
+    ``controller_verify`` (its public key) in ``deployment``'s context (:func:`signed_context`)."""
 
     def __init__(self, me: Addr, domain: DerivedKeys, era: int, *, controller: Addr | None = None,
-                 controller_keys: DerivedKeys | None = None, window: int = WINDOW, max_peers: int = MAX_PEERS) -> None:
-        if (controller is None) != (controller_keys is None):
-            raise ValueError("the controller's address and its keys come together")
+                 controller_keys: DerivedKeys | None = None, controller_verify: Ed25519PublicKey | None = None,
+                 deployment: str = "", window: int = WINDOW, max_peers: int = MAX_PEERS) -> None:
+        if not ((controller is None) == (controller_keys is None) == (controller_verify is None)):
+            raise ValueError("the controller's address, its key and its public key come together")
         ip4(me[0])  # a concrete address: it is in every context
         self.me = me
         self.controller = controller
+        self.deployment = deployment
         self._sealer = Sealer(domain, era)
         self._tor = Opener(domain, window)
         self._peers: PeerOpeners[Addr] = PeerOpeners(domain, window, max_peers)
         self._ctl_sealer = Sealer(controller_keys, era) if controller_keys is not None else None
-        self._ctl = Opener(controller_keys, window) if controller_keys is not None else None
+        self._ctl = SignOpener(controller_verify, window) if controller_verify is not None else None
         self.c = HostAuthCounters()
 
     @classmethod
     def from_ring(cls, ring: KeyRing, domain: str, me: Addr, era: int, now: float,
-                  controller: Addr | None = None) -> HostAuth:
+                  controller: Addr | None = None, controller_verify: Ed25519PublicKey | None = None) -> HostAuth:
         ck = controller_keys(ring, domain, now) if controller is not None else None
-        return cls(me, domain_keys(ring, domain, now), era, controller=controller, controller_keys=ck)
+        return cls(me, domain_keys(ring, domain, now), era, controller=controller, controller_keys=ck,
+                   controller_verify=controller_verify, deployment=domain)
 
     def seal(self, dst: Addr, data: bytes) -> bytes:
         if dst == self.controller and self._ctl_sealer is not None:
@@ -264,7 +301,7 @@ class HostAuth:
     def open(self, src: Addr, data: bytes) -> bytes | None:
         """The 1Pipe packet in ``data``, or None: refused (counted per reason)."""
         if src == self.controller and self._ctl is not None:
-            return open_with(self._ctl, context(K_FROM_CTL, src, self.me), data, self.c.controller)
+            return open_signed(self._ctl, signed_context(src, self.me, self.deployment), data, self.c.controller)
         if len(data) > _OPCODE_AT and data[_OPCODE_AT] in _BARRIER and src[0] != self.me[0]:
             # barriers come through the ToR, which sealed them for us (same host: the kernel's loopback)
             return open_with(self._tor, context(K_EDGE, src, self.me), data, self.c.tor)
@@ -275,13 +312,12 @@ class HostAuth:
         self._sealer.update_keys(domain)
         self._tor.update_keys(domain)
         self._peers.update_keys(domain)
-        if controller is not None and self._ctl is not None and self._ctl_sealer is not None:
-            self._ctl.update_keys(controller)
-            self._ctl_sealer.update_keys(controller)
+        if controller is not None and self._ctl_sealer is not None:
+            self._ctl_sealer.update_keys(controller)  # (the controller's signing pair does not rotate)
 
     def refresh(self, ring: KeyRing, domain: str, now: float) -> None:
         self.update_keys(domain_keys(ring, domain, now),
-                         controller_keys(ring, domain, now) if self._ctl is not None else None)
+                         controller_keys(ring, domain, now) if self._ctl_sealer is not None else None)
 
     def counters(self) -> dict[str, Any]:
         kinds: dict[str, AuthCounters] = {f.name: getattr(self.c, f.name) for f in fields(self.c)}
@@ -293,27 +329,28 @@ class HostAuth:
 
 
 class ControllerAuth:
-    """The controller's side of the controller key: one opener per process (by address), one
-    sealer. ``era``: see docs/onepipe-reliable.md "Authenticated controller messages" (a new
-    leader's era must be above every earlier leader's)."""
+    """The controller's side: one opener of the controller key per process (by address), and
+    its signing key for what it sends (``signing``, in ``deployment``'s context). ``era``: see
+    docs/onepipe-reliable.md "Authenticated controller messages" (a new leader's era must be
+    above every earlier leader's)."""
 
-    def __init__(self, me: Addr, keys: DerivedKeys, era: int, window: int = WINDOW,
-                 max_peers: int = MAX_PEERS) -> None:
+    def __init__(self, me: Addr, keys: DerivedKeys, era: int, signing: Ed25519PrivateKey, deployment: str,
+                 window: int = WINDOW, max_peers: int = MAX_PEERS) -> None:
         ip4(me[0])
         self.me = me
-        self._sealer = Sealer(keys, era)
+        self.deployment = deployment
+        self._sealer = SignSealer(signing, era)
         self._peers: PeerOpeners[Addr] = PeerOpeners(keys, window, max_peers)
         self.c = AuthCounters()
 
     def seal(self, dst: Addr, data: bytes) -> bytes:
         self.c.sealed += 1
-        return seal(self._sealer, context(K_FROM_CTL, self.me, dst), data)
+        return self._sealer.seal(signed_context(self.me, dst, self.deployment), data)
 
     def open(self, src: Addr, data: bytes) -> bytes | None:
         return self._peers.open(src, context(K_TO_CTL, src, self.me), data, self.c)
 
     def update_keys(self, keys: DerivedKeys) -> None:
-        self._sealer.update_keys(keys)
         self._peers.update_keys(keys)
 
     def counters(self) -> dict[str, Any]:
@@ -322,4 +359,5 @@ class ControllerAuth:
 
 __all__ = ["K_EDGE", "K_FABRIC", "K_FROM_CTL", "K_HOST", "K_TO_CTL", "MAX_PEERS", "MIN_SEALED", "WINDOW",
            "AuthCounters", "ControllerAuth", "HostAuth", "HostAuthCounters", "PeerOpeners", "check", "context",
-           "controller_keys", "domain_keys", "fabric_hop", "frame_context", "ip4", "open_with", "same_keys", "seal"]
+           "controller_keys", "domain_keys", "fabric_hop", "frame_context", "ip4", "open_signed", "open_with",
+           "same_keys", "seal", "signed_context"]

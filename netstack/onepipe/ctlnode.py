@@ -155,6 +155,15 @@ def node_daemon(topology: Any, built: Any, node: Any, rdir: Path, prefix: str,
         started, store = start_etcd(rdir, prefix, node.name)
     else:
         store = StoreConfig("sqlite", path=str(rdir / STORE_FILE))
+    keys = topology.keys_path()
+    if keys is not None:
+        from ..auth.keys import KeyFileError
+        from ..auth.sign import ensure_signing_key
+
+        try:  # the controller signs what it sends with a key no process is given (netstack/auth/sign.py)
+            ensure_signing_key(keys)
+        except KeyFileError as exc:
+            raise RuntimeErrorNS(str(exc)) from None
     cfg_path = rdir / f"{node.name}.json"
     cfg_path.write_text(json.dumps(controller_config(topology, node, rdir, prefix, store).to_json(), indent=2))
     specs: list[DaemonSpec | Daemon] = [

@@ -62,6 +62,7 @@ from typing import Any
 
 from .. import looplag
 from ..auth.frame import era_now
+from ..auth.sign import load_verify_key
 from ..auth.watch import KEY_POLL_S, KeyFileWatch
 from .api import OnePipeEndpoint
 from .auth import HostAuth
@@ -334,6 +335,8 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
     clock = HostClock(args.clock_offset_ns, args.clock_drift_ppm, args.clock_epoch_ns)
     controller = _addr(args.controller) if args.reliable else None
     keys = KeyFileWatch(args.keys) if args.keys else None  # the file's path only: we read it ourselves
+    # the controller's public key only (beside the key file): its messages are signed (netstack/auth/sign.py)
+    verify = load_verify_key(args.keys) if keys is not None and controller is not None else None
     era = era_now(time.time())
     if args.go_file:
         args.join_at, args.start_at = await _wait_for_go(Path(args.go_file), mine)
@@ -349,7 +352,7 @@ async def run_host(args: argparse.Namespace) -> dict[str, Any]:
     run: list[Process] = [
         Process(p, procs[p], names, out, params, clock, args.broadcast or None, controller,
                 None if keys is None else HostAuth.from_ring(keys.ring, args.domain, procs[p], era, time.time(),
-                                                             controller), lag)
+                                                             controller, verify), lag)
         for p in mine]
     if args.clock_file or keys is not None:
         tasks.append(asyncio.create_task(_follow(run, clock, Path(args.clock_file) if args.clock_file else None,

@@ -213,7 +213,7 @@ def test_memory_is_bounded_by_the_window():
     for jump in (1, 63, 64, 65, 1 << 20, (1 << 31)):
         s._next_seq += jump
         o.open(s.seal(b"x"))
-        assert o._seen.bit_length() <= 64
+        assert o._replay._seen.bit_length() <= 64
     assert o.highest[1] == s.next_seq - 1
 
 
@@ -356,7 +356,7 @@ class AttackerOnTheLink(RuleBasedStateMachine):
         assert sum(asdict(self.opener.c).values()) == self.offered
         assert self.opener.c.ok == len(self.delivered)
         assert self.delivered <= self.sealed
-        assert self.opener._seen.bit_length() <= self.window
+        assert self.opener._replay._seen.bit_length() <= self.window
 
 
 TestAttackerOnTheLink = AttackerOnTheLink.TestCase

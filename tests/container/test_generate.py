@@ -100,6 +100,27 @@ def test_a_key_file_becomes_a_secret_and_a_missing_one_is_an_error(tmp_path, cap
         assert svc["environment"]["NETSTACK_KEYS"] == "/run/secrets/netstack-keys"
 
 
+def test_the_controllers_signing_pair_is_a_secret_for_the_controller_only(tmp_path, capsys):
+    """Issue 34, finding 3: 1Pipe's controller signs with a key no process is given; under compose
+    the private key is a secret of the controller's service alone, the public one of every service."""
+    from netstack.auth.keys import generate as make_keys
+
+    text = (ROOT / "netstack/topo/examples/onepipe.toml").read_text().replace('prefix = "op"',
+                                                                            'prefix = "op"\nkeys = "k"')
+    (tmp_path / "lab.toml").write_text(text)
+    make_keys(tmp_path / "k")
+    assert main(["compose", "generate", str(tmp_path / "lab.toml")]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    k = (tmp_path / "k").resolve()
+    assert doc["secrets"] == {"netstack-keys": {"file": str(k)},
+                              "netstack-keys.controller": {"file": f"{k}.controller"},
+                              "netstack-keys.controller.pub": {"file": f"{k}.controller.pub"}}
+    for name, svc in doc["services"].items():
+        given = {s["source"] for s in svc["secrets"]}
+        assert given == {"netstack-keys", "netstack-keys.controller.pub"} | (
+            {"netstack-keys.controller"} if name == "ctl" else set()), name
+
+
 def test_the_onepipe_topology_shares_the_run_directory():
     doc = yaml.safe_load(generate(load_topology_spec("onepipe"), "onepipe", None, ComposeOptions()))
     assert "netstack-run" in doc["volumes"]

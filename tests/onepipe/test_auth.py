@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -33,8 +34,9 @@ from headers.onepipe import (
     ts_unwrap,
 )
 from netstack.auth.context import AuthContext
-from netstack.auth.frame import REASONS
+from netstack.auth.frame import REASONS, Sealer
 from netstack.auth.keys import KeyRing, generate, load
+from netstack.auth.sign import ensure_signing_key, load_verify_key
 from netstack.errors import ConfigError
 from netstack.onepipe import auth as opauth
 from netstack.onepipe import ctlnode
@@ -45,7 +47,7 @@ from netstack.onepipe.auth import ControllerAuth, HostAuth, controller_keys
 from netstack.onepipe.clock import HostClock
 from netstack.onepipe.control import peers_of
 from netstack.onepipe.controller import ControllerParams
-from netstack.onepipe.ctlwire import parse_register_reply, register_reply, register_request
+from netstack.onepipe.ctlwire import Notice, failure_notice, parse_register_reply, register_reply, register_request
 from netstack.onepipe.endpoint import Endpoint
 from netstack.onepipe.live import read_clock_step
 from netstack.onepipe.params import OnePipeParams
@@ -65,6 +67,8 @@ def ring(kid: int = 1, secret: bytes | None = None) -> KeyRing:
 
 
 RING = ring()
+#: the controller's signing pair (netstack/auth/sign.py): processes get only the public key
+SIGNING = Ed25519PrivateKey.generate()
 
 
 class AuthNet(Net):
@@ -92,7 +96,8 @@ class Proc:
                  era: int = 7) -> None:
         self.i = i
         self.addr = (f"10.0.0.{i}", port)
-        self.auth = HostAuth.from_ring(keys, DOMAIN, self.addr, era, WALL, controller)
+        self.auth = HostAuth.from_ring(keys, DOMAIN, self.addr, era, WALL, controller,
+                                       SIGNING.public_key() if controller is not None else None)
 
     def frame(self, dst: int, opcode: int, ts: int, barrier: int | None = None, commit: int = 0, psn: int = 0,
               payload: bytes = b"", dport: int = 40101, dst_ip: str | None = None,
@@ -379,7 +384,7 @@ def test_sealed_datagrams_decode_with_the_codec_and_dissect_in_scapy() -> None:
 
 
 def test_controller_messages_are_sealed_both_ways_and_refused_when_not_genuine() -> None:
-    ctl = ControllerAuth(CTL, controller_keys(RING, DOMAIN, WALL), era=9)
+    ctl = ControllerAuth(CTL, controller_keys(RING, DOMAIN, WALL), 9, SIGNING, DOMAIN)
     p1, p2 = Proc(1, controller=CTL), Proc(2, controller=CTL)
     req = register_request(7, 0)
     sealed = p1.auth.seal(CTL, req)
@@ -408,13 +413,41 @@ def test_controller_messages_are_sealed_both_ways_and_refused_when_not_genuine()
     assert p2.auth.open(CTL, back) is None  # sealed for p1
     assert p1.auth.open(CTL, reply) is None  # unsealed
     cc = p1.auth.counters()["controller"]
-    assert (cc["ok"], cc["replayed"], cc["forged"], cc["sealed"]) == (1, 1, 2, 2)
+    # the reflected and the unsealed one are shorter than a header and a signed trailer
+    assert (cc["ok"], cc["replayed"], cc["truncated"], cc["sealed"]) == (1, 1, 2, 2)
     assert p2.auth.counters()["controller"]["forged"] == 1
+
+
+def test_a_member_cannot_act_as_the_controller() -> None:
+    """Issue 34, finding 3: a member holds the key file (the domain and controller keys, and the
+    controller's public key), not the controller's signing key. A FAILURE_NOTICE it makes naming
+    another process is refused, however it seals it: with the controller key as a MAC (what every
+    process could do before the fix), with era 2^32 - 2 (which then locked the victim out of every
+    genuine controller message as stale_era), or signed with a key of its own. The controller's
+    next genuine message is taken."""
+    victim = Proc(2, controller=CTL)
+    notice = failure_notice(Notice(("10.0.0.3", 40101), 1, 5, 77, False))
+    mac_key = controller_keys(RING, DOMAIN, WALL)  # every member can derive it
+    forged = [
+        opauth.seal(Sealer(mac_key, 0xFFFFFFFE), opauth.context(opauth.K_FROM_CTL, CTL, victim.addr), notice),
+        opauth.seal(Sealer(mac_key, 9), opauth.context(opauth.K_FROM_CTL, CTL, victim.addr), notice),
+        ControllerAuth(CTL, mac_key, 0xFFFFFFFE, Ed25519PrivateKey.generate(), DOMAIN).seal(victim.addr, notice),
+    ]
+    for f in forged:
+        assert victim.auth.open(CTL, f) is None
+    genuine = ControllerAuth(CTL, mac_key, 9, SIGNING, DOMAIN)
+    assert victim.auth.open(CTL, genuine.seal(victim.addr, notice)) == notice
+    cc = victim.auth.counters()["controller"]
+    assert cc["ok"] == 1 and cc["stale_era"] == 0 and cc["forged"] + cc["truncated"] == len(forged)
+    # the genuine controller's message for another deployment (same addresses, same signing pair)
+    other = ControllerAuth(CTL, mac_key, 10, SIGNING, DOMAIN + "x").seal(victim.addr, notice)
+    assert victim.auth.open(CTL, other) is None
 
 
 def _keyfile(tmp_path: Path) -> Path:
     path = tmp_path / "lab.keys"
     generate(path, now=WALL)
+    ensure_signing_key(path)
     return path
 
 
@@ -440,7 +473,8 @@ async def test_the_controller_daemon_opens_and_seals_with_the_controller_key(tmp
     me = ("127.0.0.1", sock.getsockname()[1])
     ctl_addr = (cfg.ip, cfg.port)
     auth = HostAuth(me, opauth.domain_keys(load(keys), DOMAIN, WALL), 5, controller=ctl_addr,
-                    controller_keys=controller_keys(load(keys), DOMAIN, WALL))
+                    controller_keys=controller_keys(load(keys), DOMAIN, WALL),
+                    controller_verify=load_verify_key(keys), deployment=DOMAIN)
     loop = asyncio.get_running_loop()
     try:
         await _until(lambda: shell.role == "leader")
