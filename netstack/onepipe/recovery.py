@@ -285,6 +285,15 @@ class Recovery:
             if n.replay:
                 self.recovering.notices[n.fid] = (n.addr, t_f, n.incarnation)
             return
+        if self.incarnation is None and not n.replay:
+            # not registered yet: the controller sent it to the process it still thinks lives at
+            # our address (a previous run's, ended without leaving). Taken, it marked a peer
+            # failed that may be back already as a new incarnation, whose announcement a fresh
+            # process never gets (live: a reused address's messages failed at once or stuck).
+            # What is still failed when we are admitted comes as REPLAY notices before the reply
+            # (§8: a newcomer learns of every failed process), and an unanswered notice is resent.
+            h.c.notices_before_joining += 1
+            return
         old = self.failures.get(n.fid)
         if old is not None:
             if old.proc != n.addr or old.t_f != t_f:

@@ -51,6 +51,8 @@ class ReliableCounters(EndpointCounters):
     notices: int = 0  # FAILURE_NOTICEs handled (first time each)
     duplicate_notices: int = 0
     stale_notices: int = 0  # a notice contradicting one already handled (another T_f): ignored
+    #: a notice (not a REPLAY) before this process registered: the previous process at its address's
+    notices_before_joining: int = 0
     proc_fails: int = 0  # ProcFail callbacks
     registrations: int = 0  # times this endpoint was registered (1 + recoveries)
     announcements: int = 0  # another process (re)joined

@@ -284,3 +284,27 @@ def test_a_process_that_joined_after_a_failure_learns_of_it_when_it_joins():
     assert (2, seq + 1) in _delivered(fab, 1)
     fab.check()
     fab.atomic({1, 2})
+
+
+def test_a_run_restarted_on_the_addresses_of_one_that_ended_without_leaving_delivers():
+    """Not a row: a live KV run found it (docs/onepipe-kv.md). Every process of a run ends without
+    leaving, and a new run's processes start on the same addresses, 30 µs apart, while the
+    controller is still declaring the old ones failed. It sends its notices to the addresses it
+    thinks live, so a new process, not registered yet, received the notice of a peer's old
+    incarnation, marked that address failed, and never heard that a new process lived there:
+    its messages to that peer failed at once or stayed unacknowledged."""
+    fab = _up(n=4)
+    for i in (1, 2, 3, 4):
+        fab.kill(i)
+    for k, i in enumerate((1, 2, 3, 4)):
+        fab.at(fab.now + k * 30 * US, fab.start, i)
+    fab.run_for(3 * SETTLE)
+    assert all(ep.incarnation == 2 for ep in fab.eps.values())
+    seqs = {i: fab.send(i, [j for j in (1, 2, 3, 4) if j != i]) for i in (1, 2, 3, 4)}
+    fab.run_for(SETTLE)
+    missing = [(i, j) for i, s in seqs.items() for j in (1, 2, 3, 4) if j != i and (i, s) not in _delivered(fab, j)]
+    assert not missing, f"(sender, receiver) pairs not delivered: {missing}"
+    assert not [f for f in fab.failures if f[0] in seqs and f[3] == seqs[f[0]]], "a message to a live peer failed"
+    assert sum(ep.c.notices_before_joining for ep in fab.eps.values()) >= 1, "the race happened"
+    fab.check()
+    fab.atomic({1, 2, 3, 4})
