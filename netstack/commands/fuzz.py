@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "one up")
     p.add_argument("--attack", default=None, metavar="NAME",
                    help="a targeted campaign instead of random frames, with its own oracle (netstack/fuzz/attacks.py): "
-                        "tcd --attack short-pauses")
+                        "linkguardian --attack hidden-tags; dta --attack flood; onepipe --attack cross-port-replay, "
+                        "forged-controller; tcd --attack short-pauses")
     p.add_argument("--json", action="store_true", help="print the result object as JSON")
     p.add_argument("--keep", action="store_true", help="leave the topology it brought up running")
     p.set_defaults(func=run)

@@ -56,7 +56,7 @@ from .checks import (
     settled,
     snapshot,
 )
-from .dta import Reports, run_dta
+from .dta import Reports, run_dta, run_dta_flood
 from .errors import FuzzError
 from .frames import (
     FORBIDDEN_TRIES,
@@ -71,8 +71,18 @@ from .frames import (
     udp_payload,
     udp_source,
 )
-from .linkguardian import lg_or_mac_control, run_linkguardian
-from .onepipe import OP_FANOUT, OP_LEAD_S, OP_PROCS, OP_RATE, op_addresses, op_checks, run_onepipe
+from .linkguardian import lg_or_mac_control, run_linkguardian, run_linkguardian_hidden_tags
+from .onepipe import (
+    OP_FANOUT,
+    OP_LEAD_S,
+    OP_PROCS,
+    OP_RATE,
+    op_addresses,
+    op_checks,
+    run_onepipe,
+    run_onepipe_cross_port_replay,
+    run_onepipe_forged_controller,
+)
 from .ports import Link, find_link, iface_mtu, iface_stats, ip_of, mac_of, raw_socket
 from .report import save, table
 from .sender import BATCH, PROGRESS_S, Sender
@@ -126,7 +136,10 @@ __all__ = [
     "Sender", "Stream", "TARGETS", "TCS_BYTES", "TCS_COUNTED", "TCS_FLOW", "TCS_RATE_BPS", "TCS_SENDER_PORTS",
     "Transfers", "VLAN_TYPES", "account", "capture", "corpus_traffic", "fate_of", "find_link", "iface_mtu",
     "iface_stats", "ip_of", "kernel_view", "lg_or_mac_control", "liveness", "mac_of", "malformed_pfc", "op_addresses",
-    "op_checks", "ping", "port_range", "raw_socket", "run", "run_dta", "run_linkguardian", "run_onepipe",
-    "run_switch", "run_tcd", "run_tcd_short_pauses", "run_tcsack", "save", "settled", "snapshot", "spoofs",
+    "op_checks", "ping", "port_range", "raw_socket", "run", "run_dta", "run_dta_flood", "run_linkguardian",
+    "run_linkguardian_hidden_tags", "run_onepipe",
+    "run_onepipe_cross_port_replay", "run_onepipe_forged_controller", "run_switch", "run_tcd",
+    "run_tcd_short_pauses", "run_tcsack", "save",
+    "settled", "snapshot", "spoofs",
     "stream_ok", "switch_only", "table", "tcd_checks", "tcs_forgery", "topology", "udp_payload", "udp_source",
 ]

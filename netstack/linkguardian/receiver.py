@@ -12,7 +12,10 @@ against ``expected``, §3.5):
 
 - ``expected``: one past the highest seq_no seen. A data frame or a dummy (§3.2: it
   carries the *next* seq_no) ahead of it reveals a hole ``expected .. seq - 1``: one loss
-  notification per 255 frames (``hole_size`` is 8 bits) goes back at once.
+  notification per 255 frames (``hole_size`` is 8 bits) goes back at once. Open holes are
+  kept as *runs* (first, end, time detected), not one record per missing frame, so what a
+  single frame costs does not grow with the width of the gap it reveals (below, "The work one
+  frame can cause").
 - ``ack_no`` (blocking mode, Algorithm 1): the next frame to deliver. ``seq == ack_no``:
   deliver and advance (then drain the reordering buffer); ``seq > ack_no``: hold it in the
   reordering buffer; ``seq < ack_no`` (or already held): drop, a duplicate. ackNoTimeout
@@ -50,12 +53,36 @@ if the notification is overtaken or lost, and even though the software switch si
 its egress link in slightly delayed steps (a piggybacked value computed "later" than the
 frame's dequeue time is still safe). The price is a Tx buffer that also holds the frames
 behind a hole until it is repaired, about one retransmission delay's worth.
+
+The work one frame can cause. A data tag is unsealed: anyone who can put a frame on the
+protected link can choose its seq_no (docs/security.md). The seq_no may lie up to
+``_resync_ahead`` (the sender's Tx buffer in minimum-size frames, at most N/4) ahead of
+``expected`` and still be taken as a hole, so nothing the receiver does per frame may
+walk the counters of a gap:
+
+- open holes are runs ``[first, end, detected_ns]`` in ``_holes`` (ascending, disjoint;
+  ``_open`` counts the frames in them). Detecting a gap appends one run; a retransmission
+  finds its run by bisection and trims or splits it; ackNoTimeout and abandonment (more
+  holes open than the sender can buffer) take whole runs, or trim the oldest, from the
+  front. Every run stands for one frame that revealed a gap or filled one, so the work
+  spent on runs is O(log runs) per frame plus O(1) amortised per run ever made;
+- ``ack_no`` steps over what is neither held nor awaited (given-up holes, frames dropped on
+  overflow or delivered in NB mode) in one jump, to the first open hole or the smallest
+  held counter (``_held``, a heap of the reordering buffer's counters: every one is at or
+  past ``ack_no``, so the one leaving is always the smallest);
+- loss notifications: ceil(gap / 255), so at most ceil(_resync_ahead / 255) for one frame
+  (14 with the 200 KB default, never more than 65): the window already bounds them, and
+  lower would leave part of a genuine burst the sender still buffers unreported (see
+  MAX_HOLE_PER_NOTIFICATION).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, fields
+from heapq import heappop, heappush
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from headers.errors import HeaderError
@@ -103,7 +130,22 @@ RESTART_BEHIND = 64
 #: were delivered before the restart (duplicates).
 FRESH_SLACK = 256
 #: hole_size is an 8-bit field: a longer gap is reported in several notifications.
+#:
+#: How many one frame can cause: a gap is at most ``_resync_ahead`` frames (the sender's Tx buffer
+#: in minimum-size frames, never more than RESYNC_DISTANCE; anything wider is a new stream), so
+#: at most ceil(_resync_ahead / 255) notifications: 14 with the 200 KB default,
+#: MAX_NOTIFICATIONS_PER_FRAME (65) whatever the parameters. The window already bounds them and
+#: no lower bound is added on purpose: LinkGuardian §3 reports a loss at once so that the sender
+#: retransmits it from its Tx buffer, and a genuine burst (a link flap loses all that is on the
+#: wire) can be as wide as that buffer. The Tofino prototype only handled 5 consecutive losses
+#: (§3.5, docs/wire-formats.md); a software sender has no such register limit, and a shorter
+#: report would leave frames it still buffers to ackNoTimeout.
 MAX_HOLE_PER_NOTIFICATION = 255
+MAX_NOTIFICATIONS_PER_FRAME = -(-RESYNC_DISTANCE // MAX_HOLE_PER_NOTIFICATION)
+#: the first counter of a hole run (bisection key)
+_FIRST = itemgetter(0)
+#: a loss notification's padding to a minimum frame (after the addresses and LOSS_HEAD)
+_LOSS_PAD = bytes(MIN_FRAME - 12 - LOSS_HEAD.size)
 
 
 @dataclass(slots=True)
@@ -148,8 +190,9 @@ class LGReceiver:
     # Per in-order frame (timeit, 5000 frames, min of 40, three runs): 1178 ns inherited, 1188 ns
     # with ``c`` but no slots, 1071 ns with both (blocking; NB 1126, 1150, 1014 ns).
     __slots__ = (
-        "_addr", "_bp", "_fifo", "_hole_q", "_holes", "_now", "_pass_end", "_pause_at", "_recirc_bps", "_repeats",
-        "_resume_at", "_resync_ahead", "_ring", "_ring_ns", "_rob", "_rob_limit", "_timeout", "_window", "ack_no",
+        "_addr", "_bp", "_fifo", "_held", "_holes", "_now", "_open", "_pass_end", "_pause_at", "_recirc_bps",
+        "_repeats", "_resume_at", "_resync_ahead", "_ring", "_ring_ns", "_rob", "_rob_limit", "_timeout", "_window",
+        "ack_no",
         "actions", "blocking", "c", "expected", "fresh", "lack_left", "leading_ack", "params", "paused", "synced",
         "timer_slack_ns",
     )
@@ -170,8 +213,10 @@ class LGReceiver:
         self._ring_ns = 0
         self._recirc_bps = 0
         self._now = 0
-        #: the reordering buffer (§3.3): absolute counter -> inner frame
+        #: the reordering buffer (§3.3): absolute counter -> inner frame; _held: its counters as a
+        #: heap (all at or past ack_no, so the one delivered is always the smallest, heap[0])
         self._rob: dict[int, bytes] = {}
+        self._held: list[int] = []
         self.params = params
         self.timer_slack_ns = 0
         self.set_params(params)
@@ -187,10 +232,11 @@ class LGReceiver:
         #: the leading ACK: the in-order point (absolute), and how many more times to send it
         self.leading_ack = start - 1
         self.lack_left = 0
-        #: open holes: absolute counter -> time detected; _hole_q keeps them in seq order
-        #: (holes are found in increasing seq order, so it is also detection-time order)
-        self._holes: dict[int, int] = {}
-        self._hole_q: deque[int] = deque()
+        #: open holes as runs [first, end, time detected] (end exclusive), ascending and disjoint
+        #: (holes are found in increasing seq order, so it is also detection-time order; a run
+        #: split by a retransmission keeps its time in both parts); _open: frames in them
+        self._holes: list[list[int]] = []
+        self._open = 0
         #: Algorithm 2's curr_state (True = the sender's normal queue is paused)
         self.paused = False
 
@@ -273,8 +319,8 @@ class LGReceiver:
             self._sync(s)
         else:
             d = s - self.expected
-            if (d > self._resync_ahead or (d < -RESYNC_BEHIND and s not in self._holes)
-                    or (d < -RESTART_BEHIND and not first & DATA_RETX and s not in self._holes)):
+            if (d > self._resync_ahead or (d < -RESYNC_BEHIND and not self._is_hole(s))
+                    or (d < -RESTART_BEHIND and not first & DATA_RETX and not self._is_hole(s))):
                 self.c.resyncs += 1
                 self._release(out, forget_holes=True)
                 self._sync(s)
@@ -285,7 +331,7 @@ class LGReceiver:
             # a gap (Algorithm 1's hole; §3.2: a dummy reveals a tail loss the same way)
             self._new_holes(exp, s, now_ns)
             self.expected = exp = s
-            if len(self._holes) > self._window:
+            if self._open > self._window:
                 self._abandon_holes(out)
         if first & DATA_DUMMY:
             self.c.dummies_rx += 1
@@ -295,11 +341,9 @@ class LGReceiver:
         self.c.data_rx += 1
         if first & DATA_RETX:
             self.c.retx_rx += 1
-        holes = self._holes
         if s == exp:
             self.expected = s + 1
-        elif s < exp and s in holes:
-            del holes[s]
+        elif s < exp and self._fill(s):
             self.c.holes_filled += 1
         else:
             self.c.duplicates += 1  # already delivered, held, or given up (de-duplication)
@@ -317,6 +361,7 @@ class LGReceiver:
                     self._advance(out)
             elif self._take(len(inner)):
                 self._rob[s] = inner  # line 6: held, recirculating until its turn
+                heappush(self._held, s)
                 if self._recirc_bps:
                     ns = self._recirc_ns(inner)
                     if not self._ring:
@@ -342,14 +387,9 @@ class LGReceiver:
             # on the port: when its pass ends; drained at once (the rate was just set to 0
             # while it waited on the port): now
             best = self._pass_end if self._ring else self._now
-        q = self._hole_q
-        holes = self._holes
-        while q:
-            t = holes.get(q[0])
-            if t is not None:
-                t += self._timeout
-                return t if best is None or t < best else best
-            q.popleft()
+        if self._holes:
+            t = self._holes[0][2] + self._timeout
+            return t if best is None or t < best else best
         return best
 
     def on_timer(self, now_ns: int) -> list[bytes]:
@@ -368,21 +408,20 @@ class LGReceiver:
         return out
 
     def _expire(self, now_ns: int, out: list[bytes]) -> None:
-        """Give up every hole detected ackNoTimeout or longer before ``now_ns`` (counted)."""
-        q = self._hole_q
+        """Give up every hole detected ackNoTimeout or longer before ``now_ns`` (counted): whole
+        runs from the front (detection-time order)."""
         holes = self._holes
         limit = now_ns - self._timeout
-        while q:
-            h = q[0]
-            t = holes.get(h)
-            if t is None:
-                q.popleft()
-                continue
-            if t > limit:
+        k = n = 0
+        for run in holes:
+            if run[2] > limit:
                 break
-            q.popleft()
-            del holes[h]
-            self.c.timeouts += 1
+            k += 1
+            n += run[1] - run[0]
+        if k:
+            del holes[:k]
+            self._open -= n
+            self.c.timeouts += n
         if self.blocking:
             self._release_in_order(out)
 
@@ -390,14 +429,9 @@ class LGReceiver:
         """Run the recirculation port up to ``now_ns``, applying each ackNoTimeout that fell due
         meanwhile at its own time: a call made late must not spend the passes in which the
         frame after a given-up hole could already have left on going round again."""
-        q = self._hole_q
         holes = self._holes
-        while self._ring:
-            while q and q[0] not in holes:
-                q.popleft()
-            if not q:
-                break
-            t = holes[q[0]] + self._timeout
+        while self._ring and holes:
+            t = holes[0][2] + self._timeout
             if t > now_ns:
                 break
             self._pump(t, out)
@@ -445,8 +479,12 @@ class LGReceiver:
         return out
 
     def holes(self) -> list[int]:
-        """Absolute counters still awaited, ascending (for tests and status)."""
-        return sorted(self._holes)
+        """Absolute counters still awaited, ascending (for tests and status: one entry per frame)."""
+        return [c for first, end, _ in self._holes for c in range(first, end)]
+
+    def hole_runs(self) -> list[tuple[int, int]]:
+        """The open holes as runs ``(first, end)``, end exclusive, ascending."""
+        return [(first, end) for first, end, _ in self._holes]
 
     @property
     def recirculating(self) -> int:
@@ -470,7 +508,7 @@ class LGReceiver:
     def counters(self) -> dict[str, Any]:
         out: dict[str, Any] = {key: getattr(self.c, key) for key in COUNTER_KEYS}
         out.update(mode="blocking" if self.blocking else "nb", paused=self.paused, expected=self.expected,
-                   ack_no=self.ack_no, leading_ack=self.leading_ack, open_holes=len(self._holes),
+                   ack_no=self.ack_no, leading_ack=self.leading_ack, open_holes=self._open,
                    recirculating_frames=self.recirculating, recirc_rate_bps=self._recirc_bps,
                    synced=self.synced, ack_no_timeout_ns=self._timeout, timer_slack_ns=self.timer_slack_ns)
         return out
@@ -483,36 +521,45 @@ class LGReceiver:
         self._set_leading_ack(s - 1)
 
     def _new_holes(self, first: int, end: int, now_ns: int) -> None:
-        """Frames ``first .. end - 1`` are missing: record them, notify the sender at once."""
+        """Frames ``first .. end - 1`` are missing: record them (one run), notify the sender at
+        once (``end - first`` is at most ``_resync_ahead``: at most
+        ceil(_resync_ahead / MAX_HOLE_PER_NOTIFICATION) notifications, see MAX_HOLE_PER_NOTIFICATION)."""
         n = end - first
         self.c.holes_detected += 1
         self.c.lost_detected += n
         if n > self.c.max_hole:
             self.c.max_hole = n
-        holes = self._holes
-        q = self._hole_q
-        for c in range(first, end):
-            holes[c] = now_ns
-            q.append(c)
+        self._holes.append([first, end, now_ns])  # above every open run: first == expected
+        self._open += n
         v = self.leading_ack  # unchanged by a new hole: it is the in-order point
         first_byte = LOSS_NOTIFICATION | era_flag(v)
-        c = first
-        while c < end:
-            k = min(MAX_HOLE_PER_NOTIFICATION, end - c)
-            head = self._addr + LOSS_HEAD.pack(ETHERTYPE, first_byte, v & 0xFFFF, k, c & 0xFFFF, 0)
-            self.actions.emit(Transmit(head + bytes(MIN_FRAME - len(head))))
-            self.c.loss_notifications_sent += 1
-            c += k
+        v &= 0xFFFF
+        addr = self._addr
+        emit = self.actions.emit
+        for c in range(first, end, MAX_HOLE_PER_NOTIFICATION):
+            k = end - c if end - c < MAX_HOLE_PER_NOTIFICATION else MAX_HOLE_PER_NOTIFICATION
+            emit(Transmit(addr + LOSS_HEAD.pack(ETHERTYPE, first_byte, v, k, c & 0xFFFF, 0) + _LOSS_PAD))
+        self.c.loss_notifications_sent += -(-n // MAX_HOLE_PER_NOTIFICATION)
 
     def _abandon_holes(self, out: list[bytes]) -> None:
         """More holes open than the sender could ever repair (its Tx buffer holds at most
-        ``_window`` frames): give up the oldest, as an ackNoTimeout would (counted)."""
-        q = self._hole_q
+        ``_window`` frames): give up the oldest, as an ackNoTimeout would (counted). Whole runs
+        from the front, and the first counters of the last one touched."""
         holes = self._holes
-        while len(holes) > self._window and q:
-            h = q.popleft()
-            if holes.pop(h, None) is not None:
-                self.c.holes_abandoned += 1
+        excess = self._open - self._window
+        self._open -= excess
+        self.c.holes_abandoned += excess
+        k = 0
+        for run in holes:
+            w = run[1] - run[0]
+            if w > excess:
+                run[0] += excess
+                break
+            k += 1
+            excess -= w
+            if not excess:
+                break
+        del holes[:k]
         if self.blocking:
             self._release_in_order(out)
 
@@ -546,28 +593,33 @@ class LGReceiver:
         return True
 
     def _advance(self, out: list[bytes]) -> None:
-        """``ack_no`` moves on: over frames neither held nor awaited (dropped on overflow, or
-        delivered before a mode switch) and, when the buffer drains at once, over held frames,
-        which are delivered. On the recirculation port a held frame waits for its pass to end
-        (:meth:`_pump`)."""
+        """``ack_no`` moves on: over frames neither held nor awaited (given up, dropped on
+        overflow, or delivered before a mode switch), in one jump to the next held frame or open
+        hole, and, when the buffer drains at once, over held frames, which are delivered. On the
+        recirculation port a held frame waits for its pass to end (:meth:`_pump`).
+
+        In blocking mode every open hole and every held counter is at or past ``ack_no``: the
+        first open run's start is where ``ack_no`` must stop, ``_held[0]`` the next held frame."""
         a = self.ack_no
         rob = self._rob
-        holes = self._holes
-        exp = self.expected
+        held = self._held
+        stop = self.expected
+        if self._holes and self._holes[0][0] < stop:
+            stop = self._holes[0][0]
         cycling = self._recirc_bps
         n = nbytes = 0
-        while a < exp:
-            f = rob.get(a)
-            if f is not None:
+        while a < stop:
+            if held and held[0] == a:
                 if cycling:
                     break
-                del rob[a]
+                heappop(held)
+                f = rob.pop(a)
                 out.append(f)
                 n += 1
                 nbytes += len(f)
-            elif a in holes:
-                break
-            a += 1
+                a += 1
+            else:
+                a = held[0] if held and held[0] < stop else stop
         self.ack_no = a
         if n:
             self.c.reorder_buffer_frames -= n
@@ -581,20 +633,23 @@ class LGReceiver:
         round to the tail), so it has at most one descent, where the largest counter is
         followed by the smallest; ``s`` goes just before the first held counter above it in
         that order. Never before the head, which is on the port now: the same place in the
-        circle is the tail."""
+        circle is the tail. Both places are found by bisection (a held frame costs O(log n)
+        look-ups, not a walk over the queue): from the head, the counters are at or above it up
+        to the descent and below it after."""
         ring = self._ring
         if self._fifo or not ring:
             ring.append(s)
             return
         n = len(ring)
-        j = 0  # where the circular order starts (the smallest counter)
-        prev = ring[0]
-        for i in range(1, n):
-            c = ring[i]
-            if c < prev:
-                j = i
-                break
-            prev = c
+        head = ring[0]
+        lo, hi = 1, n  # the descent: the first counter below the head (none: n)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ring[mid] < head:
+                hi = mid
+            else:
+                lo = mid + 1
+        j = lo % n  # where the circular order starts (the smallest counter)
         lo, hi = 0, n  # bisect over the sorted view ring[j:] + ring[:j]
         while lo < hi:
             mid = (lo + hi) // 2
@@ -632,6 +687,7 @@ class LGReceiver:
             ns = self._recirc_ns(f)
             if c == self.ack_no:
                 del rob[c]
+                heappop(self._held)  # c: the smallest held counter
                 out.append(f)
                 n += 1
                 nbytes += len(f)
@@ -666,11 +722,41 @@ class LGReceiver:
             self.c.resumes_sent += 1
 
     def _nb_lack(self) -> None:
-        q = self._hole_q
+        self._set_leading_ack((self._holes[0][0] if self._holes else self.expected) - 1)
+
+    def _run_of(self, s: int) -> int:
+        """Index in ``_holes`` of the run holding counter ``s``, or -1 (bisection)."""
         holes = self._holes
-        while q and q[0] not in holes:
-            q.popleft()
-        self._set_leading_ack((q[0] if q else self.expected) - 1)
+        if not holes or s < holes[0][0] or s >= holes[-1][1]:
+            return -1
+        if s < holes[0][1]:
+            return 0
+        i = bisect_right(holes, s, key=_FIRST) - 1
+        return i if s < holes[i][1] else -1
+
+    def _is_hole(self, s: int) -> bool:
+        return self._run_of(s) >= 0
+
+    def _fill(self, s: int) -> bool:
+        """``s`` arrived: if it is an open hole, take it out of its run (trimmed or split) and
+        say so."""
+        i = self._run_of(s)
+        if i < 0:
+            return False
+        holes = self._holes
+        run = holes[i]
+        first, end = run[0], run[1]
+        if end - first == 1:
+            del holes[i]
+        elif s == first:
+            run[0] = s + 1
+        elif s == end - 1:
+            run[1] = s
+        else:
+            run[1] = s
+            holes.insert(i + 1, [s + 1, end, run[2]])
+        self._open -= 1
+        return True
 
     def _release(self, out: list[bytes], forget_holes: bool) -> None:
         self._ring.clear()
@@ -679,11 +765,12 @@ class LGReceiver:
         for c in sorted(rob):
             out.append(rob[c])
         rob.clear()
+        self._held.clear()
         self.c.reorder_buffer_frames = 0
         self.c.reorder_buffer_bytes = 0
         if forget_holes:
             self._holes.clear()
-            self._hole_q.clear()
+            self._open = 0
         self.ack_no = self.expected
 
     def _switch_mode(self, out: list[bytes]) -> None:
@@ -697,16 +784,12 @@ class LGReceiver:
                 self.actions.emit(Backpressure(False))
                 self.c.resumes_sent += 1
         else:
-            q = self._hole_q
-            while q and q[0] not in self._holes:
-                q.popleft()
-            self.ack_no = q[0] if q else self.expected
+            self.ack_no = self._holes[0][0] if self._holes else self.expected
             self.blocking = True
 
 
 if TYPE_CHECKING:  # mypy checks that the engine keeps the contract of netstack.engine
     _engine: type[Engine] = LGReceiver
 
-__all__ = ["COUNTER_KEYS", "FRESH_SLACK", "MAX_HOLE_PER_NOTIFICATION", "RESTART_BEHIND", "RESYNC_BEHIND",
-           "RESYNC_DISTANCE", "LGReceiver",
-           "ReceiverCounters"]
+__all__ = ["COUNTER_KEYS", "FRESH_SLACK", "MAX_HOLE_PER_NOTIFICATION", "MAX_NOTIFICATIONS_PER_FRAME", "RESTART_BEHIND",
+           "RESYNC_BEHIND", "RESYNC_DISTANCE", "LGReceiver", "ReceiverCounters"]

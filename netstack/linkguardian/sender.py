@@ -210,7 +210,12 @@ class LGSender:
         buf = self._buf
         copies = self.copies
         self.c.holes_requested += hole_size
-        for c in range(first, first + hole_size):
+        # only counters above the leading ACK and below the next one can be buffered: a hole
+        # reported beyond what was ever sent (a forged data tag far ahead made the receiver
+        # report up to a window of them, issue 34 finding 6) is counted, not looked up
+        lo, hi = max(first, self.leading_ack + 1), min(first + hole_size, self.next_counter)
+        self.c.holes_not_buffered += hole_size - max(0, hi - lo)
+        for c in range(lo, hi):
             frame = buf.pop(c, None)
             if frame is None:
                 self.c.holes_not_buffered += 1

@@ -72,6 +72,21 @@ def test_a_reporter_quiet_for_the_horizon_is_no_longer_counted():
     assert fs.active(2 * MS) == 2 and fs.active(5 * MS + 1) == 1 and fs.active(7 * MS) == 0
 
 
+def test_the_horizon_follows_the_switchs_scheduling_slack():
+    """A switch scheduled late reads a reporter's reports late: with the bare time-out as its
+    horizon, a genuine reporter seemed quiet and lost its share to a flooder (netstack fuzz dta
+    --attack flood, live). The horizon is the window time-out as it stands, slack included."""
+    rig = Rig(setup, window=64, window_timeout_ns=TIMEOUT)
+    fair = rig.tr._fair
+    assert fair is not None and fair.horizon_ns == TIMEOUT
+    rig.tr.set_timer_slack(150 * MS)
+    assert fair.horizon_ns == rig.tr.window_timeout_ns() == TIMEOUT + 150 * MS
+    fair.saw(b"genuine", 0)
+    assert fair.active(TIMEOUT + 100 * MS) == 1  # still counted though quiet past the bare time-out
+    rig.tr.set_timer_slack(0)
+    assert fair.horizon_ns == TIMEOUT
+
+
 def _qp() -> TxQp:
     return TxQp("kw", 1, 2, 100, 0, 0, 1 << 20, {}, una=100)
 
