@@ -22,9 +22,9 @@ throughput and latency.
 
 ``--mode 2pc`` runs the baseline the same way (no controller, no 1Pipe needed); ``kill -9`` a
 shard replica (with two replicas a shard) or a client mid-run and the others go on: the check
-still passes (the killed client's last transaction ran everywhere or nowhere). Give each reliable
-run fresh ports (or a fresh testbed): the controller remembers the processes of an earlier run
-on the same addresses, and their failure notices reach the new ones (docs/onepipe-kv.md, "Live").
+still passes (the killed client's last transaction ran everywhere or nowhere). A run may reuse
+the addresses of an earlier one: the controller declares that run's processes failed and tells
+the new ones, which register as new incarnations (docs/onepipe-kv.md, "Live").
 """
 
 from __future__ import annotations
@@ -164,15 +164,22 @@ async def run_client_onepipe(a: argparse.Namespace, index: int) -> dict[str, Any
 
     def on_proc_fail(proc: Addr, t_f: int) -> None:
         # a notice about an earlier process on that address (it failed before we joined) is not
-        # about the replica running there now: only a failure after we joined marks it dead
-        if t_f == 0 or not joined or t_f >= joined[0]:
+        # about the replica running there now: only a failure after we joined marks it dead. The
+        # controller tells a newcomer of every process still failed *before* its registration
+        # reply (1Pipe §8: a zombie's messages above T_f must not be taken), so a notice that
+        # comes before we joined is such a one; the endpoint still refuses that zombie's messages
+        # and takes the address back when a new process registers there
+        if joined and (t_f == 0 or t_f >= joined[0]):
             eng.proc_failed(proc)
 
     side.handler = on_result
     await asyncio.get_running_loop().create_datagram_endpoint(lambda: side, local_addr=wire.side_addr(a.me))
-    async with OnePipeEndpoint(a.me, reliable=True, controller=a.controller, on_send_fail=on_send_fail,
-                               on_proc_fail=on_proc_fail,
-                               on_register=lambda inc: joined.append(held[0].now()) if held else None) as ep:
+    # (made before it starts: start() waits for the registration, so on_register fires inside it,
+    # and an endpoint taken from ``async with`` came too late: every notice, an earlier run's
+    # process's at a reused address included, then marked its replica dead for good)
+    ep = OnePipeEndpoint(a.me, reliable=True, controller=a.controller, on_send_fail=on_send_fail,
+                         on_proc_fail=on_proc_fail, on_register=lambda inc: joined.append(ep.now()))
+    async with ep:
         held.append(ep)
         await asyncio.sleep(a.start)
         stop = time.monotonic() + a.seconds
