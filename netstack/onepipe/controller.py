@@ -63,6 +63,18 @@ Failures (§8 steps 1-7):
   to wait for, ``Release(P)``.
 - A process that was declared failed in any way stops being waited for at once: its own input is
   frozen in the commit minimum, so barriers cannot pass it before its own release.
+- ToRs (ours; Fig. 10's switch and link failures): when the shell has described the fabric
+  (:meth:`Controller.know_tors`: each ToR's uplinks, as its neighbours' inputs, and the processes
+  behind it), a report about an uplink waits ``report_window_ns`` for the ToR's other uplinks. If
+  every uplink of the ToR has been reported, nobody hears it any more (the ToR failed, or every
+  link to it did): each live process behind it is declared failed at once, with no probe (a probe
+  could only travel through that ToR), T_f the highest commit the uplinks froze, and the uplinks
+  stay held until every one of those failures is released (released first, the barriers would
+  pass the processes' messages before the notices discard them). Otherwise it was a core link:
+  the reported uplinks are released then, the ToR still heard through another. An uplink once
+  reported counts as down until its ToR is cut off (we learn of no repair: a later silence of the
+  last uplink then declares the processes, safe at worst). Without a description every link
+  report is released at once, as before.
 
 Relay (§8 "controller forwarding"): a RELAY from a live process to a live one is forwarded with
 the sender's address in it. A relayed PREPARE or RECALL must be answered (a relayed ACK, NAK or
@@ -89,7 +101,7 @@ is not a live process ``unregistered``; the rest is counted under its own name
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Address
 from typing import Any
@@ -252,6 +264,11 @@ class ControllerCounters:
     notices_to_failed: int = 0  # ... from a failed incarnation that never heard: its own notice again
     malformed: int = 0  # undecodable datagrams and payloads
     foreign: int = 0  # opcodes the controller does not take, sources that are not addresses
+    # the ToRs the shell described (know_tors; ours)
+    uplink_reports: int = 0  # reports about a ToR's uplink
+    uplinks_released: int = 0  # uplinks released: at the end of a window (a core link) or of a cut
+    tors_cut_off: int = 0  # windows that found every uplink of a ToR silent
+    cut_off: int = 0  # live processes declared failed behind such a ToR
 
 
 @dataclass(slots=True, eq=False)
@@ -308,6 +325,22 @@ class _Failure:
         return failure_notice(Notice(self.addr, self.inc, self.t_f, self.fid, replay))
 
 
+@dataclass(slots=True, eq=False)
+class _Tor:
+    """A ToR the shell described (:meth:`Controller.know_tors`, ours): the link inputs its
+    neighbours hear it by, the processes behind it, and what was reported about its uplinks."""
+
+    name: str
+    links: frozenset[str]
+    procs: tuple[Addr, ...]
+    #: every uplink reported silent since the ToR was last cut off -> the highest commit it froze
+    down: dict[str, int | None] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)  # ... of which not released yet
+    window_end: int | None = None
+    cut: bool = False  # every uplink silent: its processes declared failed
+    held: set[Addr] = field(default_factory=set)  # ... whose release its uplinks wait for
+
+
 def is_addr(x: object) -> bool:
     """``x`` is a process address in its one canonical form: ``(dotted IPv4 str, int port)``."""
     if not (type(x) is tuple and len(x) == 2 and type(x[0]) is str and type(x[1]) is int and 0 <= x[1] <= 0xFFFF):
@@ -354,6 +387,9 @@ class Controller:
         #: how much longer the answer timeout waits on a loaded host (set_timer_slack)
         self.timer_slack_ns = 0
         self._probe_ids = 0
+        #: the fabric's ToRs, when the shell described them (know_tors; ours)
+        self._tors: dict[str, _Tor] = {}
+        self._tor_of_link: dict[str, _Tor] = {}
 
     # ------------------------------------------------------------------ inputs
 
@@ -395,7 +431,11 @@ class Controller:
             self.c.bad_reports += 1
             return
         if isinstance(inp, str):
-            self._release_unregistered(inp)
+            tor = self._tor_of_link.get(inp)
+            if tor is None:
+                self._release_unregistered(inp)
+            else:
+                self._uplink_down(tor, inp, commit)
             return
         if not is_addr(inp):
             self.c.bad_reports += 1
@@ -426,6 +466,7 @@ class Controller:
         """Close report windows, Fence again, declare silent processes failed, resend notices."""
         self._now = now_ns
         self._expire_probes()
+        self._close_tor_windows()
         self._close_windows()
         self._refence()
         self._expire_callbacks()
@@ -472,6 +513,27 @@ class Controller:
         requests already waiting too. Negative values count as 0; the shell asks
         :meth:`next_deadline` again afterwards."""
         self.timer_slack_ns = max(0, int(slack_ns))
+
+    def know_tors(self, tors: Mapping[str, tuple[Iterable[str], Iterable[Addr]]]) -> None:
+        """The fabric around its ToRs, from the shell (ours: the paper's controller knows the
+        topology, §8): ``{tor: (its uplinks, the processes behind it)}``, an uplink named as
+        :meth:`report` gets it (the input at the neighbouring switch that hears the ToR). Replaces
+        any earlier description; ConfigError on malformed input or an uplink of two ToRs."""
+        new: dict[str, _Tor] = {}
+        by_link: dict[str, _Tor] = {}
+        for name, (links, procs) in tors.items():
+            ls, ps = frozenset(links), tuple(procs)
+            if (not isinstance(name, str) or not ls or not all(isinstance(x, str) and x for x in ls)
+                    or not all(is_addr(a) for a in ps)):
+                raise ConfigError("onepipe.controller.tors",
+                                  f"{name!r}: uplinks {sorted(map(str, ls))}, processes {ps}")
+            tor = new[name] = _Tor(name, ls, ps)
+            for link in ls:
+                if link in by_link:
+                    raise ConfigError("onepipe.controller.tors",
+                                      f"{link} is an uplink of {by_link[link].name} and {name}")
+                by_link[link] = tor
+        self._tors, self._tor_of_link = new, by_link
 
     # ------------------------------------------------------------------ registration
 
@@ -623,6 +685,69 @@ class Controller:
         # what the switches reported while it was probed: their frozen commits give T_f
         for commit, reporter in probe.reports if probe is not None else ():
             self._take_report(p, commit, reporter)
+
+    # ------------------------------------------------------------------ ToRs and their uplinks (ours, Fig. 10)
+
+    def _uplink_down(self, tor: _Tor, link: str, commit: int | None) -> None:
+        """A neighbour of ``tor`` found ``link`` silent: wait a report window for its other uplinks."""
+        self.c.uplink_reports += 1
+        old = tor.down.get(link)
+        tor.down[link] = commit if old is None else old if commit is None else ts_max(old, commit)
+        tor.pending.add(link)
+        if not tor.cut and tor.window_end is None:
+            tor.window_end = self._now + self.params.report_window_ns
+
+    def _close_tor_windows(self) -> None:
+        for tor in self._tors.values():
+            if tor.window_end is None or tor.window_end > self._now:
+                continue
+            tor.window_end = None
+            if tor.links <= tor.down.keys():
+                self._cut_off(tor)
+            else:
+                # a core link (or a spine): the processes behind the ToR are still heard through
+                # another uplink, whose input keeps their commits in every minimum; nothing to wait for
+                self._release_uplinks(tor)
+
+    def _cut_off(self, tor: _Tor) -> None:
+        """No neighbour hears ``tor``: every process behind it is failed for the others (a failed
+        ToR switch, or every link to it), T_f the highest commit its uplinks froze (the ToR's up
+        output carried the minimum of its processes' commits, so nothing above it was delivered
+        anywhere, and each of them had settled everything up to it)."""
+        tor.cut = True
+        self.c.tors_cut_off += 1
+        t_f: int | None = None
+        for c in tor.down.values():
+            if c is not None:
+                t_f = c if t_f is None else ts_max(t_f, c)
+        reason = f"behind {_printable(tor.name)}, which no neighbour hears"
+        behind = [p for p in map(self._procs.get, tor.procs) if p is not None]
+        for p in behind:
+            if p.state == LIVE:
+                self.c.cut_off += 1
+                self._suspect(p, reason, fence=False)  # its only input is at the silent ToR
+        # (only now: a suspicion above may release another failure behind the ToR, which must not
+        # release the uplinks while the processes after it are still to be declared)
+        for p in behind:
+            if p.state == SUSPECTED:
+                self._take_report(p, t_f, f"{_printable(tor.name)} cut off")
+            if p.state != RELEASED:
+                tor.held.add(p.addr)
+        if not tor.held:
+            self._end_cut(tor)
+
+    def _end_cut(self, tor: _Tor) -> None:
+        """Every failure behind ``tor`` is released: so are its uplinks (a ToR that comes back
+        re-joins when heard, as any released link does, §4)."""
+        self._release_uplinks(tor)
+        tor.cut = False
+        tor.down.clear()
+
+    def _release_uplinks(self, tor: _Tor) -> None:
+        for link in sorted(tor.pending):
+            self.c.uplinks_released += 1
+            self.actions.emit(Release(link))
+        tor.pending.clear()
 
     # ------------------------------------------------------------------ suspicion phase (ours, issue 31)
 
@@ -790,6 +915,11 @@ class Controller:
             p.state = RELEASED
         self.c.releases += 1
         self.actions.emit(Release(f.addr))
+        for tor in self._tors.values():
+            if f.addr in tor.held:
+                tor.held.discard(f.addr)
+                if not tor.held:
+                    self._end_cut(tor)
 
     def _expire_callbacks(self) -> None:
         deadline = self._now - self.answer_timeout_ns
@@ -916,6 +1046,7 @@ class Controller:
                     yield p.window_end
                 if p.fence_at is not None:
                     yield p.fence_at
+        yield from (t.window_end for t in self._tors.values() if t.window_end is not None)
         probed = {p.addr for p in self._procs.values() if p.probe is not None}  # its probe decides
         for f in self._failures.values():
             if f.waiting and not f.released:

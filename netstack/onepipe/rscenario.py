@@ -14,24 +14,56 @@ With the host CPU model on (``cpu``, issue 32) each process's receive, send and 
 through its core at reliable's measured costs (:mod:`.cpucost`); the controller has no CPU model
 (it is off the data path).
 
-``kill`` processes crash at ``kill_at_ns`` (default: the middle of the sending period): the last
-``kill`` processes stop dead (no goodbye, as ``kill -9``). The run then reports the recovery, in
-true time from the crash (1Pipe's Fig. 10): ``detect`` (the first switch report), ``record`` (the
-failure record durable), ``release`` (every survivor finished its callback: the switches release
-the input), ``resume`` (every survivor's commit barrier has passed T_f: delivery goes on).
+A failure comes at ``kill_at_ns`` (default: the middle of the sending period) when ``kill`` > 0;
+``fail`` says what fails (1Pipe's Fig. 10 and its failure recovery; design topic §8):
+
+``process`` (the default)
+    the last ``kill`` processes stop dead (no goodbye, as ``kill -9``): their sockets close.
+``tor``
+    the ToR switch of the last process: every link of it loses its carrier and every process
+    behind it crashes. Nobody hears the ToR's uplinks any more: the spines report them, and the
+    controller, which knows the fabric (:meth:`.controller.Controller.know_tors`, given here from
+    the topology and the placement), declares the processes behind it failed.
+``core-link``
+    the link between the last process's ToR and the switch its routes go up to (the first of
+    its uplinks), both ways. Both ends report it; the controller releases it: nobody failed.
+``core-switch``
+    that switch (a spine): all its links lose their carrier; its neighbours report them.
+
+For the last three ``kill`` must be 1, and the fabric must leave every other process connected
+to the controller's host (``fabric_topology(spines=2)`` for a link or a spine; the controller's
+own ToR may not fail). A failed switch is dead: its reports, and the controller's requests to it,
+are dropped. The simulator has no routing protocol: when a switch or a link fails, the static
+routes of every switch are recomputed at once on the fabric without it (the breadth-first first
+hops the switch configs are built with, kept up-down as 1Pipe's §3 needs: :func:`reroute`), an
+idealised routing protocol that converges at the failure (ours; the paper's recovery times are
+1Pipe's, not the routing's).
+
+The run then reports the recovery, in true time from the failure (1Pipe's Fig. 10): ``detect``
+(the first switch report about the failed component: a killed process, or a link input facing
+the failed switch or link), ``record`` (the first failure record durable; none when nobody
+failed), ``release`` (the last release among the failed processes and reported inputs: every
+survivor finished its callbacks), ``resume`` (every survivor's commit barrier has passed every
+T_f and every commit the failed inputs froze: delivery goes on). Besides, for ``tor``,
+``core-link`` and ``core-switch``: ``fail``, ``component``, ``inputs`` (the failed inputs
+reported) and ``declared`` (every process the controller recorded failed).
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections import deque
 from typing import Any
 
-from headers.onepipe import ts_from_ns, ts_unwrap
+from headers.onepipe import ts_from_ns, ts_max, ts_unwrap
 
 from ..engine import SendTo
 from ..errors import ConfigError
 from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
+from ..sim.scenario import ScenarioError
+from ..topo.model import NodeKind, Topology
 from . import feature
+from . import topology as op_topology
 from .actions import Admit, Fence, ProcFail, RecordFailure, Release
 from .controller import Controller, ControllerParams
 from .cpucost import CpuCosts, OpCosts
@@ -39,6 +71,9 @@ from .ctlwire import parse_proc
 from .params import PORT, OnePipeParams
 from .reliable import ReliableEndpoint
 from .simproc import OnePipeProcess
+
+#: what ``fail`` may name (module docstring)
+FAILS = ("process", "tor", "core-link", "core-switch")
 
 
 class ReliableProcess(OnePipeProcess):
@@ -68,7 +103,7 @@ class ReliableProcess(OnePipeProcess):
 
 
 class Recovery:
-    """When each step of recovering from the crash happened (true ns), and who resumed."""
+    """When each step of recovering from the failure happened (true ns), and who resumed."""
 
     def __init__(self) -> None:
         self.killed_at: int | None = None
@@ -78,10 +113,33 @@ class Recovery:
         self.callbacks = 0
         self.waiting: set[Any] = set()  # survivors whose commit barrier has not passed every T_f yet
         self.loop: Any = None
+        self.fail = "process"
+        self.component = ""
+        #: the link inputs facing the failed switch or link (``switch/port``), known at the failure
+        self.inputs: set[str] = set()
+        self.frozen: dict[str, int | None] = {}  # ... reported: the highest commit each froze (wire)
+        self.released_at: dict[Any, int] = {}  # failed processes and reported inputs -> their release
+        self.declared: set[Any] = set()  # every process recorded failed
+        self.ctl: SimController | None = None
 
     def mark(self, step: str) -> None:
         if self.killed_at is not None and step not in self.times:
             self.times[step] = self.loop.now
+
+    def reported(self, inp: Any, commit: int | None) -> None:
+        """A switch reported ``inp`` (an address, or ``switch/port``) with the commit it froze."""
+        if inp in self.killed or inp in self.inputs:
+            self.mark("detect")
+        if inp in self.inputs:
+            old = self.frozen.get(inp)
+            self.frozen[inp] = commit if old is None else old if commit is None else ts_max(old, commit)
+
+    def released(self, inp: Any) -> None:
+        if inp not in self.killed and inp not in self.frozen:
+            return
+        self.released_at.setdefault(inp, self.loop.now)
+        if self.killed <= self.released_at.keys() and self.frozen.keys() <= self.released_at.keys():
+            self.mark("release")
 
     def callback(self, proc: ReliableProcess) -> None:
         self.callbacks += 1
@@ -92,16 +150,21 @@ class Recovery:
         ep = proc.ep
         assert isinstance(ep, ReliableEndpoint)
         cb = ep.commit_barrier
-        if cb is not None and all(cb > ts_unwrap(t, cb) for t in self.t_f.values()):
+        marks = [*self.t_f.values(), *(c for c in self.frozen.values() if c is not None)]
+        if cb is not None and all(cb > ts_unwrap(t, cb) for t in marks):
             self.waiting.discard(proc)
             if not self.waiting:
                 self.mark("resume")
 
     def result(self) -> dict[str, Any]:
         k = self.killed_at
-        return {"killed": len(self.killed), "callbacks": self.callbacks,
-                **{f"{s}_ns": (self.times[s] - k) if k is not None and s in self.times else None
-                   for s in ("detect", "record", "release", "resume")}}
+        out = {"killed": len(self.killed), "callbacks": self.callbacks,
+               **{f"{s}_ns": (self.times[s] - k) if k is not None and s in self.times else None
+                  for s in ("detect", "record", "release", "resume")}}
+        if self.fail != "process":  # (a process crash's record is as it was before the other failures)
+            out.update(fail=self.fail, component=self.component, inputs=sorted(self.frozen),
+                       declared=sorted(f"{a[0]}:{a[1]}" for a in self.declared))
+        return out
 
 
 class SimController:
@@ -117,6 +180,8 @@ class SimController:
         self.ctl = Controller(params, self.loop.now)
         self.store_delay_ns = store_delay_ns
         self.records = 0
+        #: switches that failed (fail=tor, core-switch): they report nothing and take no request
+        self.dead: set[str] = set()
         self._flows: dict[str, Ipv4Flow] = {}
         self._timer: int | None = None
         self.host.bind_udp(PORT, self.on_frame, on_unreachable=self.on_unreachable)
@@ -132,17 +197,26 @@ class SimController:
         self.ctl.unreachable(addr, self.loop.now)
         self.flush()
 
-    def on_report(self, report: dict[str, Any]) -> None:
-        """A switch's report (``feature.enable(on_report=...)``), as the daemon's poll brings it."""
-        self.loop.call_at(self.loop.now + 1, self._report, report)
+    def on_report(self, report: dict[str, Any], switch: str | None = None) -> None:
+        """A switch's report (``feature.enable(on_report=...)``), as the daemon's poll brings it;
+        ``switch`` names the reporter (:meth:`reporter`)."""
+        self.loop.call_at(self.loop.now + 1, self._report, report, switch)
 
-    def _report(self, report: dict[str, Any]) -> None:
+    def reporter(self, switch: str) -> Any:
+        """The ``on_report`` callback for ``switch``: a fabric port's report names the link input
+        as ``switch/port`` (a port name means something at its own switch only: with two spines
+        both have a ``p-tor1``), as the controller gets it and releases it."""
+        return lambda report: self.on_report(report, switch)
+
+    def _report(self, report: dict[str, Any], switch: str | None) -> None:
+        if switch in self.dead:
+            return  # (a dead switch's timers still run in the simulator: it reports nothing)
         text = str(report["input"])
-        inp: Any = parse_proc(text) if ":" in text else text
-        if inp in self.run.recovery.killed:
-            self.run.recovery.mark("detect")
+        inp: Any = parse_proc(text) if ":" in text else text if switch is None else f"{switch}/{text}"
         last = report.get("last_commit")
-        self.ctl.report(inp, None if last is None else ts_from_ns(last), self.loop.now)
+        commit = None if last is None else ts_from_ns(last)
+        self.run.recovery.reported(inp, commit)
+        self.ctl.report(inp, commit, self.loop.now)
         self.flush()
 
     def flush(self) -> None:
@@ -162,14 +236,14 @@ class SimController:
             known = [x for x in last if x is not None]
             self.ctl.report(act.proc, ts_from_ns(max(known)) if known else None, now, "fence")
         elif type(act) is Release:
-            if act.proc in self.run.recovery.killed:
-                self.run.recovery.mark("release")
+            self.run.recovery.released(act.proc)
             self._on_switches(feature.release, self._name(act.proc), now, ban=isinstance(act.proc, tuple))
         elif type(act) is Admit:
             self._on_switches(feature.admit, self._name(act.proc))
 
     def _recorded(self, act: RecordFailure) -> None:
         self.records += 1
+        self.run.recovery.declared.add(act.proc)
         if act.proc in self.run.recovery.killed:
             self.run.recovery.t_f[act.proc] = act.t_f
             self.run.recovery.mark("record")
@@ -180,11 +254,15 @@ class SimController:
     def _name(inp: Any) -> str:
         return f"{inp[0]}:{inp[1]}" if isinstance(inp, tuple) else str(inp)
 
-    def _on_switches(self, fn: Any, *args: Any, **kw: Any) -> list[Any]:
+    def _on_switches(self, fn: Any, text: str, *args: Any, **kw: Any) -> list[Any]:
+        """``fn(switch, input, ...)`` on every live switch, or on its own for a ``switch/port``."""
         out = []
+        at, sep, port = text.partition("/")
         for name, sn in self.net.switches.items():
+            if name in self.dead or (sep and name != at):
+                continue
             try:
-                out.append(fn(sn.switch, *args, **kw))
+                out.append(fn(sn.switch, port if sep else text, *args, **kw))
             except ConfigError:  # a link name another switch does not have
                 continue
             self.net.service(name)
@@ -224,27 +302,154 @@ def setup(net: Any, run: Any, p: dict[str, Any], ctl_host: str) -> SimController
     run.ctl_addr = ctl.addr
     run.recovery = Recovery()
     run.recovery.loop = ctl.loop
+    run.recovery.ctl = ctl
     return ctl
 
 
 def schedule_kills(run: Any, procs: list[Any], p: dict[str, Any], start: int, stop: int) -> None:
-    """The last ``kill`` processes crash at ``kill_at_ns`` (0: mid-run): they stop, and their
-sockets close (:meth:`ReliableProcess.crash`)."""
+    """The failure ``fail`` (module docstring) at ``kill_at_ns`` (0: mid-run) when ``kill`` > 0;
+    ScenarioError for a failure this fabric cannot take. The controller learns the fabric's ToRs
+    (:func:`tors_of`) first, whatever fails."""
+    fail = str(p.get("fail", "process"))
+    if fail not in FAILS:
+        raise ScenarioError(f"scenario onepipe: fail {fail!r} is not one of {', '.join(FAILS)}")
+    rec = run.recovery
+    ctl = rec.ctl
+    assert ctl is not None
+    net = run.net
+    topo: Topology = net.topology
+    ctl.ctl.know_tors(tors_of(topo, procs))
     k = int(p["kill"])
     if k <= 0:
         return
     at = int(p["kill_at_ns"]) or (start + stop) // 2
-    victims = procs[-k:]
-    rec = run.recovery
-    rec.waiting = set(procs[:-k])
+    rec.fail = fail
+    if fail == "process":
+        victims = procs[-k:]
+        dead: set[str] = set()
+        down: set[str] = set()
+    else:
+        if k != 1:
+            raise ScenarioError(f"scenario onepipe: fail={fail} takes kill=1 (one component), not {k}")
+        tor = _switch_of(topo, procs[-1].host.name)
+        if fail == "tor":
+            rec.component, dead = tor, {tor}
+        else:
+            up = next((lk for lk in topo.links_of(tor) if _is_switch(topo, lk.peer(tor).node)), None)
+            if up is None:
+                raise ScenarioError(f"scenario onepipe: fail={fail}: {tor} has no link to another switch")
+            if fail == "core-link":
+                rec.component, dead = up.name, set()
+            else:
+                rec.component = up.peer(tor).node
+                dead = {rec.component}
+        down = {lk.name for lk in topo.links if lk.name == rec.component or dead & {lk.a.node, lk.b.node}}
+        victims = [q for q in procs if _switch_of(topo, q.host.name) in dead]
+        rec.inputs = {f"{e.node}/{e.ifname}" for lk in topo.links if lk.name in down
+                      for e in lk.ends if _is_switch(topo, e.node) and e.node not in dead}
+    survivors = [q for q in procs if q not in victims]
+    _check_connected(topo, down, dead, ctl.host.name, survivors, fail)
+    rec.waiting = set(survivors)
 
     def crash() -> None:
         rec.killed_at = rec.loop.now
         for v in victims:
             rec.killed.add(v.addr)
             v.crash()
+        if down:
+            ctl.dead |= dead
+            for name in sorted(down):
+                net.set_link(name, False)
+            reroute(net, down, dead)
 
     rec.loop.call_at(at, crash)
 
 
-__all__ = ["Recovery", "ReliableProcess", "SimController", "schedule_kills", "setup"]
+def _is_switch(topo: Topology, name: str) -> bool:
+    return topo.node(name).kind is NodeKind.SWITCH
+
+
+def _switch_of(topo: Topology, host: str) -> str:
+    return topo.links_of(host)[0].peer(host).node
+
+
+def tors_of(topo: Topology, procs: list[Any]) -> dict[str, tuple[list[str], list[Any]]]:
+    """``{switch: (its uplinks, the processes behind it)}`` for every switch with processes on its
+    hosts, an uplink named as the controller gets the neighbour's report about it
+    (``neighbour/port``): what the controller needs to tell a failed ToR from a core link
+    (:meth:`.controller.Controller.know_tors`)."""
+    out: dict[str, tuple[list[str], list[Any]]] = {}
+    for q in procs:
+        tor = _switch_of(topo, q.host.name)
+        if tor not in out:
+            ups = [f"{lk.peer(tor).node}/{lk.peer(tor).ifname}" for lk in topo.links_of(tor)
+                   if _is_switch(topo, lk.peer(tor).node)]
+            out[tor] = (ups, [])
+        out[tor][1].append(q.addr)
+    return {t: v for t, v in out.items() if v[0]}  # (a lone switch has nobody to hear it)
+
+
+def _check_connected(topo: Topology, down: set[str], dead: set[str], ctl_host: str, survivors: list[Any],
+                     fail: str) -> None:
+    """Every survivor's host still reaches the controller's once ``down`` and ``dead`` are gone."""
+    if _switch_of(topo, ctl_host) in dead:
+        raise ScenarioError(f"scenario onepipe: fail={fail} would take the controller's switch down")
+    seen = {ctl_host}
+    todo = deque([ctl_host])
+    while todo:
+        node = todo.popleft()
+        for lk in topo.links_of(node):
+            peer = lk.peer(node).node
+            if lk.name not in down and peer not in dead and peer not in seen:
+                seen.add(peer)
+                todo.append(peer)
+    lost = sorted({q.host.name for q in survivors} - seen)
+    if lost:
+        raise ScenarioError(f"scenario onepipe: fail={fail} would cut hosts {', '.join(lost)} off the controller's "
+                            "(a core link or switch needs another path: fabric_topology(spines=2))")
+
+
+def reroute(net: Any, down: set[str], dead: set[str]) -> None:
+    """The routing protocol the simulator lacks, converged at once: every live switch's static
+    entry for each host it still reaches, by the shortest path on the fabric without the links in
+    ``down`` that goes up, then only down (1Pipe §3: routing must stay a DAG, a valley would enter a
+    switch from above and leave it upward; :mod:`.topology`), the first such path in link order,
+    as the switch configs' breadth-first first hops are. A host with no such path keeps its entry
+    (toward a port without carrier, or through a switch nobody forwards it to any more)."""
+    topo = net.topology
+    tiers = op_topology.switch_tiers(topo)
+    for name, sn in net.switches.items():
+        if name in dead:
+            continue
+        index = {port.name: port.index for port in sn.switch.ports}
+        for host, ifname in _up_down_hops(topo, name, tiers, down).items():
+            sn.switch.fdb.static[net.hosts[host].mac] = index[ifname]
+        net.service(name)
+
+
+def _up_down_hops(topo: Topology, switch: str, tiers: dict[str, int], down: set[str]) -> dict[str, str]:
+    """``{host: the port of switch}`` on the shortest valley-free path to each host (:func:`reroute`)."""
+    first: dict[str, str] = {}
+    seen: set[tuple[str, bool]] = {(switch, False)}
+    todo: deque[tuple[str, bool, str | None]] = deque([(switch, False, None)])
+    while todo:
+        node, descending, via = todo.popleft()
+        for lk, end in topo.ends_of(node):
+            if lk.name in down:
+                continue
+            peer = lk.peer(node).node
+            hop = via or end.ifname
+            if not _is_switch(topo, peer):
+                first.setdefault(peer, hop)  # a host: always a step down
+                continue
+            lower = tiers.get(peer, 0) < tiers.get(node, 0)
+            if descending and not lower:
+                continue  # down, then up again: a valley
+            state = (peer, descending or lower)
+            if state not in seen:
+                seen.add(state)
+                todo.append((peer, state[1], hop))
+    return first
+
+
+__all__ = ["FAILS", "Recovery", "ReliableProcess", "SimController", "reroute", "schedule_kills", "setup", "tors_of"]

@@ -47,6 +47,15 @@ messages, beacons, and an in-memory order check (every receiver in ``(ts, sender
 per-sender FIFO and one ts per scattering: together, one total order). ``log_dir`` writes the
 delivery logs in the format ``netstack onepipe check`` reads.
 
+``loss`` is a drop probability, placed by ``loss_at``: ``"links"`` (the default) on every
+switch-to-switch port, both ways (the sending switch's seeded impairment); ``"receivers"`` in
+every process's receiving library, where 1Pipe's Fig. 9b puts it (its §7.1: "random message drop
+in lib1pipe receiver"): every datagram a process receives but the controller's is dropped with
+that probability, seeded, in the simulated process's shell, never in the engines
+(:class:`.simproc.RxLoss` says what is dropped and why). The result then gains
+``receiver_loss``: datagrams seen, dropped, and dropped by opcode. ``"receivers"`` is 1Pipe's
+library: modes ``onepipe`` and ``reliable`` only.
+
 Time-valued parameters left at 0 take the paper's value times the topology's time scale (1 at
 100 Gbit/s, 1000 on the shipped ``onepipe`` topology): ``T_beacon`` 3 us (the paper's §7), 100k
 scatterings/s per process, a 200 us run. :func:`fabric_topology` builds the paper-scale fabric
@@ -72,7 +81,7 @@ from .cpucost import CpuCosts
 from .kv.scenario import SCENARIO as KV_SCENARIO
 from .params import PORT, PORT_RANGE, OnePipeParams
 from .sequencer import run_sequencer
-from .simproc import OnePipeProcess, OnePipeRun, model_costs
+from .simproc import OnePipeProcess, OnePipeRun, model_costs, rx_loss_summary
 
 #: what a host clock reads at the run's start (true time 0), besides its offset
 CLOCK_BASE_NS = 1_000_000_000
@@ -85,13 +94,18 @@ PAPER_SEQ_SERVICE_NS = 100
 #: the host the sequencer runs on when ``seq_host`` is empty and the topology has one of that name
 SEQ_HOST = "seq"
 MODES = ("onepipe", "reliable", "sequencer")
+#: where ``loss`` drops packets (module docstring): the ToR-spine links, or the processes' receiving libraries
+LOSS_AT = ("links", "receivers")
 
 PARAMS: dict[str, Any] = {
     "procs": 8, "mode": "onepipe", "rate": 0.0, "fanout": 2, "size": 64,
     "t_beacon_ns": 0, "switch_t_beacon_ns": 0, "prompt_beacons": True, "skew_ns": -1.0, "drift_ppm": 0.0, "loss": 0.0,
+    "loss_at": "links",
     "warmup_ns": 0, "drain_ns": 0, "seq_host": "", "seq_service_ns": 0, "seq_queue": 4096, "log_dir": "",
     # mode=reliable (netstack.onepipe.rscenario): the controller runs on the sequencer's host
     "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
+    # ... what fails (rscenario.FAILS): process, tor, core-link, core-switch (1Pipe's Fig. 10)
+    "fail": "process",
     # the host CPU model (issue 32, netstack.onepipe.cpucost): off by default
     "cpu": False, "cpu_backlog_ns": 0,
     # the baselines' own knobs (issue 32, netstack.onepipe.baselines; 0 / "": their defaults)
@@ -101,7 +115,8 @@ PARAMS: dict[str, Any] = {
 #: parameters added after runs were fingerprinted (tests/sim/golden.json): at their default they
 #: are left out of a run's recorded parameters, so that those runs' documents stay byte for byte
 LATE_PARAMS = {"cpu": False, "cpu_backlog_ns": 0, "token_batch": 0, "token_queue": 0, "swseq_ns_per_msg": 0.0,
-               "swseq_switch": "", "lamport_hb_ns": 0, "lamport_hb_share": 0.0}
+               "swseq_switch": "", "lamport_hb_ns": 0, "lamport_hb_share": 0.0, "loss_at": "links",
+               "fail": "process"}
 #: cpu: the application blocks while its core owes more than this (paper scale, ns)
 PAPER_CPU_BACKLOG_NS = 1_000
 #: cpu: the throughput window starts at least this long into the sending period (window_of)
@@ -126,26 +141,30 @@ def latency_stats(values: Sequence[int]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ topology
 def fabric_topology(*, tors: int = 4, hosts_per_tor: int = 8, rate: str = "100Gbit", delay: str = "250ns",
                     sequencer: bool = True, name: str = "onepipe-fabric", prefix: str = "opf",
-                    uplink_rate: str | None = None) -> dict[str, Any]:
+                    uplink_rate: str | None = None, spines: int = 1) -> dict[str, Any]:
     """``tors`` ToRs x ``hosts_per_tor`` hosts under one spine, every link at ``rate`` (the paper's
     100 Gbit/s: time scale 1) with ``delay`` each, as a topology document. ``sequencer``: one more
     host, ``seq``, on the first ToR (where the central sequencer baseline runs; 1Pipe runs leave
     it idle, so both see the same fabric). Hosts are ``h1..hN`` in 10.0.0.0/16 (ToR ``t``'s host
     ``i`` is 10.0.t.i), one subnet, so host beacons reach their ToR as broadcasts. ``uplink_rate``:
     the ToR-spine links' rate when it differs (e.g. ``hosts_per_tor`` x ``rate``: no
-    oversubscription, as the paper's testbed, §7.1); the time scale stays 1."""
-    if tors < 1 or hosts_per_tor < 1 or tors * hosts_per_tor > 250 * 250:
-        raise ValueError("need at least one ToR and one host per ToR")
-    nodes: list[dict[str, Any]] = [{"name": "spine1", "kind": "switch"}]
+    oversubscription, as the paper's testbed, §7.1); the time scale stays 1. ``spines``: every ToR
+    linked to each of ``spine1..spineS`` (a leaf-spine fabric, so that a core link or switch can
+    fail and leave the rest connected: Fig. 10, netstack.onepipe.rscenario); routes stay static,
+    the first spine's (no ECMP: 1Pipe's barrier is written for the one port a frame takes)."""
+    if tors < 1 or hosts_per_tor < 1 or tors * hosts_per_tor > 250 * 250 or spines < 1:
+        raise ValueError("need at least one ToR, one host per ToR and one spine")
+    nodes: list[dict[str, Any]] = [{"name": f"spine{s}", "kind": "switch"} for s in range(1, spines + 1)]
     links: list[dict[str, Any]] = []
     n = 0
     for t in range(1, tors + 1):
         tor = f"tor{t}"
         nodes.append({"name": tor, "kind": "switch"})
-        uplink: dict[str, Any] = {"name": f"{tor}-spine1", "a": tor, "b": "spine1"}
-        if uplink_rate is not None:
-            uplink["rate"] = uplink_rate
-        links.append(uplink)
+        for s in range(1, spines + 1):
+            uplink: dict[str, Any] = {"name": f"{tor}-spine{s}", "a": tor, "b": f"spine{s}"}
+            if uplink_rate is not None:
+                uplink["rate"] = uplink_rate
+            links.append(uplink)
         for i in range(1, hosts_per_tor + 1):
             n += 1
             nodes.append({"name": f"h{n}", "kind": "host", "ip": f"10.0.{t}.{i}/16"})
@@ -260,6 +279,11 @@ def resolve(ctx: Context) -> dict[str, Any]:
             raise ScenarioError(f"scenario onepipe: {key} must be >= 1")
     if not 0 <= p["loss"] < 1:
         raise ScenarioError("scenario onepipe: loss must be in [0, 1)")
+    if p["loss_at"] not in LOSS_AT:
+        raise ScenarioError(f"scenario onepipe: loss_at {p['loss_at']!r} is not one of {', '.join(LOSS_AT)}")
+    if p["loss_at"] == "receivers" and p["mode"] not in ("onepipe", "reliable"):
+        raise ScenarioError(f"scenario onepipe: loss_at=receivers drops in 1Pipe's receiving library: mode "
+                            f"{p['mode']} has none (use loss_at=links)")
     for key in ("rate", "t_beacon_ns", "switch_t_beacon_ns", "seq_service_ns", "warmup_ns", "drain_ns", "drift_ppm",
                 "cpu_backlog_ns"):
         if p[key] < 0:
@@ -341,7 +365,7 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
     placed = place(topo, p["procs"], exclude=[seq_host] if seq_host else [])
     clocks = draw_clocks(topo, ctx.seed, p["skew_ns"], p["drift_ppm"])
     settle_times(p, clocks)
-    impaired = impair_fabric(net, p["loss"], ctx.seed)
+    impaired = impair_fabric(net, p["loss"] if p["loss_at"] == "links" else 0.0, ctx.seed)
     start = p["warmup_ns"]
     stop = start + p["duration_ns"]
     fanout = min(p["fanout"], max(1, p["procs"] - 1))
@@ -368,6 +392,8 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
                duration_ns=p["duration_ns"], warmup_ns=p["warmup_ns"], drain_ns=p["drain_ns"],
                skew=skew_summary(clocks, hosts), time_scale=p["time_scale"],
                offered_per_proc_per_s=out["sent"] / p["procs"] / (p["duration_ns"] / 1e9))
+    if p["loss_at"] != "links":  # recorded where it is not the default, so that older runs' documents stay as they were
+        out["loss_at"] = p["loss_at"]
     a, b = window_of(p, start, stop)
     out["throughput_window_ns"] = [a - start, b - start]
     out["delivered_per_proc_per_s"] = out.pop("in_window") / p["procs"] / ((b - a) / 1e9)
@@ -405,6 +431,8 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
     bip = op_topology.beacon_ip(topo)
     run = OnePipeRun(net, bool(p["log_dir"]), window_of(p, start, stop),
                      model_costs() if p["cpu"] else None, p["cpu_backlog_ns"])
+    if p["loss_at"] == "receivers" and p["loss"]:
+        run.rx_loss, run.rx_seed = float(p["loss"]), ctx.seed  # every process's library drops (simproc.RxLoss)
     cls: type[OnePipeProcess] = OnePipeProcess
     ctl = None
     if p["mode"] == "reliable":
@@ -412,7 +440,7 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
         cls = rscenario.ReliableProcess
     for name, sn in net.switches.items():
         feature.enable(sn.switch, directions[name], sw_params, net.now, beacon_ip=bip, controller=ctl is not None,
-                       on_report=None if ctl is None else ctl.on_report)
+                       on_report=None if ctl is None else ctl.reporter(name))
         net.service(name)
     params = endpoint_params(p)
     procs = []
@@ -429,6 +457,8 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
     meter = CpuMeter(net.loop, procs, window_of(p, start, stop)) if run.costs is not None else None
     net.run(stop + p["drain_ns"])
     out = _onepipe_result(net, run, procs, p)
+    if run.rx_loss:
+        out["receiver_loss"] = rx_loss_summary(procs)
     if meter is not None:
         assert run.costs is not None
         out["cpu"] = meter.result(run.costs, p)
@@ -548,6 +578,6 @@ SCENARIOS = [
     KV_SCENARIO,  # the transactional key-value store on 1Pipe beside 2PC (issue 32; docs/onepipe-kv.md)
 ]
 
-__all__ = ["CLOCK_BASE_NS", "MODES", "PAPER_CPU_FILL_NS", "PARAMS", "SCENARIOS", "CpuMeter", "OnePipeProcess",
-           "OnePipeRun", "all_modes", "baselines", "draw_clocks", "fabric_topology", "latency_stats", "onepipe_sim",
-           "place", "resolve", "skew_summary", "tor_of", "window_of"]
+__all__ = ["CLOCK_BASE_NS", "LOSS_AT", "MODES", "PAPER_CPU_FILL_NS", "PARAMS", "SCENARIOS", "CpuMeter",
+           "OnePipeProcess", "OnePipeRun", "all_modes", "baselines", "draw_clocks", "fabric_topology", "latency_stats",
+           "onepipe_sim", "place", "resolve", "skew_summary", "tor_of", "window_of"]

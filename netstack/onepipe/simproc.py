@@ -6,6 +6,7 @@ delivery and checks the order in memory. :mod:`.rscenario` runs the reliable end
 from __future__ import annotations
 
 import ipaddress
+import random
 import struct
 import threading
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ _SEQ = struct.Struct("!Q")
 _MESSAGE_OPS = (int(OnePipeOpcode.DATA), int(OnePipeOpcode.PREPARE))
 _EOM = int(OnePipeFlag.EOM)
 _ECT0 = 0b10  # the live shell's IP_TOS: switches may mark instead of drop (DCTCP)
+_OP_NAMES = {int(op): op.name for op in OnePipeOpcode}
 
 class _Meter:
     """What every receiver reports, and the in-memory order check."""
@@ -82,6 +84,53 @@ class _Meter:
                 log_record(rx.name, src.name, ts, seq, f"{src.name}.{seq}.{rx.name}", rx.clock.now(now)))
 
 
+class RxLoss:
+    """Loss in a process's receiving library (scenario parameter ``loss_at = "receivers"``): the
+    placement of 1Pipe's Fig. 9b, "we simulate random message drop in lib1pipe receiver" (Li et
+    al., "1Pipe: Scalable Total Order Communication in Data Center Networks", SIGCOMM 2021,
+    §7.1). lib1pipe's polling thread is what receives every packet for the process (§6, "poll
+    RDMA completion queues and process received packets, including generating end-to-end ACKs
+    and retransmitting lost packets"), so every datagram of the data path is dropped with
+    probability ``loss``, independently: messages (DATA, PREPARE), their ACKs and NAKs, RECALLs
+    and the barrier packets the ToR sends (BEACON, COMMIT; §7.1 names "a lost beacon packet" and
+    "a lost message in prepare phase" as what the loss costs). The controller's messages are not
+    dropped (the shell checks the source): they are the failure handling Fig. 10 measures, and
+    §7.1 explains Fig. 9b's rise by lost beacons and prepare-phase retransmissions alone (a lost
+    notice or relay would instead stall a recovery). The drop happens in the shell, before
+    the engine (and, with the CPU model on, the core) sees the datagram: the sans-IO engines
+    never know. Seeded per process, counted by opcode."""
+
+    def __init__(self, loss: float, seed: str) -> None:
+        self.loss = loss
+        self._rng = random.Random(seed)
+        self.seen = 0
+        self.dropped = 0
+        self.by_op: dict[str, int] = {}
+
+    def drops(self, data: bytes) -> bool:
+        """Whether this datagram is lost (counted either way)."""
+        self.seen += 1
+        if self._rng.random() >= self.loss:
+            return False
+        self.dropped += 1
+        op = _OP_NAMES.get(data[22], "other") if len(data) > 22 else "short"
+        self.by_op[op] = self.by_op.get(op, 0) + 1
+        return True
+
+
+def rx_loss_summary(procs: Any) -> dict[str, Any]:
+    """What the processes' receiving libraries dropped, in all (:class:`RxLoss`)."""
+    losses = [q.rx_loss for q in procs if q.rx_loss is not None]
+    seen = sum(x.seen for x in losses)
+    dropped = sum(x.dropped for x in losses)
+    by_op: dict[str, int] = {}
+    for x in losses:
+        for k, v in x.by_op.items():
+            by_op[k] = by_op.get(k, 0) + v
+    return {"loss": losses[0].loss if losses else 0.0, "seen": seen, "dropped": dropped,
+            "rate": dropped / seen if seen else None, "dropped_by_opcode": dict(sorted(by_op.items()))}
+
+
 class OnePipeProcess(PoissonScatterer):
     """One 1Pipe process on a simulated host: the :class:`Endpoint` and its shell (socket,
     clock, timer), and the application that scatters."""
@@ -117,6 +166,8 @@ class OnePipeProcess(PoissonScatterer):
         self.cpu: HostCpu | None = None
         self.costs: OpCosts | None = None
         self._timer_queued = False  # cpu: a timer wake-up waits for the core (arm nothing meanwhile)
+        #: loss at the receiving library (scenario parameter ``loss_at = "receivers"``, :class:`RxLoss`)
+        self.rx_loss: RxLoss | None = RxLoss(run.rx_loss, f"{run.rx_seed}/rx-loss/{name}") if run.rx_loss else None
         if run.costs is not None:
             self.cpu = HostCpu(self.loop, name)
             self.costs = self.op_costs(run.costs)
@@ -141,6 +192,8 @@ class OnePipeProcess(PoissonScatterer):
     def on_datagram(self, data: bytes, src: Any, ce: bool = False) -> None:
         if self.dead:
             return
+        if self.rx_loss is not None and src != self.run.ctl_addr and self.rx_loss.drops(data):
+            return  # lost in the receiving library: neither the core nor the engine sees it
         cpu = self.cpu
         if cpu is None:
             self._receive(data, src, ce)
@@ -331,6 +384,10 @@ class OnePipeRun:
         #: cpumeasure.measure: times every engine call (None: nothing is timed)
         self.probe: Probe | None = getattr(_probing, "state", (None, None))[0]
         self.by_addr: dict[Any, OnePipeProcess] = {}
+        #: loss_at = "receivers": every process's library drops a received datagram with this
+        #: probability (:class:`RxLoss`), seeded from ``rx_seed``; 0: none
+        self.rx_loss = 0.0
+        self.rx_seed: Any = 0
         #: mode=reliable (.rscenario): the controller's address and the crash's recovery record
         self.ctl_addr: Any = None
         self.recovery: Any = None
@@ -345,4 +402,4 @@ class OnePipeRun:
         return s
 
 
-__all__ = ["OnePipeProcess", "OnePipeRun", "model_costs", "probing"]
+__all__ = ["OnePipeProcess", "OnePipeRun", "RxLoss", "model_costs", "probing", "rx_loss_summary"]

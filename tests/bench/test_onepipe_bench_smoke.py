@@ -41,6 +41,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(sim_mod, "FIG9A_PROCS", 8)
     monkeypatch.setattr(sim_mod, "FIG9B_PROCS", 8)
     monkeypatch.setattr(sim_mod, "FIG9B_LOSSES", (0.0, 1e-2))
+    monkeypatch.setattr(sim_mod, "FIG9B_RX_PROCS", 8)
+    monkeypatch.setattr(sim_mod, "FIG9B_RX_LOSSES", (1e-2,))
     monkeypatch.setattr(rel_mod, "STORE_RECORDS", 3)
     monkeypatch.setattr(rel_mod, "RELIABLE_PROCS", (4,))
     monkeypatch.setattr(rel_mod, "FIG10_PROCS", (4,))
@@ -63,7 +65,10 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     rows = doc["fig9a"]["rows"]
     assert len(rows) == 3 and all(isinstance(r["met"], bool) and r["model_us"] > 0 for r in rows)
     assert doc["fig9a"]["target"]["points"] == 2 and doc["fig9a"]["target"]["factor"] == 1.5
-    assert [r["loss"] for r in doc["fig9b"]["sim"]] == [0.0, 1e-2] and doc["fig9b"]["live"] == []
+    # the loss at the receivers (the paper's placement), best effort and reliable, then on the links
+    assert [(r["loss_at"], r["system"], r["loss"]) for r in doc["fig9b"]["sim"]] == [
+        ("receivers", "1pipe", 1e-2), ("receivers", "1pipe_reliable", 1e-2), ("links", "1pipe", 0.0),
+        ("links", "1pipe", 1e-2)] and doc["fig9b"]["live"] == []
     assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
     # reliable 1Pipe: the store measured on the real backends, R vs BE on one load, Fig. 10's crash
     assert next(r["backend"] for r in doc["store"]["rows"]) == "sqlite"
@@ -71,11 +76,15 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert etcd_available() == ("etcd" in {r["backend"] for r in doc["store"]["rows"]})
     assert {(r["system"], r["procs"]) for r in doc["reliable"]["sim"]} == {("best effort", 4), ("reliable", 4)}
     assert all(r["order_ok"] and r["delivered"] == r["sent"] for r in doc["reliable"]["sim"])
-    (f10,) = doc["fig10"]["rows"]
-    assert f10["procs"] == 4 and f10["order_ok"] and f10["callbacks"] == 3
-    assert 0 < f10["detect_us"] <= f10["record_us"] <= f10["release_us"] <= f10["resume_us"]
+    f10 = {r["fail"]: r for r in doc["fig10"]["rows"]}  # Fig. 10's four failures (rscenario's fail)
+    assert list(f10) == list(rel_mod.FIG10_FAILS) and all(r["procs"] == 4 and r["order_ok"] for r in f10.values())
+    assert f10["process"]["callbacks"] == 3 and f10["tor"]["declared"] == 1
+    for r in (f10["process"], f10["tor"]):
+        assert 0 < r["detect_us"] <= r["record_us"] <= r["release_us"] <= r["resume_us"]
+    for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
+        assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 2 + 2 + 1
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS)  # fig9b: 2 at the receivers
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
     assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]

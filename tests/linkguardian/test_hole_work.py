@@ -369,7 +369,7 @@ def test_the_sender_looks_up_only_counters_it_ever_buffered():
     s._buf = CountingBuffer()
     for i in range(10):
         s.stamp(frame(i))
-    era, top = wrap(s.next_counter - 1)
+    era, _ = wrap(s.next_counter - 1)
     a = s.leading_ack
     lack_era, lack = wrap(a) if a >= 0 else (era, 0)
     CountingBuffer.misses = 0

@@ -1,8 +1,8 @@
-"""``netstack bench onepipe``: 1Pipe's evaluation (the paper's §7: Figs. 8, 9a and 9b) with its baselines
+"""``netstack bench onepipe``: 1Pipe's evaluation (the paper's §7: Figs. 8-11) with its baselines
 measured in the same run.
 
-Three sections (``--only`` picks by substring), each in virtual time and, where it makes sense,
-live (``--runtime sim|live``; default both):
+Sections (``--only`` picks by substring), each in virtual time (or in process) and, where it makes
+sense, live (``--runtime sim|live``; default both):
 
 ``fig8``
     Delivered messages/s per process and delivery latency as the number of processes grows.
@@ -21,8 +21,17 @@ live (``--runtime sim|live``; default both):
     run: switches that beacon on their T_beacon idle timer only (``prompt_beacons`` off), which
     shows what the switches' beacon phase costs.
 ``fig9b``
-    Latency vs loss on every ToR-spine link (0, 1e-5 .. 1e-1), sim (128 processes, fig9a's idle
-    load); live with ``--loss tor1-spine1:RATE`` (8 processes), every log checked for total order.
+    Latency vs loss, sim at fig9a's idle load: as the paper places it (1Pipe §7.1, a drop in every
+    process's receiving library, the onepipe scenario's ``loss_at=receivers``), best effort and
+    reliable at 512 processes and the paper's loss values (1e-8 .. 1e-1); and on every ToR-spine
+    link (0, 1e-5 .. 1e-1; best effort, 128 processes). Live with ``--loss tor1-spine1:RATE``
+    (8 processes), every log checked for total order.
+``store``, ``reliable``, ``fig10``
+    Reliable 1Pipe (netstack/bench/onepipe/reliable.py): the controller store's cost, reliable
+    against best effort, recovery time per failed component vs hosts.
+``fig11``
+    In process: our receiving engine holding what a reordering delay (0-125 us) makes it hold, its
+    CPU per message and its buffer's memory (netstack/bench/onepipe/reorder.py).
 
 Output: ``<results>/bench-onepipe-<UTC>.json`` (+ ``-latest``; every run in the ``netstack.run/1``
 schema under ``runs``), the Markdown tables printed and written to ``bench-onepipe-latest.md``,
@@ -50,7 +59,7 @@ from . import live as live_mod
 from . import report, spec
 from . import sim as sim_mod
 
-SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10")
+SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10", "fig11")
 LIVE_SECTIONS = ("fig8", "fig9b")
 DEFAULT_LIVE_SECONDS = 3.0
 NAME = "bench-onepipe"
@@ -75,8 +84,8 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
                 f"T_beacon {spec.T_BEACON_NS / 1e3:g} us; {spec.SIZE} B messages to {spec.FANOUT} random processes; "
                 "fig8 with the host CPU model (docs/onepipe-cpu.md), each process offered "
                 f"{s.FIG8_RATE * spec.FANOUT / 1e6:g} M msg/s ({s.FIG8_OVERLOAD:g}x best effort's capacity), "
-                f"fig9a/fig9b {s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_PROCS} "
-                "processes); virtual run lengths fig8 "
+                f"fig9a/fig9b {s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_RX_PROCS} "
+                f"processes; fig9b's link loss at {s.FIG9B_PROCS}); virtual run lengths fig8 "
                 f"{s.FIG8_DURATION_NS * factor / 1e3:g} us (20-30 us at P >= 128), "
                 f"fig9a {s.FIG9A_DURATION_NS * factor / 1e3:g} us, fig9b {s.FIG9B_DURATION_NS * factor / 1e3:g} us"),
         "live": (f"1000x: the shipped onepipe topology (100 Mbit/s, T_beacon 3 ms = 3 us), {live_mod.RATE:g} "
@@ -95,6 +104,11 @@ def _run(sections: list[str], runtimes: list[str], seconds: float, workers: int 
         from . import reliable
 
         sim["store"] = {**reliable.measure_stores(say), "runs": []}
+    if "fig11" in sections:
+        from . import reorder
+
+        say("fig11: our receiving engine holding what a reordering delay makes it hold (CPU, memory) ...")
+        sim["fig11"] = {"rows": reorder.measure(), "runs": []}
     if "sim" in runtimes:
         delays = sim.get("store", {}).get("delays_ns", {})
         sim.update(sim_mod.run_points(sections, seconds / DEFAULT_LIVE_SECONDS, workers, say, delays))
@@ -126,6 +140,8 @@ def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
         out["store"] = {"rows": sim["store"]["rows"], "skipped": sim["store"]["skipped"]}
     if "reliable" in sim:
         out["reliable"] = {"sim": sim["reliable"]["rows"]}
+    if "fig11" in sim:
+        out["fig11"] = {"rows": sim["fig11"]["rows"]}
     if "fig10" in sim:
         from . import reliable
 
@@ -219,10 +235,20 @@ def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
     if figs.get("fig10"):
         f10 = figs["fig10"]
         slope = f10["per_process_us"]
-        md += ["## Fig. 10 (sim): recovery time after a process crash vs processes", "",
-               reliable.fig10_table(f10["rows"]), "",
-               f"Growth per process (least squares over P): {'-' if slope is None else f'{slope:.2f} us'}; "
-               "'with <backend>' adds that store's measured median write (the one the controller awaits).", ""]
+        md += ["## Fig. 10 (sim): recovery time vs hosts, per failed component (host, ToR, core link, core switch)",
+               "", reliable.fig10_table(f10["rows"]), "",
+               f"Growth per host after a process crash (least squares): {'-' if slope is None else f'{slope:.2f} us'}"
+               " (each component's is under the table); 'with <backend>' adds that store's measured median write "
+               "(the one the controller awaits).", ""]
+    if figs.get("fig11"):
+        from . import reorder
+
+        md += ["## Fig. 11 (in process): reorder overhead on a host vs the reordering delay", "",
+               reorder.table(figs["fig11"]["rows"]), "",
+               f"Our best-effort receiving engine fed {reorder.PAPER_RATE / 1e6:g} M msg/s from {reorder.SENDERS} "
+               "senders with the barrier that far behind; CPU time per message scaled by the host CPU model's factor "
+               "(a receive-only capacity: the shape against no delay is what compares); the buffer from tracemalloc.",
+               ""]
     return md
 
 

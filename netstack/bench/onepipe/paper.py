@@ -279,43 +279,95 @@ def _loss_match(x: str) -> tuple[str, str]:
     return ("0", "the paper's 1e-8 matched to our loss 0") if x == "1e-8" else (x, "")
 
 
+#: Fig. 9b's series -> our fig9b rows' system (best effort or reliable 1Pipe)
+FIG9B_SYSTEMS = {"BE-chip": "1pipe", "unorder": "1pipe", "BE-chip - unorder": "1pipe", "R-chip": "1pipe_reliable"}
+
+
+def _fig9b_row(system: str, x: str, figs: Figs, runtime: str) -> tuple[dict[str, Any] | str, str, str]:
+    """Our fig9b row of ``system`` at loss x, the x it was measured at, and a note: a row with the
+    loss at the receivers (the paper's placement, 1Pipe §7.1) at x itself when the run has them,
+    else a link-loss row (older results, the live runs; best effort only), 1e-8 matched to loss 0."""
+    rows = [r for r in figs["fig9b"].get(runtime, []) if r.get("valid", True)
+            and r.get("system", "1pipe") == system]
+    rx = [r for r in rows if r.get("loss_at") == "receivers"]
+    if rx:
+        got = _at(rx, "loss", x)
+        if isinstance(got, dict) and got.get("rx_seen"):
+            return got, x, f"loss at the receivers: {got['rx_dropped']} of {got['rx_seen']} datagrams dropped"
+        return got, x, ""
+    links = [r for r in rows if r.get("loss_at", "links") == "links"]
+    if not links:
+        what = "reliable 1Pipe with the loss at the receivers" if system == "1pipe_reliable" else "best effort"
+        return f"not measured in this run (no {runtime} fig9b rows of {what})", x, ""
+    xo, note = _loss_match(x)
+    return _at(links, "loss", xo), xo, "; ".join(n for n in (note, "loss on the ToR-spine links, not the paper's "
+                                                              "placement") if n)
+
+
 def fig9b_ours(series: str, x: str, paper: float, figs: Figs, runtime: str = "sim") -> Ours:
     if series in ("BE-host", "R-host"):
         return Ours(None, HOST_DELEGATE)
-    if series == "R-chip":
-        return Ours(None, "not built: the bench runs reliable 1Pipe without loss (its retransmission under loss is "
-                          "not measured)")
     if "fig9b" not in figs:
         return Ours(None, _absent(figs, "fig9b", "best effort"))
-    xo, note = _loss_match(x)
-    rows = [r for r in figs["fig9b"].get(runtime, []) if r.get("valid", True)]
-    got = _at(rows, "loss", xo)
+    if series == "R-chip - BE-chip":
+        r, b = fig9b_ours("R-chip", x, paper, figs, runtime), fig9b_ours("BE-chip", x, paper, figs, runtime)
+        if r.value is None or b.value is None:
+            return Ours(None, r.reason or b.reason or "no delivery in one of the two runs", runtime=runtime)
+        return Ours(r.value - b.value, x=r.x, source=f"{r.source} - {b.source}", runtime=runtime)
+    got, xo, note = _fig9b_row(FIG9B_SYSTEMS[series], x, figs, runtime)
     if not isinstance(got, dict):
         return Ours(None, got or f"not measured in this run (no {runtime} fig9b rows)", runtime=runtime)
     mean, un = got.get("mean_us"), got.get("unordered_mean_us")
-    value = {"BE-chip": mean, "unorder": un}.get(series, None if mean is None or un is None else mean - un)
+    value = {"BE-chip": mean, "R-chip": mean, "unorder": un}.get(series, None if mean is None or un is None
+                                                                    else mean - un)
     if value is None and series == "unorder":
         return Ours(None, "the live runs have no unordered baseline", runtime=runtime)
-    return Ours(value, x=xo if xo != x else None, source=f"fig9b {runtime}, P={got['procs']}", note=note,
-                runtime=runtime)
+    where = "loss at the receivers" if got.get("loss_at") == "receivers" else "loss on the links"
+    return Ours(value, x=xo if xo != x else None, source=f"fig9b {runtime}, {where}, {got.get('system', '1pipe')}, "
+                f"P={got['procs']}", note=note, runtime=runtime)
 
 
 # ---------------------------------------------------------------------------- Fig. 10-13
+#: Fig. 10's series -> the failure our fig10 rows ran (netstack.onepipe.rscenario's ``fail``)
+FIG10_FAILS = {"Host": "process", "ToR Switch": "tor", "Core Link": "core-link", "Core Switch": "core-switch"}
+FIG10_NOTES = {"process": "one process per host, the last one killed",
+               "tor": "the last process's ToR fails: every process behind it is declared failed",
+               "core-link": "the last process's ToR's uplink to spine1 fails (two spines): nobody fails",
+               "core-switch": "spine1 fails (two spines): nobody fails"}
+
+
 def fig10_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
-    if series != "Host":
-        return Ours(None, f"not built: a {series.lower()} failure (reliable 1Pipe's sim kills processes only)")
+    fail = FIG10_FAILS[series]
     if "fig10" not in figs:
-        return Ours(None, _absent(figs, "fig10", "a process crash"))
-    got = _at(figs["fig10"]["rows"], "procs", x)
-    if isinstance(got, str):
-        return Ours(None, got)
-    return Ours(got.get("resume_us"), source="fig10 sim, resume_us (crash to recovered)",
-                note="one process per host, one killed; the store write not counted (as the paper's figure)")
+        return Ours(None, _absent(figs, "fig10", f"a {fail} failure"))
+    rows = [{**r, "fail": r.get("fail", "process")} for r in figs["fig10"]["rows"]]  # (older runs: crashes only)
+    got = _at(rows, "procs", x, fail=fail)
+    if not isinstance(got, dict):
+        return Ours(None, got or f"not measured in this run (no fig10 rows with fail={fail})")
+    return Ours(got.get("resume_us"), source=f"fig10 sim, fail={fail}, resume_us (failure to recovered)",
+                note=f"{FIG10_NOTES[fail]}; the store write not counted (as the paper's figure)")
 
 
 def fig11_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
-    return Ours(None, "not measured: the bench has no host throughput vs delivery latency (a host CPU model) nor "
-                      "the endpoint's buffer high-water")
+    """Our receiving engine holding what the reordering delay makes it hold (reorder.py): its CPU
+    per message scaled to the paper's host by the CPU model's factor (``Throughput``), and the
+    memory its buffer takes (``Memory (MB)``)."""
+    got = figs.get("fig11")
+    rows = got.get("rows", []) if isinstance(got, dict) else []
+    if not rows:
+        return Ours(None, _absent(figs, "fig11", "the reorder measurement"))
+    d = _num(x)
+    r = _pick(rows, delay_us=int(d)) if d is not None else None
+    if r is None:
+        return Ours(None, f"not measured at {x} us (measured: {', '.join(str(r['delay_us']) for r in rows)})")
+    held = f"{r['held']:.0f} messages held"
+    if series.startswith("Throughput"):
+        return Ours(r["throughput"], source=f"in process: {r['cpu_ns']:.0f} ns of CPU per message with {held}, "
+                                            f"x {r['factor']:.4g} (cpucost.py's factor)",
+                    note=f"a receive-only capacity (the factor is calibrated on a process's whole work per message): "
+                         f"compare the shape, {r['vs_no_delay']:.2f} of ours at no delay")
+    return Ours(r["buffer_mb"], source=f"in process: tracemalloc, {held}, over the engine's own at no delay",
+                note="Python objects (header, payload copy, buffer entries) per held message")
 
 
 def fig12_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
@@ -472,13 +524,19 @@ FIGURES: tuple[Figure, ...] = (
            series=("BE-chip", "BE-host", "R-chip", "R-host", "unorder"), logx=True,
            derived=(("BE-chip - unorder", "BE-chip", "unorder"), ("R-chip - BE-chip", "R-chip", "BE-chip"))),
     Figure("9b", "Fig. 9b: latency vs loss", "loss_latency", "loss probability", "mean latency (us)",
-           f"{SIM}; 128 processes, idle, loss on every ToR-spine link (paper: 512, loss at the receiver)",
-           fig9b_ours, logx=True, derived=(("BE-chip - unorder", "BE-chip", "unorder"),)),
+           f"{SIM}; 512 processes, idle (0.04 M msg/s each), every datagram a process's library receives but the "
+           "controller's dropped with the probability (the paper's placement, its §7.1), best effort and reliable; "
+           "the bench's link-loss rows (128 processes, ToR-spine links) are in its own fig9b table",
+           fig9b_ours, logx=True, derived=(("BE-chip - unorder", "BE-chip", "unorder"),
+                                           ("R-chip - BE-chip", "R-chip", "BE-chip"))),
     Figure("10", "Fig. 10: recovery time of reliable 1Pipe", "failure_recovery", "hosts", "recovery time (us)",
-           f"{SIM}; detection 10 T_beacon = 30 us as the paper's", fig10_ours,
+           f"{SIM}; detection 10 T_beacon = 30 us as the paper's; 4 ToRs x 8 hosts, two spines, processes "
+           "dealt across the ToRs (the paper's testbed: 1 hop at <= 8 hosts, its Figs. 8-9)", fig10_ours,
            series=("Host", "ToR Switch", "Core Link", "Core Switch"), logx=True),
     Figure("11", "Fig. 11: reorder overhead on a host", "reorder_receiver", "delivery latency (us)",
-           "M msg/s per process; MB", NONE, fig11_ours),
+           "M msg/s per process; MB", "in process: our best-effort receiving engine fed 6.1 M msg/s (the paper's "
+           "rate at no delay) from 32 senders, the barrier that far behind; CPU scaled by the host CPU model's factor",
+           fig11_ours),
     Figure("12a", "Fig. 12a: latency with background TCP flows", "background_flow_lat", "background flows per host",
            "latency (us)", NONE, fig12_ours),
     Figure("12b", "Fig. 12b: latency vs oversubscription", "oversubscription_lat", "oversubscription",
@@ -664,7 +722,7 @@ def plot_paper(section: dict[str, Any], results_dir: Path, name: str) -> list[st
     return written
 
 
-SECTIONS = ("fig8", "fig9a", "fig9b", "reliable", "fig10", "kv")
+SECTIONS = ("fig8", "fig9a", "fig9b", "reliable", "fig10", "fig11", "kv")
 
 
 def merge(docs: Iterable[Any]) -> Figs:

@@ -9,12 +9,17 @@
     Reliable vs best-effort 1Pipe on the same load and fabric, sim (the paper's §7: reliable costs
     about 25 % of the throughput and adds one RTT of latency).
 ``fig10``
-    Recovery time after a process crash as the number of processes grows (the paper's Fig. 10:
-    detection plus about six network diameters), sim at the paper's scale, with the controller's
-    store write taking no time (what the paper's figure counts). Per backend, the recovery time
-    adds that backend's median write measured in ``store``: the controller awaits exactly one
-    write (the failure record) on the recovery's critical path, and at the paper's microsecond
-    scale simulating milliseconds of beacons while it waits would cost minutes and change nothing.
+    Recovery time vs the number of hosts (one process a host, the paper's 2-32) for the paper's
+    four failures (its Fig. 10): a process crash (``Host``), a ToR switch, a core link (a ToR's
+    uplink to the spine its routes use) and a core switch (that spine); ``netstack.onepipe.rscenario``
+    says how each is injected and detected. Sim at the paper's scale on the paper-scale fabric
+    with a second spine (:data:`FIG10_FABRIC`: a link or a spine can fail and leave the rest
+    connected), with the controller's store write taking no time (what the paper's figure counts).
+    Per backend, the recovery time adds that backend's median write measured in ``store`` when a
+    process failed: the controller awaits exactly one write (the failure record) on the recovery's
+    critical path (the failures behind a ToR are written in parallel), and at the paper's
+    microsecond scale simulating milliseconds of beacons while it waits would cost minutes and
+    change nothing. A link or a spine is released without a record.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ import asyncio
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ...onepipe.rscenario import FAILS
+from ...onepipe.scenarios import fabric_topology
 from ..output import format_table
 from .spec import Point, _spec
 
@@ -36,9 +44,17 @@ RELIABLE_PROCS = (8, 32, 128)
 RELIABLE_RATE = 100_000.0
 RELIABLE_DURATION_NS = 500_000
 RELIABLE_DRAIN_NS = 120 * 3_000
-FIG10_PROCS = (8, 16, 32, 64, 128)
-#: crash one process half way; long enough after it for detection (10 T_beacon), the record,
-#: the callbacks and the release, even with a store write of tens of ms
+#: the paper's x: hosts, one process each (its testbed's 32 servers)
+FIG10_PROCS = (2, 4, 8, 16, 32)
+#: what fails (rscenario.FAILS), in the paper's order: host, ToR switch, core link, core switch
+FIG10_FAILS = FAILS
+#: the paper's series (docs/data/onepipe-paper/failure_recovery) for each of ours
+FIG10_SERIES = {"process": "Host", "tor": "ToR Switch", "core-link": "Core Link", "core-switch": "Core Switch"}
+#: the bench's 4 ToRs x 8 hosts with two spines: routes go up to spine1, spine2 keeps the fabric
+#: connected when spine1 or a link to it fails (the paper's testbed: 4 ToRs, 4 spines, 2 cores)
+FIG10_FABRIC = fabric_topology(tors=4, hosts_per_tor=8, spines=2)
+#: fail half way; long enough after it for detection (10 T_beacon), the record, the callbacks and
+#: the release, even with a store write of tens of ms
 FIG10_DURATION_NS = 300_000
 FIG10_RATE = 20_000.0
 
@@ -123,9 +139,10 @@ def reliable_points(scale: float) -> list[Point]:
 
 
 def fig10_points(scale: float, delays_ns: dict[str, int]) -> list[Point]:
-    return [Point("fig10", _spec(p, FIG10_RATE, FIG10_DURATION_NS, scale, mode="reliable", kill=1,
-                                 drain_ns=FIG10_DURATION_NS),
-                  {"procs": p, "store_ms": {b: d / 1e6 for b, d in delays_ns.items()}}) for p in FIG10_PROCS]
+    return [Point("fig10", replace(_spec(p, FIG10_RATE, FIG10_DURATION_NS, scale, mode="reliable", kill=1, fail=fail,
+                                         drain_ns=FIG10_DURATION_NS), topology=FIG10_FABRIC),
+                  {"procs": p, "fail": fail, "store_ms": {b: d / 1e6 for b, d in delays_ns.items()}})
+            for fail in FIG10_FAILS for p in FIG10_PROCS]
 
 
 def _us(v: Any) -> float | None:
@@ -145,13 +162,20 @@ def reliable_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, A
 
 
 def fig10_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
-    rec = doc["result"]["recovery"]
+    res = doc["result"]
+    rec = res["recovery"]
     steps = ("detect", "record", "release", "resume")
-    row = {"procs": meta["procs"], **{f"{k}_us": _us(rec[f"{k}_ns"]) for k in steps},
-           "callbacks": rec["callbacks"], "order_ok": doc["result"]["order"]["ok"],
-           "controller_notices": doc["result"]["controller"].get("notices_sent")}
+    row = {"fail": meta.get("fail", "process"), "procs": meta["procs"],
+           **{f"{k}_us": _us(rec[f"{k}_ns"]) for k in steps},
+           "component": rec.get("component", ""), "killed": rec["killed"],
+           "declared": len(rec.get("declared", ())) if "declared" in rec else rec["killed"],
+           "callbacks": rec["callbacks"], "order_ok": res["order"]["ok"],
+           "controller_notices": res["controller"].get("notices_sent"),
+           "delivered": res["delivered"], "send_failed": res["send_failed"]}
     for backend, ms in meta["store_ms"].items():
-        row[f"with_{backend}_ms"] = None if row["resume_us"] is None else row["resume_us"] / 1e3 + ms
+        # a link or a spine is released without a record: no store write on its path
+        wait = ms if row["record_us"] is not None else 0.0
+        row[f"with_{backend}_ms"] = None if row["resume_us"] is None else row["resume_us"] / 1e3 + wait
     return [row]
 
 
@@ -171,13 +195,25 @@ def reliable_table(rows: list[dict[str, Any]]) -> str:
                          "R - BE us", "BE p99 us", "R p99 us", "R/BE packets", "R/BE sim CPU", "order ok"], out)
 
 
+def _fail(row: dict[str, Any]) -> str:
+    return str(row.get("fail", "process"))  # (rows of runs before the other failures: a crash)
+
+
 def fig10_table(rows: list[dict[str, Any]]) -> str:
+    """One row per failure and number of hosts, then the growth per host of each failure."""
     backends = sorted({k[5:-3] for r in rows for k in r if k.startswith("with_")})
-    return format_table(["P", "detect us", "recorded us", "released us", "recovered us", "callbacks",
-                         *[f"with {b} ms" for b in backends], "order ok"],
-                        [[r["procs"], _f(r["detect_us"]), _f(r["record_us"]), _f(r["release_us"]), _f(r["resume_us"]),
-                          r["callbacks"], *[_f(r.get(f"with_{b}_ms"), 2) for b in backends],
-                          "yes" if r["order_ok"] else "NO"] for r in sorted(rows, key=lambda r: r["procs"])])
+    order = {f: i for i, f in enumerate(FIG10_FAILS)}
+    table = format_table(["failure", "hosts", "detect us", "recorded us", "released us", "recovered us", "declared",
+                          "callbacks", *[f"with {b} ms" for b in backends], "order ok"],
+                         [[_fail(r), r["procs"], _f(r["detect_us"]), _f(r["record_us"]), _f(r["release_us"]),
+                           _f(r["resume_us"]), r.get("declared", "-"), r["callbacks"],
+                           *[_f(r.get(f"with_{b}_ms"), 2) for b in backends], "yes" if r["order_ok"] else "NO"]
+                          for r in sorted(rows, key=lambda r: (order.get(_fail(r), len(order)), r["procs"]))])
+    slopes = per_host_slopes(rows)
+    if len(slopes) < 2:
+        return table
+    return table + "\n\nGrowth per host (least squares): " + "; ".join(
+        f"{f} {'-' if v is None else f'{v:.2f} us'}" for f, v in slopes.items())
 
 
 def _f(v: float | None, digits: int = 1) -> str:
@@ -185,9 +221,9 @@ def _f(v: float | None, digits: int = 1) -> str:
 
 
 def per_process_slope(rows: list[dict[str, Any]]) -> float | None:
-    """Recovery time's growth per process (us), least squares over the rows (the paper: 3-15 us
-    per host)."""
-    pts = [(r["procs"], r["resume_us"]) for r in rows if r["resume_us"] is not None]
+    """Recovery time's growth per process (us) after a process crash, least squares over those
+    rows (the paper: 3-15 us per host)."""
+    pts = [(r["procs"], r["resume_us"]) for r in rows if r["resume_us"] is not None and _fail(r) == "process"]
     if len(pts) < 2:
         return None
     mx = statistics.fmean(p for p, _ in pts)
@@ -196,5 +232,11 @@ def per_process_slope(rows: list[dict[str, Any]]) -> float | None:
     return sum((p - mx) * (v - my) for p, v in pts) / den if den else None
 
 
-__all__ = ["fig10_points", "fig10_rows", "fig10_table", "measure_stores", "per_process_slope", "reliable_points",
-           "reliable_rows", "reliable_table", "store_table"]
+def per_host_slopes(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """:func:`per_process_slope` for each failure the rows have (one process a host)."""
+    fails = dict.fromkeys(_fail(r) for r in rows)
+    return {f: per_process_slope([{**r, "fail": "process"} for r in rows if _fail(r) == f]) for f in fails}
+
+
+__all__ = ["FIG10_FABRIC", "FIG10_FAILS", "FIG10_SERIES", "fig10_points", "fig10_rows", "fig10_table", "measure_stores",
+           "per_host_slopes", "per_process_slope", "reliable_points", "reliable_rows", "reliable_table", "store_table"]

@@ -88,14 +88,22 @@ def fig9a_table(rows: list[dict[str, Any]]) -> str:
                          "model T/2+skew us", "overhead/model", "target (1.5x)", "messages"], out)
 
 
+#: where a fig9b row's loss was (netstack.bench.onepipe.sim: the scenario's ``loss_at``; rows without it: links)
+FIG9B_WHERE = {"receivers": "receiving library", "links": "ToR-spine links"}
+FIG9B_SYSTEM = {"1pipe": "BE", "1pipe_reliable": "R"}
+
+
 def fig9b_table(rows: list[dict[str, Any]]) -> str:
-    out = [[r["runtime"], _f(r["loss"], "{:g}"), r["procs"], f"{r['delivered']}/{r['sent']}", _f(r["mean_us"]),
-            _f(r["p99_us"]), _f(r.get("unordered_mean_us")), r["send_failed"], r.get("send_unknown", "-"),
-            r["messages_lost"], r["late_dropped"], r["unaccounted"],
+    out = [[r["runtime"], FIG9B_WHERE.get(r.get("loss_at", "links"), r.get("loss_at")),
+            FIG9B_SYSTEM.get(r.get("system", "1pipe"), r.get("system")), _f(r["loss"], "{:g}"), r["procs"],
+            f"{r['delivered']}/{r['sent']}", _f(r["mean_us"]), _f(r["p99_us"]), _f(r.get("unordered_mean_us")),
+            _f(r.get("barrier_wait_mean_us")), _f(r.get("rx_dropped"), "{}"), _f(r.get("retransmits"), "{}"),
+            r["send_failed"],
+            r.get("send_unknown", "-"), r["messages_lost"], r["late_dropped"], r["unaccounted"],
             "ok" if r.get("order_ok", r.get("check_ok")) else "VIOLATED"] for r in rows]
-    return format_table(["runtime", "loss (ToR-spine, each way)", "P", "delivered/sent", "mean us", "p99 us",
-                         "unordered mean us", "send-fails", "send-unknown", "lost (NAKed)", "late drops", "unaccounted",
-                         "order"], out)
+    return format_table(["runtime", "loss at", "1Pipe", "loss", "P", "delivered/sent", "mean us", "p99 us",
+                         "unordered mean us", "barrier wait mean us", "datagrams dropped", "retransmits",
+                         "send-fails", "send-unknown", "lost (NAKed)", "late drops", "unaccounted", "order"], out)
 
 
 # ----------------------------------------------------------------------------------- plots
@@ -174,21 +182,28 @@ def plot_fig9b(rows: list[dict[str, Any]], path: Path) -> bool:
     if plt is None or not rows:
         return False
     fig, ax = plt.subplots(figsize=(6, 4))
-    floor = 1e-6
-    sim = sorted((r for r in rows if r["runtime"] == "sim"), key=lambda r: r["loss"])
-    if sim:
-        ax.plot([max(r["loss"], floor) for r in sim], [r["mean_us"] for r in sim], "o-", label="1Pipe/BE (sim)")
-        ax.plot([max(r["loss"], floor) for r in sim], [r["unordered_mean_us"] for r in sim], "^:", label="unordered")
+    floor = 1e-8
+    for where in FIG9B_WHERE:
+        for system in FIG9B_SYSTEM:
+            sim = sorted((r for r in rows if r["runtime"] == "sim" and r.get("loss_at", "links") == where
+                          and r.get("system", "1pipe") == system), key=lambda r: r["loss"])
+            if not sim:
+                continue
+            xs = [max(r["loss"], floor) for r in sim]
+            label = f"1Pipe/{FIG9B_SYSTEM[system]}, loss at the {FIG9B_WHERE[where]} (sim, P={sim[0]['procs']})"
+            ax.plot(xs, [r["mean_us"] for r in sim], "o-" if where == "receivers" else "s--", label=label)
+            if system == "1pipe":
+                ax.plot(xs, [r["unordered_mean_us"] for r in sim], "^:", label=f"unordered ({FIG9B_WHERE[where]})")
     live = [r for r in rows if r["runtime"] == "live"]
     if live:
         ax.plot([max(r["loss"], floor) for r in live], [r["mean_us"] for r in live], "D",
                 label="1Pipe live (1000x, rescaled)")
     ax.set_xscale("log")
-    ax.set_xlabel(f"loss rate on ToR-spine links (0 drawn at {floor:g})")
+    ax.set_xlabel(f"loss probability (0 drawn at {floor:g})")
     ax.set_ylabel("mean latency (us)")
     ax.set_title("Fig. 9b: latency vs loss")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=6)
     save(plt, fig, path, dpi=110)
     return True
 

@@ -69,11 +69,20 @@ FIG9A_SKEWS = (0, 300, 1_000, 3_000)
 TARGET_FACTOR = 1.5
 
 #: Fig. 9b: the idle load of Fig. 9a (the paper's Fig. 9 is "message delivery latency"), where a lost
-#: beacon is what stalls delivery, with four times its processes
+#: beacon is what stalls delivery. Two placements of the loss (the scenario's ``loss_at``):
+#: - "receivers", the paper's (§7.1: "we simulate random message drop in lib1pipe receiver ... with
+#:   512 processes"): every process's library drops what it receives, best effort and reliable (the
+#:   paper's BE-chip and R-chip), at 512 processes and the paper's x values (its file loss_latency);
+#: - "links", ours before issue 32 (kept, labelled): every ToR-spine link both ways, best effort only,
+#:   at 128 processes
 FIG9B_PROCS = 128
 FIG9B_RATE = FIG9A_RATE
 FIG9B_DURATION_NS = 500_000
 FIG9B_LOSSES = (0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+FIG9B_RX_PROCS = 512
+FIG9B_RX_LOSSES = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+#: (scenario mode, the rows' system) of the receiver-loss runs
+FIG9B_RX_SYSTEMS = (("onepipe", "1pipe"), ("reliable", "1pipe_reliable"))
 
 Say = Callable[[str], None]
 
@@ -124,8 +133,13 @@ def fig9a_points(scale: float) -> list[Point]:
 
 
 def fig9b_points(scale: float) -> list[Point]:
-    return [Point("fig9b", _spec(FIG9B_PROCS, FIG9B_RATE, FIG9B_DURATION_NS, scale, loss=loss), {"loss": loss})
-            for loss in FIG9B_LOSSES]
+    """The receiver-loss runs (the paper's placement: BE and R at 512 processes), then the
+    link-loss ones (best effort at 128)."""
+    out = [Point("fig9b", _spec(FIG9B_RX_PROCS, FIG9B_RATE, FIG9B_DURATION_NS, scale, mode=mode, loss=loss,
+                                loss_at="receivers"), {"loss": loss, "loss_at": "receivers", "system": system})
+           for mode, system in FIG9B_RX_SYSTEMS for loss in FIG9B_RX_LOSSES]
+    return out + [Point("fig9b", _spec(FIG9B_PROCS, FIG9B_RATE, FIG9B_DURATION_NS, scale, loss=loss),
+                        {"loss": loss, "loss_at": "links", "system": "1pipe"}) for loss in FIG9B_LOSSES]
 
 
 POINTS = {"fig8": fig8_points, "fig9a": fig9a_points, "fig9b": fig9b_points}
@@ -177,7 +191,8 @@ def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
             return
         res = r["result"]
         lat = res["latency_ns"]["mean"]
-        say(f"sim [{done}/{total}] {what} loss={res['loss']:g}: {res['delivered']}/{res['sent']} delivered, "
+        where = f" at {res['loss_at']}" if res.get("loss_at") else ""
+        say(f"sim [{done}/{total}] {what} loss={res['loss']:g}{where}: {res['delivered']}/{res['sent']} delivered, "
             f"mean latency {(lat or 0) / 1e3:.2f} us, {r['engine']['wall_s']:.1f} s")
 
     docs = sweep([pt.spec for pt in points], workers=workers, progress=progress)
@@ -268,12 +283,25 @@ def fig9a_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
 
 
 def fig9b_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per run: where the loss was (``loss_at``), which system, the latency and its parts
+    (unordered: the message whole at its receiver; barrier wait: the rest), every message's fate,
+    and what the loss did: datagrams the receiving libraries dropped (by opcode: a lost barrier
+    packet is a BEACON), reliable's retransmissions and controller relays, failures declared."""
     res = doc["result"]
-    return [{"runtime": "sim", "loss": meta["loss"], **_common(res), **_lat(res["latency_ns"]),
-             "unordered_mean_us": _us(res["unordered_ns"]["mean"]), "send_failed": res["send_failed"],
+    rx = res.get("receiver_loss") or {}
+    ctl = res.get("controller") or {}
+    return [{"runtime": "sim", "loss": meta["loss"], "loss_at": meta.get("loss_at", "links"),
+             "system": meta.get("system", "1pipe"), **_common(res), **_lat(res["latency_ns"]),
+             "unordered_mean_us": _us(res["unordered_ns"]["mean"]),
+             "barrier_wait_mean_us": _us(res["barrier_wait_ns"]["mean"]),
+             "barrier_wait_p99_us": _us(res["barrier_wait_ns"]["p99"]), "send_failed": res["send_failed"],
              "send_unknown": res["send_unknown"],
              "messages_lost": res["messages_lost"], "late_dropped": res["late_dropped"],
-             "unaccounted": res["unaccounted"], "order_ok": res["order"]["ok"]}]
+             "unaccounted": res["unaccounted"], "order_ok": res["order"]["ok"],
+             "rx_seen": rx.get("seen"), "rx_dropped": rx.get("dropped"),
+             "rx_dropped_by_opcode": rx.get("dropped_by_opcode"),
+             "retransmits": res["endpoints"].get("retransmits"), "relayed": ctl.get("relayed"),
+             "failures_declared": (res.get("recovery") or {}).get("callbacks"), **engine_speed(doc)}]
 
 
 ROWS = {"fig8": fig8_rows, "fig9a": fig9a_rows, "fig9b": fig9b_rows}
@@ -339,6 +367,7 @@ def target_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "worst_ratio": max((r["ratio"] for r in built if r["ratio"] is not None), default=None)}
 
 
-__all__ = ["FABRIC", "FIG8_FABRIC", "FIG8_PROCS", "FIG9A_SKEWS", "FIG9A_T_BEACONS", "FIG9B_LOSSES", "POINTS",
+__all__ = ["FABRIC", "FIG8_FABRIC", "FIG8_PROCS", "FIG9A_SKEWS", "FIG9A_T_BEACONS", "FIG9B_LOSSES",
+           "FIG9B_RX_LOSSES", "FIG9B_RX_PROCS", "POINTS",
            "cpu_costs", "engine_speed", "fig8_systems", "reliable_vs_be", "run_points", "saturation", "sim_speed",
            "target_summary"]
