@@ -14,7 +14,7 @@ import pytest
 from netstack import runtime
 from netstack.bench import onepipe as bench
 from netstack.bench.onepipe import live as live_mod
-from netstack.bench.onepipe import paper
+from netstack.bench.onepipe import paper, reorder
 from netstack.bench.onepipe import reliable as rel_mod
 from netstack.bench.onepipe import sim as sim_mod
 from netstack.onepipe import cpucost
@@ -46,12 +46,15 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(rel_mod, "STORE_RECORDS", 3)
     monkeypatch.setattr(rel_mod, "RELIABLE_PROCS", (4,))
     monkeypatch.setattr(rel_mod, "FIG10_PROCS", (4,))
+    monkeypatch.setattr(reorder, "MESSAGES", 1_500)
+    monkeypatch.setattr(reorder, "REPEATS", 1)
     assert bench.main(_args(tmp_path)) == 0
     doc = json.loads((tmp_path / "bench-onepipe-latest.json").read_text())
     for key in ("benchmark", "machine", "sections", "runtimes", "scale", "fig8", "fig9a", "fig9b", "runs", "plots",
                 "errors", "wall_s"):
         assert key in doc, key
     assert doc["sections"] == list(bench.SECTIONS) and doc["runtimes"] == ["sim"] and doc["errors"] == {}
+    assert [r["delay_us"] for r in doc["fig11"]["rows"]] == list(reorder.DELAYS_US)  # in process, with the sim
     f8 = doc["fig8"]["sim"]
     systems = [s for _, s in sim_mod.fig8_systems()]  # 1Pipe BE and R, the sequencer, the baselines (issue 32)
     assert {(r["system"], r["procs"]) for r in f8} == {(s, p) for s in (*systems, "unordered") for p in (2, 64)}
@@ -118,7 +121,7 @@ def test_live_sections_run_check_and_clean_up(tmp_path, monkeypatch) -> None:
     results = tmp_path / "results"
     assert bench.main(_args(results, runtime="live", duration=1.0)) == 0
     doc = json.loads((results / "bench-onepipe-latest.json").read_text())
-    assert doc["errors"] == {} and "fig9a" not in doc
+    assert doc["errors"] == {} and "fig9a" not in doc and "fig11" not in doc  # (fig11 runs with the sim only)
     (f8,), (f9_0, f9) = doc["fig8"]["live"], doc["fig9b"]["live"]
     assert f8["procs"] == 4 and f8["check_ok"] and f8["delivered"] > 0 and f8["mean_us"] > 0
     assert f9_0 == f8 and len(doc["runs"]) == 2

@@ -24,7 +24,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "onepipe_k
 SHARDS = ["10.0.0.1:40111,10.0.0.2:40111", "10.0.0.1:40112,10.0.0.2:40112"]
 CLIENTS = ["10.0.0.3:40111", "10.0.0.4:40111"]
 HOSTS = {"10.0.0.1": "h1", "10.0.0.2": "h2", "10.0.0.3": "h3", "10.0.0.4": "h4"}
-START_S, SECONDS, DRAIN_S = 1.5, 2.0, 2.0
+START_S, SECONDS, DRAIN_S = 1.5, 1.5, 1.5
 VICTIM = "10.0.0.2:40111"
 
 

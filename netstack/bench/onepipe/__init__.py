@@ -104,11 +104,11 @@ def _run(sections: list[str], runtimes: list[str], seconds: float, workers: int 
         from . import reliable
 
         sim["store"] = {**reliable.measure_stores(say), "runs": []}
-    if "fig11" in sections:
+    if "fig11" in sections and "sim" in runtimes:  # (in process: with the virtual-time sections, never live)
         from . import reorder
 
         say("fig11: our receiving engine holding what a reordering delay makes it hold (CPU, memory) ...")
-        sim["fig11"] = {"rows": reorder.measure(), "runs": []}
+        sim["fig11"] = {"rows": reorder.measure(messages=reorder.MESSAGES, repeats=reorder.REPEATS), "runs": []}
     if "sim" in runtimes:
         delays = sim.get("store", {}).get("delays_ns", {})
         sim.update(sim_mod.run_points(sections, seconds / DEFAULT_LIVE_SECONDS, workers, say, delays))
