@@ -13,6 +13,7 @@ import pytest
 
 from netstack import runtime
 from netstack.bench import onepipe as bench
+from netstack.bench.onepipe import kv as kv_mod
 from netstack.bench.onepipe import live as live_mod
 from netstack.bench.onepipe import paper, reorder
 from netstack.bench.onepipe import reliable as rel_mod
@@ -48,6 +49,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(rel_mod, "FIG10_PROCS", (4,))
     monkeypatch.setattr(reorder, "MESSAGES", 1_500)
     monkeypatch.setattr(reorder, "REPEATS", 1)
+    monkeypatch.setattr(kv_mod, "KV_PROCS", (2,))
+    monkeypatch.setattr(kv_mod, "KV_WRITES", (0.1,))
     assert bench.main(_args(tmp_path)) == 0
     doc = json.loads((tmp_path / "bench-onepipe-latest.json").read_text())
     for key in ("benchmark", "machine", "sections", "runtimes", "scale", "fig8", "fig9a", "fig9b", "runs", "plots",
@@ -55,6 +58,13 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
         assert key in doc, key
     assert doc["sections"] == list(bench.SECTIONS) and doc["runtimes"] == ["sim"] and doc["errors"] == {}
     assert [r["delay_us"] for r in doc["fig11"]["rows"]] == list(reorder.DELAYS_US)  # in process, with the sim
+    kv_rows = doc["kv"]["rows"]  # Figs. 14a-b: 1Pipe and 2PC, uniform and zipf keys, then a write share
+    modes = ("onepipe", "2pc")
+    assert {(r["mode"], r["dist"], r["writes"]) for r in kv_rows} == {
+        (m, d, None) for m in modes for d in ("uniform", "zipf")} | {(m, "zipf", 0.1) for m in modes}
+    assert all(r["check_ok"] and r["txn_per_s_per_client"] > 0 for r in kv_rows)
+    kv14a = [r for r in doc["paper"]["rows"] if r["figure"] == "14a" and r["x"] == "2" and r["ours"] is not None]
+    assert {r["series"] for r in kv14a} == {"1Pipe/Unif", "FaRM/Unif", "1Pipe/YCSB", "FaRM/YCSB"}
     f8 = doc["fig8"]["sim"]
     systems = [s for _, s in sim_mod.fig8_systems()]  # 1Pipe BE and R, the sequencer, the baselines (issue 32)
     assert {(r["system"], r["procs"]) for r in f8} == {(s, p) for s in (*systems, "unordered") for p in (2, 64)}
@@ -87,7 +97,7 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
         assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS)  # fig9b: 2 at the receivers
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS) + 6  # fig9b: 2 at the receivers; kv 6
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
     assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]

@@ -32,6 +32,9 @@ sense, live (``--runtime sim|live``; default both):
 ``fig11``
     In process: our receiving engine holding what a reordering delay (0-125 us) makes it hold, its
     CPU per message and its buffer's memory (netstack/bench/onepipe/reorder.py).
+``kv``
+    The transactional KV store (§7.3, Figs. 14a and 14b), 1Pipe against lock-based 2PC, sim
+    (netstack/bench/onepipe/kv.py).
 
 Output: ``<results>/bench-onepipe-<UTC>.json`` (+ ``-latest``; every run in the ``netstack.run/1``
 schema under ``runs``), the Markdown tables printed and written to ``bench-onepipe-latest.md``,
@@ -59,7 +62,7 @@ from . import live as live_mod
 from . import report, spec
 from . import sim as sim_mod
 
-SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10", "fig11")
+SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10", "fig11", "kv")
 LIVE_SECTIONS = ("fig8", "fig9b")
 DEFAULT_LIVE_SECONDS = 3.0
 NAME = "bench-onepipe"
@@ -142,6 +145,8 @@ def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
         out["reliable"] = {"sim": sim["reliable"]["rows"]}
     if "fig11" in sim:
         out["fig11"] = {"rows": sim["fig11"]["rows"]}
+    if "kv" in sim:
+        out["kv"] = {"rows": sim["kv"]["rows"]}
     if "fig10" in sim:
         from . import reliable
 
@@ -240,6 +245,13 @@ def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
                f"Growth per host after a process crash (least squares): {'-' if slope is None else f'{slope:.2f} us'}"
                " (each component's is under the table); 'with <backend>' adds that store's measured median write "
                "(the one the controller awaits).", ""]
+    if figs.get("kv"):
+        from . import kv
+
+        md += ["## Figs. 14a, 14b (sim): the transactional KV store, 1Pipe against lock-based 2PC", "",
+               kv.kv_table(figs["kv"]["rows"]), "",
+               "The onepipe-kv scenario (docs/onepipe-kv.md), 4 shards; 'strict': the run's transactions checked "
+               "for strict serializability.", ""]
     if figs.get("fig11"):
         from . import reorder
 

@@ -16,7 +16,7 @@ from ...onepipe import cpucost, cpumeasure
 from ...onepipe.scenarios import baselines, fabric_topology
 from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
-from . import reliable
+from . import kv, reliable
 from .spec import FABRIC, FANOUT, SEED, SIZE, T_BEACON_NS, Point, _spec
 
 FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -150,6 +150,8 @@ def _points(section: str, scale: float, store_delays: dict[str, int]) -> list[Po
         return reliable.reliable_points(scale)
     if section == "fig10":
         return reliable.fig10_points(scale, store_delays)
+    if section == "kv":
+        return kv.kv_points(scale)
     return POINTS[section](scale) if section in POINTS else []
 
 
@@ -191,6 +193,11 @@ def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
             return
         res = r["result"]
         lat = res["latency_ns"]["mean"]
+        if r.get("scenario") == "onepipe-kv" or "txn_per_s_per_client" in res:  # (the kv section's runs)
+            say(f"sim [{done}/{total}] kv {pr.get('mode')} P={pr.get('procs')} {pr.get('dist', '')}"
+                f"{' writes=' + str(pr['writes']) if pr.get('mix') == 'ycsb' else ''}: {res['done']} txns, "
+                f"{res['txn_per_s_per_client'] / 1e6:.3f} M txn/s/client, {r['engine']['wall_s']:.1f} s")
+            return
         where = f" at {res['loss_at']}" if res.get("loss_at") else ""
         say(f"sim [{done}/{total}] {what} loss={res['loss']:g}{where}: {res['delivered']}/{res['sent']} delivered, "
             f"mean latency {(lat or 0) / 1e3:.2f} us, {r['engine']['wall_s']:.1f} s")
@@ -308,7 +315,7 @@ ROWS = {"fig8": fig8_rows, "fig9a": fig9a_rows, "fig9b": fig9b_rows}
 
 
 def _rows(section: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]:
-    return {**ROWS, "reliable": reliable.reliable_rows, "fig10": reliable.fig10_rows}[section]
+    return {**ROWS, "reliable": reliable.reliable_rows, "fig10": reliable.fig10_rows, "kv": kv.kv_rows}[section]
 
 
 def saturation(rows: list[dict[str, Any]]) -> dict[str, Any]:
