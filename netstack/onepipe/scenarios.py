@@ -76,6 +76,7 @@ from ..switch import ImpairmentConfig
 from ..topo.model import NodeKind, Topology, TopologyError
 from . import feature, rscenario
 from . import topology as op_topology
+from .background import MAX_FLOWS, Background
 from .clock import HostClock, host_clock
 from .cpucost import CpuCosts
 from .kv.scenario import SCENARIO as KV_SCENARIO
@@ -106,6 +107,8 @@ PARAMS: dict[str, Any] = {
     "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
     # ... what fails (rscenario.FAILS): process, tor, core-link, core-switch (1Pipe's Fig. 10)
     "fail": "process",
+    # background TCP flows per host beside 1Pipe (1Pipe's Fig. 12, netstack.onepipe.background)
+    "bg_flows": 0,
     # the host CPU model (issue 32, netstack.onepipe.cpucost): off by default
     "cpu": False, "cpu_backlog_ns": 0,
     # the baselines' own knobs (issue 32, netstack.onepipe.baselines; 0 / "": their defaults)
@@ -116,7 +119,7 @@ PARAMS: dict[str, Any] = {
 #: are left out of a run's recorded parameters, so that those runs' documents stay byte for byte
 LATE_PARAMS = {"cpu": False, "cpu_backlog_ns": 0, "token_batch": 0, "token_queue": 0, "swseq_ns_per_msg": 0.0,
                "swseq_switch": "", "lamport_hb_ns": 0, "lamport_hb_share": 0.0, "loss_at": "links",
-               "fail": "process"}
+               "fail": "process", "bg_flows": 0}
 #: cpu: the application blocks while its core owes more than this (paper scale, ns)
 PAPER_CPU_BACKLOG_NS = 1_000
 #: cpu: the throughput window starts at least this long into the sending period (window_of)
@@ -284,6 +287,10 @@ def resolve(ctx: Context) -> dict[str, Any]:
     if p["loss_at"] == "receivers" and p["mode"] not in ("onepipe", "reliable"):
         raise ScenarioError(f"scenario onepipe: loss_at=receivers drops in 1Pipe's receiving library: mode "
                             f"{p['mode']} has none (use loss_at=links)")
+    if isinstance(p["bg_flows"], bool) or not isinstance(p["bg_flows"], int) or not 0 <= p["bg_flows"] <= MAX_FLOWS:
+        raise ScenarioError(f"scenario onepipe: bg_flows must be a whole number of TCP flows per host, 0-{MAX_FLOWS}")
+    if p["bg_flows"] and p["mode"] not in ("onepipe", "reliable"):
+        raise ScenarioError(f"scenario onepipe: bg_flows runs beside 1Pipe (mode onepipe or reliable), not {p['mode']}")
     for key in ("rate", "t_beacon_ns", "switch_t_beacon_ns", "seq_service_ns", "warmup_ns", "drain_ns", "drift_ppm",
                 "cpu_backlog_ns"):
         if p[key] < 0:
@@ -455,8 +462,15 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
         proc.start(peers, p["scatter_rate"], p["fanout"], p["size"], start, stop,
                    random.Random(f"{ctx.seed}/{proc.name}"))
     meter = CpuMeter(net.loop, procs, window_of(p, start, stop)) if run.costs is not None else None
+    bg = None
+    if p["bg_flows"]:
+        hosts = sorted({h for _, h, _ in placed})
+        bg = Background(net, hosts, {h: tor_of(topo, h) for h in hosts}, p["bg_flows"], ctx.seed)
+        bg.start(0, stop)  # (from the start: the flows are at their rate once the processes scatter)
     net.run(stop + p["drain_ns"])
     out = _onepipe_result(net, run, procs, p)
+    if bg is not None:
+        out["background"] = bg.result()
     if run.rx_loss:
         out["receiver_loss"] = rx_loss_summary(procs)
     if meter is not None:

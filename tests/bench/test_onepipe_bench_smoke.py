@@ -13,6 +13,7 @@ import pytest
 
 from netstack import runtime
 from netstack.bench import onepipe as bench
+from netstack.bench.onepipe import fig12 as fig12_mod
 from netstack.bench.onepipe import kv as kv_mod
 from netstack.bench.onepipe import live as live_mod
 from netstack.bench.onepipe import paper, reorder
@@ -51,6 +52,10 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(reorder, "REPEATS", 1)
     monkeypatch.setattr(kv_mod, "KV_PROCS", (2,))
     monkeypatch.setattr(kv_mod, "KV_WRITES", (0.1,))
+    monkeypatch.setattr(fig12_mod, "FIG12_FLOWS", (2,))
+    monkeypatch.setattr(fig12_mod, "FIG12_RATIOS", (2,))
+    monkeypatch.setattr(fig12_mod, "FIG12_RATIO_FLOWS", 2)
+    monkeypatch.setattr(fig12_mod, "FIG12_DURATION_NS", 60_000)
     assert bench.main(_args(tmp_path)) == 0
     doc = json.loads((tmp_path / "bench-onepipe-latest.json").read_text())
     for key in ("benchmark", "machine", "sections", "runtimes", "scale", "fig8", "fig9a", "fig9b", "runs", "plots",
@@ -58,6 +63,12 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
         assert key in doc, key
     assert doc["sections"] == list(bench.SECTIONS) and doc["runtimes"] == ["sim"] and doc["errors"] == {}
     assert [r["delay_us"] for r in doc["fig11"]["rows"]] == list(reorder.DELAYS_US)  # in process, with the sim
+    f12 = doc["fig12"]["rows"]  # Fig. 12: 2 flows a host at 1:1 and at 2:1, BE and R
+    assert {(r["system"], r["flows"], r["ratio"]) for r in f12} == {
+        (s, 2, ratio) for s in ("1pipe", "1pipe_reliable") for ratio in (1, 2)}
+    assert all(r["order_ok"] and r["bg_goodput_gbps"] > 0 for r in f12)
+    f12a = {r["series"]: r for r in doc["paper"]["rows"] if r["figure"] == "12a" and r["x"] == "2"}
+    assert f12a["BE-host"]["ours"] is not None and "switch-chip" in f12a["BE-host"]["note"]
     kv_rows = doc["kv"]["rows"]  # Figs. 14a-b: 1Pipe and 2PC, uniform and zipf keys, then a write share
     modes = ("onepipe", "2pc")
     assert {(r["mode"], r["dist"], r["writes"]) for r in kv_rows} == {
@@ -97,7 +108,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
         assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS) + 6  # fig9b: 2 at the receivers; kv 6
+    # fig9b: 2 at the receivers; kv 6; fig12 4
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
     assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]

@@ -1,4 +1,4 @@
-"""``netstack bench onepipe``: 1Pipe's evaluation (the paper's §7: Figs. 8-11) with its baselines
+"""``netstack bench onepipe``: 1Pipe's evaluation (the paper's §7: Figs. 8-12, 14) with its baselines
 measured in the same run.
 
 Sections (``--only`` picks by substring), each in virtual time (or in process) and, where it makes
@@ -32,6 +32,9 @@ sense, live (``--runtime sim|live``; default both):
 ``fig11``
     In process: our receiving engine holding what a reordering delay (0-125 us) makes it hold, its
     CPU per message and its buffer's memory (netstack/bench/onepipe/reorder.py).
+``fig12``
+    Latency beside background TCP flows (0-10 a host) and on an oversubscribed fabric (1:1-6:1),
+    sim (netstack/bench/onepipe/fig12.py, the onepipe scenario's ``bg_flows``).
 ``kv``
     The transactional KV store (§7.3, Figs. 14a and 14b), 1Pipe against lock-based 2PC, sim
     (netstack/bench/onepipe/kv.py).
@@ -62,7 +65,7 @@ from . import live as live_mod
 from . import report, spec
 from . import sim as sim_mod
 
-SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10", "fig11", "kv")
+SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10", "fig11", "fig12", "kv")
 LIVE_SECTIONS = ("fig8", "fig9b")
 DEFAULT_LIVE_SECONDS = 3.0
 NAME = "bench-onepipe"
@@ -147,6 +150,8 @@ def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
         out["fig11"] = {"rows": sim["fig11"]["rows"]}
     if "kv" in sim:
         out["kv"] = {"rows": sim["kv"]["rows"]}
+    if "fig12" in sim:
+        out["fig12"] = {"rows": sim["fig12"]["rows"]}
     if "fig10" in sim:
         from . import reliable
 
@@ -245,6 +250,14 @@ def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
                f"Growth per host after a process crash (least squares): {'-' if slope is None else f'{slope:.2f} us'}"
                " (each component's is under the table); 'with <backend>' adds that store's measured median write "
                "(the one the controller awaits).", ""]
+    if figs.get("fig12"):
+        from . import fig12
+
+        md += ["## Fig. 12 (sim): latency beside background TCP flows, and oversubscribed", "",
+               fig12.fig12_table(figs["fig12"]["rows"]), "",
+               "32 processes (one a host) at Fig. 9a's idle load; each host's backlogged NewReno flows to hosts "
+               "under other ToRs; the ToR uplinks at 8 x 100 / ratio Gbit/s. Ours is the switch-chip variant (the "
+               "paper's series are its host-delegate ones, not built).", ""]
     if figs.get("kv"):
         from . import kv
 

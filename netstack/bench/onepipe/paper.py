@@ -370,9 +370,31 @@ def fig11_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
                 note="Python objects (header, payload copy, buffer entries) per held message")
 
 
+#: Fig. 12's series (the paper's host-delegate variants) -> our rows' system (the switch-chip variants)
+FIG12_SYSTEMS = {"BE-host": "1pipe", "R-host": "1pipe_reliable"}
+
+
 def fig12_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
-    return Ours(None, "not built: the onepipe scenario has no background TCP flows nor an oversubscribed fabric, "
-                      "and BE-host / R-host are the host-delegate variants (not built either)")
+    """Figs. 12a (x: background flows a host, at 1:1) and 12b (x: "N:1", at 10 flows) from the
+    ``fig12`` section's rows: the mean latency of our switch-chip variant under the same traffic."""
+    got = figs.get("fig12")
+    rows = got.get("rows", []) if isinstance(got, dict) else []
+    if not rows:
+        return Ours(None, _absent(figs, "fig12", "latency beside background flows"))
+    system = FIG12_SYSTEMS.get(series)
+    if system is None:
+        return Ours(None, f"no series of ours for {series}")
+    if ":" in x:  # 12b: the oversubscription, at the flows 12b runs with
+        from .fig12 import FIG12_RATIO_FLOWS
+
+        hit = _at(rows, "ratio", x.split(":")[0], system=system, flows=FIG12_RATIO_FLOWS)
+    else:
+        hit = _at(rows, "flows", x, system=system, ratio=1)
+    if not isinstance(hit, dict):
+        return Ours(None, hit or f"not measured in this run (no fig12 rows of {system})")
+    return Ours(_value(hit, "mean_us"), source=f"fig12 sim, {system}, {hit['flows']} flows a host, {hit['ratio']}:1",
+                note="ours is the switch-chip variant under the same traffic: the paper's host-delegate variants "
+                     "(BE-host, R-host) are not built")
 
 
 #: Fig. 13a's switch: 32 ports (the paper's Arista 7060CX-32S)
@@ -538,9 +560,11 @@ FIGURES: tuple[Figure, ...] = (
            "rate at no delay) from 32 senders, the barrier that far behind; CPU scaled by the host CPU model's factor",
            fig11_ours),
     Figure("12a", "Fig. 12a: latency with background TCP flows", "background_flow_lat", "background flows per host",
-           "latency (us)", NONE, fig12_ours),
+           "latency (us)", f"{SIM}; 32 processes (one a host) at Fig. 9a's idle load beside that many backlogged "
+           "NewReno flows a host to other ToRs' hosts; ours is the switch-chip variant", fig12_ours),
     Figure("12b", "Fig. 12b: latency vs oversubscription", "oversubscription_lat", "oversubscription",
-           "latency (us)", NONE, fig12_ours),
+           "latency (us)", f"{SIM}; as Fig. 12a at 10 flows a host, the ToR uplinks at 8 x 100 / ratio Gbit/s",
+           fig12_ours),
     Figure("13a", "Fig. 13a: beacon CPU overhead (32-port switch)", "beacon_cpu_overhead", "beacon interval (us)",
            "CPU cores", "a 32-port switch's beacons through our aggregator and codec, timed, scaled to the paper's "
            "host by the CPU model's factor", fig13a_ours, logx=True, logy=True),
@@ -722,7 +746,7 @@ def plot_paper(section: dict[str, Any], results_dir: Path, name: str) -> list[st
     return written
 
 
-SECTIONS = ("fig8", "fig9a", "fig9b", "reliable", "fig10", "fig11", "kv")
+SECTIONS = ("fig8", "fig9a", "fig9b", "reliable", "fig10", "fig11", "fig12", "kv")
 
 
 def merge(docs: Iterable[Any]) -> Figs:

@@ -16,7 +16,7 @@ from ...onepipe import cpucost, cpumeasure
 from ...onepipe.scenarios import baselines, fabric_topology
 from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
-from . import kv, reliable
+from . import fig12, kv, reliable
 from .spec import FABRIC, FANOUT, SEED, SIZE, T_BEACON_NS, Point, _spec
 
 FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -152,6 +152,8 @@ def _points(section: str, scale: float, store_delays: dict[str, int]) -> list[Po
         return reliable.fig10_points(scale, store_delays)
     if section == "kv":
         return kv.kv_points(scale)
+    if section == "fig12":
+        return fig12.fig12_points(scale)
     return POINTS[section](scale) if section in POINTS else []
 
 
@@ -315,7 +317,8 @@ ROWS = {"fig8": fig8_rows, "fig9a": fig9a_rows, "fig9b": fig9b_rows}
 
 
 def _rows(section: str) -> Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]:
-    return {**ROWS, "reliable": reliable.reliable_rows, "fig10": reliable.fig10_rows, "kv": kv.kv_rows}[section]
+    return {**ROWS, "reliable": reliable.reliable_rows, "fig10": reliable.fig10_rows, "kv": kv.kv_rows,
+            "fig12": fig12.fig12_rows}[section]
 
 
 def saturation(rows: list[dict[str, Any]]) -> dict[str, Any]:
