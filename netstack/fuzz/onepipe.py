@@ -413,13 +413,22 @@ def cross_port_replay(state: RunState, out: Path, frames: int, seconds: float) -
     return rows, replayer, tor1
 
 
+#: the share of a best-effort run's messages that may be reported failed or unknown (late below a
+#: barrier on a loaded machine) without the delivery check failing: :func:`delivery_row`
+LATE_SHARE = 0.01
+
+
 def delivery_row(box: dict[str, Any]) -> dict[str, Any]:
     """Every message the processes sent was delivered (no loss on the links: a best-effort message
     is lost only by coming late, below a barrier its receiver passed, 1Pipe §6, or by still being
     held for the barrier when the run ended). A replay taken as a process input behind it holds
     every barrier of its ToR back (the freeze of 1Pipe §4, netstack/onepipe/barrier.py): held to
     the end of the run, the last messages were never delivered. A machine that starves the run
-    loses some too, with no attack at all: the run's own validity checks that failed are named."""
+    loses some too, with no attack at all: the run's own validity checks that failed are named.
+    Best effort may also report a message failed that came late below a barrier with no attack
+    and no check failing (1 of 960 once on CI, the unit tests running beside): up to
+    :data:`LATE_SHARE` of the messages may be reported failed or unknown, every one accounted
+    for; a replay taken cut delivery to a third (328 of 960)."""
     from ..validity import Validity
 
     summary = box.get("summary")
@@ -432,7 +441,8 @@ def delivery_row(box: dict[str, Any]) -> dict[str, Any]:
     return row("1pipe", "delivery", f"{got} of {sent} messages delivered ({summary['send_failed']} reported "
                f"failed, {summary['send_unknown']} unknown, {summary['in_flight_at_end']} in flight at the end)"
                + (f"; the run's validity checks failed ({failed}): {'; '.join(v.reasons)[:300]}" if failed else ""),
-               sent > 0 and got == sent)
+               sent > 0 and got >= sent * (1 - LATE_SHARE) and not summary["in_flight_at_end"]
+               and got + int(summary["send_failed"]) + int(summary["send_unknown"]) == sent)
 
 
 def replay_checks(replayer: Replayer, tor1: dict[str, Any], before: dict[str, Any],

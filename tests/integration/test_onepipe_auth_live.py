@@ -209,7 +209,9 @@ def test_a_sealed_frame_replayed_on_another_edge_port_is_refused_as_replayed(fab
     verdict = check_logs(sorted(out.glob("*.jsonl")))
     assert verdict.ok, verdict.summary()
     summary = json.loads((out / "run.json").read_text())
-    assert summary["delivered"] == summary["messages_sent"] > 0, {k: summary[k] for k in (
+    # every message delivered but at most 1 % reported late, every one accounted for (delivery_row);
+    # a replay taken cut delivery to a third
+    assert summary["delivered"] >= 0.99 * summary["messages_sent"] > 0, {k: summary[k] for k in (
         "messages_sent", "delivered", "send_failed", "send_unknown", "in_flight_at_end")}
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
 
