@@ -250,30 +250,25 @@ def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
                f"Growth per host after a process crash (least squares): {'-' if slope is None else f'{slope:.2f} us'}"
                " (each component's is under the table); 'with <backend>' adds that store's measured median write "
                "(the one the controller awaits).", ""]
-    if figs.get("fig12"):
-        from . import fig12
+    from . import fig12, kv, reorder
 
-        md += ["## Fig. 12 (sim): latency beside background TCP flows, and oversubscribed", "",
-               fig12.fig12_table(figs["fig12"]["rows"]), "",
-               "32 processes (one a host) at Fig. 9a's idle load; each host's backlogged NewReno flows to hosts "
-               "under other ToRs; the ToR uplinks at 8 x 100 / ratio Gbit/s. Ours is the switch-chip variant (the "
-               "paper's series are its host-delegate ones, not built).", ""]
-    if figs.get("kv"):
-        from . import kv
-
-        md += ["## Figs. 14a, 14b (sim): the transactional KV store, 1Pipe against lock-based 2PC", "",
-               kv.kv_table(figs["kv"]["rows"]), "",
-               "The onepipe-kv scenario (docs/onepipe-kv.md), 4 shards; 'strict': the run's transactions checked "
-               "for strict serializability.", ""]
-    if figs.get("fig11"):
-        from . import reorder
-
-        md += ["## Fig. 11 (in process): reorder overhead on a host vs the reordering delay", "",
-               reorder.table(figs["fig11"]["rows"]), "",
-               f"Our best-effort receiving engine fed {reorder.PAPER_RATE / 1e6:g} M msg/s from {reorder.SENDERS} "
-               "senders with the barrier that far behind; CPU time per message scaled by the host CPU model's factor "
-               "(a receive-only capacity: the shape against no delay is what compares); the buffer from tracemalloc.",
-               ""]
+    # the sections measured with one table and one note each: (key, title, table of the rows, note)
+    simple = (
+        ("fig12", "Fig. 12 (sim): latency beside background TCP flows, and oversubscribed", fig12.fig12_table,
+         "32 processes (one a host) at Fig. 9a's idle load; each host's backlogged NewReno flows to hosts under other "
+         "ToRs; the ToR uplinks at 8 x 100 / ratio Gbit/s. Ours is the switch-chip variant (the paper's series are "
+         "its host-delegate ones, not built)."),
+        ("kv", "Figs. 14a, 14b (sim): the transactional KV store, 1Pipe against lock-based 2PC", kv.kv_table,
+         "The onepipe-kv scenario (docs/onepipe-kv.md), 4 shards; 'strict': the run's transactions checked for "
+         "strict serializability."),
+        ("fig11", "Fig. 11 (in process): reorder overhead on a host vs the reordering delay", reorder.table,
+         f"Our best-effort receiving engine fed {reorder.PAPER_RATE / 1e6:g} M msg/s from {reorder.SENDERS} senders "
+         "with the barrier that far behind; CPU time per message scaled by the host CPU model's factor (a "
+         "receive-only capacity: the shape against no delay is what compares); the buffer from tracemalloc."),
+    )
+    for key, title, table, note in simple:
+        if figs.get(key):
+            md += [f"## {title}", "", table(figs[key]["rows"]), "", note, ""]
     return md
 
 
