@@ -34,7 +34,8 @@ Sender (design topics §2, §9):
 - Beacons (design topic §5): at each multiple of ``T_beacon`` in host time, one beacon to
   ``UPLINK`` with the barrier ``max(now, last ts, last advertised)``, unless a packet to
   another process (which carries our barrier through the ToR) already took that value up.
-  Beacons bypass the windows.
+  Beacons bypass the windows. With :attr:`Endpoint.beacon_barriers` (below) the beacon goes at
+  every tick.
 - cwnd is DCTCP's (RFC 8257): ``alpha`` is an EWMA (gain ``dctcp_g``) of the fraction of ACKed
   packets that were CE-marked, per window of ACKed packets; an ECE ACK cuts
   ``cwnd * (1 - alpha/2)`` at most once per window, a loss (NAK or timeout) halves it (RFC 8257
@@ -57,6 +58,13 @@ Receiver (design topics §1, §6):
   ACK, NAK, BEACON...: :data:`headers.onepipe.BARRIER_OPCODES`); a lower one is counted
   (``barrier_backwards``) and ignored. Packets from this host (``me``, or another process on
   the same IP: the kernel hands them over without the ToR) never move the barrier.
+- Switches whose data plane does not rewrite barriers (the switch-CPU and host-delegate
+  variants, :mod:`.variant`; *1Pipe: Scalable Total Order Communication in Data Center Networks*,
+  §6.2.2: "buffered data packets are delivered to the application according to barriers in
+  beacon packets"): with :attr:`Endpoint.beacon_barriers` set, the barrier comes from BEACON
+  (and COMMIT) frames only, since a DATA, ACK or NAK then carries its sender's own barrier,
+  aggregated by no switch; and the process beacons at every tick, since its data no longer
+  carries its barrier to the ToR.
 - The buffer is ordered by ``(ts, key(src), PSN)``. On every packet and timer, with
   ``limit = min(barrier, now)`` (``ts < now``: causality, design topic §1; a timer wakes the
   endpoint when its clock passes a waiting message), every complete message with
@@ -139,6 +147,8 @@ _EOM = int(OnePipeFlag.EOM)
 _ECE = int(OnePipeFlag.ECE)
 _DATA, _ACK, _NAK, _BEACON = OnePipeOpcode.DATA, OnePipeOpcode.ACK, OnePipeOpcode.NAK, OnePipeOpcode.BEACON
 _COUNT = struct.Struct("!I")
+#: the barrier packets a switch's CPU or representative sends (Endpoint.beacon_barriers)
+_BEACON_OPS = frozenset({OnePipeOpcode.BEACON, OnePipeOpcode.COMMIT})
 
 
 def sender_key(addr: Addr) -> int:
@@ -295,15 +305,20 @@ class Endpoint:
       (destination -> :class:`TxConn`: it may remove connections);
     - helpers: ``_clock``, ``_same_host``, ``_take_barrier``, ``_floor``, ``_advertise``,
       ``_stamp_ts``, ``_raise_floor``, ``_rejoin``, ``_beacon_tick``, ``_tx_conn``, ``_dctcp``,
-      ``_loss``;
+      ``_loss``, ``_barrier_ops`` (the opcodes whose barriers are taken: :attr:`beacon_barriers`);
     - hooks it overrides: ``_new_tx_conn`` (its connections), ``_pump`` (a gate of its own, then
       this one's), ``_stamp`` (what a stamped scattering sends) and ``_send_beacon`` (what a beacon
       carries).
     """
 
+    #: the opcodes whose barrier fields move ours (:attr:`beacon_barriers`)
+    _barrier_ops: frozenset[OnePipeOpcode] = BARRIER_OPCODES
+
     def __init__(self, params: OnePipeParams, me: Addr, now_ns: int, *,
-                 key: Callable[[Addr], int] = sender_key) -> None:
+                 key: Callable[[Addr], int] = sender_key, beacon_barriers: bool = False) -> None:
         self.params = params
+        if beacon_barriers:
+            self._barrier_ops = _BEACON_OPS
         self.me = me
         self.key = key
         self.actions = EndpointActionQueue()
@@ -363,6 +378,20 @@ class Endpoint:
     def queued(self) -> int:
         """Scatterings waiting in the send buffer."""
         return len(self._queue)
+
+    @property
+    def beacon_barriers(self) -> bool:
+        """Barriers come in beacons only (the module docstring): the switches are the switch-CPU or
+        host-delegate variant (:mod:`.variant`), whose data planes forward DATA, ACK and NAK with
+        their senders' barriers untouched, so that only a beacon (BEACON, COMMIT) carries a barrier
+        some switch aggregated; this process then beacons at every tick. False (the programmable
+        chip's): every barrier packet from the ToR moves the barrier. Set it before the first
+        packet (a shell may, for an engine its subclass constructs)."""
+        return self._barrier_ops is _BEACON_OPS
+
+    @beacon_barriers.setter
+    def beacon_barriers(self, on: bool) -> None:
+        self._barrier_ops = _BEACON_OPS if on else BARRIER_OPCODES
 
     @property
     def ack_timeout_ns(self) -> int:
@@ -432,7 +461,7 @@ class Endpoint:
             self.c.beacons_received += 1
         else:
             self.c.foreign += 1
-        if op in BARRIER_OPCODES and not self._same_host(src):
+        if op in self._barrier_ops and not self._same_host(src):
             had = self._barrier is not None
             self._take_barrier(hdr.be_barrier)
             if not had and self._queue:
@@ -452,7 +481,8 @@ class Endpoint:
         self._clock(now_ns)
         if self._beacon_tick():
             self._repeat_acks()
-            if self._uplink_adv is None or self._uplink_adv < self._now:
+            # (beacon_barriers: our data no longer takes our barrier to the ToR, so always)
+            if self._uplink_adv is None or self._uplink_adv < self._now or self._barrier_ops is _BEACON_OPS:
                 self._send_beacon()
         self._expire()
         self._pump()

@@ -65,6 +65,20 @@ so it could). Toward a switch: UDP 40100 to 255.255.255.255 from the port's MAC,
 neighbour's feature. Toward a process: UDP from port 40100 to the process's ip:port and MAC
 (learned from its frames), from ``beacon_ip`` (a switch has no address; ``topology.beacon_ip``
 picks a free one), TTL 1; only while the process is live.
+
+**Variants** (:mod:`.variant`; *1Pipe: Scalable Total Order Communication in Data Center
+Networks*, §6.2). All of the above is the programmable chip's (``variant="chip"``, the default).
+With ``variant="cpu"`` (the switch CPU, §6.2.2) or ``"host"`` (an end-host representative,
+§6.2.3) the data plane forwards DATA, ACK, NAK... untouched (counted ``passed``: no ``R`` update,
+no rewrite, no drop for a valley or a full table: a commodity chip knows nothing of 1Pipe), and
+the registers live ``variant_delay_ns`` away (:class:`_Delegate`): a BEACON or COMMIT sets its
+input's ``R`` that much after it reached the switch, and every beacon the CPU or representative
+sends, every ``T_beacon`` on every output whether it carried data or not (and promptly when a
+minimum rises, as the chip's: ``prompt_beacons``), is queued on its output that much after its
+barriers were computed. Both are timers of the feature, so the delay is virtual time passing,
+and a beacon still enters its output queue after every packet that came in before the beacons
+its barrier was made of: FIFO per link and per queue keeps the barrier property (§6.2.2).
+Inputs stay live on their beacons, so the input timeouts work as they do on the chip.
 """
 
 from __future__ import annotations
@@ -111,6 +125,7 @@ from .auth import (
 )
 from .barrier import DIRECTIONS, DOWN, UP, BarrierAggregator, InputId, OutputId
 from .params import PORT, OnePipeParams, is_onepipe_port
+from .variant import CHIP, VARIANTS
 
 _OTHERS = frozenset(int(p) for p in UdpPort if p != PORT)
 #: 1 at every UDP port whose datagrams are 1Pipe's: its range, less other protocols' ports
@@ -267,9 +282,11 @@ class _Timer(FeatureBase):
     def next_deadline(self) -> int | None:
         a = self.state.agg.next_deadline()
         b = self.state.commit.next_deadline()
-        if a is None:
-            return b
-        return a if b is None or a < b else b
+        if a is None or (b is not None and b < a):
+            a = b
+        d = self.state.delegate
+        c = None if d is None else d.next_deadline()
+        return a if c is None or (a is not None and a <= c) else c
 
     def on_timer(self, now_ns: int) -> None:
         self.state.tick(now_ns)
@@ -416,6 +433,45 @@ class CommitAggregator(BarrierAggregator):
         return True
 
 
+@dataclass(eq=False, slots=True)
+class DelegateCounters:
+    """What the switch CPU or representative of a cpu or host variant counts (``status()["variant"]``)."""
+
+    beacons_in: int = 0  # BEACON / COMMIT frames that reached it (R updated on arrival)
+    beacons_out: int = 0  # beacons it sent, handed to the switch's outputs
+    data_forwarded: int = 0  # barrier-carrying packets the data plane forwarded untouched
+
+
+class _Delegate:
+    """Where a cpu or host variant's registers live (module docstring, "Variants"; :mod:`.variant`):
+    ``delay`` ns away from the switch, each way. Two queues in flight, both in the order their
+    frames were handed over: a constant delay and a switch clock that never goes back keep them
+    sorted by due time, so the timer needs only their heads."""
+
+    __slots__ = ("c", "delay", "rx", "tx", "variant")
+
+    def __init__(self, variant: str, delay: int) -> None:
+        self.variant = variant
+        self.delay = delay
+        #: beacons on their way in: (due, port feature, input, opcode, BE barrier, commit barrier or
+        #: None), the barriers unwrapped when the beacon reached the switch
+        self.rx: deque[tuple[int, OnePipeFeature, InputId, int, int, int | None]] = deque()
+        #: beacons on their way out: (due, output, BE barrier, commit barrier), computed at due - delay
+        self.tx: deque[tuple[int, OutputId, int | None, int | None]] = deque()
+        self.c = DelegateCounters()
+
+    def next_deadline(self) -> int | None:
+        a = self.rx[0][0] if self.rx else None
+        b = self.tx[0][0] if self.tx else None
+        if a is None:
+            return b
+        return a if b is None or a <= b else b
+
+    def status(self) -> dict[str, Any]:
+        return {"name": self.variant, "delay_ns": self.delay, "in_flight_in": len(self.rx),
+                "in_flight_out": len(self.tx), **asdict(self.c)}
+
+
 class _SwitchState:
     """1Pipe in one switch: the two aggregators, the port features, the processes it knows, the
     failure reports."""
@@ -423,9 +479,11 @@ class _SwitchState:
     def __init__(self, switch: Switch, directions: dict[str, str], params: OnePipeParams, now: int,
                  beacon_ip: bytes | None, max_processes: int, controller: bool = False,
                  on_report: Callable[[Report], Any] | None = None, domain: str | None = None,
-                 peers: dict[str, str] | None = None) -> None:
+                 peers: dict[str, str] | None = None, variant: str = CHIP, variant_delay_ns: int = 0) -> None:
         self.switch = switch
         self.params = params
+        #: the cpu and host variants' registers (None: the programmable chip, module docstring)
+        self.delegate = None if variant == CHIP else _Delegate(variant, variant_delay_ns)
         self.directions = dict(directions)
         self.beacon_ip = beacon_ip
         self.max_processes = max_processes
@@ -480,6 +538,8 @@ class _SwitchState:
         if op not in _BARRIER:
             c.passed += 1  # (with keys, sealed end to end: PREPARE by its sender, controller traffic)
             return frame
+        if self.delegate is not None and op not in _HOP:
+            return self._untouched(f, frame, u)
         a = self.auth
         if a is not None and udp_len < 8 + _HDR + TRAILER_LEN:
             f.a.truncated += 1  # no room for a trailer: an unsealed frame
@@ -509,6 +569,10 @@ class _SwitchState:
             iid = f.name
         at = p + BE_BARRIER_OFFSET
         w = int.from_bytes(frame[at:at + 6], "big")
+        if self.delegate is not None:  # (a beacon: data took _untouched above)
+            cat = p + COMMIT_BARRIER_OFFSET
+            self._to_delegate(f, iid, op, w, int.from_bytes(frame[cat:cat + 6], "big"), now)
+            return None
         # a COMMIT sets R_commit only (§7.2; its be_barrier is 0)
         if op != _COMMIT and not self.agg.heard(iid, now + ((w - now + _HALF) & _MASK) - _HALF, now):
             c.barrier_backwards += 1  # (the heard() call unwraps w near now: ts_unwrap, inlined)
@@ -524,6 +588,69 @@ class _SwitchState:
             c.beacons_rx += 1
             return None  # hop by hop: never forwarded (§5)
         return self._stamp(f, frame, u, op, w, cw, now)
+
+    def _untouched(self, f: OnePipeFeature, frame: bytes, u: int) -> bytes:
+        """A barrier-carrying packet in a cpu or host variant: the chip forwards it as it is (its
+        barriers are its sender's, which no receiver takes: ``Endpoint.beacon_barriers``). Only
+        the class it will take is noted, for its output's beacons (a beacon queued behind it
+        keeps FIFO with it, §6.2.2: "data and beacon packets are FIFO in switch queues")."""
+        f.c.passed += 1
+        assert self.delegate is not None
+        self.delegate.c.data_forwarded += 1
+        dst = frame[:6]
+        if not dst[0] & 1:
+            fdb = self.switch.fdb
+            idx = fdb.static.get(dst)
+            if idx is None:
+                idx = fdb.learned.get(dst)
+            if idx is not None and idx < len(self.by_index):
+                e = self.by_index[idx]
+                oid: OutputId = (e.name, frame[30:34], frame[u + 2] << 8 | frame[u + 3]) if e.edge else e.name
+                if not e.edge or oid in self.procs:
+                    self.cls[oid] = f.port.cfg.class_map[frame[15] >> 5]
+        return frame
+
+    def _to_delegate(self, f: OnePipeFeature, iid: InputId, op: int, w: int, cw: int, now: int) -> None:
+        """A BEACON or COMMIT from ``iid`` (wire barriers ``w``, ``cw``) leaves for the CPU or the
+        representative: its registers take it ``delay`` from now (:meth:`_delegate_in`)."""
+        d = self.delegate
+        assert d is not None
+        f.c.beacons_rx += 1
+        b = now + ((w - now + _HALF) & _MASK) - _HALF  # (ts_unwrap near now, as ingress does)
+        cb = now + ((cw - now + _HALF) & _MASK) - _HALF if cw else None
+        d.rx.append((now + d.delay, f, iid, op, b, cb))
+
+    def _delegate_in(self, now: int) -> None:
+        """The beacons that have reached the CPU or representative by ``now`` set their inputs'
+        registers, in the order they came (§4: ``R[i] = beacon.barrier``)."""
+        d = self.delegate
+        assert d is not None
+        rx = d.rx
+        agg, commit = self.agg, self.commit
+        while rx and rx[0][0] <= now:
+            _, f, iid, op, b, cb = rx.popleft()
+            d.c.beacons_in += 1
+            if not agg.has_input(iid):
+                continue  # (a process forgotten meanwhile: its table entry went to another)
+            c = f.c
+            if op != _COMMIT and not agg.heard(iid, b, now):
+                c.barrier_backwards += 1
+            if cb is not None and not commit.heard(iid, cb, now):
+                if commit.held(iid):
+                    c.commit_held += 1
+                else:
+                    c.commit_backwards += 1
+
+    def _delegate_out(self, now: int) -> None:
+        """The beacons the CPU or representative sent that are back at the switch by ``now``:
+        queued on their outputs (:meth:`_send_beacon`)."""
+        d = self.delegate
+        assert d is not None
+        tx = d.tx
+        while tx and tx[0][0] <= now:
+            _, oid, b, cb = tx.popleft()
+            d.c.beacons_out += 1
+            self._send_beacon(oid, b, cb, now)
 
     def _stamp(self, f: OnePipeFeature, frame: bytes, u: int, op: int, old: int, old_c: int,
                now: int) -> bytes | None:
@@ -627,6 +754,9 @@ class _SwitchState:
         agg, commit = self.agg, self.commit
         if self.auth is not None:
             self.auth.refresh(self.procs)
+        d = self.delegate
+        if d is not None:
+            self._delegate_in(now)  # (before the timeouts: a beacon that arrived keeps its input live)
         for iid in agg.on_timer(now):
             # under a controller a process with a commit is reported by the commit side (below),
             # whose timeout holds its last commit: final for the report. (A best-effort process,
@@ -641,7 +771,11 @@ class _SwitchState:
         be_due = agg.due_beacons(now)
         commit_due = commit.due_beacons(now)
         if not be_due and not commit_due:
+            if d is not None:
+                self._delegate_out(now)
             return
+        # the chip queues its beacons now; a CPU or representative sends them back to the switch
+        out = self._send_beacon if d is None else self._beacon_to_switch
         # one frame per output due in either: a beacon carries both barriers (§7.2)
         cdue: dict[OutputId, int | None] = dict(commit_due)
         for oid, b in be_due:
@@ -650,13 +784,23 @@ class _SwitchState:
             else:
                 cb = commit.barrier_for(oid, now)
                 commit.note_sent(oid, now)
-            self._send_beacon(oid, b, cb, now)
+            out(oid, b, cb, now)
         for oid, cb in cdue.items():
             if isinstance(oid, tuple) and not agg.is_live(oid):
                 continue  # a process gets beacons only while it is live (its BE input)
             b2 = agg.barrier_for(oid, now)
             agg.note_sent(oid, now)
-            self._send_beacon(oid, b2, cb, now)
+            out(oid, b2, cb, now)
+        if d is not None:
+            self._delegate_out(now)  # (those due now: a delay of 0)
+
+    def _beacon_to_switch(self, oid: OutputId, barrier: int | None, commit: int | None, now: int) -> None:
+        """A beacon the CPU or representative computed ``now``: it reaches the switch, and its
+        output's queue, ``delay`` later (IP-in-IP across the real link for a representative,
+        §6.2.3; the barriers stay those of ``now``)."""
+        d = self.delegate
+        assert d is not None
+        d.tx.append((now + d.delay, oid, barrier, commit))
 
     def _report(self, iid: InputId, now: int, cause: str) -> None:
         """Record a failure report for the controller (§8 step 1: a neighbour reports a silent
@@ -746,6 +890,7 @@ class _SwitchState:
                 "timers": {"input_timeout_ns": agg.timeout_ns, "failure_timeout_ns": commit.timeout_ns
                            if self.controller else None, "timer_slack_ns": commit.timer_slack_ns},
                 "auth": None if self.auth is None else self.auth.status(),
+                **({} if self.delegate is None else {"variant": self.delegate.status()}),
                 "aggregator": agg.counters(), "commit_aggregator": commit.counters(), "ports": ports}
 
     # ------------------------------------------------------------------ controller hooks (§8)
@@ -843,7 +988,7 @@ def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | d
            now_ns: int | None = None, *, beacon_ip: str | bytes | None = None,
            max_processes: int = MAX_PROCESSES, controller: bool = False,
            on_report: Callable[[Report], Any] | None = None, domain: str | None = None,
-           peers: dict[str, str] | None = None) -> OnePipeFeature:
+           peers: dict[str, str] | None = None, variant: str = CHIP, variant_delay_ns: int = 0) -> OnePipeFeature:
     """Run 1Pipe's barrier aggregation in ``switch``: ``directions`` gives every port's direction
     (``topology.port_directions``). Enabling it again starts afresh (barriers may then go back
     on a link once, which receivers ignore; the reports start again at seq 0). Returns the first
@@ -858,7 +1003,14 @@ def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | d
     deployment's 1Pipe domain (its prefix: the domain key is ``onepipe-domain/<domain>``) and, for
     every fabric port, the other end of its link as ``"switch:port"``. A switch with keys and no
     domain is refused (it would take and send unsealed frames where its neighbours expect sealed
-    ones); without keys both are ignored and nothing changes on the wire."""
+    ones); without keys both are ignored and nothing changes on the wire.
+
+    ``variant``: where the switch's 1Pipe processing runs (:mod:`.variant`; the module docstring's
+    "Variants"): ``"chip"`` (the default, the data plane), ``"cpu"`` or ``"host"``, whose registers
+    are ``variant_delay_ns`` (>= 0) away each way. Its processes must then beacon every
+    ``T_beacon`` and take barriers from beacons only (``Endpoint.beacon_barriers``). The cpu and
+    host variants do not authenticate: they forward data untouched, and a sealed frame is sealed
+    for one hop (refused on a switch with keys)."""
     if isinstance(params, dict):
         params = OnePipeParams(**params)
     if params is None:
@@ -878,9 +1030,17 @@ def enable(switch: Switch, directions: dict[str, str], params: OnePipeParams | d
                                             f"prefix) to authenticate beacons and barriers, got {domain!r}")
     if peers is not None and not isinstance(peers, dict):
         raise ConfigError("onepipe.peers", f"must be a mapping port -> 'switch:port', got {type(peers).__name__}")
+    if variant not in VARIANTS:
+        raise ConfigError("onepipe.variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if isinstance(variant_delay_ns, bool) or not isinstance(variant_delay_ns, int) or variant_delay_ns < 0:
+        raise ConfigError("onepipe.variant_delay_ns", f"must be a whole number of ns >= 0, got {variant_delay_ns!r}")
+    if variant != CHIP and switch.auth is not None:
+        raise ConfigError("onepipe.variant", f"switch {switch.name} has keys: the {variant} variant forwards data "
+                                             "untouched, which hop-by-hop sealing cannot (use the chip variant)")
     disable(switch)
     now = switch.now if now_ns is None else max(now_ns, switch.now)
-    state = _SwitchState(switch, directions, params, now, ip, max_processes, controller, on_report, domain, peers)
+    state = _SwitchState(switch, directions, params, now, ip, max_processes, controller, on_report, domain, peers,
+                         variant, variant_delay_ns)
     for name, f in state.features.items():
         switch.attach_feature(name, f)
     switch.attach_feature(switch.ports[0].name, state.timer)
@@ -984,6 +1144,7 @@ def status(switch: Switch, now_ns: int | None = None) -> dict[str, Any] | None:
     return state.status(switch.now if now_ns is None else max(now_ns, switch.now))
 
 
-__all__ = ["MAX_PROCESSES", "MAX_REPORTS", "CommitAggregator", "OnePipeFeature", "PortCounters", "Proc", "Report",
+__all__ = ["MAX_PROCESSES", "MAX_REPORTS", "CommitAggregator", "DelegateCounters", "OnePipeFeature", "PortCounters",
+           "Proc", "Report",
            "admit", "aggregator", "authenticated", "commit_aggregator", "default_beacon_ip", "disable", "egress_index",
            "enable", "enabled", "features", "fence", "release", "reports", "reports_page", "status"]

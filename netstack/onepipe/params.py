@@ -50,6 +50,11 @@ class OnePipeParams:
     #: switches beacon an idle output as soon as its barrier rises (at most 4 per T_beacon)
     #: instead of only every T_beacon (ours: netstack.onepipe.barrier.PROMPT_DIVISOR)
     prompt_beacons: bool = True
+    #: a reliable sender sends its commit barrier to the ToR in a COMMIT as soon as it rises (at
+    #: most 4 per T_beacon: netstack.onepipe.reliable.COMMIT_DIVISOR) besides its beacons (ours);
+    #: False: in its beacons only, every T_beacon (the reading in which 1Pipe's commit phase pays
+    #: the beacon interval again: the onepipe scenario's ``prompt_commit``, issue 32)
+    prompt_commit: bool = True
     #: a barrier more than this far ahead of the receiving clock is refused (counted): clocks
     #: are synchronised to microseconds (design topic §2), so it is a corrupted or buggy packet,
     #: and taken it would pin its input (R never decreases) for up to 39 hours; the bound caps

@@ -41,7 +41,6 @@ from typing import Any, cast
 
 from headers.errors import HeaderError
 from headers.onepipe import (
-    BARRIER_OPCODES,
     OnePipeFlag,
     OnePipeHeader,
     OnePipeOpcode,
@@ -189,7 +188,7 @@ class ReliableEndpoint(Endpoint):
             relayed = True
             self.c.relayed_in += 1
         self._dispatch(hdr, payload, src, ce, relayed)
-        if not relayed and hdr.opcode in BARRIER_OPCODES and not self._same_host(src):
+        if not relayed and hdr.opcode in self._barrier_ops and not self._same_host(src):
             had = self.barrier is not None
             self._take_barrier(hdr.be_barrier)
             self._take_commit(hdr.commit_barrier)
@@ -302,7 +301,7 @@ class ReliableEndpoint(Endpoint):
         cb = self._cbarrier
         while self._acked and cb is not None and self._acked[0].ts <= cb:
             self._acked.popleft()
-        if (self.recovery.incarnation is None or not self._settled_up
+        if (self.recovery.incarnation is None or not self._settled_up or not self.params.prompt_commit
                 or (self._commit_sent is not None and self._commit <= self._commit_sent)):
             self._commit_due = None
             return

@@ -59,7 +59,11 @@ library: modes ``onepipe`` and ``reliable`` only.
 Time-valued parameters left at 0 take the paper's value times the topology's time scale (1 at
 100 Gbit/s, 1000 on the shipped ``onepipe`` topology): ``T_beacon`` 3 us (the paper's §7), 100k
 scatterings/s per process, a 200 us run. :func:`fabric_topology` builds the paper-scale fabric
-(k ToRs x h hosts under one spine, 100 Gbit/s, unscaled) with a sequencer host.
+(k ToRs x h hosts under one spine, 100 Gbit/s, unscaled) with a sequencer host;
+:func:`fat_tree_topology` the paper's 3-tier testbed (4 ToRs, 4 aggs, 2 cores: 1, 3 and 5 hops).
+``placement`` puts the processes on the hosts (:func:`place`): ``"spread"`` (the default) across
+the ToRs, ``"pack"`` ToR by ToR as the paper's testbed did; the result then gains ``placement`` and
+``max_switch_hops``.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ from .kv.scenario import SCENARIO as KV_SCENARIO
 from .params import PORT, PORT_RANGE, OnePipeParams
 from .sequencer import run_sequencer
 from .simproc import OnePipeProcess, OnePipeRun, model_costs, rx_loss_summary
+from .variant import CHIP, VARIANTS
+from .variant import delay_ns as variant_delay
 
 #: what a host clock reads at the run's start (true time 0), besides its offset
 CLOCK_BASE_NS = 1_000_000_000
@@ -97,11 +103,14 @@ SEQ_HOST = "seq"
 MODES = ("onepipe", "reliable", "sequencer")
 #: where ``loss`` drops packets (module docstring): the ToR-spine links, or the processes' receiving libraries
 LOSS_AT = ("links", "receivers")
+#: where the processes go (:func:`place`): dealt across the ToRs, or packed ToR by ToR as on 1Pipe's testbed
+PLACEMENTS = ("spread", "pack")
 
 PARAMS: dict[str, Any] = {
     "procs": 8, "mode": "onepipe", "rate": 0.0, "fanout": 2, "size": 64,
     "t_beacon_ns": 0, "switch_t_beacon_ns": 0, "prompt_beacons": True, "skew_ns": -1.0, "drift_ppm": 0.0, "loss": 0.0,
     "loss_at": "links",
+    "placement": "spread",
     "warmup_ns": 0, "drain_ns": 0, "seq_host": "", "seq_service_ns": 0, "seq_queue": 4096, "log_dir": "",
     # mode=reliable (netstack.onepipe.rscenario): the controller runs on the sequencer's host
     "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
@@ -114,12 +123,21 @@ PARAMS: dict[str, Any] = {
     # the baselines' own knobs (issue 32, netstack.onepipe.baselines; 0 / "": their defaults)
     "token_batch": 0, "token_queue": 0, "swseq_ns_per_msg": 0.0, "swseq_switch": "", "lamport_hb_ns": 0,
     "lamport_hb_share": 0.0,
+    # the host stack's one-way latency on every host, each way (issue 32, netstack.sim.hosts.Host.stack_ns)
+    "nic_ns": 0,
+    # reliable: a sender's commit barrier in a prompt COMMIT as well as its beacons (ours), or in its beacons only
+    "prompt_commit": True,
+    # where the switches' 1Pipe processing runs (netstack.onepipe.variant): "chip", "cpu" or "host"; the
+    # one-way delay to a cpu's or host's registers (0: the variant's default, variant.delay_ns)
+    "variant": "chip", "variant_delay_ns": 0,
 }
 #: parameters added after runs were fingerprinted (tests/sim/golden.json): at their default they
 #: are left out of a run's recorded parameters, so that those runs' documents stay byte for byte
 LATE_PARAMS = {"cpu": False, "cpu_backlog_ns": 0, "token_batch": 0, "token_queue": 0, "swseq_ns_per_msg": 0.0,
                "swseq_switch": "", "lamport_hb_ns": 0, "lamport_hb_share": 0.0, "loss_at": "links",
-               "fail": "process", "bg_flows": 0}
+               "placement": "spread",
+               "fail": "process", "bg_flows": 0, "nic_ns": 0,
+               "prompt_commit": True, "variant": "chip", "variant_delay_ns": 0}
 #: cpu: the application blocks while its core owes more than this (paper scale, ns)
 PAPER_CPU_BACKLOG_NS = 1_000
 #: cpu: the throughput window starts at least this long into the sending period (window_of)
@@ -172,6 +190,14 @@ def fabric_topology(*, tors: int = 4, hosts_per_tor: int = 8, rate: str = "100Gb
             n += 1
             nodes.append({"name": f"h{n}", "kind": "host", "ip": f"10.0.{t}.{i}/16"})
             links.append({"name": f"h{n}-{tor}", "a": f"h{n}", "b": tor})
+    return _fabric_document(nodes, links, sequencer=sequencer, name=name, prefix=prefix, rate=rate, delay=delay,
+                            uplink_rate=uplink_rate)
+
+
+def _fabric_document(nodes: list[dict[str, Any]], links: list[dict[str, Any]], *, sequencer: bool, name: str,
+                     prefix: str, rate: str, delay: str, uplink_rate: str | None) -> dict[str, Any]:
+    """The topology document of a generated fabric: ``nodes`` and ``links``, plus the ``seq`` host
+    on tor1 when ``sequencer``, every link at ``rate`` and ``delay`` unless it says otherwise."""
     if sequencer:
         nodes.append({"name": SEQ_HOST, "kind": "host", "ip": "10.0.0.200/16"})
         links.append({"name": f"{SEQ_HOST}-tor1", "a": SEQ_HOST, "b": "tor1"})
@@ -182,6 +208,68 @@ def fabric_topology(*, tors: int = 4, hosts_per_tor: int = 8, rate: str = "100Gb
             "nodes": nodes, "links": links}
 
 
+def fat_tree_topology(*, pods: int = 2, tors_per_pod: int = 2, aggs_per_pod: int = 2, cores: int = 2,
+                      hosts_per_tor: int = 8, rate: str = "100Gbit", delay: str = "250ns",
+                      uplink_rate: str | None = None, sequencer: bool = True, name: str = "onepipe-fattree",
+                      prefix: str = "opt") -> dict[str, Any]:
+    """A 3-tier fat tree as a topology document: the shape of 1Pipe's testbed (1Pipe: Scalable
+    Total Order Communication in Data Center Networks, §7.1: 32 servers under 10 switches, 4 ToRs,
+    4 spines and 2 cores, 100 Gbit/s), which is the default. ``pods`` pods, each of ``tors_per_pod``
+    ToRs and ``aggs_per_pod`` aggregation switches, every ToR linked to every agg of its pod and
+    every agg to each of the ``cores`` cores; ``hosts_per_tor`` hosts a ToR. Host to host that is 1
+    switch under one ToR, 3 within a pod and 5 across pods: the paper's 1, 3 and 5 hops.
+
+    Names: ``core1..``, ``agg1..`` and ``tor1..`` numbered pod after pod (pod 1 holds tor1, tor2,
+    agg1, agg2 by default), hosts ``h1..hN`` ToR after ToR. The rest is :func:`fabric_topology`'s:
+    one /16 (the ``t``-th ToR's host ``i`` is 10.0.t.i) so that host beacons reach their ToR as
+    broadcasts, ``rate`` and ``delay`` on every link, ``uplink_rate`` on every switch-to-switch
+    link when given (the paper's rate is the fastest of those: time scale 1), and the ``seq`` host
+    (the sequencer's and the controller's) on tor1.
+
+    Routes are the switches' static first hops (a breadth-first search, links in file order:
+    :func:`.topology.first_hops`), so each hop lies on a shortest path to the destination host. In
+    this fat tree no shortest path is a valley (1Pipe §3: up only, then down only, or the barrier an
+    up port writes would not hold for a packet that came from above): in a valley X, B, Y (down
+    from X to B, up again to Y) X links every switch Y can go on to (every agg of a pod links every
+    ToR of the pod, every agg every core), so going from X straight there is two hops shorter.
+    :func:`.topology.validate` checks the routes all the same. The link order only picks
+    among equal-cost hops: each ToR's uplinks are listed agg by agg and each agg's core links core
+    by core, so a ToR sends up through its pod's first agg and an agg through core1, one path per
+    pair of hosts, as :func:`fabric_topology`'s first spine (no ECMP: the switch feature aggregates
+    the barrier of the one port a frame takes)."""
+    if min(pods, tors_per_pod, aggs_per_pod, cores, hosts_per_tor) < 1:
+        raise ValueError("need at least one pod, ToR, agg, core and host per ToR")
+    if pods * tors_per_pod > 250 or hosts_per_tor > 250:
+        raise ValueError("at most 250 ToRs and 250 hosts a ToR (10.0.t.i addresses)")
+    nodes: list[dict[str, Any]] = [{"name": f"core{c}", "kind": "switch"} for c in range(1, cores + 1)]
+    nodes += [{"name": f"agg{a}", "kind": "switch"} for a in range(1, pods * aggs_per_pod + 1)]
+    links: list[dict[str, Any]] = []
+
+    def fabric_link(a: str, b: str) -> None:
+        link: dict[str, Any] = {"name": f"{a}-{b}", "a": a, "b": b}
+        if uplink_rate is not None:
+            link["rate"] = uplink_rate
+        links.append(link)
+
+    n = 0
+    for pod in range(pods):
+        aggs = [f"agg{pod * aggs_per_pod + a}" for a in range(1, aggs_per_pod + 1)]
+        for t in range(pod * tors_per_pod + 1, (pod + 1) * tors_per_pod + 1):
+            tor = f"tor{t}"
+            nodes.append({"name": tor, "kind": "switch"})
+            for agg in aggs:
+                fabric_link(tor, agg)
+            for i in range(1, hosts_per_tor + 1):
+                n += 1
+                nodes.append({"name": f"h{n}", "kind": "host", "ip": f"10.0.{t}.{i}/16"})
+                links.append({"name": f"h{n}-{tor}", "a": f"h{n}", "b": tor})
+    for a in range(1, pods * aggs_per_pod + 1):
+        for c in range(1, cores + 1):
+            fabric_link(f"agg{a}", f"core{c}")
+    return _fabric_document(nodes, links, sequencer=sequencer, name=name, prefix=prefix, rate=rate, delay=delay,
+                            uplink_rate=uplink_rate)
+
+
 def tor_of(topology: Topology, host: str) -> str:
     """The switch ``host`` hangs off (its first link's peer)."""
     links = topology.links_of(host)
@@ -190,10 +278,23 @@ def tor_of(topology: Topology, host: str) -> str:
     return links[0].peer(host).node
 
 
-def place(topology: Topology, procs: int, exclude: Sequence[str] = ()) -> list[tuple[str, str, int]]:
-    """``[(process, host, udp port)]``: ``p1..pP`` dealt to the hosts one ToR after another (the
-    first host of each ToR, then the second of each...), so that even a few processes span the
-    fabric; the k-th process of a host binds ``PORT + k``."""
+def place(topology: Topology, procs: int, exclude: Sequence[str] = (),
+          placement: str = "spread") -> list[tuple[str, str, int]]:
+    """``[(process, host, udp port)]`` for ``p1..pP``; the k-th process of a host binds ``PORT + k``.
+
+    ``placement`` (:data:`PLACEMENTS`): ``"spread"`` deals the processes to the hosts one ToR after
+    another (the first host of each ToR, then the second of each...), so that even a few processes
+    span the fabric. ``"pack"`` fills the hosts in order instead, the hosts of one ToR, then of the
+    nearest next ToR (:func:`tors_nearest_first`: the rest of a pod before the next pod), one
+    process a host while there are hosts left; with more processes than hosts, every host takes
+    ``P / hosts`` of them as evenly as possible (the first ones one more), in consecutive blocks.
+    That is 1Pipe's testbed placement (1Pipe: Scalable Total Order Communication in Data Center
+    Networks, §7.1 and Fig. 9a: 1, 3 and 5 hops at <= 8, 16 and >= 32 processes, 16 processes a
+    host at 512): on :func:`fat_tree_topology`'s 4 ToRs x 8 hosts, 8 processes sit under one ToR
+    (1 switch between any two), 16 under the two ToRs of a pod (3), 32 and more on every host (5).
+    Filling a host before the next would put 16 processes on one host, 0 hops apart."""
+    if placement not in PLACEMENTS:
+        raise ScenarioError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
     if procs < 1:
         raise ScenarioError("procs must be at least 1")
     by_tor: dict[str, list[str]] = {}
@@ -201,19 +302,88 @@ def place(topology: Topology, procs: int, exclude: Sequence[str] = ()) -> list[t
         if node.kind is NodeKind.HOST and node.name not in exclude:
             by_tor.setdefault(tor_of(topology, node.name), []).append(node.name)
     columns = list(by_tor.values())
-    hosts = [col[i] for i in range(max((len(c) for c in columns), default=0)) for col in columns if i < len(col)]
+    if placement == "pack":
+        hosts = [h for tor in tors_nearest_first(topology, list(by_tor)) for h in by_tor[tor]]
+    else:
+        hosts = [col[i] for i in range(max((len(c) for c in columns), default=0)) for col in columns if i < len(col)]
     if not hosts:
         raise ScenarioError(f"topology {topology.name} has no host for the processes")
     if -(-procs // len(hosts)) >= PORT_RANGE:
         raise ScenarioError(f"{procs} processes need more than {PORT_RANGE - 1} ports on a host "
                             f"({len(hosts)} hosts)")
-    used: dict[str, int] = {}
     out = []
+    if placement == "pack":
+        n_hosts = min(procs, len(hosts))
+        each, more = divmod(procs, n_hosts)
+        for j, h in enumerate(hosts[:n_hosts]):
+            for k in range(1, each + (j < more) + 1):
+                out.append((f"p{len(out) + 1}", h, PORT + k))
+        return out
+    used: dict[str, int] = {}
     for i in range(procs):
         h = hosts[i % len(hosts)]
         used[h] = used.get(h, 0) + 1
         out.append((f"p{i + 1}", h, PORT + used[h]))
     return out
+
+
+def _switch_distances(topology: Topology, start: str) -> dict[str, int]:
+    """Links from ``start`` to every switch it reaches through switches only."""
+    dist = {start: 0}
+    todo = [start]
+    for node in todo:  # (breadth first: the list grows behind the loop)
+        for link in topology.links_of(node):
+            peer = link.peer(node).node
+            if peer not in dist and topology.node(peer).kind is NodeKind.SWITCH:
+                dist[peer] = dist[node] + 1
+                todo.append(peer)
+    return dist
+
+
+def tors_nearest_first(topology: Topology, tors: Sequence[str]) -> list[str]:
+    """``tors`` from the first on, each next the one nearest (fewest switch-to-switch links) to any
+    taken before it, ties in the given order: in a fat tree the ToRs of a pod before the next pod,
+    however the file lists them (``placement="pack"``)."""
+    if not tors:
+        return []
+    dist = {t: _switch_distances(topology, t) for t in tors}
+    order, left = [tors[0]], list(tors[1:])
+    near = {t: dist[tors[0]].get(t, math.inf) for t in left}
+    while left:
+        nxt = min(left, key=near.__getitem__)  # (the first of equals)
+        left.remove(nxt)
+        order.append(nxt)
+        for t in left:
+            near[t] = min(near[t], dist[nxt].get(t, math.inf))
+    return order
+
+
+def route_switches(topology: Topology, src: str, dst: str,
+                   hops: dict[str, dict[str, str]] | None = None) -> list[str]:
+    """The switches a frame from host ``src`` to host ``dst`` crosses along the switches' static
+    routes (:func:`.topology.first_hops`; ``hops`` keeps them between calls); none from a host to
+    itself (the host hands it over)."""
+    if src == dst:
+        return []
+    hops = {} if hops is None else hops
+    path: list[str] = []
+    node = tor_of(topology, src)
+    while topology.node(node).kind is NodeKind.SWITCH and len(path) <= len(topology.nodes):
+        path.append(node)
+        if node not in hops:
+            hops[node] = op_topology.first_hops(topology, node)
+        out = hops[node].get(dst)
+        if out is None:
+            raise ScenarioError(f"no route from {src} to {dst} at {node}")
+        node = next(link for link, end in topology.ends_of(node) if end.ifname == out).peer(node).node
+    return path
+
+
+def max_switch_hops(topology: Topology, hosts: Sequence[str]) -> int:
+    """The most switches between any two of ``hosts`` (:func:`route_switches`): 1Pipe's "hops"."""
+    distinct = sorted(set(hosts))
+    hops: dict[str, dict[str, str]] = {}
+    return max((len(route_switches(topology, a, b, hops)) for a in distinct for b in distinct if a != b), default=0)
 
 
 def draw_clocks(topology: Topology, seed: int, skew_ns: float, drift_ppm: float) -> dict[str, HostClock]:
@@ -284,6 +454,16 @@ def resolve(ctx: Context) -> dict[str, Any]:
         raise ScenarioError("scenario onepipe: loss must be in [0, 1)")
     if p["loss_at"] not in LOSS_AT:
         raise ScenarioError(f"scenario onepipe: loss_at {p['loss_at']!r} is not one of {', '.join(LOSS_AT)}")
+    if p["placement"] not in PLACEMENTS:
+        raise ScenarioError(f"scenario onepipe: placement {p['placement']!r} is not one of {', '.join(PLACEMENTS)}")
+    if p["variant"] not in VARIANTS:
+        raise ScenarioError(f"scenario onepipe: variant {p['variant']!r} is not one of {', '.join(VARIANTS)}")
+    if p["variant"] != CHIP and p["mode"] not in ("onepipe", "reliable"):
+        raise ScenarioError(f"scenario onepipe: variant {p['variant']} is where 1Pipe's switches aggregate barriers: "
+                            f"mode {p['mode']} has none (variant=chip)")
+    vd = p["variant_delay_ns"]
+    if isinstance(vd, bool) or not isinstance(vd, int) or vd < 0:
+        raise ScenarioError("scenario onepipe: variant_delay_ns must be a whole number of ns >= 0 (0: the default)")
     if p["loss_at"] == "receivers" and p["mode"] not in ("onepipe", "reliable"):
         raise ScenarioError(f"scenario onepipe: loss_at=receivers drops in 1Pipe's receiving library: mode "
                             f"{p['mode']} has none (use loss_at=links)")
@@ -292,7 +472,7 @@ def resolve(ctx: Context) -> dict[str, Any]:
     if p["bg_flows"] and p["mode"] not in ("onepipe", "reliable"):
         raise ScenarioError(f"scenario onepipe: bg_flows runs beside 1Pipe (mode onepipe or reliable), not {p['mode']}")
     for key in ("rate", "t_beacon_ns", "switch_t_beacon_ns", "seq_service_ns", "warmup_ns", "drain_ns", "drift_ppm",
-                "cpu_backlog_ns"):
+                "cpu_backlog_ns", "nic_ns"):
         if p[key] < 0:
             raise ScenarioError(f"scenario onepipe: {key} must be >= 0 (0: the default)")
     p["t_beacon_ns"] = int(p["t_beacon_ns"] or round(PAPER_T_BEACON_NS * scale))
@@ -303,6 +483,7 @@ def resolve(ctx: Context) -> dict[str, Any]:
     p["ack_timeout_ns"] = 100 * p["t_beacon_ns"]
     p["cpu"] = bool(p["cpu"])
     p["cpu_backlog_ns"] = int(p["cpu_backlog_ns"] or round(PAPER_CPU_BACKLOG_NS * scale))
+    p["nic_ns"] = int(p["nic_ns"])  # 0 is none (not a paper value: the paper states no host stack latency)
     p["time_scale"] = scale
     return p
 
@@ -319,7 +500,8 @@ def settle_times(p: dict[str, Any], clocks: dict[str, HostClock]) -> None:
 
 
 def endpoint_params(p: dict[str, Any]) -> OnePipeParams:
-    return OnePipeParams(t_beacon_ns=p["t_beacon_ns"], ack_timeout_ns=p["ack_timeout_ns"])
+    return OnePipeParams(t_beacon_ns=p["t_beacon_ns"], ack_timeout_ns=p["ack_timeout_ns"],
+                         prompt_commit=bool(p["prompt_commit"]))
 
 
 def switch_params(p: dict[str, Any]) -> OnePipeParams:
@@ -369,7 +551,9 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
     if p["mode"] in ("sequencer", "hostseq", "reliable") and seq_host is None:
         raise ScenarioError(f"scenario onepipe: mode {p['mode']} needs a host for the sequencer or the controller "
                             f"(seq_host, or a host named {SEQ_HOST!r})")
-    placed = place(topo, p["procs"], exclude=[seq_host] if seq_host else [])
+    placed = place(topo, p["procs"], exclude=[seq_host] if seq_host else [], placement=p["placement"])
+    for host in net.hosts.values():  # every host's stack, the sequencer's and the controller's too
+        host.stack_ns = p["nic_ns"]
     clocks = draw_clocks(topo, ctx.seed, p["skew_ns"], p["drift_ppm"])
     settle_times(p, clocks)
     impaired = impair_fabric(net, p["loss"] if p["loss_at"] == "links" else 0.0, ctx.seed)
@@ -401,6 +585,10 @@ def onepipe_sim(net: Any, ctx: Context) -> dict[str, Any]:
                offered_per_proc_per_s=out["sent"] / p["procs"] / (p["duration_ns"] / 1e9))
     if p["loss_at"] != "links":  # recorded where it is not the default, so that older runs' documents stay as they were
         out["loss_at"] = p["loss_at"]
+    if p["placement"] != "spread":  # (likewise) with the most switches between two processes: 1Pipe's hops
+        out.update(placement=p["placement"], max_switch_hops=max_switch_hops(topo, hosts))
+    if p["nic_ns"]:
+        out["nic_ns"] = p["nic_ns"]
     a, b = window_of(p, start, stop)
     out["throughput_window_ns"] = [a - start, b - start]
     out["delivered_per_proc_per_s"] = out.pop("in_window") / p["procs"] / ((b - a) / 1e9)
@@ -440,6 +628,9 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
                      model_costs() if p["cpu"] else None, p["cpu_backlog_ns"])
     if p["loss_at"] == "receivers" and p["loss"]:
         run.rx_loss, run.rx_seed = float(p["loss"]), ctx.seed  # every process's library drops (simproc.RxLoss)
+    run.variant = p["variant"]  # (its processes take barriers from beacons only unless chip)
+    delays = {name: p["variant_delay_ns"] or variant_delay(p["variant"], topo, name, nic_ns=p.get("nic_ns", 0),
+                                                           scale=p["time_scale"]) for name in net.switches}
     cls: type[OnePipeProcess] = OnePipeProcess
     ctl = None
     if p["mode"] == "reliable":
@@ -447,7 +638,8 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
         cls = rscenario.ReliableProcess
     for name, sn in net.switches.items():
         feature.enable(sn.switch, directions[name], sw_params, net.now, beacon_ip=bip, controller=ctl is not None,
-                       on_report=None if ctl is None else ctl.reporter(name))
+                       on_report=None if ctl is None else ctl.reporter(name), variant=p["variant"],
+                       variant_delay_ns=delays[name])
         net.service(name)
     params = endpoint_params(p)
     procs = []
@@ -479,6 +671,8 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
     if ctl is not None:
         out["recovery"] = run.recovery.result()
         out["controller"] = ctl.ctl.counters()
+    if p["variant"] != CHIP:  # (recorded where it is not the default: older runs' documents stay as they were)
+        out["variant"] = {"name": p["variant"], "delay_ns": {k: delays[k] for k in sorted(delays)}}
     return out
 
 
@@ -594,4 +788,5 @@ SCENARIOS = [
 
 __all__ = ["CLOCK_BASE_NS", "LOSS_AT", "MODES", "PAPER_CPU_FILL_NS", "PARAMS", "SCENARIOS", "CpuMeter",
            "OnePipeProcess", "OnePipeRun", "all_modes", "baselines", "draw_clocks", "fabric_topology", "latency_stats",
-           "onepipe_sim", "place", "resolve", "skew_summary", "tor_of", "window_of"]
+           "onepipe_sim", "place", "resolve", "skew_summary", "tor_of", "window_of",
+           "PLACEMENTS", "fat_tree_topology", "max_switch_hops", "route_switches", "tors_nearest_first"]

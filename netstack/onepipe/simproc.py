@@ -148,6 +148,8 @@ class OnePipeProcess(PoissonScatterer):
         self.key = sender_key(self.addr)
         self.clock = clock
         self.ep = self.make_endpoint(params, clock.now(self.loop.now))
+        if run.variant != "chip":  # the switches forward data untouched: barriers come in beacons (.variant)
+            self.ep.beacon_barriers = True
         self.dead = False  # crashed (the reliable runs' failures): hears, sends and times nothing
         self.arrivals: dict[tuple[Any, int], int] = {}  # (src, wire ts) -> true arrival of the last fragment
         self.last_order: tuple[int, int] | None = None
@@ -241,8 +243,8 @@ class OnePipeProcess(PoissonScatterer):
             self.host.send(self._uplink.udp(self.port, PORT, data))
         elif dst[0] == self.ip:  # the host hands it over itself (loopback): never on the wire
             peer = self.run.by_addr.get(dst)
-            if peer is not None:
-                self.loop.call_at(self.loop.now, peer.on_datagram, data, self.addr)
+            if peer is not None:  # (through the host stack both ways, as NIC loopback goes: Host.stack_ns)
+                self.loop.call_at(self.loop.now + 2 * self.host.stack_ns, peer.on_datagram, data, self.addr)
         else:
             flow = self._flows.get(dst[0])
             if flow is None:
@@ -388,6 +390,8 @@ class OnePipeRun:
         #: probability (:class:`RxLoss`), seeded from ``rx_seed``; 0: none
         self.rx_loss = 0.0
         self.rx_seed: Any = 0
+        #: where the switches' 1Pipe processing runs (scenario parameter ``variant``, :mod:`.variant`)
+        self.variant = "chip"
         #: mode=reliable (.rscenario): the controller's address and the crash's recovery record
         self.ctl_addr: Any = None
         self.recovery: Any = None

@@ -100,6 +100,11 @@ class Host:
         self._udp_errors: dict[int, Callable[[tuple[str, int]], None]] = {}
         self._icmp_tokens: dict[bytes, tuple[float, int]] = {}  # destination -> (tokens, last refill ns)
         self.icmp_sent = self.icmp_limited = 0
+        #: the host stack's one-way latency, ns, paid by every frame this host sends (before the NIC
+        #: puts it on the link) and receives (before an app sees it): the library, PCIe and the NIC's
+        #: pipeline that a simulated link leaves out (1Pipe's scenario parameter ``nic_ns``,
+        #: netstack.onepipe.scenarios). 0, the default: apps touch the wire directly, no extra event
+        self.stack_ns = 0
 
     # ------------------------------------------------------------------- binding
     def bind_udp(self, port: int, handler: Handler,
@@ -152,15 +157,27 @@ class Host:
         return f
 
     def send(self, frame: bytes, at_ns: int | None = None) -> None:
-        """Put ``frame`` on the NIC now (or at ``at_ns`` >= now, for a paced batch)."""
+        """Put ``frame`` on the NIC now (or at ``at_ns`` >= now, for a paced batch); with a host
+        stack (:attr:`stack_ns`) it reaches the NIC that much later, in the order it was sent."""
         self.tx_frames += 1
         self.tx_bytes += len(frame)
+        stack = self.stack_ns
+        if stack:
+            at = (self.loop.now if at_ns is None else at_ns) + stack
+            self.loop.call_at(at, self.nic.send, frame, at)
+            return
         self.nic.send(frame, at_ns)
 
     # -------------------------------------------------------------------- receive
     def on_frame(self, _port: str, frame: bytes) -> None:
         self.rx_frames += 1
         self.rx_bytes += len(frame)
+        if self.stack_ns:  # the host stack's receive half: the frame reaches its app that much later
+            self.loop.call_at(self.loop.now + self.stack_ns, self._dispatch, frame)
+        else:
+            self._dispatch(frame)
+
+    def _dispatch(self, frame: bytes) -> None:
         if frame[12] == 0x08 and frame[13] == 0x00:
             if not ipv4_checksum_ok(frame):
                 self.rx_checksum_drops += 1  # a link corrupted the header: the kernel drops it

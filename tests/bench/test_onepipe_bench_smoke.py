@@ -19,6 +19,7 @@ from netstack.bench.onepipe import live as live_mod
 from netstack.bench.onepipe import paper, reorder
 from netstack.bench.onepipe import reliable as rel_mod
 from netstack.bench.onepipe import sim as sim_mod
+from netstack.bench.onepipe import testbed as tb_mod
 from netstack.onepipe import cpucost
 from netstack.onepipe.etcd import etcd_available
 from netstack.topo import netns
@@ -56,6 +57,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(fig12_mod, "FIG12_RATIOS", (2,))
     monkeypatch.setattr(fig12_mod, "FIG12_RATIO_FLOWS", 2)
     monkeypatch.setattr(fig12_mod, "FIG12_DURATION_NS", 60_000)
+    monkeypatch.setattr(tb_mod, "TESTBED_PROCS", (8, 16))
+    monkeypatch.setattr(tb_mod, "TESTBED_DURATION_NS", 60_000)
     assert bench.main(_args(tmp_path)) == 0
     doc = json.loads((tmp_path / "bench-onepipe-latest.json").read_text())
     for key in ("benchmark", "machine", "sections", "runtimes", "scale", "fig8", "fig9a", "fig9b", "runs", "plots",
@@ -84,8 +87,18 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert [(r["procs"], r["system"]) for r in speed] == [(p, s) for p in (2, 64) for s in sorted(systems)]
     assert all(r["sim_events"] > 0 and r["sim_events_per_cpu_s"] > 0 for r in speed)
     sat = doc["fig8"]["saturation"]
-    assert sat["sequencer_capacity_msgs_per_s"] == 10_000_000
-    assert sat["predicted_knee_procs"] == pytest.approx(10_000_000 / cpucost.DEFAULT_COSTS.be_capacity)
+    assert sat["sequencer_capacity_msgs_per_s"] == pytest.approx(1e9 / sim_mod.SEQ_SERVICE_NS)
+    capacity = 1e9 / sim_mod.SEQ_SERVICE_NS
+    assert sat["predicted_knee_procs"] == pytest.approx(capacity / cpucost.DEFAULT_COSTS.be_capacity)
+    # Fig. 9a on the paper's testbed: 1 and 3 hops (one ToR; two under an aggregation switch), every system
+    tb = doc["fig9a-testbed"]["rows"]
+    assert {(r["procs"], r["hops"], r["switches"], r["system"]) for r in tb} == {
+        (p, h, n, s) for p, h, n in ((8, 1, 1), (16, 3, 3)) for *_, s in tb_mod.TESTBED_SYSTEMS}
+    assert all(r["order_ok"] and r["delivered"] == r["sent"] > 0 and r["nic_ns"] > 0 for r in tb)
+    f9a = {(r["series"], r["x"]): r for r in doc["paper"]["rows"] if r["figure"] == "9a"}
+    for series in ("BE-chip", "BE-host", "R-chip", "R-host", "unorder", "R-host - BE-host",
+                   "R-chip (commit in beacons) - BE-chip"):
+        assert f9a[(series, "16")]["ours"] is not None and "fig9a-testbed" in f9a[(series, "16")]["source"], series
     rows = doc["fig9a"]["rows"]
     assert len(rows) == 3 and all(isinstance(r["met"], bool) and r["model_us"] > 0 for r in rows)
     assert doc["fig9a"]["target"]["points"] == 2 and doc["fig9a"]["target"]["factor"] == 1.5
@@ -108,8 +121,9 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
         assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    # fig9b: 2 at the receivers; kv 6; fig12 4
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4
+    # fig9b: 2 at the receivers; kv 6; fig12 4; the testbed's systems at 2 P
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4 + 2 * len(
+        tb_mod.TESTBED_SYSTEMS)
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
     assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]

@@ -128,6 +128,23 @@ def test_reliable_mode_delivers_everything_in_one_order_a_little_later_than_best
     assert rel["endpoints"]["registrations"] == 6 and rel["controller"]["registrations"] == 6
 
 
+@pytest.mark.parametrize("mode", ["onepipe", "reliable", "hostseq"])
+def test_a_host_stack_slows_every_path_and_never_the_order(mode: str) -> None:
+    """``nic_ns`` (netstack.sim.hosts.Host.stack_ns): every host's stack one way, each way. The
+    unordered latency (the message whole at its receiver) grows by the two stacks it crosses on
+    every path, same-host ones included (six processes on four hosts); the rest keeps its order."""
+    base = _run(duration_ns=40_000, mode=mode)
+    slow = _run(duration_ns=40_000, mode=mode, nic_ns=800)
+    a, b = base["result"], slow["result"]
+    assert "nic_ns" not in base["params"] and "nic_ns" not in a and b["nic_ns"] == 800
+    assert b["sent"] == a["sent"] > 20 and b["delivered"] == b["sent"] and b["order"]["ok"]
+    if mode != "hostseq":  # (a baseline has no unordered baseline of its own)
+        assert b["unordered_ns"]["mean"] >= a["unordered_ns"]["mean"] + 1_600 - 1
+    assert b["latency_ns"]["mean"] > a["latency_ns"]["mean"] + 1_000
+    with pytest.raises(ScenarioError, match="nic_ns"):
+        _run(nic_ns=-1)
+
+
 def test_reliable_mode_recovers_from_a_crash() -> None:
     """kill=1: the last process crashes mid-run; the controller hears of it from its ToR, records
     it, every survivor runs its callback, the switches release it and delivery goes on. The steps

@@ -43,6 +43,19 @@ def test_a_frame_takes_serialisation_and_delay_at_every_hop_exactly():
     assert sink.unique == 1 and net.in_flight() == 0
 
 
+def test_a_host_stack_delays_every_frame_once_each_way_and_keeps_their_order():
+    # Host.stack_ns: the sender's stack before its NIC, the receiver's before its app, nothing else
+    net = pair()
+    net.host("h1").stack_ns = 700
+    net.host("h2").stack_ns = 300
+    sink = UdpSink(net.host("h2"), expect=50)
+    UdpStream(net.host("h1"), "h2", count=50, size=1000 - UDP_HEADERS)
+    net.run()
+    assert sink.first_ns == 3 * 8192 + 2000 + 700 + 300
+    assert sink.unique == 50 and sink.reordered == 0 and net.in_flight() == 0
+    assert net.host("h1").tx_frames == net.host("h2").rx_frames == 50
+
+
 def test_corruption_on_a_switch_link_becomes_an_fcs_drop_there():
     net = pair('[links.impairment]\ncorrupt = 0.05\nloss = 0.02\ndirection = "a>b"', seed=3)
     sink = UdpSink(net.host("h2"), expect=4000)

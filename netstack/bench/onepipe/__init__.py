@@ -8,18 +8,24 @@ sense, live (``--runtime sim|live``; default both):
     Delivered messages/s per process and delivery latency as the number of processes grows.
     *sim*: 1..512 processes on a 32-host fabric at the paper's scale (100 Gbit/s, T_beacon 3 us,
     time scale 1), each scattering 64-byte messages to 2 random processes at a fixed rate; the
-    same load through a central sequencer (``netstack.onepipe.sequencer``: one core, 10 M msg/s,
-    our model) and the unordered baseline (each message's arrival at its receiver, same run):
-    where the sequencer saturates, 1Pipe's per-process rate stays flat. The simulator's own speed
-    per run (events, CPU seconds, events per CPU-second: ``fig8.sim_speed`` and a table; issue 31)
-    shows whether the model's cost per event grows with P. *live*: ``netstack
-    onepipe run`` with 4, 8 and 16 processes on the shipped ``onepipe`` topology (1000x scale).
+    same load through a central sequencer (``netstack.onepipe.sequencer``: one core at the
+    paper's sequencer's capacity, 53 M msg/s, read off its Fig. 8a) and the unordered baseline
+    (each message's arrival at its receiver, same run): where the sequencer saturates, 1Pipe's
+    per-process rate stays flat. The simulator's own speed per run (events, CPU seconds, events
+    per CPU-second: ``fig8.sim_speed`` and a table; issue 31) shows whether the model's cost per
+    event grows with P. *live*: ``netstack onepipe run`` with 4, 8 and 16 processes on the
+    shipped ``onepipe`` topology (1000x scale).
 ``fig9a``
     The mean latency overhead over the unordered baseline on an idle system, vs T_beacon (1, 3,
     10, 30 us) and vs clock skew (mean |offset| 0, 0.3, 1, 3 us), sim; the target: within 1.5x
     of T_beacon/2 + mean skew (the paper's §7), met or missed per point. The baseline in the same
     run: switches that beacon on their T_beacon idle timer only (``prompt_beacons`` off), which
     shows what the switches' beacon phase costs.
+``fig9a-testbed``
+    Fig. 9a on a model of the paper's testbed (netstack/bench/onepipe/testbed.py): a 3-tier fat
+    tree, processes packed so that 8, 16 and 32+ sit 1, 3 and 5 hops apart, a host stack
+    calibrated on the paper's 1-hop unordered latency; BE and R, switch-chip and host-delegate
+    (also picked by ``--only fig9a``).
 ``fig9b``
     Latency vs loss, sim at fig9a's idle load: as the paper places it (1Pipe §7.1, a drop in every
     process's receiving library, the onepipe scenario's ``loss_at=receivers``), best effort and
@@ -65,7 +71,7 @@ from . import live as live_mod
 from . import report, spec
 from . import sim as sim_mod
 
-SECTIONS = ("fig8", "fig9a", "fig9b", "store", "reliable", "fig10", "fig11", "fig12", "kv")
+SECTIONS = ("fig8", "fig9a", "fig9a-testbed", "fig9b", "store", "reliable", "fig10", "fig11", "fig12", "kv")
 LIVE_SECTIONS = ("fig8", "fig9b")
 DEFAULT_LIVE_SECONDS = 3.0
 NAME = "bench-onepipe"
@@ -98,7 +104,7 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
                  f"scatterings/s per process (= {live_mod.RATE * 1e3:g}/s at the paper's scale), {seconds:g} s per "
                  "run; latencies reported in ms as measured and divided by 1000"),
         "sequencer": (f"one core serving {1e9 / s.SEQ_SERVICE_NS / 1e6:g} M msg/s ({s.SEQ_SERVICE_NS} ns a message; "
-                      "eRPC's small-RPC rate per core), a queue of 4096 messages: our model"),
+                      "the paper's own host sequencer's capacity, read off its Fig. 8a), a queue of 4096 messages"),
     }
 
 
@@ -152,6 +158,8 @@ def _assemble(sim: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
         out["kv"] = {"rows": sim["kv"]["rows"]}
     if "fig12" in sim:
         out["fig12"] = {"rows": sim["fig12"]["rows"]}
+    if "fig9a-testbed" in sim:
+        out["fig9a-testbed"] = {"rows": sim["fig9a-testbed"]["rows"]}
     if "fig10" in sim:
         from . import reliable
 
@@ -250,10 +258,16 @@ def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
                f"Growth per host after a process crash (least squares): {'-' if slope is None else f'{slope:.2f} us'}"
                " (each component's is under the table); 'with <backend>' adds that store's measured median write "
                "(the one the controller awaits).", ""]
-    from . import fig12, kv, reorder
+    from . import fig12, kv, reorder, testbed
 
     # the sections measured with one table and one note each: (key, title, table of the rows, note)
     simple = (
+        (testbed.SECTION, "Fig. 9a on the paper's testbed (sim): a 3-tier fat tree, 1/3/5 hops, a host stack",
+         testbed.testbed_table,
+         f"Idle (Fig. 9a's load), T_beacon 3 us, skew 0.3 us; 4 ToRs x 8 hosts, 2 pods, 2 cores; processes packed "
+         f"(8 under one ToR, 16 under one pod); every host's stack {spec.NIC_NS} ns each way (calibrated: the "
+         "unordered latency at 1 hop is the paper's 2.2 us). BE/R-host: the host-delegate variant; 'commit in "
+         "beacons': reliable with no prompt COMMIT."),
         ("fig12", "Fig. 12 (sim): latency beside background TCP flows, and oversubscribed", fig12.fig12_table,
          "32 processes (one a host) at Fig. 9a's idle load; each host's backlogged NewReno flows to hosts under other "
          "ToRs; the ToR uplinks at 8 x 100 / ratio Gbit/s. Ours is the switch-chip variant (the paper's series are "

@@ -106,8 +106,8 @@ class BaselineProcess(PoissonScatterer):
 
     def transmit(self, dst: BaselineProcess, payload: bytes, delay: int = 0) -> None:
         """``payload`` to process ``dst``: through the NIC, or handed over by the host itself."""
-        if dst.host is self.host:
-            self.loop.call_at(self.loop.now + delay, dst.on_frame,
+        if dst.host is self.host:  # (through the host stack both ways when it has one: Host.stack_ns)
+            self.loop.call_at(self.loop.now + delay + 2 * self.host.stack_ns, dst.on_frame,
                               self.host.flow(self.host.ip).udp(self.port, dst.port, payload))
         else:
             self.host.send(self.host.flow(dst.host.ip).udp(self.port, dst.port, payload))

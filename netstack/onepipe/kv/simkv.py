@@ -76,7 +76,7 @@ class SideSocket:
         if dst[0] == self.ip:
             peer = self.kv.sides.get(dst)
             if peer is not None:
-                self.loop.call_at(self.loop.now, peer.owner.on_side, data, self.addr)
+                self.loop.call_at(self.loop.now + 2 * self.host.stack_ns, peer.owner.on_side, data, self.addr)
             return
         flow = self._flows.get(dst[0])
         if flow is None:
