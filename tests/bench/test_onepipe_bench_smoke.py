@@ -58,6 +58,7 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(fig12_mod, "FIG12_RATIO_FLOWS", 2)
     monkeypatch.setattr(fig12_mod, "FIG12_DURATION_NS", 60_000)
     monkeypatch.setattr(tb_mod, "TESTBED_PROCS", (8, 16))
+    monkeypatch.setattr(tb_mod, "TESTBED_8B_PROCS", ())
     monkeypatch.setattr(tb_mod, "TESTBED_DURATION_NS", 60_000)
     assert bench.main(_args(tmp_path)) == 0
     doc = json.loads((tmp_path / "bench-onepipe-latest.json").read_text())
@@ -71,7 +72,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
         (s, 2, ratio) for s in ("1pipe", "1pipe_reliable") for ratio in (1, 2)}
     assert all(r["order_ok"] and r["bg_goodput_gbps"] > 0 for r in f12)
     f12a = {r["series"]: r for r in doc["paper"]["rows"] if r["figure"] == "12a" and r["x"] == "2"}
-    assert f12a["BE-host"]["ours"] is not None and "switch-chip" in f12a["BE-host"]["note"]
+    assert f12a["BE-host"]["ours"] is not None and "host-delegate" in f12a["BE-host"]["note"]
+    assert all(r["variant"] == "host" for r in f12)
     kv_rows = doc["kv"]["rows"]  # Figs. 14a-b: 1Pipe and 2PC, uniform and zipf keys, then a write share
     modes = ("onepipe", "2pc")
     assert {(r["mode"], r["dist"], r["writes"]) for r in kv_rows} == {
@@ -103,9 +105,10 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert len(rows) == 3 and all(isinstance(r["met"], bool) and r["model_us"] > 0 for r in rows)
     assert doc["fig9a"]["target"]["points"] == 2 and doc["fig9a"]["target"]["factor"] == 1.5
     # the loss at the receivers (the paper's placement), best effort and reliable, then on the links
-    assert [(r["loss_at"], r["system"], r["loss"]) for r in doc["fig9b"]["sim"]] == [
-        ("receivers", "1pipe", 1e-2), ("receivers", "1pipe_reliable", 1e-2), ("links", "1pipe", 0.0),
-        ("links", "1pipe", 1e-2)] and doc["fig9b"]["live"] == []
+    assert [(r["loss_at"], r["system"], r["variant"], r["loss"]) for r in doc["fig9b"]["sim"]] == [
+        ("receivers", "1pipe", "chip", 1e-2), ("receivers", "1pipe_reliable", "chip", 1e-2),
+        ("receivers", "1pipe", "host", 1e-2), ("receivers", "1pipe_reliable", "host", 1e-2),
+        ("links", "1pipe", "chip", 0.0), ("links", "1pipe", "chip", 1e-2)] and doc["fig9b"]["live"] == []
     assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
     # reliable 1Pipe: the store measured on the real backends, R vs BE on one load, Fig. 10's crash
     assert next(r["backend"] for r in doc["store"]["rows"]) == "sqlite"
@@ -121,8 +124,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
         assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    # fig9b: 2 at the receivers; kv 6; fig12 4; the testbed's systems at 2 P
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 4 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4 + 2 * len(
+    # fig9b: 4 at the receivers; kv 6; fig12 4; the testbed's systems at 2 P
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 6 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4 + 2 * len(
         tb_mod.TESTBED_SYSTEMS)
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])

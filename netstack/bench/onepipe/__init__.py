@@ -270,8 +270,8 @@ def _reliable_markdown(figs: dict[str, Any]) -> list[str]:
          "beacons': reliable with no prompt COMMIT."),
         ("fig12", "Fig. 12 (sim): latency beside background TCP flows, and oversubscribed", fig12.fig12_table,
          "32 processes (one a host) at Fig. 9a's idle load; each host's backlogged NewReno flows to hosts under other "
-         "ToRs; the ToR uplinks at 8 x 100 / ratio Gbit/s. Ours is the switch-chip variant (the paper's series are "
-         "its host-delegate ones, not built)."),
+         "ToRs; the ToR uplinks at 8 x 100 / ratio Gbit/s. The host-delegate variant, as the paper's series, with "
+         f"every host's stack {spec.NIC_NS} ns each way (as fig9a-testbed's)."),
         ("kv", "Figs. 14a, 14b (sim): the transactional KV store, 1Pipe against lock-based 2PC", kv.kv_table,
          "The onepipe-kv scenario (docs/onepipe-kv.md), 4 shards; 'strict': the run's transactions checked for "
          "strict serializability."),

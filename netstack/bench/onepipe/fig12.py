@@ -6,9 +6,10 @@ The ``onepipe`` scenario with ``bg_flows`` (netstack/onepipe/background.py): eve
 paper's 32-host fabric (4 ToRs x 8, 100 Gbit/s) runs one 1Pipe process at Fig. 9a's idle load and
 that many backlogged NewReno flows to hosts under other ToRs. Fig. 12a: 0-10 flows a host, no
 oversubscription (ToR uplinks at 8 x 100 Gbit/s). Fig. 12b: 10 flows a host, the uplinks at
-8 x 100 / ratio Gbit/s for ratios 1-6. Best effort and reliable each. The paper's series are
-its host-delegate variants (BE-host, R-host), which we have not built: ours are the switch-chip
-variants under the same traffic, and ``paper.py`` says so beside each point.
+8 x 100 / ratio Gbit/s for ratios 1-6. Best effort and reliable each, as the paper's series are:
+its host-delegate variants (BE-host, R-host), so ours run ``variant = "host"`` with the host stack
+calibrated for the fig9a-testbed section (``NIC_NS``). Unlike that section's fat tree this fabric
+has one spine: 3 hops between the processes of different ToRs, the paper's testbed 5 at 32.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from ...onepipe.scenarios import fabric_topology
 from ...sim.scenario import RunSpec
-from .spec import FANOUT, SEED, SIZE, T_BEACON_NS, Point
+from .spec import FANOUT, NIC_NS, SEED, SIZE, T_BEACON_NS, Point
 
 FIG12_PROCS = 32
 FIG12_RATE = 20_000.0  # Fig. 9a's idle load: what moves the latency is the flows' queueing
@@ -27,6 +28,8 @@ FIG12_RATIOS = (1, 2, 3, 4, 5, 6)
 FIG12_RATIO_FLOWS = 10
 #: (scenario mode, the rows' system)
 FIG12_SYSTEMS = (("onepipe", "1pipe"), ("reliable", "1pipe_reliable"))
+#: the paper's Fig. 12 series are its host-delegate variant's
+FIG12_VARIANT = "host"
 
 
 def fabric(ratio: int) -> dict[str, Any]:
@@ -41,8 +44,9 @@ def fig12_points(scale: float) -> list[Point]:
     todo = [(f, 1) for f in FIG12_FLOWS] + [(FIG12_RATIO_FLOWS, r) for r in FIG12_RATIOS if r != 1]
     return [Point("fig12", RunSpec("onepipe", fabric(ratio), SEED, dur,
                                    {"procs": FIG12_PROCS, "rate": FIG12_RATE, "fanout": FANOUT, "size": SIZE,
-                                    "t_beacon_ns": T_BEACON_NS, "mode": mode, "bg_flows": flows}),
-                  {"system": system, "flows": flows, "ratio": ratio})
+                                    "t_beacon_ns": T_BEACON_NS, "mode": mode, "bg_flows": flows,
+                                    "variant": FIG12_VARIANT, "nic_ns": NIC_NS}),
+                  {"system": system, "flows": flows, "ratio": ratio, "variant": FIG12_VARIANT})
             for mode, system in FIG12_SYSTEMS for flows, ratio in todo]
 
 

@@ -46,9 +46,6 @@ BEACON_WIRE_BYTES = wire_bytes(UDP_HEADERS_BYTES + OnePipeHeader.SIZE)
 #: fig9a row that matches it
 PAPER_SKEW_US = 0.3
 PAPER_T_BEACON_US = 3.0
-#: the paper's "-host" series run the switches' beacon work on an end-host representative (1Pipe
-#: §6, "delegate switch processing to a host"); ours aggregate in the switch, as its chip does
-HOST_DELEGATE = "not built: no end-host representative (the paper's host-delegate variant)"
 KV_PENDING = ("not measured in this run: the transactional KV store (§7.3) is not a section of netstack bench "
               "onepipe")
 
@@ -186,8 +183,16 @@ def fig8a_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
 
 
 def fig8b_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
-    if series == "1Pipe/host":
-        return Ours(None, HOST_DELEGATE)
+    """1Pipe's series from the fig9a-testbed section's idle runs when this run has them (the
+    paper's Fig. 8b 1Pipe/chip and 1Pipe/host values are its Fig. 9a idle ones, point for point:
+    both files hold 4.50, 5.67, 7.03, 7.37 and 5.84, 10.23, 14.58, 15.97 at 8, 16, 32, 512), else
+    fig8's loaded runs (chip only); the baselines from fig8."""
+    if series in ("1Pipe/chip", "1Pipe/host"):
+        tb = _testbed("BE-" + series.split("/")[1], x, figs)
+        if tb is not None and (tb.value is not None or series == "1Pipe/host"):
+            return tb
+        if series == "1Pipe/host":
+            return Ours(None, _absent(figs, "fig9a-testbed", "the paper's testbed"))
     got = _fig8_row(series, x, figs)
     if isinstance(got, str) and series == "1Pipe/R" and not _has(figs, "1pipe_reliable"):
         return _reliable_fallback(x, figs, "mean_us") or Ours(None, got)
@@ -311,16 +316,20 @@ def _loss_match(x: str) -> tuple[str, str]:
     return ("0", "the paper's 1e-8 matched to our loss 0") if x == "1e-8" else (x, "")
 
 
-#: Fig. 9b's series -> our fig9b rows' system (best effort or reliable 1Pipe)
-FIG9B_SYSTEMS = {"BE-chip": "1pipe", "unorder": "1pipe", "BE-chip - unorder": "1pipe", "R-chip": "1pipe_reliable"}
+#: Fig. 9b's series -> our fig9b rows' (system, variant): best effort or reliable 1Pipe, on the switch
+#: chip or with host delegates
+FIG9B_SYSTEMS = {"BE-chip": ("1pipe", "chip"), "unorder": ("1pipe", "chip"), "BE-chip - unorder": ("1pipe", "chip"),
+                 "R-chip": ("1pipe_reliable", "chip"), "BE-host": ("1pipe", "host"),
+                 "R-host": ("1pipe_reliable", "host")}
 
 
-def _fig9b_row(system: str, x: str, figs: Figs, runtime: str) -> tuple[dict[str, Any] | str, str, str]:
+def _fig9b_row(system: str, variant: str, x: str, figs: Figs,
+               runtime: str) -> tuple[dict[str, Any] | str, str, str]:
     """Our fig9b row of ``system`` at loss x, the x it was measured at, and a note: a row with the
     loss at the receivers (the paper's placement, 1Pipe §7.1) at x itself when the run has them,
     else a link-loss row (older results, the live runs; best effort only), 1e-8 matched to loss 0."""
     rows = [r for r in figs["fig9b"].get(runtime, []) if r.get("valid", True)
-            and r.get("system", "1pipe") == system]
+            and r.get("system", "1pipe") == system and r.get("variant", "chip") == variant]
     rx = [r for r in rows if r.get("loss_at") == "receivers"]
     if rx:
         got = _at(rx, "loss", x)
@@ -329,7 +338,8 @@ def _fig9b_row(system: str, x: str, figs: Figs, runtime: str) -> tuple[dict[str,
         return got, x, ""
     links = [r for r in rows if r.get("loss_at", "links") == "links"]
     if not links:
-        what = "reliable 1Pipe with the loss at the receivers" if system == "1pipe_reliable" else "best effort"
+        what = ("reliable 1Pipe with the loss at the receivers" if system == "1pipe_reliable" else "best effort") + (
+            f", {variant} variant" if variant != "chip" else "")
         return f"not measured in this run (no {runtime} fig9b rows of {what})", x, ""
     xo, note = _loss_match(x)
     return _at(links, "loss", xo), xo, "; ".join(n for n in (note, "loss on the ToR-spine links, not the paper's "
@@ -337,26 +347,27 @@ def _fig9b_row(system: str, x: str, figs: Figs, runtime: str) -> tuple[dict[str,
 
 
 def fig9b_ours(series: str, x: str, paper: float, figs: Figs, runtime: str = "sim") -> Ours:
-    if series in ("BE-host", "R-host"):
-        return Ours(None, HOST_DELEGATE)
     if "fig9b" not in figs:
         return Ours(None, _absent(figs, "fig9b", "best effort"))
-    if series == "R-chip - BE-chip":
-        r, b = fig9b_ours("R-chip", x, paper, figs, runtime), fig9b_ours("BE-chip", x, paper, figs, runtime)
+    if series in ("R-chip - BE-chip", "R-host - BE-host"):
+        a, b_ = series.split(" - ")
+        r, b = fig9b_ours(a, x, paper, figs, runtime), fig9b_ours(b_, x, paper, figs, runtime)
         if r.value is None or b.value is None:
             return Ours(None, r.reason or b.reason or "no delivery in one of the two runs", runtime=runtime)
         return Ours(r.value - b.value, x=r.x, source=f"{r.source} - {b.source}", runtime=runtime)
-    got, xo, note = _fig9b_row(FIG9B_SYSTEMS[series], x, figs, runtime)
+    system, variant = FIG9B_SYSTEMS[series]
+    got, xo, note = _fig9b_row(system, variant, x, figs, runtime)
     if not isinstance(got, dict):
         return Ours(None, got or f"not measured in this run (no {runtime} fig9b rows)", runtime=runtime)
     mean, un = got.get("mean_us"), got.get("unordered_mean_us")
-    value = {"BE-chip": mean, "R-chip": mean, "unorder": un}.get(series, None if mean is None or un is None
-                                                                    else mean - un)
+    value = {"BE-chip": mean, "R-chip": mean, "BE-host": mean, "R-host": mean, "unorder": un}.get(
+        series, None if mean is None or un is None else mean - un)
     if value is None and series == "unorder":
         return Ours(None, "the live runs have no unordered baseline", runtime=runtime)
     where = "loss at the receivers" if got.get("loss_at") == "receivers" else "loss on the links"
-    return Ours(value, x=xo if xo != x else None, source=f"fig9b {runtime}, {where}, {got.get('system', '1pipe')}, "
-                f"P={got['procs']}", note=note, runtime=runtime)
+    on = f", {got['variant']} variant" if got.get("variant", "chip") != "chip" else ""
+    return Ours(value, x=xo if xo != x else None, source=f"fig9b {runtime}, {where}, {got.get('system', '1pipe')}"
+                f"{on}, P={got['procs']}", note=note, runtime=runtime)
 
 
 # ---------------------------------------------------------------------------- Fig. 10-13
@@ -402,13 +413,13 @@ def fig11_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
                 note="Python objects (header, payload copy, buffer entries) per held message")
 
 
-#: Fig. 12's series (the paper's host-delegate variants) -> our rows' system (the switch-chip variants)
+#: Fig. 12's series (the paper's host-delegate variants) -> our rows' system (ours host-delegate too)
 FIG12_SYSTEMS = {"BE-host": "1pipe", "R-host": "1pipe_reliable"}
 
 
 def fig12_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
     """Figs. 12a (x: background flows a host, at 1:1) and 12b (x: "N:1", at 10 flows) from the
-    ``fig12`` section's rows: the mean latency of our switch-chip variant under the same traffic."""
+    ``fig12`` section's rows: the mean latency of our host-delegate variant under the same traffic."""
     got = figs.get("fig12")
     rows = got.get("rows", []) if isinstance(got, dict) else []
     if not rows:
@@ -424,9 +435,12 @@ def fig12_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
         hit = _at(rows, "flows", x, system=system, ratio=1)
     if not isinstance(hit, dict):
         return Ours(None, hit or f"not measured in this run (no fig12 rows of {system})")
-    return Ours(_value(hit, "mean_us"), source=f"fig12 sim, {system}, {hit['flows']} flows a host, {hit['ratio']}:1",
-                note="ours is the switch-chip variant under the same traffic: the paper's host-delegate variants "
-                     "(BE-host, R-host) are not built")
+    variant = hit.get("variant", "chip")  # (older results: the switch chip only)
+    note = ("the host-delegate variant, as the paper's, with the calibrated host stack; one spine (3 hops)"
+            if variant == "host" else "ours is the switch-chip variant under the same traffic, not the paper's "
+                                      "host-delegate one")
+    return Ours(_value(hit, "mean_us"), source=f"fig12 sim, {system}, {variant} variant, {hit['flows']} flows a host, "
+                f"{hit['ratio']}:1", note=note)
 
 
 #: Fig. 13a's switch: 32 ports (the paper's Arista 7060CX-32S)
@@ -569,7 +583,9 @@ FIGURES: tuple[Figure, ...] = (
            "effort's modelled one calibrated to the paper's 5.16 M msg/s, the rest from our measured costs",
            fig8a_ours, logx=True, logy=True),
     Figure("8b", "Fig. 8b: latency of total-order broadcast", "total_order_lat", "processes", "latency (us)",
-           f"{SIM}; 3 hops at every P (paper: 1, 3, 5 hops); fig8's load (with the CPU model: cores saturated)",
+           f"{SIM}; 1Pipe/chip and 1Pipe/host: the fig9a-testbed section's idle runs (the paper's fat tree, 1, 3, 5 "
+           "hops, the calibrated host stack: the paper's values here are its Fig. 9a idle ones); the baselines: "
+           "fig8's load, 3 hops at every P, cores saturated (the CPU model)",
            fig8b_ours, logx=True, logy=True),
     Figure("9a", "Fig. 9a: delivery latency, idle", "reorder_testbed", "processes", "latency (us)",
            f"{SIM}; T_beacon 3 us, skew 0.3 us, idle; the fig9a-testbed section: the paper's fat tree (4 ToRs x 8 "
@@ -582,11 +598,13 @@ FIGURES: tuple[Figure, ...] = (
                     ("BE-host - BE-chip", "BE-host", "BE-chip"), ("R-host - BE-host", "R-host", "BE-host"),
                     (f"{COMMIT_IN_BEACONS} - BE-chip", "R-chip", "BE-chip"))),
     Figure("9b", "Fig. 9b: latency vs loss", "loss_latency", "loss probability", "mean latency (us)",
-           f"{SIM}; 512 processes, idle (0.04 M msg/s each), every datagram a process's library receives but the "
-           "controller's dropped with the probability (the paper's placement, its §7.1), best effort and reliable; "
-           "the bench's link-loss rows (128 processes, ToR-spine links) are in its own fig9b table",
+           f"{SIM}; 512 processes on the paper's testbed (fig9a-testbed's: fat tree, 5 hops, the calibrated host "
+           "stack), idle (0.04 M msg/s each), every datagram a process's library receives but the controller's "
+           "dropped with the probability (the paper's placement, its §7.1), best effort and reliable, switch chip and "
+           "host delegates; the bench's link-loss rows (128 processes, ToR-spine links) are in its own fig9b table",
            fig9b_ours, logx=True, derived=(("BE-chip - unorder", "BE-chip", "unorder"),
-                                           ("R-chip - BE-chip", "R-chip", "BE-chip"))),
+                                           ("R-chip - BE-chip", "R-chip", "BE-chip"),
+                                           ("R-host - BE-host", "R-host", "BE-host"))),
     Figure("10", "Fig. 10: recovery time of reliable 1Pipe", "failure_recovery", "hosts", "recovery time (us)",
            f"{SIM}; detection 10 T_beacon = 30 us as the paper's; 4 ToRs x 8 hosts, two spines, processes "
            "dealt across the ToRs (the paper's testbed: 1 hop at <= 8 hosts, its Figs. 8-9)", fig10_ours,
@@ -597,7 +615,8 @@ FIGURES: tuple[Figure, ...] = (
            fig11_ours),
     Figure("12a", "Fig. 12a: latency with background TCP flows", "background_flow_lat", "background flows per host",
            "latency (us)", f"{SIM}; 32 processes (one a host) at Fig. 9a's idle load beside that many backlogged "
-           "NewReno flows a host to other ToRs' hosts; ours is the switch-chip variant", fig12_ours),
+           "NewReno flows a host to other ToRs' hosts; the host-delegate variant with the calibrated host stack, one "
+           "spine", fig12_ours),
     Figure("12b", "Fig. 12b: latency vs oversubscription", "oversubscription_lat", "oversubscription",
            "latency (us)", f"{SIM}; as Fig. 12a at 10 flows a host, the ToR uplinks at 8 x 100 / ratio Gbit/s",
            fig12_ours),

@@ -17,7 +17,7 @@ from ...onepipe.scenarios import baselines, fabric_topology
 from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
 from . import fig12, kv, reliable, testbed
-from .spec import FABRIC, FANOUT, SEED, SIZE, T_BEACON_NS, Point, _spec
+from .spec import FABRIC, FANOUT, NIC_NS, SEED, SIZE, T_BEACON_NS, Point, _spec
 
 FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: Fig. 8 runs with the host CPU model on (issue 32; netstack/onepipe/cpucost.py): one core per
@@ -87,8 +87,11 @@ FIG9B_DURATION_NS = 500_000
 FIG9B_LOSSES = (0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 FIG9B_RX_PROCS = 512
 FIG9B_RX_LOSSES = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
-#: (scenario mode, the rows' system) of the receiver-loss runs
-FIG9B_RX_SYSTEMS = (("onepipe", "1pipe"), ("reliable", "1pipe_reliable"))
+#: (scenario mode, variant, the rows' system) of the receiver-loss runs: the paper's BE-chip, R-chip,
+#: BE-host and R-host, on its testbed as the fig9a-testbed section models it (netstack/bench/onepipe/
+#: testbed.py: the fat tree's switches on the processes' routes, packed, the calibrated host stack)
+FIG9B_RX_SYSTEMS = (("onepipe", "chip", "1pipe"), ("reliable", "chip", "1pipe_reliable"),
+                    ("onepipe", "host", "1pipe"), ("reliable", "host", "1pipe_reliable"))
 
 Say = Callable[[str], None]
 
@@ -141,9 +144,17 @@ def fig9a_points(scale: float) -> list[Point]:
 def fig9b_points(scale: float) -> list[Point]:
     """The receiver-loss runs (the paper's placement: BE and R at 512 processes), then the
     link-loss ones (best effort at 128)."""
-    out = [Point("fig9b", _spec(FIG9B_RX_PROCS, FIG9B_RATE, FIG9B_DURATION_NS, scale, mode=mode, loss=loss,
-                                loss_at="receivers"), {"loss": loss, "loss_at": "receivers", "system": system})
-           for mode, system in FIG9B_RX_SYSTEMS for loss in FIG9B_RX_LOSSES]
+    topo = testbed.testbed_topology(FIG9B_RX_PROCS)
+    out = []
+    for mode, variant, system in FIG9B_RX_SYSTEMS:
+        for loss in FIG9B_RX_LOSSES:
+            params: dict[str, Any] = {"procs": FIG9B_RX_PROCS, "rate": FIG9B_RATE, "fanout": FANOUT, "size": SIZE,
+                                      "t_beacon_ns": T_BEACON_NS, "mode": mode, "loss": loss, "loss_at": "receivers",
+                                      "skew_ns": testbed.TESTBED_SKEW_NS, "placement": "pack", "nic_ns": NIC_NS}
+            if variant != "chip":
+                params["variant"] = variant
+            out.append(Point("fig9b", RunSpec("onepipe", topo, SEED, max(1, round(FIG9B_DURATION_NS * scale)), params),
+                             {"loss": loss, "loss_at": "receivers", "system": system, "variant": variant}))
     return out + [Point("fig9b", _spec(FIG9B_PROCS, FIG9B_RATE, FIG9B_DURATION_NS, scale, loss=loss),
                         {"loss": loss, "loss_at": "links", "system": "1pipe"}) for loss in FIG9B_LOSSES]
 
@@ -308,7 +319,8 @@ def fig9b_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
     rx = res.get("receiver_loss") or {}
     ctl = res.get("controller") or {}
     return [{"runtime": "sim", "loss": meta["loss"], "loss_at": meta.get("loss_at", "links"),
-             "system": meta.get("system", "1pipe"), **_common(res), **_lat(res["latency_ns"]),
+             "system": meta.get("system", "1pipe"), "variant": meta.get("variant", "chip"), **_common(res),
+             **_lat(res["latency_ns"]),
              "unordered_mean_us": _us(res["unordered_ns"]["mean"]),
              "barrier_wait_mean_us": _us(res["barrier_wait_ns"]["mean"]),
              "barrier_wait_p99_us": _us(res["barrier_wait_ns"]["p99"]), "send_failed": res["send_failed"],

@@ -12,7 +12,8 @@ PTP's 0.3 us mean skew, and every host's stack (library, PCIe, NIC) ``NIC_NS`` e
 is the paper's 2.2 us; every other hop count, and every barrier wait, is then predicted).
 
 Per P: best effort and reliable 1Pipe on the switch-chip and the host-delegate variants (the
-scenario's ``variant``: the paper's BE-chip, R-chip, BE-host, R-host), and reliable once more with
+scenario's ``variant``: the paper's BE-chip, R-chip, BE-host, R-host; at Fig. 8b's other P best
+effort only, its 1Pipe/chip and 1Pipe/host), and reliable once more with
 the commit barrier carried by the hosts' beacons only (``prompt_commit = False``): ours sends it
 in a COMMIT as soon as it rises, which saves the beacon interval the paper's commit phase appears
 to pay (docs/onepipe-paper.md)."""
@@ -29,6 +30,10 @@ from .spec import FANOUT, NIC_NS, SEED, SIZE, T_BEACON_NS, Point
 TESTBED = fat_tree_topology(pods=2, tors_per_pod=2, aggs_per_pod=2, cores=2, hosts_per_tor=8,
                             name="onepipe-testbed")
 TESTBED_PROCS = (8, 16, 32, 512)
+#: more P for Fig. 8b's 1Pipe/chip and 1Pipe/host series, best effort only: the paper's values there
+#: are its Fig. 9a idle ones (4.50, 5.67, 7.03, 7.37 us chip and 5.84 ... 15.97 host at 8, 16, 32, 512
+#: in both files), so they are compared with idle runs too
+TESTBED_8B_PROCS = (2, 4, 64, 128, 256)
 TESTBED_RATE = 20_000.0  # Fig. 9a's idle load (netstack.bench.onepipe.sim.FIG9A_RATE)
 TESTBED_SKEW_NS = 300.0  # PTP's mean skew on the paper's testbed (§7.1)
 #: virtual time per run: 512 processes cost the simulator the most, for as many messages each
@@ -70,10 +75,11 @@ def testbed_topology(procs: int, full: dict[str, Any] | None = None) -> dict[str
 
 def testbed_points(scale: float) -> list[Point]:
     out = []
-    for p in TESTBED_PROCS:
+    for p in sorted({*TESTBED_PROCS, *TESTBED_8B_PROCS}):
+        systems = TESTBED_SYSTEMS if p in TESTBED_PROCS else [s for s in TESTBED_SYSTEMS if s[0] == "onepipe"]
         dur = max(1, round(TESTBED_DURATIONS_NS.get(p, TESTBED_DURATION_NS) * scale))
         topo = testbed_topology(p)
-        for mode, variant, prompt, system in TESTBED_SYSTEMS:
+        for mode, variant, prompt, system in systems:
             params: dict[str, Any] = {"procs": p, "rate": TESTBED_RATE, "fanout": FANOUT, "size": SIZE,
                                       "t_beacon_ns": T_BEACON_NS, "skew_ns": TESTBED_SKEW_NS, "mode": mode,
                                       "placement": "pack", "nic_ns": NIC_NS}
@@ -114,5 +120,5 @@ def testbed_table(rows: list[dict[str, Any]]) -> str:
                           "ok" if r["order_ok"] else "BROKEN"] for r in rows])
 
 
-__all__ = ["SECTION", "TESTBED", "TESTBED_PROCS", "TESTBED_SYSTEMS", "testbed_points", "testbed_rows",
-           "testbed_table", "testbed_topology"]
+__all__ = ["SECTION", "TESTBED", "TESTBED_8B_PROCS", "TESTBED_PROCS", "TESTBED_SYSTEMS", "testbed_points",
+           "testbed_rows", "testbed_table", "testbed_topology"]
