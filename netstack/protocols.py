@@ -120,7 +120,7 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    control="netstack.onepipe.control",
                    commands=("onepipe",),
                    benches={"onepipe": ("netstack.bench.onepipe",
-                                      "1Pipe Figs. 8, 9a, 9b, 10; reliable vs best effort; the controller store")},
+                                      "1Pipe Figs. 8-14 against the authors' data; its testbed; the baselines")},
                    fuzz={"onepipe": "1Pipe on the onepipe topology: beacons, barriers, DATA and anything else from "
                                    "h1 into tor1's p-h1 and from spine1 into tor1's p-spine1 (with and without a "
                                    "valid FCS) while four 1Pipe processes scatter (invariant: netstack onepipe "
