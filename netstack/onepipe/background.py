@@ -9,7 +9,15 @@ oversubscription), and keeps each one backlogged from the start of the sending p
 every ``REFILL_NS`` a sender whose unacknowledged bytes fell below :data:`LOW_BYTES` is given
 :data:`CHUNK_BYTES` more (a bounded buffer, not the whole run's bytes at once). Receivers read
 and discard. 1Pipe's packets share the hosts' NICs and the switches' queues with them (one
-class), so what they add is queueing. The result counts what the flows moved.
+class), so what they add is queueing. The result counts what the flows moved, and what the
+fabric did meanwhile (drops and PFC pauses: :func:`fabric_counters`).
+
+The hosts' NICs: every host of a run with flows gets a :class:`netstack.sim.nic.HostNic` in front
+of its link (:func:`netstack.sim.nic.install_nics`): the paper's hosts send 1Pipe over an RDMA NIC
+(RoCEv2, §7.1) and the flows through the kernel, two send queues that the NIC serves in turn, and
+on a lossless fabric the NIC honours its ToR's PFC pauses. (With one FIFO and PFC, a paused host's
+beacons waited behind the flows' backlog past 1Pipe's input timeout, and reliable 1Pipe declared
+live processes failed: docs/onepipe.md, Fig. 12.)
 """
 
 from __future__ import annotations
@@ -17,12 +25,36 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..sim.nic import install_nics
+
 #: the first server port of the flows (one per flow of a host: k-th flow -> BG_PORT + k)
 BG_PORT = 45000
 CHUNK_BYTES = 128 * 1024
 LOW_BYTES = 64 * 1024
 REFILL_NS = 5_000
 MAX_FLOWS = 64
+#: the switch port counters :func:`fabric_counters` sums (netstack.switch.counters)
+FABRIC_COUNTERS = ("queue_drops", "carrier_drops", "mtu_drops", "pauses_tx", "pause_refreshes_tx", "resumes_tx",
+                   "pauses_rx", "pauses_refused", "pfc_watchdog_events")
+
+
+def fabric_counters(net: Any) -> dict[str, Any]:
+    """The switches' drops and PFC frames over the run (:data:`FABRIC_COUNTERS` summed over every
+    port), and the ports that dropped (``switch:port`` -> frames)."""
+    out: dict[str, Any] = dict.fromkeys(FABRIC_COUNTERS, 0)
+    dropped: dict[str, int] = {}
+    for name in sorted(net.switches):
+        for port, c in net.switch(name).counters().items():
+            for k in FABRIC_COUNTERS:
+                out[k] += int(c.get(k) or 0)
+            if c.get("queue_drops"):
+                dropped[f"{name}:{port}"] = int(c["queue_drops"])
+    out["drops_by_port"] = dropped
+    return out
+
+
+def _discard(ep: Any) -> None:
+    ep.conn.read()  # (read and dropped: a sink)
 
 
 class Background:
@@ -33,6 +65,7 @@ class Background:
 
         rng = random.Random(f"{seed}/background")
         self.net = net
+        self.nics = install_nics(net)
         self.pairs: list[tuple[Any, Any]] = []
         chunk = bytes(CHUNK_BYTES)
         self._chunk = chunk
@@ -42,7 +75,7 @@ class Background:
                 continue
             for k in range(flows):
                 a, b = connect(net.host(h), net.host(rng.choice(away)), BG_PORT + k)
-                b.on_data = lambda ep: ep.conn.read()  # (read and dropped: a sink)
+                b.on_data = _discard
                 self.pairs.append((a, b))
         self.received_at_stop = 0
         self.refills = 0
@@ -71,10 +104,19 @@ class Background:
     def result(self) -> dict[str, Any]:
         senders = [a.conn.counters() for a, _ in self.pairs]
         span = max(1, self._t1 - self._t0)
+        nics = self.nics
+        gates = [n.gate for n in nics if n.gate is not None]
+        waited = sum(n.waited_frames for n in nics)
         return {"flows": len(self.pairs), "refills": self.refills,
                 "goodput_gbps": round(self.received_at_stop * 8 / span, 2),
                 "retransmits": sum(int(c.get("retransmits") or 0) for c in senders),
-                "timeouts": sum(int(c.get("timeouts") or 0) for c in senders)}
+                "timeouts": sum(int(c.get("timeouts") or 0) for c in senders),
+                "fabric": fabric_counters(self.net),
+                "nics": {"hosts": len(nics), "honour_pfc": len(gates),
+                         "pauses": sum(g.c.pauses for g in gates), "paused_ns": sum(g.c.paused_ns for g in gates),
+                         "peak_queued_bytes": max((n.peak_bytes for n in nics), default=0),
+                         "onepipe_wait_ns_mean": round(sum(n.waited_ns for n in nics) / waited, 1) if waited else None}}
 
 
-__all__ = ["BG_PORT", "CHUNK_BYTES", "LOW_BYTES", "MAX_FLOWS", "REFILL_NS", "Background"]
+__all__ = ["BG_PORT", "CHUNK_BYTES", "FABRIC_COUNTERS", "LOW_BYTES", "MAX_FLOWS", "REFILL_NS", "Background",
+           "fabric_counters"]

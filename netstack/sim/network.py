@@ -180,6 +180,13 @@ class Channel:
         self.delivered += 1
         self._deliver(self.dst_port, frame)
 
+
+    def tap(self, handler: Callable[[str, bytes], None]) -> Callable[[str, bytes], None]:
+        """Frames this channel delivers go to ``handler(port, frame)`` from now on; the handler it
+        had is returned, for the tap to pass on what is not its own (a NIC's MAC in front of its
+        host reads PFC frames first: :mod:`netstack.sim.nic`)."""
+        previous, self._deliver = self._deliver, handler
+        return previous
     def counters(self) -> dict[str, Any]:
         imp = self.impair
         out = {"link": self.link, "from": self.src, "to": self.dst, "sent": self.sent, "lost": self.lost,

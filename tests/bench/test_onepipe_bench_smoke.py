@@ -46,6 +46,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(sim_mod, "FIG9B_LOSSES", (0.0, 1e-2))
     monkeypatch.setattr(sim_mod, "FIG9B_RX_PROCS", 8)
     monkeypatch.setattr(sim_mod, "FIG9B_RX_LOSSES", (1e-2,))
+    monkeypatch.setattr(sim_mod, "FIG9B_LOADED_LOSSES", (1e-2,))
+    monkeypatch.setattr(sim_mod, "FIG9B_LOADED_DURATION_NS", 30_000)
     monkeypatch.setattr(rel_mod, "STORE_RECORDS", 3)
     monkeypatch.setattr(rel_mod, "RELIABLE_PROCS", (4,))
     monkeypatch.setattr(rel_mod, "FIG10_PROCS", (4,))
@@ -105,10 +107,11 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert len(rows) == 3 and all(isinstance(r["met"], bool) and r["model_us"] > 0 for r in rows)
     assert doc["fig9a"]["target"]["points"] == 2 and doc["fig9a"]["target"]["factor"] == 1.5
     # the loss at the receivers (the paper's placement), best effort and reliable, then on the links
-    assert [(r["loss_at"], r["system"], r["variant"], r["loss"]) for r in doc["fig9b"]["sim"]] == [
-        ("receivers", "1pipe", "chip", 1e-2), ("receivers", "1pipe_reliable", "chip", 1e-2),
-        ("receivers", "1pipe", "host", 1e-2), ("receivers", "1pipe_reliable", "host", 1e-2),
-        ("links", "1pipe", "chip", 0.0), ("links", "1pipe", "chip", 1e-2)] and doc["fig9b"]["live"] == []
+    assert [(r["loss_at"], r["system"], r["variant"], r["load"], r["loss"]) for r in doc["fig9b"]["sim"]] == [
+        ("receivers", "1pipe", "chip", 1.0, 1e-2), ("receivers", "1pipe_reliable", "chip", 1.0, 1e-2),
+        ("receivers", "1pipe", "host", 1.0, 1e-2), ("receivers", "1pipe_reliable", "host", 1.0, 1e-2),
+        ("receivers", "1pipe_reliable", "chip", 10.0, 1e-2),
+        ("links", "1pipe", "chip", 1.0, 0.0), ("links", "1pipe", "chip", 1.0, 1e-2)] and doc["fig9b"]["live"] == []
     assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
     # reliable 1Pipe: the store measured on the real backends, R vs BE on one load, Fig. 10's crash
     assert next(r["backend"] for r in doc["store"]["rows"]) == "sqlite"
@@ -124,8 +127,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
         assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    # fig9b: 4 at the receivers; kv 6; fig12 4; the testbed's systems at 2 P
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 6 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4 + 2 * len(
+    # fig9b: 4 at the receivers, 1 loaded, 2 on the links; kv 6; fig12 4; the testbed's systems at 2 P
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 7 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4 + 2 * len(
         tb_mod.TESTBED_SYSTEMS)
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])

@@ -329,7 +329,8 @@ def _fig9b_row(system: str, variant: str, x: str, figs: Figs,
     loss at the receivers (the paper's placement, 1Pipe §7.1) at x itself when the run has them,
     else a link-loss row (older results, the live runs; best effort only), 1e-8 matched to loss 0."""
     rows = [r for r in figs["fig9b"].get(runtime, []) if r.get("valid", True)
-            and r.get("system", "1pipe") == system and r.get("variant", "chip") == variant]
+            and r.get("system", "1pipe") == system and r.get("variant", "chip") == variant
+            and r.get("load", 1.0) == 1.0]  # (the loaded rows show where the rise moves: not the paper's x)
     rx = [r for r in rows if r.get("loss_at") == "receivers"]
     if rx:
         got = _at(rx, "loss", x)

@@ -95,13 +95,15 @@ FIG9B_SYSTEM = {"1pipe": "BE", "1pipe_reliable": "R"}
 
 def fig9b_table(rows: list[dict[str, Any]]) -> str:
     out = [[r["runtime"], FIG9B_WHERE.get(r.get("loss_at", "links"), r.get("loss_at")),
-            FIG9B_SYSTEM.get(r.get("system", "1pipe"), r.get("system")), _f(r["loss"], "{:g}"), r["procs"],
+            FIG9B_SYSTEM.get(r.get("system", "1pipe"), r.get("system")), r.get("variant", "chip"),
+            _f(r.get("load", 1.0), "{:g}x"), _f(r["loss"], "{:g}"), r["procs"],
             f"{r['delivered']}/{r['sent']}", _f(r["mean_us"]), _f(r["p99_us"]), _f(r.get("unordered_mean_us")),
             _f(r.get("barrier_wait_mean_us")), _f(r.get("rx_dropped"), "{}"), _f(r.get("retransmits"), "{}"),
             r["send_failed"],
             r.get("send_unknown", "-"), r["messages_lost"], r["late_dropped"], r["unaccounted"],
             "ok" if r.get("order_ok", r.get("check_ok")) else "VIOLATED"] for r in rows]
-    return format_table(["runtime", "loss at", "1Pipe", "loss", "P", "delivered/sent", "mean us", "p99 us",
+    return format_table(["runtime", "loss at", "1Pipe", "variant", "load", "loss", "P", "delivered/sent", "mean us",
+                         "p99 us",
                          "unordered mean us", "barrier wait mean us", "datagrams dropped", "retransmits",
                          "send-fails", "send-unknown", "lost (NAKed)", "late drops", "unaccounted", "order"], out)
 
@@ -183,17 +185,19 @@ def plot_fig9b(rows: list[dict[str, Any]], path: Path) -> bool:
         return False
     fig, ax = plt.subplots(figsize=(6, 4))
     floor = 1e-8
-    for where in FIG9B_WHERE:
-        for system in FIG9B_SYSTEM:
-            sim = sorted((r for r in rows if r["runtime"] == "sim" and r.get("loss_at", "links") == where
-                          and r.get("system", "1pipe") == system), key=lambda r: r["loss"])
-            if not sim:
-                continue
-            xs = [max(r["loss"], floor) for r in sim]
-            label = f"1Pipe/{FIG9B_SYSTEM[system]}, loss at the {FIG9B_WHERE[where]} (sim, P={sim[0]['procs']})"
-            ax.plot(xs, [r["mean_us"] for r in sim], "o-" if where == "receivers" else "s--", label=label)
-            if system == "1pipe":
-                ax.plot(xs, [r["unordered_mean_us"] for r in sim], "^:", label=f"unordered ({FIG9B_WHERE[where]})")
+    groups = dict.fromkeys((r.get("loss_at", "links"), r.get("system", "1pipe"), r.get("variant", "chip"),
+                            r.get("load", 1.0)) for r in rows if r["runtime"] == "sim")
+    for where, system, variant, load in groups:
+        sim = sorted((r for r in rows if r["runtime"] == "sim" and (r.get("loss_at", "links"), r.get("system", "1pipe"),
+                      r.get("variant", "chip"), r.get("load", 1.0)) == (where, system, variant, load)),
+                     key=lambda r: r["loss"])
+        xs = [max(r["loss"], floor) for r in sim]
+        more = (f", {variant}" if variant != "chip" else "") + (f", {load:g}x load" if load != 1.0 else "")
+        label = (f"1Pipe/{FIG9B_SYSTEM.get(system, system)}{more}, loss at the {FIG9B_WHERE.get(where, where)} "
+                 f"(sim, P={sim[0]['procs']})")
+        ax.plot(xs, [r["mean_us"] for r in sim], "o-" if where == "receivers" else "s--", label=label)
+        if system == "1pipe" and variant == "chip" and load == 1.0:
+            ax.plot(xs, [r["unordered_mean_us"] for r in sim], "^:", label=f"unordered ({FIG9B_WHERE.get(where)})")
     live = [r for r in rows if r["runtime"] == "live"]
     if live:
         ax.plot([max(r["loss"], floor) for r in live], [r["mean_us"] for r in live], "D",
