@@ -55,6 +55,7 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(reorder, "REPEATS", 1)
     monkeypatch.setattr(kv_mod, "KV_PROCS", (2,))
     monkeypatch.setattr(kv_mod, "KV_WRITES", (0.1,))
+    monkeypatch.setattr(kv_mod, "KV_OPS", (4,))
     monkeypatch.setattr(fig12_mod, "FIG12_FLOWS", (2,))
     monkeypatch.setattr(fig12_mod, "FIG12_RATIOS", (2,))
     monkeypatch.setattr(fig12_mod, "FIG12_RATIO_FLOWS", 2)
@@ -83,6 +84,10 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert all(r["check_ok"] and r["txn_per_s_per_client"] > 0 for r in kv_rows)
     kv14a = [r for r in doc["paper"]["rows"] if r["figure"] == "14a" and r["x"] == "2" and r["ours"] is not None]
     assert {r["series"] for r in kv14a} == {"1Pipe/Unif", "FaRM/Unif", "1Pipe/YCSB", "FaRM/YCSB"}
+    by_ops = {(r["mode"], r["dist"]) for r in kv_rows if r["ops"] == 4}  # Fig. 14c: ops per transaction
+    assert by_ops == {(m, d) for m in modes for d in ("uniform", "zipf")}
+    kv14c = [r for r in doc["paper"]["rows"] if r["figure"] == "14c" and r["x"] == "4" and r["ours"] is not None]
+    assert {r["series"] for r in kv14c} == {"1Pipe/Unif", "FaRM/Unif", "1Pipe/YCSB", "FaRM/YCSB"}
     f8 = doc["fig8"]["sim"]
     systems = [s for _, s in sim_mod.fig8_systems()]  # 1Pipe BE and R, the sequencer, the baselines (issue 32)
     assert {(r["system"], r["procs"]) for r in f8} == {(s, p) for s in (*systems, "unordered") for p in (2, 64)}
@@ -127,8 +132,8 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
         assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
-    # fig9b: 4 at the receivers, 1 loaded, 2 on the links; kv 6; fig12 4; the testbed's systems at 2 P
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 7 + 2 + len(rel_mod.FIG10_FAILS) + 6 + 4 + 2 * len(
+    # fig9b: 4 at the receivers, 1 loaded, 2 on the links; kv 6 + 4 (14c); fig12 4; the testbed's systems at 2 P
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 7 + 2 + len(rel_mod.FIG10_FAILS) + 10 + 4 + 2 * len(
         tb_mod.TESTBED_SYSTEMS)
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
