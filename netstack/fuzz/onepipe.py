@@ -304,6 +304,34 @@ def arriving_udp_from(ip: bytes) -> bytes:
     return b"".join(struct.pack("HBBI", *insn) for insn in program)
 
 
+#: how long tor1's counters must stay still before they are read after a replay run, and at most how
+#: long to wait for that: the last frames replayed may still sit in the switch daemon's socket (one
+#: was counted short on a loaded CI run, 2026-12-07)
+REPLAY_SETTLE_S = 0.1
+REPLAY_SETTLE_MAX_S = 2.0
+
+
+def _settled(prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """tor1's port counters and its 1Pipe status, once two reads :data:`REPLAY_SETTLE_S` apart agree (or
+    after :data:`REPLAY_SETTLE_MAX_S`)."""
+    from ..onepipe.control import status_all
+
+    deadline = time.monotonic() + REPLAY_SETTLE_MAX_S
+    last: tuple[dict[str, Any], dict[str, Any]] | None = None
+    while True:
+        now = (runtime.status(prefix)["daemons"]["tor1"]["ports"], status_all(prefix).get("tor1") or {})
+        if last is not None and (_counts(now) == _counts(last) or time.monotonic() > deadline):
+            return now
+        last = now
+        time.sleep(REPLAY_SETTLE_S)
+
+
+def _counts(read: tuple[dict[str, Any], dict[str, Any]]) -> Any:
+    ports, tor1 = read
+    return ({p: c.get("edge_drops_spoofed") for p, c in ports.items()},
+            {p: (c.get("auth") or {}) for p, c in (tor1.get("ports") or {}).items()})
+
+
 class Replayer:
     """``--attack cross-port-replay``'s attacker (issue 34, finding 2): for each way
     (:data:`REPLAY_WAYS`), every sealed barrier-carrying frame a victim's process sends into its
@@ -386,7 +414,6 @@ def cross_port_replay(state: RunState, out: Path, frames: int, seconds: float) -
     1Pipe status after the run."""
     import threading
 
-    from ..onepipe.control import status_all
     from ..onepipe.runner import run as op_run
 
     box: dict[str, Any] = {}
@@ -405,8 +432,7 @@ def cross_port_replay(state: RunState, out: Path, frames: int, seconds: float) -
         runner.start()
         replayer.run(lambda: not runner.is_alive())
     runner.join()
-    after = runtime.status(state.prefix)["daemons"]["tor1"]["ports"]
-    tor1 = status_all(state.prefix).get("tor1") or {}
+    after, tor1 = _settled(state.prefix)
     rows = replay_checks(replayer, tor1, before, after)
     rows += op_checks(box, out, set(op_addresses(state, REPLAY_PROCS)))
     rows.append(delivery_row(box))
