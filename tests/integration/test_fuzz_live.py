@@ -176,7 +176,9 @@ def _attack(capsys, target: str, attack: str, *args: str) -> dict:
     status = cli(["fuzz", target, "--attack", attack, *args, "--json"])
     captured = capsys.readouterr()
     res = json.loads(captured.out)
-    assert status == 0 and res["ok"], ([c for c in res["checks"] if not c["ok"]], res["notes"], captured.err[-1500:])
+    if status != 0 or not res["ok"]:  # (in full: an assertion's message is cut short, and a check's detail says why)
+        failed = "\n".join(f"{c['where']} {c['check']}: {c['detail']}" for c in res["checks"] if not c["ok"])
+        pytest.fail(f"exit {status}; failed checks:\n{failed}\nnotes: {res['notes']}\n{captured.err[-1500:]}")
     assert res["prefix"] not in runtime.netns.list_running()
     return res
 
