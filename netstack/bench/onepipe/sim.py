@@ -17,7 +17,7 @@ from ...onepipe.scenarios import baselines, fabric_topology
 from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
 from . import fig12, kv, reliable, testbed
-from .spec import FABRIC, FANOUT, NIC_NS, SEED, SIZE, T_BEACON_NS, Point, _spec
+from .spec import FABRIC, FANOUT, SEED, SIZE, T_BEACON_NS, Point, _spec
 
 FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: Fig. 8 runs with the host CPU model on (issue 32; netstack/onepipe/cpucost.py): one core per
@@ -155,18 +155,14 @@ def fig9b_points(scale: float) -> list[Point]:
     out = []
     for mode, variant, system in FIG9B_RX_SYSTEMS:
         for loss in FIG9B_RX_LOSSES:
-            params: dict[str, Any] = {"procs": FIG9B_RX_PROCS, "rate": FIG9B_RATE, "fanout": FANOUT, "size": SIZE,
-                                      "t_beacon_ns": T_BEACON_NS, "mode": mode, "loss": loss, "loss_at": "receivers",
-                                      "skew_ns": testbed.TESTBED_SKEW_NS, "placement": "pack", "nic_ns": NIC_NS}
-            if variant != "chip":
-                params["variant"] = variant
+            params = testbed.testbed_params(FIG9B_RX_PROCS, FIG9B_RATE, mode, variant, loss=loss,
+                                            loss_at="receivers")
             out.append(Point("fig9b", RunSpec("onepipe", topo, SEED, max(1, round(FIG9B_DURATION_NS * scale)), params),
                              {"loss": loss, "loss_at": "receivers", "system": system, "variant": variant}))
     for load in FIG9B_LOADS:  # reliable on the chip, loaded (FIG9B_LOADS)
         for loss in FIG9B_LOADED_LOSSES:
-            params = {"procs": FIG9B_RX_PROCS, "rate": FIG9B_RATE * load, "fanout": FANOUT, "size": SIZE,
-                      "t_beacon_ns": T_BEACON_NS, "mode": "reliable", "loss": loss, "loss_at": "receivers",
-                      "skew_ns": testbed.TESTBED_SKEW_NS, "placement": "pack", "nic_ns": NIC_NS}
+            params = testbed.testbed_params(FIG9B_RX_PROCS, FIG9B_RATE * load, "reliable", loss=loss,
+                                            loss_at="receivers")
             out.append(Point("fig9b", RunSpec("onepipe", topo, SEED, max(1, round(FIG9B_LOADED_DURATION_NS * scale)),
                                               params),
                              {"loss": loss, "loss_at": "receivers", "system": "1pipe_reliable", "variant": "chip",

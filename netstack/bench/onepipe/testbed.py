@@ -73,6 +73,16 @@ def testbed_topology(procs: int, full: dict[str, Any] | None = None) -> dict[str
             "links": [lk for lk in doc["links"] if lk["a"] in keep and lk["b"] in keep]}
 
 
+def testbed_params(procs: int, rate: float, mode: str, variant: str = "chip", **extra: Any) -> dict[str, Any]:
+    """The onepipe scenario's parameters of a run on the testbed model (packed processes, PTP's
+    skew, the calibrated host stack), ``variant`` left out when it is the chip's (the default)."""
+    params: dict[str, Any] = {"procs": procs, "rate": rate, "fanout": FANOUT, "size": SIZE, "t_beacon_ns": T_BEACON_NS,
+                              "skew_ns": TESTBED_SKEW_NS, "mode": mode, "placement": "pack", "nic_ns": NIC_NS, **extra}
+    if variant != "chip":
+        params["variant"] = variant
+    return params
+
+
 def testbed_points(scale: float) -> list[Point]:
     out = []
     for p in sorted({*TESTBED_PROCS, *TESTBED_8B_PROCS}):
@@ -80,13 +90,7 @@ def testbed_points(scale: float) -> list[Point]:
         dur = max(1, round(TESTBED_DURATIONS_NS.get(p, TESTBED_DURATION_NS) * scale))
         topo = testbed_topology(p)
         for mode, variant, prompt, system in systems:
-            params: dict[str, Any] = {"procs": p, "rate": TESTBED_RATE, "fanout": FANOUT, "size": SIZE,
-                                      "t_beacon_ns": T_BEACON_NS, "skew_ns": TESTBED_SKEW_NS, "mode": mode,
-                                      "placement": "pack", "nic_ns": NIC_NS}
-            if variant != "chip":
-                params["variant"] = variant
-            if not prompt:
-                params["prompt_commit"] = False
+            params = testbed_params(p, TESTBED_RATE, mode, variant, **({} if prompt else {"prompt_commit": False}))
             out.append(Point(SECTION, RunSpec("onepipe", topo, SEED, dur, params),
                              {"procs": p, "system": system, "variant": variant, "mode": mode,
                               "commit": "prompt" if prompt else "beacons",
@@ -120,5 +124,5 @@ def testbed_table(rows: list[dict[str, Any]]) -> str:
                           "ok" if r["order_ok"] else "BROKEN"] for r in rows])
 
 
-__all__ = ["SECTION", "TESTBED", "TESTBED_8B_PROCS", "TESTBED_PROCS", "TESTBED_SYSTEMS", "testbed_points",
-           "testbed_rows", "testbed_table", "testbed_topology"]
+__all__ = ["SECTION", "TESTBED", "TESTBED_8B_PROCS", "TESTBED_PROCS", "TESTBED_SYSTEMS", "testbed_params",
+           "testbed_points", "testbed_rows", "testbed_table", "testbed_topology"]
