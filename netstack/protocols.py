@@ -74,6 +74,12 @@ class ProtocolPlugin:
     fuzz: Mapping[str, str] = field(default_factory=dict)
     #: modules or packages that must pass ``mypy --strict`` (the engines, at least)
     typed: tuple[str, ...] = ()
+    #: ``netstack reproduce NAME``: the module whose ``PAPER`` (a ``netstack.reproduce.claims.PaperSpec``)
+    #: lists the paper's experiments and turns their results into claims with verdicts
+    reproduce: str | None = None
+    #: ``netstack ui``: the module whose ``port_views(kind, status, ask)`` turns a daemon's answers into
+    #: this protocol's per-port view, and, optionally, ``link_actions`` / ``link_action`` (netstack/ui)
+    ui: str | None = None
 
 
 PROTOCOLS: tuple[ProtocolPlugin, ...] = (
@@ -96,6 +102,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.linkguardian.topology"),
                    features={"linkguardian": "netstack.linkguardian.topology"},
                    scenarios="netstack.linkguardian.scenarios",
+                   reproduce="netstack.linkguardian.reproduce",
+                   ui="netstack.linkguardian.uiview",
                    switch_only_ethertypes=(0xABCD,)),  # its tags (headers.registry EtherType.LINKGUARDIAN)
     ProtocolPlugin("dta", "A Novel Transport Protocol for Network Telemetry Collection (Direct Telemetry Access)",
                    control="netstack.dta.control",
@@ -115,7 +123,9 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    # a translator on the collector's ToR, declared per link end (netstack/dta/topology.py)
                    features={"dta": "netstack.dta.topology"},
                    node_kinds={"collector": "netstack.dta.control"},
-                   scenarios="netstack.dta.scenarios"),
+                   scenarios="netstack.dta.scenarios",
+                   reproduce="netstack.dta.reproduce",
+                   ui="netstack.dta.uiview"),
     ProtocolPlugin("onepipe", "1Pipe: Scalable Total Order Communication in Data Center Networks",
                    control="netstack.onepipe.control",
                    commands=("onepipe",),
@@ -142,7 +152,9 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                    node_kinds={"onepipe-controller": "netstack.onepipe.ctlnode"},
                    # [onepipe]: 1Pipe on in every switch from netstack up on (netstack/onepipe/section.py)
                    sections={"onepipe": "netstack.onepipe.section"},
-                   scenarios="netstack.onepipe.scenarios"),
+                   scenarios="netstack.onepipe.scenarios",
+                   reproduce="netstack.onepipe.reproduce",
+                   ui="netstack.onepipe.uiview"),
     ProtocolPlugin("tcd", "Congestion Detection in Lossless Networks (TCD)",
                    control="netstack.tcd.control",
                    commands=("tcd",),
@@ -159,7 +171,9 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.tcd.np", "netstack.tcd.pacing", "netstack.tcd.timely", "netstack.tcd.cc",
                           "netstack.tcd.paper", "netstack.tcd.fabric", "netstack.tcd.compare"),
                    features={"tcd": "netstack.tcd.topology"},
-                   scenarios="netstack.tcd.scenarios"),
+                   scenarios="netstack.tcd.scenarios",
+                   reproduce="netstack.tcd.reproduce",
+                   ui="netstack.tcd.uiview"),
     ProtocolPlugin("tcsack", "An Updated ACK mechanism based on RDMA (T/C-SACK)",
                    control="netstack.tcsack.control",
                    commands=("tcsack",),
@@ -175,7 +189,8 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.tcsack.section"),
                    # [tcsack]: the testbed's transfer parameters (netstack/tcsack/section.py)
                    sections={"tcsack": "netstack.tcsack.section"},
-                   scenarios="netstack.tcsack.scenarios"),
+                   scenarios="netstack.tcsack.scenarios",
+                   reproduce="netstack.tcsack.reproduce"),
     # the worked example (docs/extending.md): everything it has lives in netstack/examples/ethcount/
     ProtocolPlugin("ethcount", "none: a worked example that counts the frames of one EtherType per switch port",
                    control="netstack.examples.ethcount.control",
@@ -191,8 +206,8 @@ GENERIC_SCENARIOS = ("netstack.sim.scenarios", "netstack.sim.tcp")
 #: where a list below puts every protocol's entries it does not name, in registry order
 PROTOCOLS_HERE = "*"
 #: the CLI's commands that belong to no protocol, in ``netstack --help``'s order
-GENERIC_COMMANDS = ("demo", "testbed", "ls", PROTOCOLS_HERE, "sim", "bench", "dissect", "compose", "node", "keys",
-                    "fault", "fuzz", "capture", "link", "metrics", "wireshark", "doctor")
+GENERIC_COMMANDS = ("demo", "testbed", "ls", PROTOCOLS_HERE, "sim", "bench", "reproduce", "dissect", "compose", "node",
+                    "keys", "fault", "fuzz", "capture", "link", "metrics", "wireshark", "doctor", "ui")
 #: ``netstack bench``'s benchmarks that belong to no protocol
 GENERIC_BENCHES: Mapping[str, tuple[str, str]] = {
     "headers": ("netstack.bench.headers", "encode/decode rate per header: fast codec vs Scapy"),
@@ -216,7 +231,7 @@ FUZZ_ORDER = ("switch", "linkguardian", "dta", "onepipe", "tcsack", PROTOCOLS_HE
 #: typed modules and packages that belong to no protocol (``mypy --strict``, tests/test_typing.py)
 GENERIC_TYPED = ("headers", "netstack.io.pfcgate", "netstack.engine", "netstack.protocols", "netstack.ethernet",
                  "netstack.errors", "netstack.auth", "netstack.switch", "netstack.sim.reno", "netstack.sim.loop",
-                 "netstack.progress", "netstack.typecheck")
+                 "netstack.progress", "netstack.typecheck", "netstack.reproduce")
 
 
 def load(module: str) -> ModuleType:
@@ -316,6 +331,18 @@ def command_module(name: str) -> str:
 def benches() -> dict[str, tuple[str, str]]:
     """``netstack bench``'s benchmarks: name -> (module with ``main(args)``, description), in its help's order."""
     return _arranged(GENERIC_BENCHES, {p.name: p.benches for p in PROTOCOLS}, BENCH_ORDER, "benchmark")
+
+
+#: the order ``netstack reproduce`` takes the papers in (``all``) and lists them in its help
+REPRODUCE_ORDER = ("linkguardian", "onepipe", "tcd", "dta", "tcsack")
+
+
+def reproduce_modules() -> dict[str, str]:
+    """``netstack reproduce``'s papers: protocol name -> the module with ``PAPER``, in
+    :data:`REPRODUCE_ORDER` (then any other protocol's that has one, in registry order)."""
+    have = {p.name: p.reproduce for p in PROTOCOLS if p.reproduce}
+    return {n: have[n] for n in (*[n for n in REPRODUCE_ORDER if n in have], *[n for n in have
+                                                                            if n not in REPRODUCE_ORDER])}
 
 
 def fuzz_targets() -> dict[str, str]:

@@ -4,12 +4,15 @@
 # in .venv holding netstack itself (editable) with its plots (matplotlib, the `plots` extra)
 # and its test tools. etcd-server is the 1Pipe controller's replicated store
 # (netstack/onepipe/etcd.py runs a local cluster of it); tcpdump compiles netstack capture's
-# --filter expressions to BPF.
+# --filter expressions to BPF; chromium and chromium-driver run the browser tests (marker browser,
+# tests/browser.py: netstack ui's page in headless Chromium, offline); the test extra brings their
+# Python side (selenium) and netstack ui's server (aiohttp).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3 python3-venv python3-dev iproute2 nftables iputils-ping procps kmod etcd-server tcpdump)
+APT_PACKAGES=(python3 python3-venv python3-dev iproute2 nftables iputils-ping procps kmod etcd-server tcpdump
+              chromium chromium-driver)
 
 log() { printf '[install] %s\n' "$*" >&2; }
 

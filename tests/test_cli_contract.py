@@ -76,6 +76,7 @@ TESTBED_COMMANDS = EXAMPLE_COMMANDS | {
     "tcsack transfer", "tcsack send", "tcsack recv",
     "fault kill", "fault start", "fault link", "fault pause-storm", "fault clock-jump",
     "compose generate",  # (the deployment's prefix)
+    "ui",  # (the testbed it shows; it serves a page, no --json)
 }
 #: those refused before they start when their run state outlived its namespaces (the others make
 #: or remove a testbed, or take a prefix for a new one; tcsack send/recv check it with --host)
@@ -85,7 +86,7 @@ STALE_CHECKED = TESTBED_COMMANDS - {"up", "down", "demo", "tcd run", "compose ge
 #: every command that changes or reports state: --json, stdout then exactly one JSON document
 JSON_COMMANDS = EXAMPLE_COMMANDS | {
     "up", "down", "status", "exec", "impair", "ls", "demo", "bench", "sim", "corruptd", "capture", "link",
-    "metrics", "fuzz", "doctor",
+    "metrics", "fuzz", "doctor", "reproduce",
     "lg enable", "lg disable", "lg status",
     "dta enable", "dta disable", "dta status",
     "dta report keywrite", "dta report append", "dta report increment", "dta report sketch", "dta report postcard",

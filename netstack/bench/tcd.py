@@ -10,8 +10,10 @@
     length and sending rate over time at P0-P3, ECN vs TCD, for the single (Fig. 3,
     ``bench-tcd-fig3.png``) and the multiple congestion points scenario (Fig. 4,
     ``bench-tcd-fig4.png``; the series, sampled every 5 us of virtual time, under ``figs`` in the
-    JSON: netstack/tcd/series.py); the TCD ports' state over time (``bench-tcd-states.png``) and the
-    marks per flow, ECN vs TCD (``bench-tcd-marks.png``).
+    JSON: netstack/tcd/series.py; P2's panels carry the paper's number, from
+    docs/data/tcd-paper/claims.toml: its queue "over 500KB", ON-OFF "until 1.6ms"); the TCD ports'
+    state over time (``bench-tcd-states.png``) and the marks per flow, ECN vs TCD
+    (``bench-tcd-marks.png``).
 
 ``fct`` (virtual time, 40 Gbit/s; ``netstack/bench/tcdfct.py``)
     TCD's FCT comparison on the ``tcd-leafspine`` fabric (``netstack tcd fct``, issue 30): full-size
@@ -26,7 +28,9 @@
 ``live`` (off unless ``--live``; root: namespaces, switch daemons)
     The two §3.1 scenarios on the live testbed at the shipped 40 Mbit/s scale (times x1000:
     ``tcd-single`` / ``tcd-multi``, marker switched as ``netstack tcd run --marker`` does), both
-    markers, the same table as ``scenarios``. About 10 s of traffic and set-up per run.
+    markers, the same table as ``scenarios``. About 10 s of traffic and set-up per run. The global
+    ``--prefix P`` (``netstack --prefix P bench tcd --live``) names the testbeds; without it each
+    run picks its own.
 
 Targets (``targets``, the table at the end): the §3.1 outcome of every runtime that ran (ECN marks
 the victim F0 CE, TCD marks it undetermined and never CE, ...: :data:`CLAIMS`) is a *correctness
@@ -53,6 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..reproduce import paperdata
 from ..sim.scenario import RunSpec, resolve_topology
 from ..sim.sweep import sweep
 from ..tcd.scenarios import (
@@ -81,7 +86,9 @@ TITLES = {"single": "single congestion point", "multi": "multiple congestion poi
 
 
 # ----------------------------------------------------------------------------- §3.1
-def scenario_specs(runtime: str = "sim") -> list[RunSpec]:
+def scenario_specs(runtime: str = "sim", prefix: str | None = None) -> list[RunSpec]:
+    """The four §3.1 runs (both scenarios, both markers); ``prefix``: the live testbed's namespace
+    prefix (None: each live run picks its own, ``netstack.sim.scenarios.live_prefix``)."""
     specs = []
     for kind in KINDS:
         for marker in MARKERS:
@@ -91,7 +98,8 @@ def scenario_specs(runtime: str = "sim") -> list[RunSpec]:
             else:
                 topo = _live_topology(kind, marker)
             params = {"kind": kind, "timeline": True, "series": runtime == "sim"}  # (Figs. 3-4: virtual time)
-            specs.append(RunSpec("tcd", topo, SCENARIO_SEED, None, params, runtime=runtime))
+            specs.append(RunSpec("tcd", topo, SCENARIO_SEED, None, params, runtime=runtime,
+                                 prefix=prefix if runtime == "live" else None))
     return specs
 
 
@@ -262,6 +270,7 @@ def plot_fig(kind: str, runs: dict[str, Any], path: Path) -> bool:
                             label="queue (KB)")
             if marker == "ecn":
                 ax.axhline(ECN_K_BYTES / 1e3, color="tab:blue", ls=":", lw=0.8, label="ECN K 200 KB")
+            paper = _paper_marks(ax, kind) if name == "P2" else None
             ax.set_ylabel(f"{name}\nqueue KB")
             ax.grid(alpha=0.3)
             rate = ax.twinx()
@@ -269,6 +278,8 @@ def plot_fig(kind: str, runs: dict[str, Any], path: Path) -> bool:
                       label="sending rate (Gbit/s)")
             rate.set_ylim(0, PAPER_RATE_BPS / 1e9 * 1.1)
             rate.set_ylabel("Gbit/s")
+            if paper is not None:  # (on the twin axes: drawn above the sending rate)
+                rate.legend(handles=[paper], fontsize=7, loc="lower right", framealpha=0.95)
             if row == 0:
                 ax.set_title(f"{TITLES[kind]}: {marker.upper()}")
                 handles = ax.get_legend_handles_labels()[0] + rate.get_legend_handles_labels()[0]
@@ -276,6 +287,29 @@ def plot_fig(kind: str, runs: dict[str, Any], path: Path) -> bool:
         axes[-1][col].set_xlabel("time (ms, paper scale)")
     save(plt, fig, path, dpi=100)
     return True
+
+
+#: the paper's numbers drawn on P2's panels (docs/data/tcd-paper/claims.toml): Fig. 3, P2's queue
+#: "over 500KB"; Fig. 4, P2 ON-OFF "until 1.6ms" after the bursts start (§3.1)
+PAPER_MARKS = {"single": ("fig3-p2-queue", "h"), "multi": ("fig4-onoff-cee", "v")}
+
+
+def _paper_marks(ax: Any, kind: str) -> Any:
+    """The paper's number for P2 in this scenario, as a dashed red line; the line, or None if the
+    paper's claims file cannot be read (the plot stands without it)."""
+    cid, how = PAPER_MARKS[kind]
+    try:
+        value = paperdata.load("tcd")[cid].value
+    except paperdata.PaperDataError:
+        return None
+    if value is None:
+        return None
+    if how == "h":
+        line = ax.axhline(value, color="tab:red", ls="--", lw=0.9, label=f"the paper: P2's queue over {value:g} KB")
+    else:  # the paper's time 0 is the bursts' start
+        line = ax.axvline(Workload(kind).warmup_ns / 1e6 + value, color="tab:red", ls="--", lw=0.9,
+                          label=f"the paper: P2 ON-OFF until {value:g} ms")
+    return line
 
 
 def _shade_states(ax: Any, timeline: list[list[int]], scale: float, end_ms: float) -> None:
@@ -449,10 +483,11 @@ def section_scenarios(workers: int | None, results_dir: Path, say: Progress, out
             "## §3.1: marks per flow at each port (each port's own decisions)", "", flow_port_table(pr), ""]
 
 
-def section_live(say: Progress, out: dict[str, Any]) -> list[str]:
-    """§3.1 on the live testbed (root), one run at a time: rows into ``out``; the Markdown lines."""
+def section_live(say: Progress, out: dict[str, Any], prefix: str | None = None) -> list[str]:
+    """§3.1 on the live testbed (root), one run at a time: rows into ``out``; the Markdown lines.
+    ``prefix``: the testbeds' namespace prefix (``netstack --prefix P bench tcd --live``)."""
     say("live: §3.1 single and multi, ECN and TCD, on the testbed at 40 Mbit/s (time scale 1000)")
-    specs = scenario_specs("live")
+    specs = scenario_specs("live", prefix)
     docs = _run(specs, "live", 1, say, keep_failed=True)
     out["runs"] += docs
     # a run that failed is listed with its error and judges nothing; the others stand
@@ -506,7 +541,7 @@ def main(args: argparse.Namespace) -> int:
             md += section_fct(quick, workers, results_dir, say, out)
         if "live" in sections:
             try:
-                md += section_live(say, out)
+                md += section_live(say, out, getattr(args, "global_prefix", None))
             except Exception as exc:  # recorded; the virtual-time sections stand
                 errors["live"] = f"{type(exc).__name__}: {exc}"
                 say(f"live: FAILED ({errors['live']})")

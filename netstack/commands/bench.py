@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -48,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "(linkguardian, tcsack, onepipe, sim; default: both)")
     p.add_argument("--workers", type=positive_int(), default=None, metavar="N",
                    help="parallel processes for the virtual-time runs (default: one per CPU)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the virtual-time sweeps on a Dask cluster instead (e.g. tcp://host:8786; needs "
+                        "pip install 'netstack[dask]'; also NETSTACK_SIM_SCHEDULER)")
     p.add_argument("--frames", type=positive_int(), default=None, metavar="N",
                    help="frames per point, for frame-count benchmarks (sim: fig8-paper; default: the benchmark's)")
     p.add_argument("--quick", action="store_true",
@@ -88,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
 
     rep = Reporter("bench")
     started = time.time()
+    from ..sim.sweep import SCHEDULER_ENV
+
+    before = os.environ.get(SCHEDULER_ENV)
+    if args.scheduler:
+        os.environ[SCHEDULER_ENV] = args.scheduler  # every sweep the benchmark runs (netstack.sim.sweep)
     try:
         with stdout_to_stderr(args.json):
             status = main(module_args(args))
@@ -96,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"netstack bench {args.benchmark}: {exc}", file=sys.stderr)
         status = 1
+    finally:  # main() called in-process (tests) leaves the environment as it was
+        if args.scheduler and before is None:
+            os.environ.pop(SCHEDULER_ENV, None)
+        elif args.scheduler:
+            os.environ[SCHEDULER_ENV] = before
     if status == 2:  # the benchmark refused its arguments, before measuring anything
         return status
     from ..bench.summary import cross_check_failures, summary_line

@@ -7,7 +7,9 @@ with the others, so the runs scale out as they are:
   (``workers``: processes; 1 runs in this process, which is what tests and profilers want);
 - given ``scheduler`` (``"tcp://host:8786"``, or a ``distributed`` ``LocalCluster``/``Client``),
   on a Dask distributed cluster, for sweeps that outgrow one machine. Dask is optional
-  (``pip install 'netstack[dask]'``); nothing here schedules work itself.
+  (``pip install 'netstack[dask]'``); nothing here schedules work itself. With no ``scheduler``
+  given, the environment's ``NETSTACK_SIM_SCHEDULER`` names one: how ``netstack bench --scheduler``
+  and ``netstack reproduce --scheduler`` reach every sweep of a benchmark without each passing it on.
 
 Results come back in the order of the specs, whatever order the runs finish in. A run that
 raises becomes a result with ``"error"`` (and the spec), so one bad point does not lose the
@@ -27,6 +29,9 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from .scenario import SCHEMA, RunSpec, ScenarioError, run
+
+#: the environment variable that names a Dask scheduler for every sweep that is given none
+SCHEDULER_ENV = "NETSTACK_SIM_SCHEDULER"
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 
@@ -64,6 +69,8 @@ def sweep(specs: Sequence[RunSpec], *, workers: int | None = None, scheduler: An
     specs = list(specs)
     if not specs:
         return []
+    if scheduler is None:
+        scheduler = os.environ.get(SCHEDULER_ENV) or None
     if scheduler is not None:
         return _dask(specs, scheduler, progress)
     if workers is not None and workers < 1:

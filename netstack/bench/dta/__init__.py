@@ -286,7 +286,8 @@ def main(args: argparse.Namespace) -> int:
     for n in notes:
         say(f"note: {n}")
 
-    prefix = f"bdta{secrets.token_hex(3)}"
+    # the global --prefix names the testbed when given (a caller that must keep to its own prefix); else a fresh one
+    prefix = getattr(args, "global_prefix", None) or f"bdta{secrets.token_hex(3)}"
     idle: dict[str, Any] = {}
     with sigterm_unwinds():
         live_records = run_live(prefix, duration, dta_cases, naive_cases, idle) if (dta_cases or naive_cases) else []

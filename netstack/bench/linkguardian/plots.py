@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..plot import pyplot, save
-from .params import LOSS_COPIES, SENSITIVITY_RATE, SPEED_RATES, TARGET_LOSS, TARGET_SPEED, label
+from .params import LOSS_COPIES, PAPER_SPEED, SENSITIVITY_RATE, SPEED_RATES, TARGET_LOSS, TARGET_SPEED, label
 
 #: marker and colour per mode, shared by both panels of Fig. 8
 _STYLE = {"off": ("s", "tab:grey"), "blocking": ("o", "tab:blue"), "nb": ("^", "tab:orange")}
@@ -78,6 +78,11 @@ def _fig8_speed(bx: Any, f8: dict[str, Any]) -> None:
     for mode in ("blocking", "nb"):
         bx.axhline(100 * TARGET_SPEED[mode], color=_STYLE[mode][1], ls=":", lw=1,
                    label=f"target {label(mode)} {TARGET_SPEED[mode]:.0%}")
+    # the paper's own points (100G, 1e-3: §4.1 and the authors' artifact), beside ours in the 1e-3 group
+    g = SPEED_RATES.index(SENSITIVITY_RATE)
+    bx.scatter([g, g + width], [100 * PAPER_SPEED["blocking"], 100 * PAPER_SPEED["nb"]], marker="*", s=90,
+               color="black", zorder=3, label=f"paper, 100G: LG {PAPER_SPEED['blocking']:.2%}, "
+                                              f"LG_NB {PAPER_SPEED['nb']:.2%}")
     bx.set_xticks(range(len(groups)), [g for g, _ in groups])
     bx.set_ylim(50, 101)
     bx.set_xlabel("actual loss rate (nominal)")

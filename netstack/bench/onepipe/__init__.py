@@ -52,7 +52,9 @@ ran, "paper vs ours" (``paper.py``) sets every point of the paper's Figs. 8-15 (
 docs/data/onepipe-paper/) beside this run's number for it, or the reason there is none: the JSON's
 ``paper`` (rows, summary, source, ``plots``), a table per figure, ``bench-onepipe-paper-figN.png``.
 ``--duration S``: the live runs' length (default 3 s); the virtual-time runs scale with it (their defaults x S/3).
-``--workers N``: sim runs in parallel.
+``--workers N``: sim runs in parallel. ``--quick``: only the virtual-time points of at most
+:data:`QUICK_MAX_PROCS` processes (a few minutes instead of about 16; the paper's points at 128-512
+processes are then "not measured in this run").
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ from . import sim as sim_mod
 SECTIONS = ("fig8", "fig9a", "fig9a-testbed", "fig9b", "store", "reliable", "fig10", "fig11", "fig12", "kv")
 LIVE_SECTIONS = ("fig8", "fig9b")
 DEFAULT_LIVE_SECONDS = 3.0
+#: ``--quick``: the virtual-time points of at most this many processes
+QUICK_MAX_PROCS = 64
 NAME = "bench-onepipe"
 
 
@@ -109,7 +113,7 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
 
 
 def _run(sections: list[str], runtimes: list[str], seconds: float, workers: int | None, prefix: str, say: Progress,
-         errors: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+         errors: dict[str, str], max_procs: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     sim: dict[str, Any] = {}
     live: dict[str, Any] = {}
     if "store" in sections or "fig10" in sections:
@@ -123,7 +127,7 @@ def _run(sections: list[str], runtimes: list[str], seconds: float, workers: int 
         sim["fig11"] = {"rows": reorder.measure(messages=reorder.MESSAGES, repeats=reorder.REPEATS), "runs": []}
     if "sim" in runtimes:
         delays = sim.get("store", {}).get("delays_ns", {})
-        sim.update(sim_mod.run_points(sections, seconds / DEFAULT_LIVE_SECONDS, workers, say, delays))
+        sim.update(sim_mod.run_points(sections, seconds / DEFAULT_LIVE_SECONDS, workers, say, delays, max_procs))
     if "live" in runtimes:
         try:
             live = live_mod.run_live(sections, prefix, seconds, say)
@@ -314,6 +318,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     seconds = float(getattr(args, "duration", None) or DEFAULT_LIVE_SECONDS)
     workers = getattr(args, "workers", None)
+    max_procs = QUICK_MAX_PROCS if getattr(args, "quick", False) else None
     results_dir = Path(getattr(args, "results_dir", "results"))
     say = Progress()
     notes = scale_notes(seconds, seconds / DEFAULT_LIVE_SECONDS)
@@ -323,10 +328,13 @@ def main(args: argparse.Namespace) -> int:
     errors: dict[str, str] = {}
     started = time.monotonic()
     prefix = f"opb{secrets.token_hex(2)}"  # live: never the "op" of the shipped topology
+    if max_procs:
+        say(f"--quick: virtual-time points of at most {max_procs} processes (the paper's 128-512 are left out)")
     payload: dict[str, Any] = {"sections": sections, "runtimes": runtimes, "scale": notes, "live_seconds": seconds,
+                               "max_procs": max_procs,
                                "prefix": prefix if "live" in runtimes else None, "loadavg_before": loadavg()}
     with sigterm_unwinds():
-        sim, live = _run(sections, runtimes, seconds, workers, prefix, say, errors)
+        sim, live = _run(sections, runtimes, seconds, workers, prefix, say, errors, max_procs)
     figs = _assemble(sim, live)
     results_dir.mkdir(parents=True, exist_ok=True)
     verdict = live_mod.verdicts(live)

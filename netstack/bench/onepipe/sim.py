@@ -208,11 +208,13 @@ def _ns(e: cpucost.EngineCost) -> str:
 
 
 def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
-               store_delays: dict[str, int] | None = None) -> dict[str, Any]:
+               store_delays: dict[str, int] | None = None, max_procs: int | None = None) -> dict[str, Any]:
     """Every sim point of ``sections`` in one sweep; ``{section: {"rows", "runs"}}`` (fig8 also
     ``"cpu_costs"``: :func:`cpu_costs`). ``store_delays``: fig10's store backends and their
-    measured write time (ns)."""
-    points = [pt for s in sections for pt in _points(s, scale, store_delays or {})]
+    measured write time (ns). ``max_procs``: leave out the points with more processes (``--quick``:
+    a run of 512 processes costs 10-50 s of CPU, the rest together a few minutes)."""
+    points = [pt for s in sections for pt in _points(s, scale, store_delays or {})
+              if max_procs is None or int(pt.spec.params.get("procs", 0)) <= max_procs]
     if not points:
         return {}
     costs = cpu_costs(say) if any(pt.section == "fig8" for pt in points) else None

@@ -1,5 +1,5 @@
-"""Throughput and latency vs contention, 1Pipe vs 2PC, in virtual time (docs/onepipe-kv.md's
-table): ``python -m netstack.onepipe.kv.sweep [--json OUT]``.
+"""Throughput and latency vs contention, 1Pipe vs 2PC, in virtual time (docs/onepipe-kv.md "Ours,
+in virtual time"): ``python -m netstack.onepipe.kv.sweep [--json OUT]``.
 
 Every point is one ``onepipe-kv`` run on the same fabric (:func:`netstack.onepipe.scenarios.fabric_topology`,
 100 Gbit/s, time scale 1) with the same seed, so the two modes see the same transactions; each

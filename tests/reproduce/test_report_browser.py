@@ -1,0 +1,55 @@
+"""The report ``netstack reproduce`` writes, loaded in headless Chromium (issue 35: "the report's
+figures all load (no broken images)", "no console errors"): a real run of TCD's virtual-time
+experiment (§3.1's scenarios, about 10 s of CPU), its report opened from disk with no server and
+no network, screenshots kept as test artifacts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from netstack.reproduce import session
+from netstack.tcd import reproduce as tcd
+from tests.browser import broken_images, console_errors, screenshot, wait_images
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce")
+    sim_only = dataclasses.replace(tcd.PAPER, experiments=tuple(e for e in tcd.PAPER.experiments if not e.needs_root))
+    assert sim_only.experiments
+    saved = session.papers
+    session.papers = lambda names: [sim_only]
+    try:
+        doc = session.run(["tcd"], "quick", out, 1, False, "netstack reproduce tcd (test)", lambda m: None)
+    finally:
+        session.papers = saved
+    return out, doc
+
+
+def test_the_reports_figures_all_load_without_console_errors(chromium, report):
+    out, doc = report
+    images = [i for f in doc["papers"][0]["figures"] for i in f["images"] if i["path"]]
+    assert len(images) >= 2  # the scenarios' PNGs (Figs. 3 and 4 at least)
+    for page, shot in (("index.html", "reproduce-index"), ("tcd.html", "reproduce-tcd")):
+        chromium.get((out / page).as_uri())
+        wait_images(chromium)
+        assert broken_images(chromium) == []
+        assert console_errors(chromium) == []
+        screenshot(chromium, shot)
+    n = chromium.execute_script("return document.images.length")
+    assert n == len(images)
+
+
+def test_the_index_links_every_paper_page_and_counts_every_verdict(chromium, report):
+    out, doc = report
+    chromium.get((out / "index.html").as_uri())
+    links = chromium.execute_script("return Array.from(document.links).map(a => a.getAttribute('href'))")
+    assert "tcd.html" in links
+    cells = chromium.execute_script(
+        "return Array.from(document.querySelectorAll('table')[1].rows[1].cells).map(c => c.textContent)")
+    assert [int(c) for c in cells[1:5]] == list(doc["counts"].values())
+    assert sum(doc["counts"].values()) > 10
