@@ -101,8 +101,10 @@ def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     try:
         yield driver
     finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+        try:
+            driver.quit()  # (the browser and its driver: selenium kills the driver if it does not stop)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
 
 
 def console_errors(driver: Any) -> list[str]:

@@ -14,9 +14,13 @@ Routes (docs/ui.md "The API"):
 
 One poller task asks the testbed every ``interval`` seconds (in a thread: the control sockets'
 client blocks), whatever the number of pages; an action wakes it at once, so that the page shows
-its effect without waiting for the next period. Bound to a loopback address, the server answers
-only requests addressed to a loopback name (a web page elsewhere cannot reach it by DNS
-rebinding); state changes need the token on any address.
+its effect without waiting for the next period. The blocking work runs in the server's own
+threads (never the loop's default executor, which ``asyncio.run`` would wait for without a bound),
+each job waited for a bounded time; shutdown cancels the poller and waits a bounded time for it
+and for the jobs still running, so that it always ends.
+
+Bound to a loopback address, the server answers only requests addressed to a loopback name (a
+web page elsewhere cannot reach it by DNS rebinding); state changes need the token on any address.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +57,15 @@ MAX_BODY = 16 * 1024
 #: less often where a scan takes long (a big topology), so that scans take at most 1/20 of the time
 IMPAIR_EVERY_S = 3.0
 IMPAIR_SHARE = 20
+#: the longest an action (link, impairment, a protocol's action) is waited for: then a 504, and
+#: the next action is refused (409) until it has finished in its thread
+ACTION_TIMEOUT_S = 60.0
+#: after this long, a poll still running is logged (it is not started again until it ends)
+POLL_WARN_S = 30.0
+#: how long shutdown waits for the poller, then for the jobs still running in their threads
+STOP_TIMEOUT_S = 5.0
+#: the server's threads: one poll, one action, and room for the page's file reads
+THREADS = 4
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 #: the page's own policy: its files and its API only (the reports directory is served without
 #: it: a report is someone else's page)
@@ -101,6 +115,10 @@ class UIServer:
         self._wake: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._jobs: set[Future[Any]] = set()  # running in self._pool
+        self._action: Future[Any] | None = None  # the latest action's job
+        self._closing = False
 
     # ------------------------------------------------------------------ the application
     def app(self) -> web.Application:
@@ -155,13 +173,43 @@ class UIServer:
     # ------------------------------------------------------------------ the poller
     async def _start(self, app: web.Application) -> None:
         self._wake, self._lock = asyncio.Event(), asyncio.Lock()
-        self._poller = asyncio.get_running_loop().create_task(self.poll_forever())
+        self._closing = False
+        self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="netstack-ui")
+        self._poller = asyncio.get_running_loop().create_task(self.poll_forever(), name="netstack-ui-poller")
 
     async def _stop(self, app: web.Application) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        """Cancel the poller and wait for it, then for the jobs still in their threads: each wait
+        bounded (STOP_TIMEOUT_S), so that shutdown always ends (a job that does not end is logged
+        and left to its own timeouts: its thread is not waited for)."""
+        self._closing = True
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            done, _ = await asyncio.wait({poller}, timeout=STOP_TIMEOUT_S)
+            if not done:
+                log.warning("netstack ui: the poller did not stop within %g s", STOP_TIMEOUT_S)
+            elif not poller.cancelled() and poller.exception() is not None:
+                log.error("netstack ui: the poller failed", exc_info=poller.exception())
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+            running = [asyncio.wrap_future(f) for f in self._jobs if not f.done()]
+            if running:  # (the loop goes on meanwhile: a job may be waiting for an answer it serves)
+                _, late = await asyncio.wait(running, timeout=STOP_TIMEOUT_S)
+                for f in late:
+                    f.cancel()  # (the asyncio side only: the thread ends by its own timeouts)
+                if late:
+                    log.warning("netstack ui: %d job(s) still running after %g s, not waited for",
+                                len(late), STOP_TIMEOUT_S)
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """``fn(*args)`` in the server's threads (never the loop's default executor)."""
+        if self._pool is None or self._closing:
+            raise web.HTTPServiceUnavailable(reason="the server is stopping")
+        job = self._pool.submit(fn, *args)
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        return job
 
     def poll_once(self) -> dict[str, Any]:
         """One snapshot, with the history's rates and timelines (blocking: in the poller's thread)."""
@@ -175,18 +223,37 @@ class UIServer:
         self.seq += 1
         return {**snap, "seq": self.seq, "interval_s": self.settings.interval_s}
 
+    async def _poll(self) -> dict[str, Any]:
+        """:meth:`poll_once` in a thread. One at a time: a poll that takes longer than POLL_WARN_S
+        is logged and waited for (its requests and subprocesses have timeouts of their own), never
+        started again alongside; a cancel (shutdown) returns at once."""
+        job: asyncio.Future[dict[str, Any]] = asyncio.wrap_future(self._submit(self.poll_once))
+        done, _ = await asyncio.wait({job}, timeout=POLL_WARN_S)
+        if not done:
+            log.warning("netstack ui: a poll has been running for %g s", POLL_WARN_S)
+        return await job
+
     async def poll_forever(self) -> None:
+        """Poll, then wait until the next period or an action's wake-up, until cancelled.
+
+        (No ``asyncio.wait_for`` around the wake-up: before Python 3.12 it swallows a cancel that
+        comes while the awaited event has just been set, and the poller would then never stop.)"""
         assert self._wake is not None
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._closing:
             started = loop.time()
             self._wake.clear()
             try:
-                self.snapshot = await asyncio.to_thread(self.poll_once)
+                self.snapshot = await self._poll()
             except Exception:  # a bug in a view must not stop the page: logged, next poll
                 log.exception("netstack ui: a poll failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, self.settings.interval_s - (loop.time() - started)))
+            if self._closing:
+                break
+            timer = loop.call_at(started + self.settings.interval_s, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
 
     # ------------------------------------------------------------------ handlers
     async def index(self, request: web.Request) -> web.StreamResponse:
@@ -223,9 +290,20 @@ class UIServer:
             raise UIInputError("the body must be a JSON object")
         assert self._lock is not None and self._wake is not None
         async with self._lock:
-            result = await asyncio.to_thread(action, self.settings.prefix, body)
-        self.impairments_due = float("-inf")  # read the kernel's impairments again at the next poll
-        self._wake.set()
+            if self._action is not None and not self._action.done():
+                return _json({"error": f"the previous action has been running for more than {ACTION_TIMEOUT_S:g} s "
+                                       "and is still running: try again later"}, 409)
+            self._action = self._submit(action, self.settings.prefix, body)
+            job = asyncio.wrap_future(self._action)
+            try:
+                done, _ = await asyncio.wait({job}, timeout=ACTION_TIMEOUT_S)
+            finally:
+                self.impairments_due = float("-inf")  # read the kernel's impairments again at the next poll
+                self._wake.set()
+            if not done:
+                return _json({"error": f"the action did not finish within {ACTION_TIMEOUT_S:g} s; it goes on "
+                                       "(the page shows its effect when it ends)"}, 504)
+            result = job.result()
         return _json({"ok": True, "result": result})
 
     async def reports_root(self, request: web.Request) -> web.StreamResponse:
@@ -269,7 +347,7 @@ def write_token_file(prefix: str, port: int, token: str) -> Path | None:
 async def serve(settings: Settings, ready: Callable[[int], None]) -> None:
     """Serve until SIGINT or SIGTERM; ``ready(port)`` once it listens (the port it got, for 0)."""
     server = UIServer(settings)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=STOP_TIMEOUT_S)
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.host, settings.port)

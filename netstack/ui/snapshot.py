@@ -13,6 +13,7 @@ called by the server), while the switches' own impairment model is in every poll
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -137,7 +138,7 @@ def kernel_impairments(prefix: str) -> dict[str, Any]:
     for p in state.ports:
         try:
             active = active_impairment(prefix, p.netns, p.ifname)
-        except (ImpairmentError, OSError, ValueError) as exc:
+        except (ImpairmentError, OSError, ValueError, subprocess.SubprocessError) as exc:  # (a tool's timeout)
             active = {"error": str(exc)}
         if active:
             out[f"{p.node}>{p.peer}"] = {"link": p.link, **active}

@@ -11,6 +11,7 @@ down, then the server stopped with Ctrl-C. Screenshots go to ``$NETSTACK_TEST_AR
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -32,6 +33,9 @@ TOKEN = "browser-test-" + uuid.uuid4().hex
 #: the page's promise (docs/ui.md): a link taken down is down in the page within this long
 DOWN_WITHIN_S = 2.0
 TCD_STATES = {"non_congestion", "undetermined", "congestion"}
+#: how long the server may take to say where it listens, and to stop after Ctrl-C
+START_S = 30.0
+STOP_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +44,17 @@ def testbed(tmp_path_factory):
         pytest.skip("namespace tests need root")
     # a prefix of its own (NETSTACK_UI_TEST_PREFIX names one, for a shared machine's conventions)
     prefix = os.environ.get("NETSTACK_UI_TEST_PREFIX") or "ui" + uuid.uuid4().hex[:6]
-    os.environ.setdefault("NETSTACK_RUN_DIR", str(tmp_path_factory.mktemp("run")))
-    state = runtime.up(load_topology(None), prefix, apply_impairments=True)
-    try:
-        from netstack.tcd import control as tcd
+    with pytest.MonkeyPatch.context() as mp:  # (the run directory is the module's: given back after)
+        if not os.environ.get("NETSTACK_RUN_DIR"):
+            mp.setenv("NETSTACK_RUN_DIR", str(tmp_path_factory.mktemp("run")))
+        state = runtime.up(load_topology(None), prefix, apply_impairments=True)
+        try:
+            from netstack.tcd import control as tcd
 
-        tcd.enable(prefix, "sw1", "p-sw2")
-        yield state
-    finally:
-        runtime.down(prefix)
+            tcd.enable(prefix, "sw1", "p-sw2")
+            yield state
+        finally:
+            runtime.down(prefix)
 
 
 @pytest.fixture(scope="module")
@@ -65,25 +71,36 @@ def reports(tmp_path_factory):
     return folder
 
 
+def _first_line(proc: subprocess.Popen, timeout: float) -> str:
+    """The server's first line of output, or "" if it says nothing within ``timeout`` (it prints
+    whole lines, flushed)."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return proc.stdout.readline() if ready else ""
+
+
 @pytest.fixture(scope="module")
-def server(testbed, reports):
-    """``netstack ui`` on a free port; stopped (SIGINT, then killed) at the end of the module."""
+def server(testbed, reports, tmp_path_factory):
+    """``netstack ui`` on a free port; stopped (SIGINT, then killed) at the end of the module. Its
+    stderr goes to a file (a pipe nobody reads could fill up and block it); nothing of it is left."""
     argv = [sys.executable, "-m", "netstack.cli", "ui", "--prefix", testbed.prefix, "--port", "0", "--token", TOKEN,
             "--reports", str(reports), "--interval", "0.5"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    log = tmp_path_factory.mktemp("ui-server") / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
     try:
-        first = proc.stdout.readline()
-        assert " at http://127.0.0.1:" in first, first + proc.stderr.read()
+        first = _first_line(proc, START_S)
+        assert " at http://127.0.0.1:" in first, f"{first!r}; stderr: {log.read_text()}"
         url = first.split(" at ", 1)[1].strip()
-        yield {"url": url, "proc": proc, "port": int(url.rstrip("/").rsplit(":", 1)[1])}
+        yield {"url": url, "proc": proc, "port": int(url.rstrip("/").rsplit(":", 1)[1]), "stderr": log}
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=STOP_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
+                proc.wait(timeout=STOP_S)
+        proc.stdout.close()
 
 
 def js(driver, script: str, *args):
@@ -217,8 +234,8 @@ def test_the_page_says_when_the_testbed_is_gone_and_ctrl_c_leaves_nothing(chromi
     assert console_errors(chromium) == []
     proc = server["proc"]
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=10) == 0
-    assert "stopped" in proc.stderr.read()
+    assert proc.wait(timeout=STOP_S) == 0
+    assert "stopped" in server["stderr"].read_text()
     assert not token_file.exists()
     with pytest.raises(OSError):
         urllib.request.urlopen(server["url"] + "api/state", timeout=2)

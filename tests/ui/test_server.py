@@ -15,6 +15,9 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,8 @@ PREFIX = "uitest"
 TOKEN = "secret-" + "x" * 25
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DEAD_PID = 2 ** 22 + 7  # above pid_max's default: no such process
+#: the longest a fixture's teardown may take (the server's own shutdown is bounded by STOP_TIMEOUT_S)
+TEARDOWN_S = 20.0
 #: what the kernel backends report on sw1 -> sw2 (snapshot.kernel_impairments is replaced)
 NFT = {"sw1>sw2": {"link": "sw1-sw2", "backend": "nft", "corrupt": 0.01, "loss": 0.0, "corrupted": 3, "dropped": 0}}
 
@@ -108,16 +113,36 @@ async def bed(tmp_path, monkeypatch):
     try:
         yield {"state": state, "reports": reports, "run": run}
     finally:
-        for s in servers:
-            await s.close()
-        shutil.rmtree(sock, ignore_errors=True)
+        try:
+            for s in servers:
+                await _bounded(f"closing {s.path}", s.close())
+        finally:
+            shutil.rmtree(sock, ignore_errors=True)
+
+
+async def _bounded(what: str, aw: Awaitable[Any]) -> None:
+    """Await ``aw`` for at most TEARDOWN_S, in a task of its own waited for with ``asyncio.wait``
+    (which holds even if something inside swallows a cancel); then fail, naming the tasks left."""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=TEARDOWN_S)
+    if not done:
+        task.cancel()
+        me = asyncio.current_task()
+        left = [f"{t.get_name()}: {t.get_coro()!r}" for t in asyncio.all_tasks() if t is not me]
+        pytest.fail(f"{what} did not end within {TEARDOWN_S:g} s; tasks left: {left}")
+    task.result()
 
 
 @pytest_asyncio.fixture
 async def client(bed):
     ui = uiserver.UIServer(uiserver.Settings(prefix=PREFIX, token=TOKEN, interval_s=0.1, reports=bed["reports"]))
-    async with TestClient(TestServer(ui.app())) as c:
+    c = TestClient(TestServer(ui.app()))
+    await c.start_server()
+    try:
         yield c
+    finally:
+        await _bounded("the server's shutdown", c.close())
+        assert ui._poller is None and not [j for j in ui._jobs if not j.done()]  # nothing left running
 
 
 async def _state_after(client: TestClient, seq: int) -> dict[str, Any]:
@@ -186,6 +211,108 @@ async def test_a_testbed_that_is_gone_is_said_so(client, bed):
     assert doc["testbed"] == "gone" and f"prefix '{PREFIX}'" in doc["message"]
     resp = await client.get("/api/topology")
     assert resp.status == 503 and "no topology is running" in (await resp.json())["error"]
+
+
+# ----------------------------------------------------------------------------- shutdown
+
+
+def _bare_server(monkeypatch: pytest.MonkeyPatch, poll: Any) -> uiserver.UIServer:
+    ui = uiserver.UIServer(uiserver.Settings(prefix=PREFIX, token=TOKEN, interval_s=0.1), mods={})
+    monkeypatch.setattr(ui, "poll_once", poll)
+    return ui
+
+
+async def _stop_within(ui: uiserver.UIServer, seconds: float) -> tuple[bool, asyncio.Task[None]]:
+    """``ui``'s shutdown: whether it ended within ``seconds``; its poller stopped in any case (a
+    poller that outlived its cancel is cancelled again, so that a failing test does not hang)."""
+    poller = ui._poller
+    assert poller is not None
+    stop = asyncio.ensure_future(ui._stop(None))  # (what aiohttp's cleanup calls)
+    done, _ = await asyncio.wait({stop}, timeout=seconds)
+    for _ in range(100):
+        if poller.done():
+            break
+        poller.cancel()
+        await asyncio.sleep(0.01)
+    await asyncio.wait({stop}, timeout=1.0)
+    return bool(done), poller
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("turns", range(4))
+async def test_the_poller_stops_when_the_server_stops_just_after_an_action(monkeypatch, turns):
+    """An action wakes the poller; the server stops ``turns`` loop turns later. (The hang this
+    guards against: Python 3.11's ``asyncio.wait_for`` swallowed a cancel that came while the
+    wake-up it waited for had just happened, so the poller polled on and the shutdown, awaiting
+    it, never ended.)"""
+    ui = _bare_server(monkeypatch, lambda: {})
+    await ui._start(None)
+    try:
+        await asyncio.sleep(0.05)  # the poller waits for its next period
+        assert ui._wake is not None
+        ui._wake.set()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        ended, poller = await _stop_within(ui, 3.0)
+    finally:
+        if ui._poller is not None:
+            ui._poller.cancel()
+    assert ended, "the shutdown did not end: the poller swallowed its cancel"
+    assert poller.cancelled()
+
+
+@pytest.mark.asyncio
+async def test_a_poll_stuck_in_its_thread_does_not_hold_the_shutdown(monkeypatch):
+    """A poll that does not return (a daemon or a tool that hangs): shutdown waits for it a bounded
+    time only, and the loop's default executor (which asyncio.run waits for without a bound) is
+    never used."""
+    release = threading.Event()
+    entered = threading.Event()
+
+    def stuck() -> dict[str, Any]:
+        entered.set()
+        release.wait(30)
+        return {}
+
+    monkeypatch.setattr(uiserver, "STOP_TIMEOUT_S", 0.3)
+    ui = _bare_server(monkeypatch, stuck)
+    await ui._start(None)
+    try:
+        for _ in range(200):
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert entered.is_set() and any(t.name.startswith("netstack-ui") for t in threading.enumerate())
+        assert asyncio.get_running_loop()._default_executor is None  # type: ignore[attr-defined]
+        t0 = time.monotonic()
+        ended, poller = await _stop_within(ui, 5.0)
+        took = time.monotonic() - t0
+    finally:
+        release.set()
+    assert ended and poller.cancelled() and took < 2.0, took
+
+
+@pytest.mark.asyncio
+async def test_an_action_that_does_not_end_is_a_504_and_the_next_one_waits(client, monkeypatch):
+    from netstack import faults
+
+    release = threading.Event()
+    monkeypatch.setattr(uiserver, "ACTION_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(faults, "run_state", lambda prefix: runtime.load_state(prefix))
+    monkeypatch.setattr(faults, "set_link", lambda *a: release.wait(30) and {"state": "down"})
+    try:
+        resp = await client.post("/api/link", json={"link": "sw1-sw2", "action": "down"}, headers=AUTH)
+        assert resp.status == 504 and "did not finish" in (await resp.json())["error"]
+        resp = await client.post("/api/link", json={"link": "sw1-sw2", "action": "up"}, headers=AUTH)
+        assert resp.status == 409 and "still running" in (await resp.json())["error"]
+    finally:
+        release.set()
+    for _ in range(100):
+        resp = await client.post("/api/link", json={"link": "sw1-sw2", "action": "up"}, headers=AUTH)
+        if resp.status != 409:
+            break
+        await asyncio.sleep(0.02)
+    assert resp.status == 200 and (await resp.json())["result"] == {"state": "down"}
 
 
 # ----------------------------------------------------------------------------- the token
