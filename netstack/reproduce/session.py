@@ -51,12 +51,15 @@ def _git(*args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def commit() -> tuple[str, bool]:
-    """(the commit checked out, whether tracked files differ from it); ("unknown", False) outside git."""
+def commit(out: Path | None = None) -> tuple[str, bool]:
+    """(the commit checked out, whether tracked files differ from it, the report's own directory
+    ``out`` left aside: a report regenerated in place, e.g. docs/results, is not a change of the
+    code); ("unknown", False) outside git."""
     head = _git("rev-parse", "HEAD")
     if not head:
         return "unknown (not a git checkout)", False
-    return head, bool(_git("status", "--porcelain", "--untracked-files=no"))
+    aside = [f":(exclude){out.resolve()}"] if out is not None else []
+    return head, bool(_git("status", "--porcelain", "--untracked-files=no", "--", str(ROOT), *aside))
 
 
 def machine(quick: bool) -> dict[str, Any]:
@@ -102,7 +105,7 @@ def _header(out: Path, mode: str, command: str, chosen: list[PaperSpec], report_
     commit, date, machine and time: what the numbers are evidence of) and adds when and at which
     commit the report was rebuilt."""
     now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    at, dirty = commit()
+    at, dirty = commit(out)
     saved = _saved_header(out) if report_only else None
     if saved is not None:
         return {**saved, "report_only": True, "rebuilt": {"utc": now, "commit": at, "dirty": dirty,
