@@ -206,8 +206,9 @@ GENERIC_SCENARIOS = ("netstack.sim.scenarios", "netstack.sim.tcp")
 #: where a list below puts every protocol's entries it does not name, in registry order
 PROTOCOLS_HERE = "*"
 #: the CLI's commands that belong to no protocol, in ``netstack --help``'s order
-GENERIC_COMMANDS = ("demo", "testbed", "ls", PROTOCOLS_HERE, "sim", "bench", "reproduce", "dissect", "compose", "node",
-                    "keys", "fault", "fuzz", "capture", "link", "metrics", "wireshark", "doctor", "ui")
+GENERIC_COMMANDS = ("demo", "testbed", "ls", PROTOCOLS_HERE, "sim", "dask", "bench", "reproduce", "dissect",
+                    "compose", "node", "keys", "fault", "fuzz", "capture", "link", "metrics", "wireshark", "doctor",
+                    "ui")
 #: ``netstack bench``'s benchmarks that belong to no protocol
 GENERIC_BENCHES: Mapping[str, tuple[str, str]] = {
     "headers": ("netstack.bench.headers", "encode/decode rate per header: fast codec vs Scapy"),
@@ -231,7 +232,8 @@ FUZZ_ORDER = ("switch", "linkguardian", "dta", "onepipe", "tcsack", PROTOCOLS_HE
 #: typed modules and packages that belong to no protocol (``mypy --strict``, tests/test_typing.py)
 GENERIC_TYPED = ("headers", "netstack.io.pfcgate", "netstack.engine", "netstack.protocols", "netstack.ethernet",
                  "netstack.errors", "netstack.auth", "netstack.switch", "netstack.sim.reno", "netstack.sim.loop",
-                 "netstack.progress", "netstack.typecheck", "netstack.reproduce")
+                 "netstack.progress", "netstack.typecheck", "netstack.reproduce", "netstack.lab",
+                 "netstack.container.lab")
 
 
 def load(module: str) -> ModuleType:

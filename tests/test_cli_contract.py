@@ -76,12 +76,15 @@ TESTBED_COMMANDS = EXAMPLE_COMMANDS | {
     "tcsack transfer", "tcsack send", "tcsack recv",
     "fault kill", "fault start", "fault link", "fault pause-storm", "fault clock-jump",
     "compose generate",  # (the deployment's prefix)
+    "compose lab up", "compose lab status", "compose lab down",  # (the lab's prefix: its own, no run state)
     "ui",  # (the testbed it shows; it serves a page, no --json)
+    "dask up", "dask status", "dask down",  # (the lab's prefix: netstack.lab, no testbed run state)
 }
 #: those refused before they start when their run state outlived its namespaces (the others make
 #: or remove a testbed, or take a prefix for a new one; tcsack send/recv check it with --host)
 STALE_CHECKED = TESTBED_COMMANDS - {"up", "down", "demo", "tcd run", "compose generate", "tcsack send",
-                                    "tcsack recv"}
+                                    "tcsack recv", "compose lab up", "compose lab status", "compose lab down",
+                                    "dask up", "dask status", "dask down"}
 
 #: every command that changes or reports state: --json, stdout then exactly one JSON document
 JSON_COMMANDS = EXAMPLE_COMMANDS | {
@@ -97,10 +100,12 @@ JSON_COMMANDS = EXAMPLE_COMMANDS | {
     "tcsack transfer", "tcsack send", "tcsack recv",
     "keys generate", "keys rotate", "keys show",
     "fault kill", "fault start", "fault link", "fault pause-storm", "fault clock-jump",
+    "compose lab up", "compose lab status", "compose lab down",
+    "dask up", "dask status", "dask down",
 }
 #: what prints JSON always (tcd send/recv: the last stdout line) or nothing stateful
-NO_JSON = {"dissect", "wireshark", "compose generate", "node run", "node health", "compose", "node", "tcd send",
-           "tcd recv"}
+NO_JSON = {"dissect", "wireshark", "compose generate", "compose lab", "node run", "node health", "compose", "node",
+           "tcd send", "tcd recv", "dask"}
 #: the commands that choose live or virtual time
 MODE_COMMANDS = {"tcd run", "sim", "bench"}
 

@@ -215,8 +215,11 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
                 scenario.check_params({key: v})
         except sc.ScenarioError as exc:
             raise CommandError(str(exc)) from None
-    topo_arg = args.topology if args.topology is None or Path(args.topology).exists() else str(
-        sc.examples().get(args.topology, args.topology))
+    # what each run resolves where it runs: a shipped topology by its name (a Dask worker finds it in
+    # its own netstack, wherever that is installed), a file by its absolute path (a worker's working
+    # directory is not this one: docs/sim.md "Across machines: a Dask cluster")
+    topo_arg = args.topology if args.topology is None or not Path(args.topology).exists() else str(
+        Path(args.topology).absolute())
     base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.mode)
     workers = 1 if args.mode == "live" else args.workers
     return grid(base, seeds, points), workers

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..topo.model import NodeKind, Topology, netns_name
-from .plan import JOINING, NODE_STATE, READY, VXLAN_PORT, LinkPlan, plan_links
+from .plan import JOINING, NODE_STATE, READY, VXLAN_OVERHEAD, VXLAN_PORT, LinkPlan, plan_links
 
 #: how long to wait for docker to attach every network, and for a peer's name to resolve
 ATTACH_TIMEOUT_S = 30.0
@@ -172,6 +172,7 @@ def build_tunnels(topology: Topology, node: str, links: list[LinkPlan]) -> list[
                      address=end.mac, mtu=lp.device_mtu)
             disable_offloads(None, end.ifname)
             port = ipr.link_lookup(ifname=end.ifname)[0]
+            _check_mtu(ipr, port, lp, ul)
             if me.kind is not NodeKind.SWITCH and me.ip is not None:
                 ipr.addr("add", index=port, address=str(me.ip.ip), prefixlen=me.ip.network.prefixlen,
                          broadcast=str(me.ip.network.broadcast_address))
@@ -180,6 +181,19 @@ def build_tunnels(topology: Topology, node: str, links: list[LinkPlan]) -> list[
             say(node, f"link {lp.link}: {end.ifname} ({end.mac}, mtu {lp.device_mtu}) = vxlan {lp.vni} "
                       f"{local} -> {peer.node} {remote} over {ul}")
     return tunnels
+
+
+def _check_mtu(ipr: Any, port: int, lp: LinkPlan, ul: str) -> None:
+    """The tunnel has the topology's MTU, or the node fails with the reason: the kernel clamps a
+    VXLAN device's MTU to its underlay's less the header, silently, and a link that drops every
+    full-size frame would pass a ping (found under Swarm, whose overlay keeps 50 bytes of the MTU
+    the network is given: docs/containers.md "MTU")."""
+    got = ipr.get_links(port)[0].get_attr("IFLA_MTU")
+    if got != lp.device_mtu:
+        under = ipr.get_links(ipr.link_lookup(ifname=ul)[0])[0].get_attr("IFLA_MTU")
+        raise NodeError(f"link {lp.link}: the tunnel got MTU {got}, not the topology's {lp.device_mtu}: the "
+                        f"underlay {ul} has MTU {under}, and a tunnel needs {VXLAN_OVERHEAD} bytes of it "
+                        f"({lp.underlay_mtu} in all). Regenerate the compose file with this netstack version")
 
 
 def repoint(node: str, tunnels: list[Tunnel]) -> None:

@@ -41,9 +41,13 @@ def run_safely(spec: RunSpec) -> dict[str, Any]:
     try:
         return run(spec)
     except Exception as exc:  # reported, not raised: the sweep's other runs stand
-        return {"schema": SCHEMA, "scenario": spec.scenario, "runtime": spec.runtime, "seed": spec.seed,
-                "params": dict(spec.params), "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(limit=8), "spec": _spec_dict(spec)}
+        return _failed(spec, exc)
+
+
+def _failed(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
+    return {"schema": SCHEMA, "scenario": spec.scenario, "runtime": spec.runtime, "seed": spec.seed,
+            "params": dict(spec.params), "error": f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(exc, limit=8)), "spec": _spec_dict(spec)}
 
 
 def _spec_dict(spec: RunSpec) -> dict[str, Any]:
@@ -114,7 +118,10 @@ def _dask(specs: list[RunSpec], scheduler: Any, progress: Progress | None) -> li
         index = {f.key: i for i, f in enumerate(futures)}
         out: list[dict[str, Any] | None] = [None] * len(specs)
         for done, fut in enumerate(dask_completed(futures), 1):
-            out[index[fut.key]] = fut.result()
+            try:
+                out[index[fut.key]] = fut.result()
+            except Exception as exc:  # the scheduler gave the run up (KilledWorker: its workers kept dying)
+                out[index[fut.key]] = _failed(specs[index[fut.key]], exc)
             if progress:
                 progress(done, len(specs), out[index[fut.key]])  # type: ignore[arg-type]
         return out  # type: ignore[return-value]

@@ -120,11 +120,11 @@ def health(prefix: str) -> dict[str, str]:
             for c in out}
 
 
-def wait_healthy(prefix: str, timeout: float = 60.0) -> None:
+def wait_healthy(prefix: str, timeout: float = 60.0, nodes: set[str] = NODES) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         h = health(prefix)
-        if set(h) == NODES and all(s == "healthy" for s in h.values()):
+        if set(h) == nodes and all(s == "healthy" for s in h.values()):
             return
         time.sleep(0.5)
     raise AssertionError(f"not healthy after {timeout:g} s: {health(prefix)}\n{logs(prefix)}")
@@ -150,22 +150,28 @@ def leftovers(prefix: str) -> dict[str, list[str]]:
 
 
 def in_container(state: runtime.RunState, node: str, *argv: str, timeout: float = 60,
-                 background: bool = False) -> Any:
+                 background: bool = False, engine: str | None = None) -> Any:
+    """``docker exec`` in ``node``'s container; ``engine``: the DOCKER_HOST it runs on (default:
+    the environment's)."""
     cmd = ["docker", "exec", state.containers[node], *argv]
+    env = {**os.environ, "DOCKER_HOST": engine} if engine else None
     if background:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return run(cmd, timeout=timeout)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return run(cmd, timeout=timeout, env=env)
 
 
-def sequenced_stream(state: runtime.RunState, count: int, rate: int) -> dict[str, Any]:
+def sequenced_stream(state: runtime.RunState, count: int, rate: int, *, sink_state: runtime.RunState | None = None,
+                     engines: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
     """A sequenced UDP stream h1 -> h2 with the traffic tools inside the containers (the
-    image's own netstack); the sink's JSON (loss, duplicates, reordering: exact counts)."""
-    sink = in_container(state, "h2", "python", "-m", "netstack.traffic", "udp-sink", "--quiet", "1.5",
-                        "--expect", str(count), background=True)
+    image's own netstack); the sink's JSON (loss, duplicates, reordering: exact counts).
+    Across engines: ``sink_state`` is the run state h2's engine sees, ``engines`` h1's and h2's."""
+    sink = in_container(sink_state or state, "h2", "python", "-m", "netstack.traffic", "udp-sink", "--quiet", "1.5",
+                        "--expect", str(count), background=True, engine=engines[1])
     try:
         assert sink.stderr.readline().strip() == "ready"
         r = in_container(state, "h1", "python", "-m", "netstack.traffic", "udp-send", "--dst", "10.0.0.2",
-                         "--count", str(count), "--rate", str(rate), "--size", "400", timeout=120)
+                         "--count", str(count), "--rate", str(rate), "--size", "400", timeout=120,
+                         engine=engines[0])
         assert r.returncode == 0, r.stderr
         out, err = sink.communicate(timeout=60)
     finally:
@@ -190,7 +196,15 @@ def check_lg_masks_corruption(prefix: str) -> None:
     st = json.loads(cli("status", "--prefix", prefix, "--json").stdout)
     drops = st["daemons"]["sw2"]["ports"]["p-sw1"]["fcs_errors"] - before
     lg = runtime.control(prefix, "sw2", "lg_status")["p-sw1"]["receiver"]["counters"]
-    assert drops >= 5, (drops, st)  # ~1 % of ~3000 data frames plus LinkGuardian's own
+    assert_masked(res, drops, lg)
+    assert st["impairments"]["sw1>sw2"]["backend"] == "nft"
+    assert st["impairments"]["sw1>sw2"]["corrupted"] >= drops
+
+
+def assert_masked(res: dict[str, Any], drops: int, lg: dict[str, Any]) -> None:
+    """A sequenced stream of 3000 that crossed sw1 -> sw2 with 1 % corruption and LinkGuardian on
+    (``drops``: sw2's FCS drops meanwhile; ``lg``: sw2's LinkGuardian receiver counters)."""
+    assert drops >= 5, drops  # ~1 % of ~3000 data frames plus LinkGuardian's own
     assert (res["duplicates"], res["reordered"]) == (0, 0), (res, drops, lg)
     # complete: LinkGuardian repaired every hole, except one it gave up on because a repair took
     # longer than ackNoTimeout (§3.5; a CPU stall of the machine), each counted as a timeout
@@ -200,5 +214,3 @@ def check_lg_masks_corruption(prefix: str) -> None:
     # tunnels through one more VXLAN: repairs there wait longest)
     assert res["lost"] <= max(3, drops // 10), (res, drops, lg)
     assert lg["holes_detected"] > 0 and lg["loss_notifications_sent"] > 0
-    assert st["impairments"]["sw1>sw2"]["backend"] == "nft"
-    assert st["impairments"]["sw1>sw2"]["corrupted"] >= drops

@@ -61,6 +61,9 @@ def test_swarm_stack_uses_overlays_dnsrr_and_placement():
     text = generate(topo, "default", None, ComposeOptions(swarm=True, placement={"h1": "rack-a", "sw1": "rack-a"}))
     doc = yaml.safe_load(text)
     assert all(n["driver"] == "overlay" and n["attachable"] for n in doc["networks"].values())
+    for link in topo.links:  # the overlay keeps one VXLAN header of what it is given: one more asked
+        net = doc["networks"][f"link-{link.name}"]
+        assert int(net["driver_opts"]["com.docker.network.driver.mtu"]) == link.device_mtu + 2 * VXLAN_OVERHEAD
     for name, svc in doc["services"].items():
         assert svc["deploy"]["endpoint_mode"] == "dnsrr"  # names resolve to the task, the tunnel's far end
         placed = svc["deploy"].get("placement", {}).get("constraints")

@@ -95,13 +95,54 @@ def test_a_failing_run_is_reported_and_the_others_stand():
     assert "error" not in out[0] and "is a switch" in out[1]["error"] and out[1]["spec"]["params"] == {"src": "sw1"}
 
 
-def test_a_sweep_runs_on_a_dask_cluster():
+@pytest.fixture(scope="module")
+def dask_cluster():
     distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc:
+        yield lc.scheduler_address
+
+
+def test_a_sweep_runs_on_a_dask_cluster(dask_cluster):
     specs = grid(RunSpec("udp-stream", "lg-testbed", params=SMALL), seeds=[1, 2, 3])
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
-        got = sweep(specs, scheduler=lc.scheduler_address)
+    got = sweep(specs, scheduler=dask_cluster)
     assert [r["seed"] for r in got] == [1, 2, 3]
     assert [r["result"] for r in got] == [r["result"] for r in sweep(specs, workers=1)]
+
+
+def test_a_run_whose_worker_dies_is_an_error_result_and_the_others_stand():
+    """Dask gives a run up when the workers running it die (KilledWorker, after
+    ``allowed-failures`` deaths; none allowed here): that run is a result with its error, the
+    sweep's other runs stand, and nothing is raised at the caller."""
+    import os
+    import signal
+    import threading
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    specs = grid(RunSpec("udp-stream", params={"count": 30000, "rate_pps": 50000.0}), seeds=[1, 2])
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
+            distributed.Client(lc) as client:
+        pids = sorted(client.run(os.getpid).values())
+
+        def kill_one() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not client.processing().get(
+                    next(a for a, p in client.run(os.getpid).items() if p == pids[0]), ()):
+                time.sleep(0.05)
+            os.kill(pids[0], signal.SIGKILL)  # mid-run: the worker had a task
+
+        killer = threading.Thread(target=kill_one)
+        killer.start()
+        got = sweep(specs, scheduler=client)
+        killer.join()
+    errors = [r for r in got if "error" in r]
+    assert len(errors) == 1 and "KilledWorker" in errors[0]["error"], [r.get("error") for r in got]
+    assert [r["seed"] for r in got] == [1, 2]
+    ok = next(r for r in got if "error" not in r)
+    assert ok["result"] == sweep([s for s in specs if s.seed == ok["seed"]], workers=1)[0]["result"]
 
 
 def test_sweep_without_dask_installed_says_how_to_get_it(monkeypatch):

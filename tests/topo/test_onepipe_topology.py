@@ -110,7 +110,7 @@ def test_the_simulator_ships_the_same_names():
 
 def test_an_unknown_name_lists_the_shipped_ones():
     with pytest.raises(TopologyError, match=r"nope: no such file, and not a shipped topology \(shipped: "
-                                            r"default, lg-100g, lg-testbed, onepipe"):
+                                            r"default, lg-100g, lg-across, lg-testbed, onepipe"):
         load_topology_spec("nope")
     with pytest.raises(TopologyError, match="no such file"):
         load_topology_spec("missing/dir/lab.toml")
@@ -132,7 +132,7 @@ def test_up_takes_a_name_and_lists_the_names_in_its_help(capsys):
     assert parser.parse_args(["up"]).topology is None
     with pytest.raises(SystemExit):
         parser.parse_args(["up", "--help"])
-    assert "default, lg-100g, lg-testbed, onepipe" in " ".join(capsys.readouterr().out.split())
+    assert "default, lg-100g, lg-across, lg-testbed, onepipe" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cmd_up checks for root first")
