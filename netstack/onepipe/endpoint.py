@@ -136,7 +136,10 @@ Addr = Hashable
 #: flags bit 2 (ours): first fragment of a message. With EOM alone a receiver that lost a
 #: message's last fragment could not tell where the next message starts.
 SOM = int(OnePipeFlag.SOM)
-#: an ACK is sent again on this many beacon ticks after it first went out
+#: an ACK is sent again on this many beacon ticks after it first went out (0: never). Ours, for
+#: robustness (a lost ACK rarely becomes a false send-fail); the paper's lib1pipe ACKs from its
+#: polling thread and describes no repeats (1Pipe §6.1), so this is CPU its best effort does not
+#: spend: up to about two repeats per message once peers stop sharing a tick (docs/onepipe-cpu.md)
 ACK_REPEATS = 2
 #: sources a receiver keeps connection state for; packets from more are dropped (``foreign``)
 MAX_RX_CONNECTIONS = 1 << 16
@@ -1025,10 +1028,14 @@ class Endpoint:
         for conn in self._ack_due:
             conn.last_ece, conn.ce = conn.ce, False
             self._send_ack(conn, conn.last_ece)
-            self._repeat[conn] = ACK_REPEATS
+            # only with a repeat owed: _repeat_acks sends an entry before counting it down, so
+            # storing 0 would send one repeat (ACK_REPEATS = 0 means none)
+            if ACK_REPEATS > 0:
+                self._repeat[conn] = ACK_REPEATS
         self._ack_due.clear()
 
     def _repeat_acks(self) -> None:
+        """One repeat of each pending connection's current ACK; ``left`` (>= 1) repeats were owed."""
         for conn, left in list(self._repeat.items()):
             self._send_ack(conn, conn.last_ece)
             self.c.ack_repeats += 1

@@ -486,6 +486,20 @@ def test_acks_are_cumulative_coalesced_repeated_and_echo_ce():
     assert h.psn == 4 and h.flags == 0
 
 
+@pytest.mark.parametrize("repeats", [0, 1, 2, 3])
+def test_ack_repeats_sends_exactly_that_many_repeats_and_zero_none(monkeypatch: pytest.MonkeyPatch, repeats: int):
+    # ACK_REPEATS = 0 used to send one repeat: the entry was stored and sent before being counted down
+    monkeypatch.setattr("netstack.onepipe.endpoint.ACK_REPEATS", repeats)
+    r = ep(1)
+    r.receive(data(T0 + 1, 0, barrier=0), 2, T0 + 100)
+    r.receive(bcn(T0 + 10), "tor", T0 + 150)
+    assert [h.psn for _, h, _ in sent(r, ACK)] == [1]  # the ACK itself
+    for k in range(repeats + 3):
+        r.on_timer(T0 + (k + 1) * T)
+    assert [h.psn for _, h, _ in sent(r, ACK)] == [1] * repeats
+    assert (r.c.acks_sent, r.c.ack_repeats) == (1 + repeats, repeats)
+
+
 def test_the_receive_buffer_is_bounded_by_rwnd_and_a_refused_packet_is_never_delivered():
     r = ep(1)
     for psn in range(1, P.rwnd_packets + 3):  # psn 0 missing: nothing can be delivered yet

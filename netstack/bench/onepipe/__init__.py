@@ -102,7 +102,9 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
                 f"{s.FIG8_RATE * spec.FANOUT / 1e6:g} M msg/s ({s.FIG8_OVERLOAD:g}x best effort's capacity), "
                 f"fig9a/fig9b {s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_RX_PROCS} "
                 f"processes; fig9b's link loss at {s.FIG9B_PROCS}); virtual run lengths fig8 "
-                f"{s.FIG8_DURATION_NS * factor / 1e3:g} us (20-30 us at P >= 128), "
+                f"{s.FIG8_DURATION_NS * factor / 1e3:g} us at every P (throughput window its last "
+                f"{s.fig8_window_ns(factor) / 1e3:g} us = {s.fig8_window_ns(factor) / spec.T_BEACON_NS:g} "
+                "beacon periods), "
                 f"fig9a {s.FIG9A_DURATION_NS * factor / 1e3:g} us, fig9b {s.FIG9B_DURATION_NS * factor / 1e3:g} us"),
         "live": (f"1000x: the shipped onepipe topology (100 Mbit/s, T_beacon 3 ms = 3 us), {live_mod.RATE:g} "
                  f"scatterings/s per process (= {live_mod.RATE * 1e3:g}/s at the paper's scale), {seconds:g} s per "

@@ -53,10 +53,16 @@ def fig8_systems_table(rows: list[dict[str, Any]]) -> str:
 
 
 def reliable_vs_be_table(rows: list[dict[str, Any]]) -> str:
-    """sim.reliable_vs_be: per P, reliable's and best effort's rate per process and their ratio."""
-    return format_table(["P", "BE M msg/s/proc", "R M msg/s/proc", "R/BE", "model", "paper"],
+    """sim.reliable_vs_be: per P, reliable's and best effort's rate per process and their ratio,
+    then each one's ACKs per delivered message (best effort's repeats among them) and what the CPU
+    model charges for them (sim.ack_columns)."""
+    return format_table(["P", "BE M msg/s/proc", "R M msg/s/proc", "R/BE", "model", "paper", "BE ACKs/msg",
+                         "BE repeats/msg", "BE ACK ns/msg", "R ACKs/msg", "R ACK ns/msg"],
                         [[r["procs"], _m(r["be_per_proc"]), _m(r["reliable_per_proc"]),
-                          _f(r["reliable_over_be"], "{:.3f}"), _f(r["model"], "{:.3f}"), _f(r["paper"], "{:.3f}")]
+                          _f(r["reliable_over_be"], "{:.3f}"), _f(r["model"], "{:.3f}"), _f(r["paper"], "{:.3f}"),
+                          _f(r.get("be_acks_per_msg")), _f(r.get("be_ack_repeats_per_msg")),
+                          _f(r.get("be_ack_ns_per_msg"), "{:.0f}"), _f(r.get("reliable_acks_per_msg")),
+                          _f(r.get("reliable_ack_ns_per_msg"), "{:.0f}")]
                          for r in rows])
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...onepipe import cpucost, cpumeasure
-from ...onepipe.scenarios import baselines, fabric_topology
+from ...onepipe.scenarios import PAPER_CPU_FILL_NS, baselines, fabric_topology, window_of
 from ...sim.scenario import RunSpec
 from ...sim.sweep import sweep
 from . import fig12, kv, reliable, testbed
@@ -28,13 +28,20 @@ FIG8_PROCS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: peers send less to it then idles (measured: 91 % busy at P = 2); four times keeps every core busy.
 FIG8_OVERLOAD = 4.0
 FIG8_RATE = FIG8_OVERLOAD * cpucost.DEFAULT_COSTS.be_capacity / FANOUT  # scatterings/s per process
-#: the virtual time of load per P: a saturated process sends ~5 M msg/s and the simulator does a
-#: few thousand of them a second of CPU on this VM, so the load shortens as P grows (the sweep to
-#: 512 in about 5 minutes with 2 workers). With the CPU model the throughput window starts 12 us
-#: into the load (netstack/onepipe/scenarios.py window_of: the saturated pipeline has filled;
-#: measured: with 5 us of load the first microseconds, when cores only send, inflate the rate)
-FIG8_DURATION_NS = 40_000
-FIG8_DURATIONS_NS = {128: 30_000, 256: 20_000, 512: 20_000}
+#: the throughput window of every Fig. 8 point (at the default --duration): 16 beacon periods.
+#: Saturated best effort's delivery rate oscillates with a period of about 12 us (4 T_beacon), so
+#: a short window is a random draw: over sliding 8 us windows at P = 512 it ranged 2.94-5.91 M
+#: msg/s a process, and the 8-18 us windows the sweep had at P >= 128 made best effort fall below
+#: reliable at 512; over 48 us it is 4.3-4.7 at every P from 64 to 512, reliable 4.0-4.1
+#: (measured 2026-12-07, issue 32)
+FIG8_WINDOW_NS = 16 * T_BEACON_NS
+#: the virtual time of load, the same at every P: the window starts PAPER_CPU_FILL_NS (12 us) into
+#: it (netstack/onepipe/scenarios.py window_of: the saturated pipeline has filled; measured: with
+#: 5 us of load the first microseconds, when cores only send, inflate the rate) and runs to its
+#: end. A saturated process sends ~5 M msg/s and the simulator does a few tens of thousands of
+#: events a second of CPU on this VM: P = 512 costs about a minute a run (best effort; reliable
+#: less), the whole sweep to 512 about 5-6 minutes of CPU
+FIG8_DURATION_NS = PAPER_CPU_FILL_NS + FIG8_WINDOW_NS
 #: the baselines count deliveries inside the window (a sequencer's queue takes its time to fill):
 #: at least this long, and but for the host sequencer only up to FIG8_BASELINE_MAX_PROCS processes
 #: (past it each is saturated already, and their runs would take most of the sweep's time)
@@ -44,9 +51,11 @@ FIG8_BASELINE_OVERLOAD = 2.0  # their processes cost best effort's send and rece
 FIG8_DRAIN_NS = 5 * T_BEACON_NS  # lossless: every message is delivered within a few T_beacon
 #: the paper's testbed has no oversubscription (§7.1, "our traffic pattern is all-to-all"): the
 #: ToR-spine links carry what their 8 hosts send; hosts at 400 Gbit/s, because our 64-byte
-#: messages travel as UDP datagrams with a 24-byte 1Pipe header and a software ACK each (the
-#: paper's RDMA NIC acknowledges in hardware): at 16 processes a host (P = 512) that is about
-#: 150 Gbit/s a host, which would make the 100 Gbit/s link, not the cores, the bottleneck
+#: messages travel as UDP datagrams with a 24-byte 1Pipe header and software ACKs, best effort's
+#: repeated on the next beacon ticks (endpoint.ACK_REPEATS, ours: 2-3 ACKs a message at large P).
+#: The paper's ACKs are software too (1Pipe §6.1: lib1pipe sends RDMA UD packets and its polling
+#: thread generates the end-to-end ACKs) but not repeated. At 16 processes a host (P = 512) ours
+#: is about 150 Gbit/s a host, which would make the 100 Gbit/s link, not the cores, the bottleneck
 FIG8_FABRIC = fabric_topology(tors=4, hosts_per_tor=8, rate="400Gbit", uplink_rate="3200Gbit",
                               name="onepipe-fabric-cpu")
 #: the host sequencer's time per message: the paper's own sequencer's capacity, read off its Fig. 8a
@@ -111,6 +120,13 @@ def fig8_systems() -> list[tuple[str, str]]:
     return [*FIG8_ONEPIPE, *((m, m) for m in more)]
 
 
+def fig8_window_ns(scale: float) -> int:
+    """How long every Fig. 8 point's throughput window is at ``scale`` (the bench's --duration
+    over its default): FIG8_WINDOW_NS at 1, shorter below."""
+    a, b = window_of({"cpu": True, "time_scale": 1.0}, 0, max(1, round(FIG8_DURATION_NS * scale)))
+    return b - a
+
+
 def fig8_points(scale: float) -> list[Point]:
     """With the CPU model on, every system offered FIG8_OVERLOAD x best effort's capacity. Without
     the baselines package the sequencer's processes have no cores (netstack.onepipe.sequencer):
@@ -119,7 +135,7 @@ def fig8_points(scale: float) -> list[Point]:
     cores = baselines() is not None
     for p in FIG8_PROCS:
         for mode, system in fig8_systems():
-            duration = FIG8_DURATIONS_NS.get(p, FIG8_DURATION_NS)
+            duration = FIG8_DURATION_NS
             rate = FIG8_RATE
             if mode not in ("onepipe", "reliable"):
                 if p > FIG8_BASELINE_MAX_PROCS and mode != "sequencer":
@@ -212,7 +228,7 @@ def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
     """Every sim point of ``sections`` in one sweep; ``{section: {"rows", "runs"}}`` (fig8 also
     ``"cpu_costs"``: :func:`cpu_costs`). ``store_delays``: fig10's store backends and their
     measured write time (ns). ``max_procs``: leave out the points with more processes (``--quick``:
-    a run of 512 processes costs 10-50 s of CPU, the rest together a few minutes)."""
+    a run of 512 processes costs about a minute of CPU, the rest together a few minutes)."""
     points = [pt for s in sections for pt in _points(s, scale, store_delays or {})
               if max_procs is None or int(pt.spec.params.get("procs", 0)) <= max_procs]
     if not points:
@@ -302,10 +318,27 @@ def fig8_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]
            "late_dropped": res["late_dropped"], "barrier_wait_mean_us": _us(res["barrier_wait_ns"]["mean"]),
            "beacons": res["beacons"]["hosts"] + res["beacons"]["switches"], "order_ok": res["order"]["ok"],
            **_cpu(res), **engine_speed(doc)}
+    one.update(ack_columns(res))
     if res["mode"] == "reliable":
         return [one]
     unordered = {"system": "unordered", **_common(res), **_lat(res["unordered_ns"])}
     return [one, unordered]
+
+
+def ack_columns(res: dict[str, Any]) -> dict[str, Any]:
+    """ACKs per delivered message over the whole run (the endpoints' counters ``acks_sent``, repeats
+    included, and ``ack_repeats``), and what the CPU model charges for them per delivered message:
+    each ACK received (``ack``) and each repeat sent by a beacon tick (``timer_tx``); sending an
+    ACK the first time is in the cost of the DATA that moved it (``data``). Best effort's repeats
+    (endpoint.ACK_REPEATS, ours) are a cost the paper's best effort does not pay (1Pipe §6.1:
+    lib1pipe's polling thread ACKs end to end, no repeats)."""
+    ep, n = res.get("endpoints") or {}, res.get("delivered") or 0
+    costs = (res.get("cpu") or {}).get("costs_ns") or {}
+    if not n or "acks_sent" not in ep:
+        return {"acks_per_msg": None, "ack_repeats_per_msg": None, "ack_ns_per_msg": None}
+    acks, repeats = ep["acks_sent"] / n, ep.get("ack_repeats", 0) / n
+    ns = acks * costs["ack"] + repeats * costs.get("timer_tx", 0) if "ack" in costs else None
+    return {"acks_per_msg": acks, "ack_repeats_per_msg": repeats, "ack_ns_per_msg": ns}
 
 
 def fig9a_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -388,7 +421,11 @@ def reliable_vs_be(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for p in sorted(be.keys() & rel.keys()):
         b, r = be[p]["delivered_per_proc"], rel[p]["delivered_per_proc"]
         out.append({"procs": p, "be_per_proc": b, "reliable_per_proc": r, "reliable_over_be": r / b if b else None,
-                    "model": d.reliable_capacity / d.be_capacity, "paper": PAPER_R_OVER_BE})
+                    "model": d.reliable_capacity / d.be_capacity, "paper": PAPER_R_OVER_BE,
+                    # ACKs per delivered message (sim.ack_columns): best effort's grow with P as its
+                    # receivers stop coalescing, and its repeats with them
+                    **{f"{who}_{k}": row.get(k) for who, row in (("be", be[p]), ("reliable", rel[p]))
+                       for k in ("acks_per_msg", "ack_repeats_per_msg", "ack_ns_per_msg")}})
     return out
 
 
@@ -414,5 +451,5 @@ def target_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 __all__ = ["FABRIC", "FIG8_FABRIC", "FIG8_PROCS", "FIG9A_SKEWS", "FIG9A_T_BEACONS", "FIG9B_LOSSES",
            "FIG9B_RX_LOSSES", "FIG9B_RX_PROCS", "POINTS",
-           "cpu_costs", "engine_speed", "fig8_systems", "reliable_vs_be", "run_points", "saturation", "sim_speed",
-           "target_summary"]
+           "ack_columns", "cpu_costs", "engine_speed", "fig8_systems", "fig8_window_ns", "reliable_vs_be", "run_points",
+           "saturation", "sim_speed", "target_summary"]
