@@ -80,6 +80,9 @@ class Lab:
     host_address: str | None = None  # the host's own address on the LAN (host=True)
     mtu: int = 1500
     pids: dict[str, list[int]] = field(default_factory=dict)  # machine -> processes started there
+    #: pid -> its start time (/proc/PID/stat, clock ticks after boot): a recorded pid is the lab's
+    #: only while it is the same process (after a reboot, or once it exited, the number is another's)
+    started: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # the kind's own facts (sockets, ports...)
 
     def machine(self, name: str) -> Machine:
@@ -105,6 +108,8 @@ def lab_root() -> Path:
 
 
 def lab_dir(prefix: str) -> Path:
+    """The lab's directory; only for a valid prefix (which cannot climb out of the root)."""
+    check_prefix(prefix)
     return lab_root() / prefix
 
 
@@ -121,30 +126,39 @@ def save(lab: Lab) -> None:
 
 def load(prefix: str) -> Lab:
     try:
-        return Lab.from_json(json.loads(_record(prefix).read_text()))
+        lab = Lab.from_json(json.loads(_record(prefix).read_text()))
     except FileNotFoundError:
         raise LabError(f"no lab {prefix!r} on this machine (none at {lab_dir(prefix)})") from None
-    except (ValueError, TypeError, KeyError) as exc:
+    except PermissionError:
+        raise LabError(f"lab {prefix!r}: {lab_dir(prefix)} is root's: run as root") from None
+    except (OSError, ValueError, TypeError, KeyError) as exc:
         raise LabError(f"lab {prefix!r}: unreadable record {_record(prefix)}: {exc}") from None
+    if lab.prefix != prefix:
+        raise LabError(f"lab {prefix!r}: its record {_record(prefix)} names another lab, {lab.prefix!r}")
+    return lab
 
 
 def labs() -> list[str]:
     """Prefixes of the labs recorded on this machine."""
     root = lab_root()
-    return sorted(p.name for p in root.iterdir() if (p / "lab.json").exists()) if root.is_dir() else []
+    try:
+        return sorted(p.name for p in root.iterdir() if (p / "lab.json").exists())
+    except OSError:  # no root yet, or not ours to read
+        return []
 
 
 # --------------------------------------------------------------------------- making one
 
 
 def check_prefix(prefix: str) -> None:
-    """A lab's prefix follows the testbeds' rule (it names namespaces ``<prefix>-<machine>``)."""
-    from .topo.validate.topology import validate_prefix
+    """A lab's prefix follows the testbeds' rule (it names namespaces ``<prefix>-<machine>`` and the
+    directory ``<root>/<prefix>``: never ``..``, a path or empty)."""
+    from .topo.classes import PREFIX_MAX
+    from .topo.validate.fields import PREFIX_RE
 
-    try:
-        validate_prefix(prefix)
-    except NetstackError as exc:
-        raise LabError(str(exc)) from None
+    if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix) or len(prefix) > PREFIX_MAX:
+        raise LabError(f"--prefix {prefix!r}: not a lab's name (a lower-case letter, then letters/digits, "
+                       f"at most {PREFIX_MAX})")
 
 
 def check_machine_names(names: Sequence[str]) -> None:
@@ -159,6 +173,11 @@ def check_machine_names(names: Sequence[str]) -> None:
 def pick_subnet(given: str | None, prefix: str) -> ipaddress.IPv4Network:
     """The LAN: ``given``, or the first /24 of :data:`DEFAULT_RANGE` that no route of this host
     and no other lab uses."""
+    used = _routes_here()
+    for other in labs():
+        if other != prefix:
+            with contextlib.suppress(LabError, ValueError):
+                used.append(ipaddress.IPv4Network(load(other).subnet))
     if given is not None:
         try:
             net = ipaddress.IPv4Network(given, strict=True)
@@ -166,12 +185,11 @@ def pick_subnet(given: str | None, prefix: str) -> ipaddress.IPv4Network:
             raise LabError(f"--subnet {given}: {exc}") from None
         if net.num_addresses < 8:
             raise LabError(f"--subnet {given}: too small (at least a /29)")
+        clash = next((u for u in used if net.overlaps(u) and u.prefixlen > 0), None)
+        if clash is not None:
+            raise LabError(f"--subnet {given} overlaps {clash}, which a route of this host or another lab "
+                           "uses: pick another range")
         return net
-    used = _routes_here()
-    for other in labs():
-        if other != prefix:
-            with contextlib.suppress(LabError, ValueError):
-                used.append(ipaddress.IPv4Network(load(other).subnet))
     for net in ipaddress.IPv4Network(DEFAULT_RANGE).subnets(new_prefix=24):
         if not any(net.overlaps(u) for u in used):
             return net
@@ -195,30 +213,49 @@ def host_ifname(prefix: str) -> str:
 
 def create(prefix: str, kind: str, names: Sequence[str], *, subnet: str | None = None,
            host: bool = False, mtu: int = 1500, say: Callable[[str], None] = lambda s: None) -> Lab:
-    """Make the lab's namespaces, LAN and directories (no process yet); on any failure, undo it."""
+    """Make the lab's namespaces, LAN and directories (no process yet); on any failure, undo it.
+
+    The lab's directory is made first and exclusively: of two ``up`` at once under one prefix, one
+    gets it and the other is refused before it made (or could undo) anything."""
     check_prefix(prefix)
     check_machine_names(names)
     if not 576 <= mtu <= 9000:
         raise LabError(f"--mtu {mtu}: between 576 and 9000")
-    if _record(prefix).exists() or any(_owner(ns) for ns in _lab_namespaces(prefix)):
-        raise LabError(f"lab {prefix!r} exists already: 'down' it first, or pick another --prefix")
+    net = pick_subnet(subnet, prefix)
+    if net.num_addresses - 2 < len(names) + 1:
+        raise LabError(f"--subnet {net}: too small for {len(names)} machines and this host")
     taken = [n for n in [f"{prefix}-{LAN}", *(f"{prefix}-{m}" for m in names)] if os.path.exists(f"{NETNS_DIR}/{n}")]
     if taken:
-        raise LabError(f"namespace {taken[0]} exists already (not a lab's): pick another --prefix")
-    net = pick_subnet(subnet, prefix)
-    hosts = list(net.hosts())
-    machines = [Machine(n, f"{prefix}-{n}", str(hosts[i + 1]), f"{prefix}-{n}", str(lab_dir(prefix) / n))
-                for i, n in enumerate(names)]
-    lab = Lab(prefix, kind, str(net), machines, str(hosts[0]) if host else None, mtu)
-    lab.dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(lab.dir, 0o700)
-    save(lab)
+        owner = _owner(taken[0])
+        raise LabError(f"namespace {taken[0]} exists already ({'lab ' + repr(owner[0]) if owner else 'not a lab'}'s):"
+                       f" {'take it down first' if owner else 'pick another --prefix'}")
+    if host and _link_exists(host_ifname(prefix)):
+        raise LabError(f"this host has an interface {host_ifname(prefix)} already: pick another --prefix")
+    lab_root().mkdir(parents=True, exist_ok=True)
     try:
+        lab_dir(prefix).mkdir(mode=0o700)
+    except FileExistsError:
+        raise LabError(f"lab {prefix!r} exists already ({lab_dir(prefix)}): 'down' it first, or pick another "
+                       "--prefix") from None
+    first = int(net.network_address)
+    machines = [Machine(n, f"{prefix}-{n}", str(ipaddress.IPv4Address(first + i + 2)), f"{prefix}-{n}",
+                        str(lab_dir(prefix) / n)) for i, n in enumerate(names)]
+    lab = Lab(prefix, kind, str(net), machines, str(ipaddress.IPv4Address(first + 1)) if host else None, mtu)
+    try:
+        save(lab)
         _build(lab, say)
-    except BaseException:
+    except BaseException as exc:
         destroy(prefix)
+        if isinstance(exc, Exception) and not isinstance(exc, LabError):
+            raise LabError(f"making lab {prefix!r} failed, and what it had made is gone again: "
+                           f"{type(exc).__name__}: {exc}") from exc
         raise
     return lab
+
+
+def _link_exists(ifname: str) -> bool:
+    with iproute(None) as ipr:
+        return bool(ipr.link_lookup(ifname=ifname))
 
 
 def _build(lab: Lab, say: Callable[[str], None]) -> None:
@@ -262,14 +299,18 @@ def _build(lab: Lab, say: Callable[[str], None]) -> None:
             ipr.link("set", index=idx, master=ipr.link_lookup(ifname="br0")[0], mtu=lab.mtu, state="up")
         with iproute(None) as ipr:
             idx = ipr.link_lookup(ifname=name)[0]
-            ipr.link("set", index=idx, mtu=lab.mtu, state="up")
+            ipr.link("set", index=idx, mtu=lab.mtu, state="up", ifalias=_alias(lab.prefix, "host"))
             ipr.addr("add", index=idx, address=lab.host_address, prefixlen=plen)
         say(f"this host: {name}, {lab.host_address}/{plen}")
 
 
+def _alias(prefix: str, machine: str) -> str:
+    return f"{MARKER} prefix={prefix} machine={machine}"
+
+
 def _mark(ns: str, prefix: str, machine: str) -> None:
     with iproute(ns) as ipr:
-        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], ifalias=f"{MARKER} prefix={prefix} machine={machine}")
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], ifalias=_alias(prefix, machine))
 
 
 def _owner(ns: str) -> tuple[str, str] | None:
@@ -319,15 +360,43 @@ def spawn(lab: Lab, machine: str, argv: Sequence[str], *, log: str, env: dict[st
     finally:
         out.close()
     lab.pids.setdefault(machine, []).append(proc.pid)
+    start = start_time(proc.pid)
+    if start is not None:
+        lab.started[str(proc.pid)] = start
     save(lab)
     return proc.pid
 
 
-def alive(pid: int) -> bool:
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command (field 3, the state, first)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1][:1] not in ("Z", "X")
+            return f.read().rsplit(") ", 1)[1].split()
     except (OSError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    st = _stat(pid)
+    return int(st[19]) if st and len(st) > 19 else None
+
+
+def alive(pid: int) -> bool:
+    st = _stat(pid)
+    return st is not None and bool(st) and st[0] not in ("Z", "X")
+
+
+def is_ours(lab: Lab, pid: int) -> bool:
+    """``pid`` is a process the lab started and still the same one (its recorded start time)."""
+    start = lab.started.get(str(pid))
+    return start is not None and alive(pid) and start_time(pid) == start
+
+
+def in_machine(lab: Lab, machine: str, pid: int) -> bool:
+    """``pid`` runs in ``machine``'s network namespace (a pid file's word is not proof)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"{NETNS_DIR}/{lab.machine(machine).netns}").st_ino
+    except OSError:
         return False
 
 
@@ -348,7 +417,7 @@ def processes(lab: Lab) -> list[int]:
     from .topo.netns import _pids_in
 
     roots = set(_pids_in(_lab_namespaces(lab.prefix)))
-    roots |= {p for pids in lab.pids.values() for p in pids if alive(p)}
+    roots |= {p for pids in lab.pids.values() for p in pids if is_ours(lab, p)}
     kids = _children()
     out, todo = set(), list(roots)
     while todo:
@@ -380,6 +449,7 @@ def destroy(prefix: str, *, before: Callable[[Lab], None] | None = None, grace_s
     """Take lab ``prefix`` down: ``before(lab)`` (the kind's own orderly stop), then every process
     of it (SIGTERM, SIGKILL after ``grace_s``), its mounts, namespaces, host veth and directory.
     Idempotent, and safe on a half-made lab. Returns what it removed, for the user."""
+    check_prefix(prefix)  # before anything: a prefix is a directory name below the root, never a path
     removed: list[str] = []
     try:
         lab: Lab | None = load(prefix)
@@ -404,9 +474,10 @@ def destroy(prefix: str, *, before: Callable[[Lab], None] | None = None, grace_s
             pr_netns.remove(ns)
             removed.append(f"namespace {ns}")
     with contextlib.suppress(Exception), iproute(None) as ipr:  # gone with its peer, normally
-        idx = ipr.link_lookup(ifname=host_ifname(prefix))
-        if idx:
-            ipr.link("del", index=idx[0])
+        for link in ipr.get_links(ifname=host_ifname(prefix)):
+            if link.get_attr("IFLA_IFALIAS") == _alias(prefix, "host"):  # ours only, never a namesake
+                ipr.link("del", index=link["index"])
+                removed.append(f"interface {host_ifname(prefix)}")
     if lab_dir(prefix).exists():
         shutil.rmtree(lab_dir(prefix), ignore_errors=True)
         removed.append(f"directory {lab_dir(prefix)}")
@@ -425,6 +496,20 @@ def _unmount_under(path: Path) -> list[str]:
     for point in sorted(points, key=len, reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
     return [f"{len(points)} mount(s)"] if points else []
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``timeout``, a CI runner, ``kill``) interrupts as Ctrl-C does, so that a command
+    making a lab takes it down again instead of leaving it half made."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 @contextlib.contextmanager

@@ -89,3 +89,55 @@ def test_compose_lab_never_touches_another_kinds_lab(monkeypatch, tmp_path):
         with pytest.raises(LabError, match="a dask lab, not a Docker one"):
             call()
     assert (tmp_path / "dk" / "lab.json").exists()
+
+
+@pytest.mark.parametrize("prefix", ["..", "", ".", "a/b", "../x", "A"])
+def test_down_never_leaves_the_lab_root(monkeypatch, tmp_path, prefix):
+    root = tmp_path / "root"
+    (root / "other").mkdir(parents=True)
+    (root / "other" / "lab.json").write_text("{}")
+    monkeypatch.setenv(lab.LAB_ROOT_ENV, str(root))
+    with pytest.raises(LabError, match="not a lab's name"):
+        lab.destroy(prefix)
+    assert (root / "other" / "lab.json").exists() and tmp_path.exists()
+
+
+def test_a_recorded_pid_that_is_another_process_now_is_left_alone(monkeypatch, tmp_path):
+    """After a reboot (or once it exited) a recorded pid names another process: only the same
+    process, by its start time, is the lab's to stop."""
+    import subprocess
+
+    monkeypatch.setenv(lab.LAB_ROOT_ENV, str(tmp_path))
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        (tmp_path / "old").mkdir()
+        stale = Lab("old", "dask", "10.250.7.0/24", [], pids={"w1": [other.pid]},
+                    started={str(other.pid): (lab.start_time(other.pid) or 0) + 12345})
+        (tmp_path / "old" / "lab.json").write_text(json.dumps(stale.to_json()))
+        assert not lab.is_ours(stale, other.pid)
+        assert other.pid not in lab.processes(stale)
+        lab.destroy("old")
+        assert other.poll() is None  # still running
+        assert not (tmp_path / "old").exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_record_naming_another_lab_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv(lab.LAB_ROOT_ENV, str(tmp_path))
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "lab.json").write_text(json.dumps(Lab("two", "dask", "10.250.8.0/24", []).to_json()))
+    with pytest.raises(LabError, match="names another lab"):
+        lab.load("one")
+
+
+def test_a_given_subnet_that_overlaps_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv(lab.LAB_ROOT_ENV, str(tmp_path))
+    monkeypatch.setattr(lab, "_routes_here", lambda: [ipaddress.IPv4Network("192.168.1.0/24")])
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "lab.json").write_text(json.dumps(Lab("other", "dask", "10.250.2.0/24", []).to_json()))
+    for clash in ("10.250.2.0/25", "192.168.0.0/16"):
+        with pytest.raises(LabError, match="overlaps"):
+            lab.pick_subnet(clash, "mine")
+    assert str(lab.pick_subnet("10.251.0.0/29", "mine")) == "10.251.0.0/29"

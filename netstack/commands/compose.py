@@ -88,7 +88,8 @@ def _register_lab(csub: argparse._SubParsersAction) -> None:
     up.add_argument("--mtu", type=int, default=1500,
                     help="the LAN's MTU, as the network between machines has (default %(default)s)")
     up.add_argument("--json", action="store_true", help="print the lab as JSON at the end")
-    status = lsub.add_parser("status", help="the engines, their swarm state and the swarm's nodes")
+    status = lsub.add_parser("status", help="the engines, their swarm state and the swarm's nodes (exit 1 when an "
+                                            "engine does not answer or a node is not ready)")
     status.add_argument("--json", action="store_true", help="as JSON")
     down = lsub.add_parser("down", help="remove the stacks, the swarm, the engines and everything of the lab "
                                         "(idempotent)")
@@ -118,7 +119,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     if args.lab_command == "status":
         st = lab.status(args.prefix)
         print(json.dumps(st, indent=2) if args.json else _lab_table(st))
-        return 0
+        return 0 if st["ok"] else 1  # an engine not answering, or a node of the swarm not ready
     removed = lab.down(args.prefix, say=say)
     if not removed:
         say(f"no lab {args.prefix}: nothing to do")

@@ -69,10 +69,12 @@ def _say(text: str) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from ..lab import terminate_as_interrupt
     from ..sim import cluster
 
-    doc = cluster.up(args.prefix, args.workers, subnet=args.subnet, port=args.port, timeout_s=args.timeout,
-                     say=_say)
+    with terminate_as_interrupt():  # SIGTERM takes a half-made cluster down, as Ctrl-C does
+        doc = cluster.up(args.prefix, args.workers, subnet=args.subnet, port=args.port, timeout_s=args.timeout,
+                         say=_say)
     if args.json:
         print_json(doc)
         return 0

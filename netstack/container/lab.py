@@ -56,12 +56,17 @@ def socket(lab: Lab, engine: str) -> str:
 
 def docker(lab: Lab | None, engine: str | None, *argv: str, timeout: float = 60,
            stdin: Any = None) -> subprocess.CompletedProcess[str]:
-    """The docker CLI against ``engine`` of ``lab`` (or the host's engine with None)."""
-    env = dict(os.environ)
+    """The docker CLI against ``engine`` of ``lab``, or with None this machine's own engine (never
+    the one a ``DOCKER_HOST`` in the environment names: that may be a lab's engine)."""
+    return subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=timeout, check=False,
+                          env=_env(lab, engine), stdin=stdin)
+
+
+def _env(lab: Lab | None, engine: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
     if lab is not None and engine is not None:
         env["DOCKER_HOST"] = socket(lab, engine)
-    return subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=timeout, check=False,
-                          env=env, stdin=stdin)
+    return env
 
 
 def _need(binaries: Sequence[str]) -> None:
@@ -82,19 +87,20 @@ def up(prefix: str = DEFAULT_PREFIX, engines: int = 2, *, image: str = "netstack
     if docker(None, None, "image", "inspect", image, timeout=30).returncode != 0:
         raise LabError(f"image {image} not in this host's Docker engine: build it first "
                        "(scripts/docker/build-image.sh), the lab's engines load it from there")
-    lab = labs.create(prefix, KIND, names, subnet=subnet, mtu=mtu, say=say)
-    try:
-        lab.extra["image"] = image
-        for name in names:
-            _start_engine(lab, name, say)
-        for name in names:
-            _load_image(lab, name, image, say)
-        _form_swarm(lab, say)
-        labs.save(lab)
-    except BaseException:
-        say("failed: taking the lab down again")
-        down(prefix, say=lambda s: None)
-        raise
+    with labs.terminate_as_interrupt():
+        lab = labs.create(prefix, KIND, names, subnet=subnet, mtu=mtu, say=say)
+        try:
+            lab.extra["image"] = image
+            for name in names:
+                _start_engine(lab, name, say)
+            for name in names:
+                _load_image(lab, name, image, say)
+            _form_swarm(lab, say)
+            labs.save(lab)
+        except BaseException as exc:
+            say(f"{'interrupted' if isinstance(exc, KeyboardInterrupt) else 'failed'}: taking the lab down again")
+            down(prefix, say=lambda s: None)
+            raise
     return lab
 
 
@@ -111,19 +117,22 @@ def _start_engine(lab: Lab, name: str, say: Callable[[str], None]) -> None:
         f'[ttrpc]\n  address = "{d / "containerd.sock.ttrpc"}"\n'
         '[debug]\n  address = ""\n[metrics]\n  address = ""\n')
     (d / "daemon.json").write_text("{}\n")
-    labs.spawn(lab, name, ["containerd", "--config", str(d / "containerd.toml")], log="containerd.log")
-    _wait(lambda: (d / "containerd.sock").exists(), f"{name}'s containerd", d / "containerd.log")
-    labs.spawn(lab, name, [
+    pid = labs.spawn(lab, name, ["containerd", "--config", str(d / "containerd.toml")], log="containerd.log")
+    _wait(lambda: (d / "containerd.sock").exists(), f"{name}'s containerd", d / "containerd.log", pid)
+    pid = labs.spawn(lab, name, [
         "dockerd", "--host", socket(lab, name), "--data-root", str(d / "data"), "--exec-root", str(d / "exec"),
         "--pidfile", str(d / "docker.pid"), "--config-file", str(d / "daemon.json"),
         "--containerd", str(d / "containerd.sock"), "--containerd-namespace", ns,
         "--containerd-plugins-namespace", f"{ns}-plugins"], log="dockerd.log")
     _wait(lambda: docker(lab, name, "info", "--format", "{{.ID}}", timeout=10).returncode == 0,
-          f"{name}'s dockerd", d / "dockerd.log")
+          f"{name}'s dockerd", d / "dockerd.log", pid)
     say(f"engine {name}: dockerd up on {lab.machine(name).address} (DOCKER_HOST={socket(lab, name)})")
 
 
-def _wait(ready: Callable[[], bool], what: str, log: Path, timeout: float = START_TIMEOUT_S) -> None:
+def _wait(ready: Callable[[], bool], what: str, log: Path, pid: int | None = None,
+          timeout: float = START_TIMEOUT_S) -> None:
+    """Until ``ready()``; a LabError with the log's tail when the process ``pid`` exits first, or
+    after ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -131,6 +140,8 @@ def _wait(ready: Callable[[], bool], what: str, log: Path, timeout: float = STAR
                 return
         except (OSError, subprocess.TimeoutExpired):
             pass
+        if pid is not None and not labs.alive(pid):
+            raise LabError(f"{what} exited during start-up; the end of {log}:\n{_tail(log)}")
         time.sleep(0.3)
     raise LabError(f"{what} not ready after {timeout:g} s; the end of {log}:\n{_tail(log)}")
 
@@ -144,11 +155,22 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def _load_image(lab: Lab, name: str, image: str, say: Callable[[str], None]) -> None:
     t0 = time.monotonic()
-    with subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE) as save:
-        r = docker(lab, name, "load", "--quiet", timeout=600, stdin=save.stdout)
-        save.wait(timeout=600)
-    if save.returncode != 0 or r.returncode != 0:
-        raise LabError(f"loading {image} into engine {name} failed: {r.stderr.strip() or 'docker save failed'}")
+    save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env(None, None))
+    assert save.stdout is not None
+    load = subprocess.Popen(["docker", "load", "--quiet"], stdin=save.stdout, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(lab, name))
+    save.stdout.close()  # only the loader holds the pipe: if it fails, the saver sees EPIPE and ends
+    try:
+        _, load_err = load.communicate(timeout=600)
+        _, save_err = save.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        load.kill()
+        save.kill()
+        raise LabError(f"loading {image} into engine {name} took over 10 minutes") from None
+    if save.returncode != 0 or load.returncode != 0:
+        why = load_err.strip() if load.returncode != 0 else save_err.decode(errors="replace").strip()
+        raise LabError(f"loading {image} into engine {name} failed: {why or 'no reason given'}")
     say(f"engine {name}: image {image} loaded ({time.monotonic() - t0:.1f} s)")
 
 
@@ -158,7 +180,10 @@ def _form_swarm(lab: Lab, say: Callable[[str], None]) -> None:
                f"{first.address}:2377")
     if r.returncode != 0:
         raise LabError(f"docker swarm init on {first.name}: {r.stderr.strip()}")
-    token = docker(lab, first.name, "swarm", "join-token", "-q", "worker").stdout.strip()
+    r = docker(lab, first.name, "swarm", "join-token", "-q", "worker")
+    token = r.stdout.strip()
+    if r.returncode != 0 or not token:
+        raise LabError(f"docker swarm join-token on {first.name}: {r.stderr.strip() or 'no token'}")
     for m in others:
         r = docker(lab, m.name, "swarm", "join", "--token", token, "--advertise-addr", m.address,
                    f"{first.address}:2377", timeout=120)
@@ -185,14 +210,26 @@ def status(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
     lab = _of_kind(labs.load(prefix))
     engines = []
     for m in lab.machines:
-        r = docker(lab, m.name, "info", "--format", "{{json .}}", timeout=15)
-        info = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+        try:
+            r = docker(lab, m.name, "info", "--format", "{{json .}}", timeout=15)
+            info = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+        except (subprocess.TimeoutExpired, ValueError):
+            info = {}  # hung (a stopped dockerd), or an answer that is not JSON: not answering
         engines.append({"engine": m.name, "hostname": m.hostname, "address": m.address,
                         "docker_host": socket(lab, m.name), "answers": bool(info),
                         "containers_running": info.get("ContainersRunning"),
                         "swarm": (info.get("Swarm") or {}).get("LocalNodeState")})
+    swarm = _nodes_or_none(lab) if engines and engines[0]["answers"] else []
+    ok = all(e["answers"] for e in engines) and len(swarm) == len(engines) and all(n["ready"] for n in swarm)
     return {"prefix": lab.prefix, "kind": lab.kind, "subnet": lab.subnet, "mtu": lab.mtu, "engines": engines,
-            "nodes": nodes(lab) if engines and engines[0]["answers"] else [], "dir": str(lab.dir)}
+            "nodes": swarm, "dir": str(lab.dir), "ok": ok}
+
+
+def _nodes_or_none(lab: Lab) -> list[dict[str, Any]]:
+    try:
+        return nodes(lab)
+    except (subprocess.TimeoutExpired, ValueError):
+        return []
 
 
 def down(prefix: str = DEFAULT_PREFIX, *, say: Callable[[str], None] = print) -> list[str]:
@@ -227,9 +264,11 @@ def _stop_engines(lab: Lab, say: Callable[[str], None]) -> None:
     pid_of = {}
     for m in lab.machines:
         try:
-            pid_of[m.name] = int((Path(m.workdir) / "docker.pid").read_text().strip())
+            pid = int((Path(m.workdir) / "docker.pid").read_text().strip())
         except (OSError, ValueError):
             continue
+        if labs.in_machine(lab, m.name, pid):  # the pid file's word is not proof: a stale file names another
+            pid_of[m.name] = pid
     # dockerd stops its containers on SIGTERM (10 s each at most), then itself; containerd after it
     labs.stop(list(pid_of.values()), grace_s=30.0)
 
