@@ -29,7 +29,9 @@ def test_mac_part_writes_rows_for_each_size(tmp_path, capsys):
 @pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root")
 def test_linkguardian_part_counts_only_valid_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NETSTACK_RUN_DIR", str(tmp_path / "run"))
-    args = argparse.Namespace(results_dir=str(tmp_path / "results"), only=["linkguardian"], duration=2.0, rounds=2)
+    # 1 s transfers (4 of them, each on a testbed of its own): thousands of sealed LinkGuardian
+    # control frames each, and a scheduling-delay verdict each, as at 2 s
+    args = argparse.Namespace(results_dir=str(tmp_path / "results"), only=["linkguardian"], duration=1.0, rounds=2)
     assert bench.main(args) == 0
     doc = json.loads((tmp_path / "results" / "bench-auth-latest.json").read_text())
     runs = doc["linkguardian_runs"]

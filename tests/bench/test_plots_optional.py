@@ -62,9 +62,12 @@ def test_without_matplotlib_pyplot_is_none_and_says_so_once(no_matplotlib, capsy
 
 
 def test_a_benchmark_without_matplotlib_writes_its_numbers_and_no_plots(no_matplotlib, tmp_path, capsys):
-    args = argparse.Namespace(results_dir=str(tmp_path), only=None, workers=2, quick=True, live=False, runtime=None)
+    # its FCT section alone (~6 s of CPU; with the scenarios ~18): it draws a plot of its own
+    # (tcdfct.plot_fct), and tests/bench/test_tcd_bench_smoke.py runs every section with plots
+    args = argparse.Namespace(results_dir=str(tmp_path), only=["fct"], workers=1, quick=True, live=False,
+                              runtime=None)
     assert bench_tcd.main(args) == 0
     doc = json.loads((tmp_path / "bench-tcd-latest.json").read_text())
-    assert doc["errors"] == {} and doc["fct"]["rows"]
+    assert doc["sections"] == ["fct"] and doc["errors"] == {} and doc["fct"]["rows"]
     assert list(tmp_path.glob("*.png")) == []
     assert plot.NO_MATPLOTLIB in capsys.readouterr().err

@@ -5,29 +5,17 @@ no network, screenshots kept as test artifacts."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from netstack.reproduce import session
-from netstack.tcd import reproduce as tcd
 from tests.browser import broken_images, console_errors, screenshot, wait_images
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("reproduce")
-    sim_only = dataclasses.replace(tcd.PAPER, experiments=tuple(e for e in tcd.PAPER.experiments if not e.needs_root))
-    assert sim_only.experiments
-    saved = session.papers
-    session.papers = lambda names: [sim_only]
-    try:
-        doc = session.run(["tcd"], "quick", out, 1, False, "netstack reproduce tcd (test)", lambda m: None)
-    finally:
-        session.papers = saved
-    return out, doc
+def report(tcd_sim_report):
+    """The session's one run of TCD's virtual-time experiment and its report (conftest.py)."""
+    return tcd_sim_report
 
 
 def test_the_reports_figures_all_load_without_console_errors(chromium, report):

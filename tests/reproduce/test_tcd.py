@@ -4,7 +4,6 @@ the FCT comparison the repository keeps (docs/data/tcd-fct-*.json)."""
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import re
@@ -14,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from netstack.bench import tcd as bench
 from netstack.reproduce import paperdata
 from netstack.reproduce.claims import NOT_ATTEMPTED, NOT_REPRODUCED, REPRODUCED, SHAPE_ONLY, VERDICTS
 from netstack.tcd import reproduce
@@ -77,16 +75,12 @@ def test_arbitrary_documents_never_raise_and_measure_nothing(sim, live):
 
 # ------------------------------------------------------------------------- a real sim document
 @pytest.fixture(scope="module")
-def sim_doc(tmp_path_factory) -> dict:
-    """``netstack bench tcd --quick --only scenarios --workers 1`` in this process (§3.1's four runs
-    at the paper's scale, about 7 s), without drawing its PNGs."""
-    out = tmp_path_factory.mktemp("bench")
-    with pytest.MonkeyPatch.context() as mp:
-        for plot in ("plot_fig", "plot_states", "plot_marks"):
-            mp.setattr(bench, plot, lambda *a, **k: False)
-        assert bench.main(argparse.Namespace(quick=True, only=["scenarios"], workers=1, results_dir=str(out),
-                                             live=False, runtime=None)) == 0
-    return json.loads((out / "bench-tcd-latest.json").read_text())
+def sim_doc(tcd_sim_report) -> dict:
+    """The document of ``netstack bench tcd --quick --only scenarios --workers 1`` (§3.1's four runs
+    at the paper's scale), from the session's one run of the sim experiment through ``netstack
+    reproduce`` (conftest.py ``tcd_sim_report``; test_report_browser.py loads its report)."""
+    out, _ = tcd_sim_report
+    return json.loads((out / "tcd" / SIM / "bench-tcd-latest.json").read_text())
 
 
 def test_a_sim_run_gives_every_sim_claim_a_number_and_a_verdict(sim_doc):
