@@ -36,7 +36,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -382,8 +381,9 @@ def start_time(pid: int) -> int | None:
 
 
 def alive(pid: int) -> bool:
-    st = _stat(pid)
-    return st is not None and bool(st) and st[0] not in ("Z", "X")
+    from .topo.netns import _alive
+
+    return _alive(pid)
 
 
 def is_ours(lab: Lab, pid: int) -> bool:
@@ -429,17 +429,10 @@ def processes(lab: Lab) -> list[int]:
 
 
 def stop(pids: Sequence[int], grace_s: float) -> None:
-    """SIGTERM, then SIGKILL whatever still runs after ``grace_s``."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.1)
-    for pid in pids:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    """SIGTERM, then SIGKILL whatever still runs after ``grace_s`` (the topology runtime's own)."""
+    from .topo.netns import _stop_processes
+
+    _stop_processes(list(pids), grace_s)
 
 
 # --------------------------------------------------------------------------- taking it down
