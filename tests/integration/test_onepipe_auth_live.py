@@ -188,7 +188,7 @@ def test_a_sealed_frame_replayed_on_another_edge_port_is_refused_as_replayed(fab
 
     def once() -> dict[str, Any]:
         out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
-        before = runtime.status(prefix)["daemons"]["tor1"]["ports"]["p-h1"]["edge_drops_spoofed"]
+        before = runtime.status(prefix)["daemons"]["tor1"]["ports"]
         rows, replayer, tor1 = cross_port_replay(fabric, out, REPLAYS, SCATTER_S)
         return _judged(rows, out=out, before=before, replayer=replayer, tor1=tor1)
 
@@ -198,13 +198,17 @@ def test_a_sealed_frame_replayed_on_another_edge_port_is_refused_as_replayed(fab
     assert (into_h2.victim, into_h2.into.ifname, into_h2.guarded) == ("h1", "p-h2", False)
     assert (into_h1.victim, into_h1.into.ifname, into_h1.guarded) == ("h2", "p-h1", True)
     assert into_h2.sent > 100 and into_h1.sent > 100, rows
+    after = runtime.status(prefix)["daemons"]["tor1"]["ports"]
+    # (a replay the port's socket had no room for never reached the switch: counted in kernel_drops)
+    drops = {p: after[p]["kernel_drops"] - before[p]["kernel_drops"] for p in ("p-h1", "p-h2")}
     port = tor1["ports"]["p-h2"]
     a = port["auth"]
-    assert a["replayed"] == into_h2.sent and _refused(a) == a["replayed"], (into_h2.sent, a)
+    assert into_h2.sent - drops["p-h2"] <= a["replayed"] <= into_h2.sent, (into_h2.sent, a, drops)
+    assert _refused(a) == a["replayed"], a
     assert a["ok"] > 0, a  # h2's own process's frames
     assert list(port["inputs"]) == ["10.0.0.2:40101"], port["inputs"]
-    spoofed = runtime.status(prefix)["daemons"]["tor1"]["ports"]["p-h1"]["edge_drops_spoofed"] - before
-    assert spoofed == into_h1.sent
+    spoofed = after["p-h1"]["edge_drops_spoofed"] - before["p-h1"]["edge_drops_spoofed"]
+    assert into_h1.sent - drops["p-h1"] <= spoofed <= into_h1.sent, (into_h1.sent, spoofed, drops)
     assert tor1["ports"]["p-h1"]["auth"]["replayed"] == 0  # (BCP 38 dropped them first)
     verdict = check_logs(sorted(out.glob("*.jsonl")))
     assert verdict.ok, verdict.summary()
@@ -235,7 +239,9 @@ def _campaign(capsys: Any, attack: str, *args: str) -> dict[str, Any]:
 
     doc = valid_run(once, machine=("scheduling delay",))
     status, res, err = doc["status"], doc["res"], doc["err"]
-    assert status == 0 and res["ok"], ([c for c in res["checks"] if not c["ok"]], err[-1500:])
+    # (a string: pytest cuts the repr of anything else to 240 characters, and with it the detail)
+    failed = json.dumps([c for c in res["checks"] if not c["ok"]], indent=1)
+    assert status == 0 and res["ok"], failed + "\n" + err[-1500:]
     return dict(res)
 
 
