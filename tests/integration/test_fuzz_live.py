@@ -16,7 +16,7 @@ from netstack.cli import main as cli
 from netstack.commands.fuzz import TARGETS
 from netstack.topo.model import load_topology
 
-from .conftest import running
+from .conftest import running, valid_run
 
 DEFAULT_TOML = Path(__file__).resolve().parents[2] / "netstack" / "topo" / "default.toml"
 
@@ -172,13 +172,26 @@ def test_tcd_short_pause_attack(run_dir, capsys):
 
 
 def _attack(capsys, target: str, attack: str, *args: str) -> dict:
-    """``netstack fuzz TARGET --attack NAME ARGS --json`` on its own topology: passed, torn down."""
-    status = cli(["fuzz", target, "--attack", attack, *args, "--json"])
-    captured = capsys.readouterr()
-    res = json.loads(captured.out)
+    """``netstack fuzz TARGET --attack NAME ARGS --json`` on its own topology: passed, torn down.
+    A run whose ``machine`` / ``scheduling delay`` row failed (the machine held a daemon up past
+    what the attack's oracle allows: the DTA flood's) is run again, as every live test's starved
+    run is (:func:`valid_run`)."""
+
+    def once() -> dict:
+        status = cli(["fuzz", target, "--attack", attack, *args, "--json"])
+        captured = capsys.readouterr()
+        res = json.loads(captured.out)
+        starved = [c for c in res["checks"] if (c["where"], c["check"]) == ("machine", "scheduling delay")]
+        checks = [{"name": "scheduling delay", "ok": c["ok"], "expected": "every daemon on time",
+                   "measured": c["detail"]} for c in starved]
+        return {"valid": all(c["ok"] for c in checks), "checks": checks, "status": status, "res": res,
+                "err": captured.err}
+
+    doc = valid_run(once, machine=("scheduling delay",))
+    status, res, captured_err = doc["status"], doc["res"], doc["err"]
     if status != 0 or not res["ok"]:  # (in full: an assertion's message is cut short, and a check's detail says why)
         failed = "\n".join(f"{c['where']} {c['check']}: {c['detail']}" for c in res["checks"] if not c["ok"])
-        pytest.fail(f"exit {status}; failed checks:\n{failed}\nnotes: {res['notes']}\n{captured.err[-1500:]}")
+        pytest.fail(f"exit {status}; failed checks:\n{failed}\nnotes: {res['notes']}\n{captured_err[-1500:]}")
     assert res["prefix"] not in runtime.netns.list_running()
     return res
 

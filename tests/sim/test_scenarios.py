@@ -96,9 +96,13 @@ def test_a_failing_run_is_reported_and_the_others_stand():
 
 
 @pytest.fixture(scope="module")
-def dask_cluster():
+def dask_cluster(tmp_path_factory):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc:
+    import dask
+
+    # (the scratch space is the test's own, not Dask's shared default in /tmp)
+    with dask.config.set({"temporary-directory": str(tmp_path_factory.mktemp("dask"))}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc:
         yield lc.scheduler_address
 
 
@@ -109,7 +113,7 @@ def test_a_sweep_runs_on_a_dask_cluster(dask_cluster):
     assert [r["result"] for r in got] == [r["result"] for r in sweep(specs, workers=1)]
 
 
-def test_a_run_whose_worker_dies_is_an_error_result_and_the_others_stand():
+def test_a_run_whose_worker_dies_is_an_error_result_and_the_others_stand(tmp_path):
     """Dask gives a run up when the workers running it die (KilledWorker, after
     ``allowed-failures`` deaths; none allowed here): that run is a result with its error, the
     sweep's other runs stand, and nothing is raised at the caller."""
@@ -122,7 +126,7 @@ def test_a_run_whose_worker_dies_is_an_error_result_and_the_others_stand():
     import dask
 
     specs = grid(RunSpec("udp-stream", params={"count": 30000, "rate_pps": 50000.0}), seeds=[1, 2])
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "temporary-directory": str(tmp_path)}), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as lc, \
             distributed.Client(lc) as client:
         pids = sorted(client.run(os.getpid).values())
