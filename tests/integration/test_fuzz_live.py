@@ -173,9 +173,9 @@ def test_tcd_short_pause_attack(run_dir, capsys):
 
 def _attack(capsys, target: str, attack: str, *args: str) -> dict:
     """``netstack fuzz TARGET --attack NAME ARGS --json`` on its own topology: passed, torn down.
-    A run whose ``machine`` / ``scheduling delay`` row failed (the machine held a daemon up past
-    what the attack's oracle allows: the DTA flood's) is run again, as every live test's starved
-    run is (:func:`valid_run`)."""
+    A run whose ``machine`` / ``scheduling delay`` row failed (the DTA flood's: genuine reports
+    lost while the machine held a daemon up past the window time-out) is run again, as every live
+    test's starved run is (:func:`valid_run`)."""
 
     def once() -> dict:
         status = cli(["fuzz", target, "--attack", attack, *args, "--json"])
