@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import CommandError
 
@@ -41,11 +40,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    from ..container.node import health
+    from ..container.health import main
 
-    try:
-        ok, why = health(args.node, joining_ok=args.joining_ok)
-    except (OSError, ValueError, KeyError) as exc:
-        ok, why = False, f"{type(exc).__name__}: {exc}"
-    print(why, file=sys.stdout if ok else sys.stderr)
-    return 0 if ok else 1
+    return main([*([args.node] if args.node else []), *(["--joining-ok"] if args.joining_ok else [])])

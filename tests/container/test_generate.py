@@ -37,7 +37,7 @@ def test_default_compose_file_has_one_service_per_node_and_one_network_per_link(
     for name, svc in doc["services"].items():
         assert svc["command"] == [name]
         assert svc["cap_add"] == ["NET_ADMIN", "NET_RAW"] and "privileged" not in svc
-        assert svc["healthcheck"]["test"] == ["CMD", "netstack", "node", "health", name]
+        assert svc["healthcheck"]["test"] == ["CMD", "python3", "-m", "netstack.container.health", name]
         assert svc["labels"] == {"io.netstack.prefix": "ns", "io.netstack.node": name,
                                  "io.netstack.kind": topo.node(name).kind.value}
         assert svc["environment"]["NETSTACK_TOPOLOGY"] == "default"
