@@ -63,12 +63,14 @@ def worker_names(n: int) -> list[str]:
     return [f"w{i}" for i in range(1, n + 1)]
 
 
-def _env() -> dict[str, str]:
-    """The children's environment: this netstack's source tree first on the path (a worker
-    unpickles run specs and imports netstack.sim from it: the same code as the client's)."""
+def _env(workdir: str) -> dict[str, str]:
+    """A machine's processes' environment: this netstack's source tree first on the path (a worker
+    unpickles run specs and imports netstack.sim from it: the same code as the client's), and
+    Dask's scratch space in the machine's own directory (its default, ``/tmp/dask-scratch-space``,
+    is shared with every Dask on the host: the scheduler made it there)."""
     root = str(Path(__file__).resolve().parents[2])
     path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": root + (os.pathsep + path if path else "")}
+    return {"PYTHONPATH": root + (os.pathsep + path if path else ""), "DASK_TEMPORARY_DIRECTORY": workdir}
 
 
 def scheduler_argv(address: str, port: int) -> list[str]:
@@ -114,12 +116,12 @@ def up(prefix: str = DEFAULT_PREFIX, workers: int = 2, *, subnet: str | None = N
                           "logs": {SCHEDULER: str(Path(lab.machine(SCHEDULER).workdir) / SCHEDULER_LOG),
                                    **{n: str(Path(lab.machine(n).workdir) / WORKER_LOG) for n in names}}})
         labmod.save(lab)
-        env = _env()
-        labmod.spawn(lab, SCHEDULER, scheduler_argv(lab.machine(SCHEDULER).address, port), log=SCHEDULER_LOG, env=env)
+        sm = lab.machine(SCHEDULER)
+        labmod.spawn(lab, SCHEDULER, scheduler_argv(sm.address, port), log=SCHEDULER_LOG, env=_env(sm.workdir))
         say(f"scheduler on {SCHEDULER}: {address}")
         for n in names:
             m = lab.machine(n)
-            labmod.spawn(lab, n, worker_argv(address, n, m.address, m.workdir), log=WORKER_LOG, env=env)
+            labmod.spawn(lab, n, worker_argv(address, n, m.address, m.workdir), log=WORKER_LOG, env=_env(m.workdir))
         _wait_for_workers(lab, address, len(names), timeout_s, say)
     except BaseException as exc:
         if not isinstance(exc, KeyboardInterrupt):
