@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import runtime
 from ..io.control import ControlError, request
@@ -34,19 +34,34 @@ def _fingerprint(snap: dict[str, Any]) -> Any:
     return ports, snap["kernel"]
 
 
-def settled(state: RunState, links: list[Link], timeout: float = SETTLE_MAX_S) -> tuple[dict[str, Any], bool]:
-    """A snapshot taken once two in a row, more than the daemons' kernel-statistics interval
-    apart (1 s), agree: nothing in flight, ``kernel_drops`` up to date."""
+#: reads this far apart: longer than the daemons' kernel-statistics interval (1 s), so that
+#: ``kernel_drops`` is up to date when two agree
+STILL_S = 1.1
+
+T = TypeVar("T")
+
+
+def until_still(read: Callable[[], T], fingerprint: Callable[[T], Any],
+                timeout: float = SETTLE_MAX_S) -> tuple[T, bool]:
+    """``read()`` once two reads in a row, :data:`STILL_S` apart, agree by ``fingerprint``:
+    nothing in flight, ``kernel_drops`` up to date; ``(read, True)``, or the last read and False
+    after ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    snap = snapshot(state, links)
+    snap = read()
     while True:
-        time.sleep(1.1)
-        again = snapshot(state, links)
-        if _fingerprint(again) == _fingerprint(snap):
+        time.sleep(STILL_S)
+        again = read()
+        if fingerprint(again) == fingerprint(snap):
             return again, True
         snap = again
         if time.monotonic() > deadline:
             return snap, False
+
+
+def settled(state: RunState, links: list[Link], timeout: float = SETTLE_MAX_S) -> tuple[dict[str, Any], bool]:
+    """A snapshot of every switch daemon and the fuzzed links' kernel counters, once still
+    (:func:`until_still`)."""
+    return until_still(lambda: snapshot(state, links), _fingerprint, timeout)
 
 
 def _port(snap: dict[str, Any], node: str, ifname: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from headers import strategies as hs
 from .. import runtime
 from ..runtime import RunState
 from .campaign import Options, Result, account_settled, close_injectors, finish, open_injectors, topology
-from .checks import row, settled
+from .checks import row, settled, until_still
 from .errors import FuzzError
 from .frames import Injector, spoofs, switch_only
 from .ports import Link, find_link, ip_of, mac_of, raw_socket
@@ -313,28 +313,19 @@ def arriving_udp_from(ip: bytes) -> bytes:
     return b"".join(struct.pack("HBBI", *insn) for insn in program)
 
 
-#: how long tor1's counters must stay still before they are read after a replay run, and at most how
-#: long to wait for that: the last frames replayed may still sit in the switch daemon's socket, and
-#: ``kernel_drops`` (frames the port's socket had no room for, read from the kernel about once a
-#: second) must be up to date: longer than the daemons' kernel-statistics interval, as
-#: :func:`netstack.fuzz.checks.settled` waits
-REPLAY_SETTLE_S = 1.1
+#: at most how long to wait for tor1's counters to stand still after a replay run: the last frames
+#: replayed may still sit in the switch daemon's socket, and ``kernel_drops`` must be up to date
 REPLAY_SETTLE_MAX_S = 6.0
 
 
 def _settled(prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """tor1's port counters and its 1Pipe status, once two reads :data:`REPLAY_SETTLE_S` apart agree (or
-    after :data:`REPLAY_SETTLE_MAX_S`)."""
+    """tor1's port counters and its 1Pipe status, once still (:func:`.checks.until_still`)."""
     from ..onepipe.control import status_all
 
-    deadline = time.monotonic() + REPLAY_SETTLE_MAX_S
-    last: tuple[dict[str, Any], dict[str, Any]] | None = None
-    while True:
-        now = (runtime.status(prefix)["daemons"]["tor1"]["ports"], status_all(prefix).get("tor1") or {})
-        if last is not None and (_counts(now) == _counts(last) or time.monotonic() > deadline):
-            return now
-        last = now
-        time.sleep(REPLAY_SETTLE_S)
+    def read() -> tuple[dict[str, Any], dict[str, Any]]:
+        return runtime.status(prefix)["daemons"]["tor1"]["ports"], status_all(prefix).get("tor1") or {}
+
+    return until_still(read, _counts, REPLAY_SETTLE_MAX_S)[0]
 
 
 def _counts(read: tuple[dict[str, Any], dict[str, Any]]) -> Any:
