@@ -40,6 +40,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    from ..container.health import main
+    from ..container.health import check
 
-    return main([*([args.node] if args.node else []), *(["--joining-ok"] if args.joining_ok else [])])
+    return check(args.node, args.joining_ok)

@@ -12,21 +12,25 @@ from __future__ import annotations
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    joining_ok = "--joining-ok" in args
-    rest = [a for a in args if a != "--joining-ok"]
-    if len(rest) > 1 or any(a.startswith("-") for a in rest):
-        print("usage: python -m netstack.container.health [NODE] [--joining-ok]", file=sys.stderr)
-        return 2
+def check(node: str | None, joining_ok: bool = False) -> int:
+    """Run the check, say why on stdout (healthy) or stderr (not); the exit status."""
     from .node import health
 
     try:
-        ok, why = health(rest[0] if rest else None, joining_ok=joining_ok)
+        ok, why = health(node, joining_ok=joining_ok)
     except (OSError, ValueError, KeyError) as exc:
         ok, why = False, f"{type(exc).__name__}: {exc}"
     print(why, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    rest = [a for a in args if a != "--joining-ok"]
+    if len(rest) > 1 or any(a.startswith("-") for a in rest):
+        print("usage: python -m netstack.container.health [NODE] [--joining-ok]", file=sys.stderr)
+        return 2
+    return check(rest[0] if rest else None, "--joining-ok" in args)
 
 
 if __name__ == "__main__":
