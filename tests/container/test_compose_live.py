@@ -5,6 +5,7 @@ corruption on sw1-sw2 for a sequenced stream, the CLI reads and drives the conta
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import warnings
 
@@ -12,6 +13,7 @@ import pytest
 
 from netstack.cli import main
 from netstack.container.compose import ComposeOptions, generate
+from netstack.runtime import run_dir
 from netstack.topo.model import load_topology_spec
 
 from .conftest import (
@@ -130,6 +132,9 @@ def test_onepipe_and_its_controller_run_in_containers(image, tmp_path):
         assert r.returncode == 0 and r.stdout.startswith("ok:"), r.stdout + r.stderr
     finally:
         run([*argv, "down", "-v", "--timeout", "5"], timeout=120)
+        # the run's file on this machine (onepipe-procs.json, kept after the run for `onepipe kill`):
+        # the one thing of ours outside the containers, which docker-compose down does not know of
+        shutil.rmtree(run_dir(prefix), ignore_errors=True)
     assert leftovers(prefix) == {"containers": [], "networks": [], "volumes": []}
 
 
