@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from . import __version__, protocols
@@ -61,7 +62,42 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "store", _GivenStore)
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: command modules that register words other than their own name (a test keeps this equal to what
+#: each module registers): :func:`build_parser` imports only the module of the word it is given
+REGISTERS = {"testbed": ("up", "down", "status", "exec", "impair")}
+#: the global options that take a value, as ``--help`` spells them
+_GLOBAL_VALUED = ("--runtime", "--prefix")
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, past the global options with their values; None when it names
+    none, asks for help or the version, or spells a global option any other way (an abbreviation
+    argparse would take): those need the whole parser."""
+    it = iter(argv)
+    for token in it:
+        if token in _GLOBAL_VALUED:
+            next(it, None)
+        elif token.startswith(tuple(f"{o}=" for o in _GLOBAL_VALUED)):
+            continue
+        elif token.startswith("-"):
+            return None
+        else:
+            return token
+    return None
+
+
+def _modules(argv: Sequence[str] | None) -> tuple[str, ...]:
+    """Which command modules a parser for ``argv`` needs: the one whose command it names, else all
+    (its help lists every command; an unknown word gets argparse's choices)."""
+    word = None if argv is None else command_word(argv)
+    mine = [m for m in COMMAND_MODULES if word in REGISTERS.get(m, (m,))]
+    return tuple(mine) if mine else COMMAND_MODULES
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. Given the arguments it is to parse, it imports only the module of
+    the command they name: every command module together cost 0.35 s of CPU (439 modules) on each
+    call of ``netstack``, whatever the command; without them (help, an unknown command), all."""
     parser = Parser(
         prog="netstack", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -75,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the testbed every command works on (also after the command; the command's own "
                              "--prefix wins)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", parser_class=Parser)
-    for name in COMMAND_MODULES:
+    for name in _modules(argv):
         importlib.import_module(protocols.command_module(name)).register(sub)
     return parser
 
@@ -116,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -1,12 +1,10 @@
 """Key files: creation, permissions, rotation, parsing hostile files, derivation, and ``netstack keys``."""
 
-import atexit
 import base64
 import hashlib
 import hmac
 import json
 import os
-import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -249,25 +247,28 @@ documents = st.one_of(
                            "version": st.sampled_from([1, 1.0, True, 2]) | json_values,
                            "keys": st.lists(entry_values, max_size=4) | json_values}),
 )
-# hypothesis re-runs a test body many times, so its files go to one directory for the session
-# (pytest's tmp_path is per test call); removed at exit
-_DIR = tempfile.mkdtemp(prefix="netstack-keys-test-")
-atexit.register(shutil.rmtree, _DIR, True)
+@pytest.fixture(scope="module")
+def keydir():
+    """hypothesis re-runs a test body many times, so its files go to one directory for the module
+    (pytest's tmp_path is per test call), removed at its end: an atexit hook was not enough, as
+    pytest-xdist's workers end without running it (each left a directory in /tmp)."""
+    with tempfile.TemporaryDirectory(prefix="netstack-keys-test-") as d:
+        yield d
 
 
-def _load_bytes(raw: bytes):
-    path = os.path.join(_DIR, "k.json")
+def _load_bytes(keydir: str, raw: bytes):
+    path = os.path.join(keydir, "k.json")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(raw)
     return load(path)
 
 
-def _check(raw: bytes) -> None:
+def _check(keydir: str, raw: bytes) -> None:
     try:
-        ring = _load_bytes(raw)
+        ring = _load_bytes(keydir, raw)
     except KeyFileError as exc:
-        assert os.path.join(_DIR, "k.json") in str(exc)  # says which file
+        assert os.path.join(keydir, "k.json") in str(exc)  # says which file
         return
     # whatever is accepted is a consistent ring
     assert ring.current in ring.keys and ring.not_after[ring.current] is None
@@ -277,23 +278,23 @@ def _check(raw: bytes) -> None:
 
 @settings(max_examples=200)
 @given(documents)
-def test_arbitrary_json_raises_only_key_file_error(doc):
-    _check(json.dumps(doc).encode())
+def test_arbitrary_json_raises_only_key_file_error(keydir, doc):
+    _check(keydir, json.dumps(doc).encode())
 
 
 @settings(max_examples=200)
 @given(st.binary(max_size=200))
-def test_arbitrary_bytes_raise_only_key_file_error(raw):
-    _check(raw)
+def test_arbitrary_bytes_raise_only_key_file_error(keydir, raw):
+    _check(keydir, raw)
 
 
 @pytest.mark.parametrize("raw", [
     b"[" * 100_000, b'{"format": "netstack-keys", "version": 1, "keys": [' + b"[" * 50_000 + b"]}",
     b"\xff\xfe", b'{"version": 1e999}', b'{"keys": [{"id": 1' + b"0" * 5000 + b"}]}",
 ])
-def test_pathological_files_raise_key_file_error(raw):
+def test_pathological_files_raise_key_file_error(keydir, raw):
     with pytest.raises(KeyFileError):
-        _load_bytes(raw)
+        _load_bytes(keydir, raw)
 
 
 @pytest.mark.parametrize("entries,match", [
