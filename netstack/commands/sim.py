@@ -216,10 +216,11 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
         except sc.ScenarioError as exc:
             raise CommandError(str(exc)) from None
     # what each run resolves where it runs: a shipped topology by its name (a Dask worker finds it in
-    # its own netstack, wherever that is installed), a file by its absolute path (a worker's working
-    # directory is not this one: docs/sim.md "Across machines: a Dask cluster")
-    topo_arg = args.topology if args.topology is None or not Path(args.topology).exists() else str(
-        Path(args.topology).absolute())
+    # its own netstack, wherever that is installed), a file by its text (a worker on another machine
+    # has no copy of it: docs/sim.md "Across machines: a Dask cluster")
+    topo_arg: Any = args.topology
+    if args.topology is not None and Path(args.topology).is_file():
+        topo_arg = sc.TopologyFile.read(args.topology)  # read by _checked already: a TopologyError is its exit 2
     base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.mode)
     workers = 1 if args.mode == "live" else args.workers
     return grid(base, seeds, points), workers

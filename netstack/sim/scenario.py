@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocols
-from ..topo.model import NodeKind, Topology, TopologyError, load_topology, shipped_topologies, topology_from_dict
+from ..topo.model import (
+    NodeKind,
+    Topology,
+    TopologyError,
+    load_topology,
+    loads_topology,
+    shipped_topologies,
+    topology_from_dict,
+)
 
 SCHEMA = "netstack.run/1"
 RUNTIMES = ("sim", "live")
@@ -156,11 +164,34 @@ def examples() -> dict[str, Path]:
     return shipped_topologies()
 
 
-def resolve_topology(spec: str | Path | Mapping[str, Any] | Topology | None) -> Topology:
+@dataclass(frozen=True)
+class TopologyFile:
+    """A topology file's text with its path, as a run carries it: a sweep's worker on another
+    machine (a Dask cluster's, docs/sim.md) then needs no copy of the file, and its run reads as if
+    it had read the file there (``topology.source`` is ``path``)."""
+
+    path: str
+    text: str
+
+    @classmethod
+    def read(cls, path: str | Path) -> TopologyFile:
+        p = Path(path).absolute()
+        try:
+            return cls(str(p), p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise TopologyError([("", f"cannot read: {exc.strerror or exc}")], str(p)) from None
+        except UnicodeDecodeError:
+            raise TopologyError([("", "not UTF-8 text")], str(p)) from None
+
+
+def resolve_topology(spec: str | Path | Mapping[str, Any] | Topology | TopologyFile | None) -> Topology:
     """A topology from a file path, a shipped name (``lg-testbed``), a parsed TOML document (a
-    dict, as benchmarks build them), a :class:`Topology`, or None (the default)."""
+    dict, as benchmarks build them), a file's text (:class:`TopologyFile`), a :class:`Topology`,
+    or None (the default)."""
     if spec is None or isinstance(spec, Topology):
         return spec if spec is not None else load_topology(None)
+    if isinstance(spec, TopologyFile):
+        return loads_topology(spec.text, spec.path)
     if isinstance(spec, Mapping):
         return topology_from_dict(spec, "<generated topology>")
     path = Path(spec)
@@ -190,7 +221,7 @@ class RunSpec:
     """One run, picklable (sent to sweep workers as is)."""
 
     scenario: str
-    topology: str | dict[str, Any] | None = None
+    topology: str | dict[str, Any] | TopologyFile | None = None
     seed: int = 1
     duration_ns: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)

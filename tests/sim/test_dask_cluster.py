@@ -153,20 +153,32 @@ def test_a_sweep_across_two_worker_machines(prefix, tmp_path):
     assert again.returncode == 0 and "nothing to take down" in again.stdout
 
 
-def test_a_sweep_sends_a_topology_its_workers_can_find(tmp_path, monkeypatch):
-    """A worker runs in a directory of its own: a file goes by its absolute path, a shipped
-    topology by its name (found in the worker's own netstack)."""
+def test_a_sweep_carries_a_topology_file_to_its_workers(tmp_path, monkeypatch):
+    """A worker on another machine has no copy of the user's file: each run carries the file's
+    text (and its path, which the run reports as its source), a shipped topology its name (found
+    in the worker's own netstack). A run whose file is gone reads the same as one of the file."""
+    from dataclasses import replace
+
     from netstack import cli
     from netstack.commands import sim
-    from netstack.sim.scenario import get
+    from netstack.sim.scenario import RunSpec, TopologyFile, get, run
 
-    (tmp_path / "lab.toml").write_text((ROOT / "netstack/topo/examples/lg-testbed.toml").read_text())
+    text = (ROOT / "netstack/topo/examples/lg-testbed.toml").read_text()
+    path = tmp_path / "lab.toml"
+    path.write_text(text)
     monkeypatch.chdir(tmp_path)
-    for topology, expected in (("lab.toml", str(tmp_path / "lab.toml")), ("lg-testbed", "lg-testbed")):
+    for topology, expected in (("lab.toml", TopologyFile(str(path), text)), ("lg-testbed", "lg-testbed")):
         args = cli.build_parser().parse_args(["sim", topology, "--scenario", "lg-stream", "--seeds", "1-2",
                                               "--scheduler", "tcp://10.0.0.5:8786"])
         specs, _ = sim._specs(args, get("lg-stream"))
         assert [s.topology for s in specs] == [expected, expected]
+    carried = RunSpec("lg-stream", TopologyFile(str(path), text), 1, params={"count": 300})
+    from_file = canonical_json(run(replace(carried, topology=str(path))))
+    path.unlink()
+    monkeypatch.chdir("/")
+    doc = run(carried)
+    assert doc["topology"] == {"name": "lg-testbed", "source": str(path)}
+    assert canonical_json(doc) == from_file
 
 
 def test_dask_commands_need_root_and_a_lab(tmp_path, monkeypatch, capsys):
