@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,9 +20,9 @@ def test_a_run_is_the_difference_of_two_snapshots():
         h.record(lag)
     d = looplag.diff(h.snapshot(), before)
     assert d["samples"] == 2 and d["sum_ns"] == 60_700_000
-    assert d["max_ns"] == 60_000_000  # in the 50-100 ms bucket: capped by the overall maximum
+    assert d["max_ns"] == 60_000_000  # in the 50-63 ms bucket: capped by the overall maximum
     s = looplag.summary(d)
-    assert s["samples"] == 2 and s["p50_ms"] == 1.0 and s["max_ms"] == 60.0
+    assert s["samples"] == 2 and s["p50_ms"] == 0.8 and s["max_ms"] == 60.0  # 0.7 ms: the 0.63-0.8 bucket
 
 
 def test_a_restarted_process_is_not_subtracted():
@@ -67,3 +68,28 @@ def test_the_thread_sampler_reports_a_summary():
 
         time.sleep(0.05)
     assert s.summary()["samples"] >= 3
+
+
+def test_every_edge_is_an_upper_bound_within_28_percent_and_the_old_edges_remain():
+    """The buckets (R10 steps, 0.5 ms to 1 s): a lag is counted in the first bucket whose upper
+    edge is at least it, and the edge over-reports it by at most 1.28 x (a limit between two
+    edges is judged on the lower one, at most that much stricter)."""
+    edges = looplag.EDGES_NS
+    assert list(edges) == sorted(set(edges)) and edges[0] == 500_000 and edges[-1] == 1_000_000_000
+    assert all(b / a <= 1.28 for a, b in itertools.pairwise(edges))
+    assert {500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000, 100_000_000} <= set(edges)
+    h = looplag.LagHistogram()
+    for lag in (0, 500_000, 500_001, 18_150_000, 2_000_000_000):
+        h.record(lag)
+    filled = [i for i, c in enumerate(h.counts) if c]
+    assert filled == [0, 1, edges.index(20_000_000), len(edges)]
+    assert h.counts[0] == 2  # 0 and exactly the first edge
+
+
+@given(st.integers(0, 2_000_000_000))
+def test_a_lags_bucket_is_the_first_edge_at_or_above_it(lag):
+    h = looplag.LagHistogram()
+    h.record(lag)
+    i = h.counts.index(1)
+    edges = looplag.EDGES_NS
+    assert (i == len(edges) or lag <= edges[i]) and (i == 0 or lag > edges[i - 1])

@@ -51,9 +51,9 @@ def paced_rate_bps(counters: Mapping[str, Any]) -> float | None:
 
 
 #: the smallest p99 limit that can be told from the live runtime's own timer granularity: its
-#: timers fire within about a millisecond (docs/architecture.md "The live runtime"), and the
-#: scheduling-delay histogram's buckets end at 1, 2 and 5 ms (netstack.looplag), so a p99 in the
-#: 2-5 ms bucket is what an unloaded 2-core machine running four live processes measures
+#: timers fire within about a millisecond (docs/architecture.md "The live runtime"), and a p99 of
+#: 2-5 ms (the scheduling-delay histogram's buckets, netstack.looplag) is what an unloaded 2-core
+#: machine running four live processes measures
 MIN_P99_MS = 5.0
 
 
