@@ -90,7 +90,8 @@ def _modules(argv: Sequence[str] | None) -> tuple[str, ...]:
     """Which command modules a parser for ``argv`` needs: the one whose command it names, else all
     (its help lists every command; an unknown word gets argparse's choices)."""
     word = None if argv is None else command_word(argv)
-    mine = [m for m in COMMAND_MODULES if word in REGISTERS.get(m, (m,))]
+    # a protocol's own command module (a dotted name) registers words only its import tells
+    mine = [m for m in COMMAND_MODULES if word in REGISTERS.get(m, () if "." in m else (m,))]
     return tuple(mine) if mine else COMMAND_MODULES
 
 

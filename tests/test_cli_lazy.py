@@ -58,7 +58,8 @@ def test_the_command_word_past_the_global_options(argv, word):
     assert cli.command_word(argv) == word
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["no-such-command"], ["--pre", "p", "status"]])
+@pytest.mark.parametrize("argv", [["--help"], ["no-such-command"], ["--pre", "p", "status"],
+                                  [next(m for m in cli.COMMAND_MODULES if "." in m)]])
 def test_help_and_unknown_words_get_every_command(argv):
     assert cli._modules(argv) == cli.COMMAND_MODULES
     assert set(_choices(cli.build_parser(argv))) == {w for _, w in WORDS}

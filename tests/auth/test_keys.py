@@ -247,6 +247,8 @@ documents = st.one_of(
                            "version": st.sampled_from([1, 1.0, True, 2]) | json_values,
                            "keys": st.lists(entry_values, max_size=4) | json_values}),
 )
+
+
 @pytest.fixture(scope="module")
 def keydir():
     """hypothesis re-runs a test body many times, so its files go to one directory for the module
