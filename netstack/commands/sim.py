@@ -189,7 +189,7 @@ def _checked(args: argparse.Namespace) -> tuple[Any, Any]:
         raise CommandError(f"--workers {args.workers}: must be >= 1")
     try:
         scenario = sc.get(args.scenario)
-        topology = sc.resolve_topology(args.topology)
+        topology = sc.resolve_topology(_topology_arg(args))
     except (sc.ScenarioError, TopologyError) as exc:
         raise CommandError(str(exc)) from None
     if args.mode not in scenario.runtimes:
@@ -200,6 +200,18 @@ def _checked(args: argparse.Namespace) -> tuple[Any, Any]:
         if args.scheduler:
             raise CommandError("--mode live runs on this machine's namespaces; --scheduler is for virtual time")
     return scenario, topology
+
+
+def _topology_arg(args: argparse.Namespace) -> Any:
+    """What each run resolves where it runs, read once (the text validated is the text that runs):
+    a shipped topology by its name (a Dask worker finds it in its own netstack, wherever that is
+    installed), a file by its text with its path (a worker on another machine has no copy of it:
+    docs/sim.md "Across machines: a Dask cluster"). A file that cannot be read is a TopologyError."""
+    from ..sim import scenario as sc
+
+    if getattr(args, "topology_file", None) is None and args.topology is not None and Path(args.topology).is_file():
+        args.topology_file = sc.TopologyFile.read(args.topology)
+    return getattr(args, "topology_file", None) or args.topology
 
 
 def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | None]:
@@ -215,13 +227,12 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
                 scenario.check_params({key: v})
         except sc.ScenarioError as exc:
             raise CommandError(str(exc)) from None
-    # what each run resolves where it runs: a shipped topology by its name (a Dask worker finds it in
-    # its own netstack, wherever that is installed), a file by its text (a worker on another machine
-    # has no copy of it: docs/sim.md "Across machines: a Dask cluster")
-    topo_arg: Any = args.topology
-    if args.topology is not None and Path(args.topology).is_file():
-        topo_arg = sc.TopologyFile.read(args.topology)  # read by _checked already: a TopologyError is its exit 2
-    base = sc.RunSpec(args.scenario, topo_arg, seeds[0], _duration(args.duration), {}, args.mode)
+    for i, value in enumerate(points.get("workload", ())):
+        # a CDF file (docs/sim.md "Flow sizes") by its absolute path: a worker's working directory
+        # is not this one (on other machines, the file must be at that path there too)
+        if not value.isdigit() and Path(value).is_file():
+            points["workload"][i] = str(Path(value).absolute())
+    base = sc.RunSpec(args.scenario, _topology_arg(args), seeds[0], _duration(args.duration), {}, args.mode)
     workers = 1 if args.mode == "live" else args.workers
     return grid(base, seeds, points), workers
 

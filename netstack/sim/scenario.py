@@ -311,5 +311,5 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON-able")
 
 
-__all__ = ["PAPER_RATE_BPS", "RUNTIMES", "SCHEMA", "Context", "RunSpec", "Scenario", "ScenarioError",
+__all__ = ["PAPER_RATE_BPS", "RUNTIMES", "SCHEMA", "Context", "RunSpec", "Scenario", "ScenarioError", "TopologyFile",
            "canonical_json", "document", "examples", "get", "resolve_topology", "run", "scenarios", "time_scale"]

@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, replace
 from typing import Any
 
-from .scenario import SCHEMA, RunSpec, ScenarioError, run
+from .scenario import SCHEMA, RunSpec, ScenarioError, TopologyFile, run
 
 #: the environment variable that names a Dask scheduler for every sweep that is given none
 SCHEDULER_ENV = "NETSTACK_SIM_SCHEDULER"
@@ -53,6 +53,8 @@ def _failed(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
 def _spec_dict(spec: RunSpec) -> dict[str, Any]:
     d = asdict(spec)
     d["params"] = dict(spec.params)
+    if isinstance(spec.topology, TopologyFile):  # its path, not the whole file in every failed run
+        d["topology"] = spec.topology.path
     return d
 
 

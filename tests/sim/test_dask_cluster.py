@@ -162,6 +162,7 @@ def test_a_sweep_carries_a_topology_file_to_its_workers(tmp_path, monkeypatch):
     from netstack import cli
     from netstack.commands import sim
     from netstack.sim.scenario import RunSpec, TopologyFile, get, run
+    from netstack.sim.sweep import _spec_dict
 
     text = (ROOT / "netstack/topo/examples/lg-testbed.toml").read_text()
     path = tmp_path / "lab.toml"
@@ -172,7 +173,14 @@ def test_a_sweep_carries_a_topology_file_to_its_workers(tmp_path, monkeypatch):
                                               "--scheduler", "tcp://10.0.0.5:8786"])
         specs, _ = sim._specs(args, get("lg-stream"))
         assert [s.topology for s in specs] == [expected, expected]
+    # a flow-size CDF file goes by its absolute path (a worker's working directory is another)
+    (tmp_path / "my.cdf").write_text("100 0\n1000 1\n")
+    args = cli.build_parser().parse_args(["sim", "lab.toml", "--scenario", "tcd-fct", "--param",
+                                          "workload=my.cdf,websearch,143"])
+    specs, _ = sim._specs(args, get("tcd-fct"))
+    assert [s.params["workload"] for s in specs] == [str(tmp_path / "my.cdf"), "websearch", "143"]
     carried = RunSpec("lg-stream", TopologyFile(str(path), text), 1, params={"count": 300})
+    assert _spec_dict(carried)["topology"] == str(path)  # a failed run's spec names the file, not all of it
     from_file = canonical_json(run(replace(carried, topology=str(path))))
     path.unlink()
     monkeypatch.chdir("/")
