@@ -33,7 +33,7 @@ _R10 = (1.0, 1.25, 1.6, 2.0, 2.5, 3.15, 4.0, 5.0, 6.3, 8.0)
 #: A p99 is reported as its bucket's upper edge, and a run is judged on it, so a limit between two
 #: edges acts as the lower one: with the 1-2-5 edges this replaced, TCD's p99 limit of 18.2 ms
 #: (T_on^max / 4) judged as 10 ms, and CI skipped its live tests as starved on runs whose p99 was
-#: somewhere in 10-20 ms. Steps of 1.26 x (1.28 at most) keep it within 28 %; every old edge is one.
+#: somewhere in 10-20 ms. Steps of 1.26 x (1.28 at most) lower a limit by 22 % at most; every old edge is one.
 EDGES_NS = (*(round(m * 10 ** e * 1_000_000) for e in (-1, 0, 1, 2) for m in _R10 if m * 10 ** e >= 0.5),
             1_000_000_000)
 
