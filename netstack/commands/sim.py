@@ -214,6 +214,23 @@ def _topology_arg(args: argparse.Namespace) -> Any:
     return getattr(args, "topology_file", None) or args.topology
 
 
+def _carried_files(points: dict[str, list[str]]) -> dict[str, str]:
+    """A parameter value that names a file (a flow-size CDF: docs/sim.md "Workloads") becomes its
+    absolute path, and the file's text goes with every run (``RunSpec.files``): a worker's working
+    directory is not this one, and on another machine it has no copy of the file."""
+    files: dict[str, str] = {}
+    for values in points.values():
+        for i, value in enumerate(values):
+            path = Path(value)
+            if value and not value.isdigit() and path.is_file():
+                values[i] = str(path.absolute())
+                try:
+                    files[values[i]] = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise CommandError(f"--param ...={value}: cannot read: {exc}") from None
+    return files
+
+
 def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | None]:
     """Every run of the invocation (seeds x parameter values) and the worker count."""
     from ..sim import scenario as sc
@@ -227,12 +244,9 @@ def _specs(args: argparse.Namespace, scenario: Any) -> tuple[list[Any], int | No
                 scenario.check_params({key: v})
         except sc.ScenarioError as exc:
             raise CommandError(str(exc)) from None
-    for i, value in enumerate(points.get("workload", ())):
-        # a CDF file (docs/sim.md "Flow sizes") by its absolute path: a worker's working directory
-        # is not this one (on other machines, the file must be at that path there too)
-        if not value.isdigit() and Path(value).is_file():
-            points["workload"][i] = str(Path(value).absolute())
-    base = sc.RunSpec(args.scenario, _topology_arg(args), seeds[0], _duration(args.duration), {}, args.mode)
+    files = _carried_files(points)
+    base = sc.RunSpec(args.scenario, _topology_arg(args), seeds[0], _duration(args.duration), {}, args.mode,
+                      files=files)
     workers = 1 if args.mode == "live" else args.workers
     return grid(base, seeds, points), workers
 

@@ -46,6 +46,7 @@ from ..topo.model import (
     shipped_topologies,
     topology_from_dict,
 )
+from .workload import carrying
 
 SCHEMA = "netstack.run/1"
 RUNTIMES = ("sim", "live")
@@ -227,6 +228,9 @@ class RunSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     runtime: str = "sim"
     prefix: str | None = None
+    #: files the run's parameters name (a flow-size CDF), path -> text: sent with the run, so that a
+    #: worker on another machine needs no copy (netstack.sim.workload.carrying)
+    files: Mapping[str, str] = field(default_factory=dict)
 
     def label(self) -> str:
         extra = " ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
@@ -245,6 +249,12 @@ def run(spec: RunSpec, progress: Callable[[str], None] | None = None) -> dict[st
     topology = resolve_topology(spec.topology)
     params = sc.check_params(spec.params)
     ctx = Context(topology, int(spec.seed), spec.duration_ns, params, spec.prefix, progress or (lambda m: None))
+    with carrying(spec.files):
+        return _run(sc, spec, ctx, topology)
+
+
+def _run(sc: Scenario, spec: RunSpec, ctx: Context, topology: Topology) -> dict[str, Any]:
+    """:func:`run` once its context is made: the scenario in its runtime, timed, as a document."""
     wall0 = time.perf_counter()
     cpu0 = time.process_time()
     if spec.runtime == "sim":

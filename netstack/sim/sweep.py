@@ -55,6 +55,7 @@ def _spec_dict(spec: RunSpec) -> dict[str, Any]:
     d["params"] = dict(spec.params)
     if isinstance(spec.topology, TopologyFile):  # its path, not the whole file in every failed run
         d["topology"] = spec.topology.path
+    d["files"] = sorted(spec.files)  # the same: their paths
     return d
 
 

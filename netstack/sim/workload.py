@@ -22,7 +22,11 @@ its size.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import random
+import types
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -84,6 +88,12 @@ class EmpiricalCDF:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise WorkloadError(f"{path}: cannot read: {exc}") from None
+        return cls.from_text(text, path, name)
+
+    @classmethod
+    def from_text(cls, text: str, path: str | Path, name: str | None = None) -> EmpiricalCDF:
+        """A CDF file's text (``path`` names it in errors, its stem is the default name)."""
+        path = Path(path)
         points: list[tuple[float, float]] = []
         for lineno, line in enumerate(text.splitlines(), 1):
             line = line.split("#", 1)[0].strip()
@@ -152,6 +162,9 @@ def flow_sizes(spec: str | int) -> FlowSizes:
     files = shipped()
     if text in files:
         return EmpiricalCDF.from_file(files[text])
+    carried = _CARRIED.get()
+    if text in carried:  # sent with the run: the file is on the machine that started it
+        return EmpiricalCDF.from_text(carried[text], text)
     path = Path(text)
     if path.is_file():
         return EmpiricalCDF.from_file(path)
@@ -159,4 +172,22 @@ def flow_sizes(spec: str | int) -> FlowSizes:
                         f"({', '.join(files)}) or a CDF file")
 
 
-__all__ = ["MAX_FLOW_BYTES", "EmpiricalCDF", "Fixed", "FlowSizes", "WorkloadError", "flow_sizes", "shipped"]
+#: CDF files' texts by path, sent with a run (:func:`carrying`): what :func:`flow_sizes` reads
+#: first. A context variable, so that runs on a Dask worker's threads do not see each other's
+_CARRIED: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "netstack_carried_files", default=types.MappingProxyType({}))
+
+
+@contextlib.contextmanager
+def carrying(files: Mapping[str, str]) -> Iterator[None]:
+    """While it lasts, :func:`flow_sizes` finds the files of ``files`` (path -> text) without the
+    file system: a sweep's worker on another machine (``RunSpec.files``) has no copy of them."""
+    token = _CARRIED.set({**_CARRIED.get(), **files})
+    try:
+        yield
+    finally:
+        _CARRIED.reset(token)
+
+
+__all__ = ["MAX_FLOW_BYTES", "EmpiricalCDF", "Fixed", "FlowSizes", "WorkloadError", "carrying", "flow_sizes",
+           "shipped"]

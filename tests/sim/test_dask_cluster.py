@@ -178,7 +178,9 @@ def test_a_sweep_carries_a_topology_file_to_its_workers(tmp_path, monkeypatch):
     args = cli.build_parser().parse_args(["sim", "lab.toml", "--scenario", "tcd-fct", "--param",
                                           "workload=my.cdf,websearch,143"])
     specs, _ = sim._specs(args, get("tcd-fct"))
-    assert [s.params["workload"] for s in specs] == [str(tmp_path / "my.cdf"), "websearch", "143"]
+    cdf = str(tmp_path / "my.cdf")
+    assert [s.params["workload"] for s in specs] == [cdf, "websearch", "143"]
+    assert all(s.files == {cdf: "100 0\n1000 1\n"} for s in specs)
     carried = RunSpec("lg-stream", TopologyFile(str(path), text), 1, params={"count": 300})
     assert _spec_dict(carried)["topology"] == str(path)  # a failed run's spec names the file, not all of it
     from_file = canonical_json(run(replace(carried, topology=str(path))))
@@ -187,6 +189,32 @@ def test_a_sweep_carries_a_topology_file_to_its_workers(tmp_path, monkeypatch):
     doc = run(carried)
     assert doc["topology"] == {"name": "lg-testbed", "source": str(path)}
     assert canonical_json(doc) == from_file
+
+
+def test_a_run_carries_the_cdf_file_its_parameters_name(tmp_path, monkeypatch):
+    """``--param workload=my.cdf``: the sweep's runs carry the file's text (RunSpec.files), so a
+    worker without the file (deleted here, another working directory) runs the same flows."""
+    from dataclasses import replace
+
+    from netstack import cli
+    from netstack.commands import sim
+    from netstack.sim.scenario import get, run
+    from netstack.sim.workload import WorkloadError, flow_sizes
+
+    cdf = tmp_path / "my.cdf"
+    cdf.write_text("# size cumulative\n200 0\n3000 0.5\n9000 1\n")
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(["sim", "lg-testbed", "--scenario", "tcp-flows", "--param",
+                                          "workload=my.cdf", "--param", "flows=20"])
+    (spec,), _ = sim._specs(args, get("tcp-flows"))
+    assert spec.params["workload"] == str(cdf) and spec.files == {str(cdf): cdf.read_text()}
+    from_file = canonical_json(run(replace(spec, files={})))
+    cdf.unlink()
+    monkeypatch.chdir("/")
+    with pytest.raises(WorkloadError):  # nothing on this machine any more
+        flow_sizes(str(cdf))
+    doc = run(spec)
+    assert doc["result"]["workload"] == "my" and canonical_json(doc) == from_file
 
 
 def test_dask_commands_need_root_and_a_lab(tmp_path, monkeypatch, capsys):
