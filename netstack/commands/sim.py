@@ -219,7 +219,7 @@ def _carried_files(points: dict[str, list[str]]) -> dict[str, str]:
     absolute path, and the file's text goes with every run (``RunSpec.files``): a worker's working
     directory is not this one, and on another machine it has no copy of the file."""
     files: dict[str, str] = {}
-    for values in points.values():
+    for key, values in points.items():
         for i, value in enumerate(values):
             path = Path(value)
             if value and not value.isdigit() and path.is_file():
@@ -227,7 +227,7 @@ def _carried_files(points: dict[str, list[str]]) -> dict[str, str]:
                 try:
                     files[values[i]] = path.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError) as exc:
-                    raise CommandError(f"--param ...={value}: cannot read: {exc}") from None
+                    raise CommandError(f"--param {key}={value}: cannot read the file: {exc}") from None
     return files
 
 

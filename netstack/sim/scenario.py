@@ -43,6 +43,7 @@ from ..topo.model import (
     TopologyError,
     load_topology,
     loads_topology,
+    read_topology_text,
     shipped_topologies,
     topology_from_dict,
 )
@@ -177,12 +178,7 @@ class TopologyFile:
     @classmethod
     def read(cls, path: str | Path) -> TopologyFile:
         p = Path(path).absolute()
-        try:
-            return cls(str(p), p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise TopologyError([("", f"cannot read: {exc.strerror or exc}")], str(p)) from None
-        except UnicodeDecodeError:
-            raise TopologyError([("", "not UTF-8 text")], str(p)) from None
+        return cls(str(p), read_topology_text(p))
 
 
 def resolve_topology(spec: str | Path | Mapping[str, Any] | Topology | TopologyFile | None) -> Topology:

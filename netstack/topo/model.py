@@ -88,13 +88,17 @@ def load_topology(path: str | Path | None = None) -> Topology:
     if path is None:
         return default_topology()
     p = Path(path)
+    return loads_topology(read_topology_text(p), str(p))
+
+
+def read_topology_text(path: str | Path) -> str:
+    """A topology file's text; a file that cannot be read as UTF-8 text is a TopologyError."""
     try:
-        text = p.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise TopologyError([("", f"cannot read: {exc.strerror or exc}")], str(p)) from None
+        raise TopologyError([("", f"cannot read: {exc.strerror or exc}")], str(path)) from None
     except UnicodeDecodeError:
-        raise TopologyError([("", "not UTF-8 text")], str(p)) from None
-    return loads_topology(text, str(p))
+        raise TopologyError([("", "not UTF-8 text")], str(path)) from None
 
 
 DEFAULT_TOPOLOGY_RESOURCE = "default.toml"
@@ -149,5 +153,5 @@ __all__ = [
     "NODE_NAME_MAX", "Node", "NodeKind", "PREFIX_MAX", "Topology", "TopologyError", "default_topology",
     "default_topology_text", "derived_mac", "ip_mac", "load_topology", "load_topology_spec", "loads_topology",
     "netns_name", "parse_clock_offset", "parse_delay", "parse_drift_ppm", "parse_probability", "parse_rate",
-    "parse_size", "shipped_topologies", "topology_from_dict", "validate_prefix",
+    "parse_size", "read_topology_text", "shipped_topologies", "topology_from_dict", "validate_prefix",
 ]
