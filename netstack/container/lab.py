@@ -116,7 +116,9 @@ def _start_engine(lab: Lab, name: str, say: Callable[[str], None]) -> None:
         f'[grpc]\n  address = "{d / "containerd.sock"}"\n'
         f'[ttrpc]\n  address = "{d / "containerd.sock.ttrpc"}"\n'
         '[debug]\n  address = ""\n[metrics]\n  address = ""\n')
-    (d / "daemon.json").write_text("{}\n")
+    # the engine's identity key in its own directory: dockerd 20.10 otherwise reads (and, where there
+    # is none, writes) the machine's /etc/docker/key.json, and every engine of the lab had one ID
+    (d / "daemon.json").write_text(json.dumps({"deprecated-key-path": str(d / "key.json")}) + "\n")
     pid = labs.spawn(lab, name, ["containerd", "--config", str(d / "containerd.toml")], log="containerd.log")
     _wait(lambda: (d / "containerd.sock").exists(), f"{name}'s containerd", d / "containerd.log", pid)
     pid = labs.spawn(lab, name, [
@@ -216,7 +218,7 @@ def status(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
         except (subprocess.TimeoutExpired, ValueError):
             info = {}  # hung (a stopped dockerd), or an answer that is not JSON: not answering
         engines.append({"engine": m.name, "hostname": m.hostname, "address": m.address,
-                        "docker_host": socket(lab, m.name), "answers": bool(info),
+                        "docker_host": socket(lab, m.name), "answers": bool(info), "id": info.get("ID"),
                         "containers_running": info.get("ContainersRunning"),
                         "swarm": (info.get("Swarm") or {}).get("LocalNodeState")})
     swarm = _nodes_or_none(lab) if engines and engines[0]["answers"] else []

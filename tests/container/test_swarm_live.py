@@ -56,16 +56,24 @@ def engine(docker_host: str) -> Iterator[None]:
             os.environ["DOCKER_HOST"] = before
 
 
+def _host_key() -> bytes | None:
+    try:
+        return Path("/etc/docker/key.json").read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 @pytest.fixture(scope="module")
 def lab(image):
     prefix = "lb" + uuid.uuid4().hex[:6]
+    host_key = _host_key()
     swarm_here = run(["docker", "info", "--format", "{{.Swarm.LocalNodeState}}"], timeout=30).stdout.strip()
     r = cli("compose", "lab", "up", "--engines", "2", "--prefix", prefix, "--json", timeout=300)
     try:
         assert r.returncode == 0, r.stderr[-3000:]
         st = json.loads(r.stdout)
         yield {"prefix": prefix, "e1": st["engines"][0], "e2": st["engines"][1], "status": st,
-               "swarm_here": swarm_here}
+               "swarm_here": swarm_here, "host_key": host_key}
     finally:
         cli("compose", "lab", "down", "--prefix", prefix, timeout=300)
 
@@ -104,6 +112,10 @@ def test_the_lab_is_two_engines_in_one_swarm(lab):
     pids = [int(Path(f"/var/lib/netstack-lab/{lab['prefix']}/{e}/docker.pid").read_text()) for e in ("e1", "e2")]
     nets = {os.stat(f"/proc/{p}/ns/net").st_ino for p in pids}
     assert len(nets) == 2 and os.stat("/proc/self/ns/net").st_ino not in nets
+    # each with an identity of its own, kept in its own directory, not in the machine's /etc/docker
+    assert e1["id"] and e2["id"] and e1["id"] != e2["id"]
+    assert all(Path(f"/var/lib/netstack-lab/{lab['prefix']}/{e}/key.json").is_file() for e in ("e1", "e2"))
+    assert lab["host_key"] == _host_key()
 
 
 def test_placement_splits_the_nodes_between_the_engines(stack, lab):
