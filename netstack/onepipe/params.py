@@ -22,6 +22,9 @@ LIVE_SCALE = 1000
 #: ``[PORT, PORT + PORT_RANGE)`` is 1Pipe's (several processes share a host, design topic §3)
 PORT = int(UdpPort.ONEPIPE)
 PORT_RANGE = len(PORTS)  # 40100-40199: T/C-SACK has 40200 (headers.registry)
+#: resends through the controller double their wait at most this many times (64 rto_ns:
+#: OnePipeParams.resend_wait_ns)
+RELAY_BACKOFF_MAX = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,15 @@ class OnePipeParams:
     @property
     def rto_ns(self) -> int:
         return self.t_beacon_ns * self.rto_beacons
+
+    def resend_wait_ns(self, rto_ns: int, resends: int) -> int:
+        """How long a PREPARE or a RECALL waits for its answer after ``resends`` resends: ``rto_ns``,
+        doubled for each resend through the controller past the first, at most
+        :data:`RELAY_BACKOFF_MAX` times (ours: one controller serves every process, so resends
+        through it back off as TCP's retransmission timer does, RFC 6298 §5.5; without it a
+        controller slower than the resends falls further behind with each, 1Pipe's Fig. 10 with
+        a controller core, docs/onepipe-reliable.md)."""
+        return rto_ns << min(max(0, resends - self.relay_after), RELAY_BACKOFF_MAX)
 
     @classmethod
     def paper(cls, **changes: Any) -> OnePipeParams:

@@ -13,7 +13,7 @@ the process itself, declares a failure.
   the rest of its scatterings from their other receivers; ``SendFail`` for both; then the callback
   ``ProcFail(P, T_f)`` and CALLBACK_DONE once every recall of this failure is ACKed.
 - **Recalls** (§8 step 5), both sides. Ours: a RECALL to each co-receiver, resent every ``rto_ns``
-  and through the controller after ``relay_after`` resends (or at once when the receiver failed: the
+  and through the controller after ``relay_after`` resends, backing off there (or at once when the receiver failed: the
   controller records it for the receiver's recovery and answers for it); the message holds the
   commit back until its RECALL_ACK. Theirs: drop the message they name by first PSN *and* ts (a
   connection opened after a recovery restarts at the same PSN base), or remember to drop it when it
@@ -487,11 +487,12 @@ class Recovery:
 
     def check_recalls(self) -> None:
         """(The retransmission timer.) Resend every recall unanswered for ``rto_ns``; through the
-        controller after ``relay_after`` resends."""
+        controller after ``relay_after`` resends, each such resend waiting twice as long as the one
+        before (:meth:`.params.OnePipeParams.resend_wait_ns`)."""
         h = self.host
-        now, rto = h.now, h.params.rto_ns
+        now, rto, wait = h.now, h.params.rto_ns, h.params.resend_wait_ns
         for (dst, _psn, _ts), rec in self.recalls.items():
-            if now - rec.sent_at >= rto:
+            if now - rec.sent_at >= wait(rto, rec.resends):
                 rec.sent_at = now
                 rec.resends += 1
                 h.c.recalls_sent += 1
@@ -501,7 +502,7 @@ class Recovery:
                 else:
                     h.actions.emit(SendTo(dst, rec.frame))
         if self.recalls:
-            h.arm_rto(min(r.sent_at for r in self.recalls.values()) + rto)
+            h.arm_rto(min(r.sent_at + wait(rto, r.resends) for r in self.recalls.values()))
 
     # ------------------------------------------------------------------ recovery (§8 "Recovery")
     def _on_own_failure(self, n: ctlwire.Notice, t_f: int | None) -> None:

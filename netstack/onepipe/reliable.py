@@ -11,7 +11,8 @@ interface) and replaces what the two phases change:
   connection only (go-back-N), ACKs cumulatively and NAKs a gap once; the sender keeps every
   packet until it is ACKed and resends from the oldest after ``rto_ns`` without progress or on a
   NAK. After ``relay_after`` resends without progress, resends go through the controller in
-  RELAY (§8 "controller forwarding").
+  RELAY (§8 "controller forwarding"), each waiting twice as long as the one before (ours:
+  :meth:`.params.OnePipeParams.resend_wait_ns`).
 - **Commit** (§7.2): the commit barrier ``min(L - 1, oldest unsettled ts - 1)``, ``L`` the floor
   of every later ts, never decreasing (§12 item 6), goes to the ToR in every host beacon and,
   when it rises, at once in a COMMIT (at most one per ``T_beacon / 4``, ours). The switches
@@ -451,12 +452,12 @@ class ReliableEndpoint(Endpoint):
         for tx in self._tx.values():
             if not tx.inflight or not isinstance(tx, RTxConn):
                 continue
-            due = max(tx.progress_at, tx.resent_at) + rto
+            due = max(tx.progress_at, tx.resent_at) + self.params.resend_wait_ns(rto, tx.resends)
             if due <= self._now:
                 tx.resends += 1
                 self._loss(tx)
                 self._resend(tx)
-                due = self._now + rto
+                due = self._now + self.params.resend_wait_ns(rto, tx.resends)
             nxt = due if nxt is None else min(nxt, due)
         self._rto_next = nxt
 

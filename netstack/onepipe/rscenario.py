@@ -11,8 +11,22 @@ once), store writes as a delay (``store_delay_ns``: the bench measures it on the
 passes it in; the simulator cannot wait for a real store in virtual time).
 
 With the host CPU model on (``cpu``, issue 32) each process's receive, send and timer work goes
-through its core at reliable's measured costs (:mod:`.cpucost`); the controller has no CPU model
-(it is off the data path).
+through its core at reliable's measured costs (:mod:`.cpucost`). The controller has a core of its
+own when ``ctl_msg_ns`` > 0: every datagram it sends or receives (registrations, notices, callbacks,
+relays) occupies that core for ``ctl_msg_ns``, one at a time (a :class:`~netstack.sim.cpu.HostCpu`,
+FIFO). Its timers, switch reports and store completions queue behind them at no cost, and the
+engine's timer slack is twice the longest any job has waited for the core, as the live daemon's is
+twice its largest scheduling lag (:meth:`.controller.Controller.set_timer_slack`).
+With a failure (``kill``) the core starts at the failure: the registrations before it are done at
+no cost, as the paper's processes had registered long before its failures; at ``ctl_msg_ns`` they
+would cost the controller O(processes^2) datagrams (each newcomer is announced to every other),
+milliseconds of virtual time before any failure could be measured, and processes retry a REGISTER
+every ``rto_ns`` (no backoff: ours), faster than a slow controller answers them all.
+1Pipe's §7 puts its failure-recovery time down to this work: the controller "needs to contact all
+processes in the system, so, the failure recovery delay increases proportionally with system
+scale" (its Fig. 10). ``ctl_msg_ns`` 0 (the default) is a controller whose work takes no time. The
+bench passes the kernel's cost of a datagram measured in the same run (the controller is an
+ordinary server, as our live daemon: the kernel's UDP, not lib1pipe's RDMA; docs/onepipe-reliable.md).
 
 A failure comes at ``kill_at_ns`` (default: the middle of the sending period) when ``kill`` > 0;
 ``fail`` says what fails (1Pipe's Fig. 10 and its failure recovery; design topic §8):
@@ -59,6 +73,7 @@ from headers.onepipe import ts_from_ns, ts_max, ts_unwrap
 
 from ..engine import SendTo
 from ..errors import ConfigError
+from ..sim.cpu import HostCpu
 from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
 from ..sim.scenario import ScenarioError
 from ..topo.model import NodeKind, Topology
@@ -170,7 +185,8 @@ class Recovery:
 class SimController:
     """The controller daemon's shell on a simulated host (module docstring)."""
 
-    def __init__(self, run: Any, net: Any, host_name: str, params: ControllerParams, store_delay_ns: int) -> None:
+    def __init__(self, run: Any, net: Any, host_name: str, params: ControllerParams, store_delay_ns: int,
+                 msg_ns: int = 0) -> None:
         self.run = run
         self.net = net
         self.host = net.host(host_name)
@@ -179,6 +195,11 @@ class SimController:
         self.addr = (self.ip, PORT)
         self.ctl = Controller(params, self.loop.now)
         self.store_delay_ns = store_delay_ns
+        #: the controller's core (module docstring): None when its work takes no time
+        self.msg_ns = msg_ns
+        self.cpu = HostCpu(self.loop, f"{host_name}/controller") if msg_ns > 0 else None
+        #: the core's work counts from then on (true ns; schedule_kills: the failure)
+        self.core_from = 0
         self.records = 0
         #: switches that failed (fail=tor, core-switch): they report nothing and take no request
         self.dead: set[str] = set()
@@ -186,7 +207,18 @@ class SimController:
         self._timer: int | None = None
         self.host.bind_udp(PORT, self.on_frame, on_unreachable=self.on_unreachable)
 
+    def _on_core(self, cost_ns: int, fn: Any, *args: Any) -> None:
+        """``fn(*args)`` once the controller's core has spent ``cost_ns`` on it, after what it owes
+        (at once without a core)."""
+        if self.cpu is None or self.loop.now < self.core_from:
+            fn(*args)
+        else:
+            self.cpu.run(cost_ns, fn, *args)
+
     def on_frame(self, frame: bytes) -> None:
+        self._on_core(self.msg_ns, self._receive, frame)
+
+    def _receive(self, frame: bytes) -> None:
         src = (self.run.ip_str(frame[26:30]), frame[34] << 8 | frame[35])
         self.ctl.receive(frame[UDP_HEADERS:ip_payload_end(frame)], src, self.loop.now)
         self.flush()
@@ -194,13 +226,16 @@ class SimController:
     def on_unreachable(self, addr: tuple[str, int]) -> None:
         """The host's kernel passed on an ICMP port unreachable for a datagram we sent ``addr``
         (``netstack.io.udperr`` live): a probed process there is dead (Controller.unreachable)."""
+        self._on_core(self.msg_ns, self._unreachable, addr)
+
+    def _unreachable(self, addr: tuple[str, int]) -> None:
         self.ctl.unreachable(addr, self.loop.now)
         self.flush()
 
     def on_report(self, report: dict[str, Any], switch: str | None = None) -> None:
         """A switch's report (``feature.enable(on_report=...)``), as the daemon's poll brings it;
         ``switch`` names the reporter (:meth:`reporter`)."""
-        self.loop.call_at(self.loop.now + 1, self._report, report, switch)
+        self.loop.call_at(self.loop.now + 1, self._on_core, 0, self._report, report, switch)
 
     def reporter(self, switch: str) -> Any:
         """The ``on_report`` callback for ``switch``: a fabric port's report names the link input
@@ -223,6 +258,7 @@ class SimController:
         while self.ctl.actions:
             for act in self.ctl.actions.take_all():
                 self._act(act)
+        self._slack()
         self._arm()
 
     def _act(self, act: Any) -> None:
@@ -230,7 +266,7 @@ class SimController:
         if type(act) is SendTo:
             self._send(act.dst, act.data)
         elif type(act) is RecordFailure:
-            self.loop.call_at(now + self.store_delay_ns, self._recorded, act)
+            self.loop.call_at(now + self.store_delay_ns, self._on_core, 0, self._recorded, act)
         elif type(act) is Fence:
             last = [r["last_commit"] for r in self._on_switches(feature.fence, self._name(act.proc))]
             known = [x for x in last if x is not None]
@@ -274,7 +310,7 @@ class SimController:
             ip = ipaddress.IPv4Address(dst[0]).packed
             flow = self._flows[dst[0]] = Ipv4Flow(self.host.mac, self.host.net.mac_of(ip), self.host.ip, ip,
                                                   PROTO_UDP, 0)
-        self.host.send(flow.udp(PORT, dst[1], data))
+        self._on_core(self.msg_ns, self.host.send, flow.udp(PORT, dst[1], data))
 
     def _arm(self) -> None:
         d = self.ctl.next_deadline()
@@ -283,20 +319,28 @@ class SimController:
         t = max(d, self.loop.now + 1)
         if self._timer is None or t < self._timer:
             self._timer = t
-            self.loop.call_at(t, self._fire, t)
+            self.loop.call_at(t, self._on_core, 0, self._fire, t)
 
     def _fire(self, token: int) -> None:
         if token != self._timer:
             return
         self._timer = None
+        self._slack()
         self.ctl.on_timer(self.loop.now)
         self.flush()
+
+    def _slack(self) -> None:
+        if self.cpu is not None:
+            # as the live daemon's (twice the largest lag it has seen): a request of ours waited
+            # in our queue before it left, and its answer waits there again before we read it
+            self.ctl.set_timer_slack(2 * self.cpu.peak_backlog_ns)
 
 
 def setup(net: Any, run: Any, p: dict[str, Any], ctl_host: str) -> SimController:
     """Before the switches are enabled and the processes exist: the controller on ``ctl_host``;
     ``run.ctl_addr`` and ``run.recovery`` are what :class:`ReliableProcess` reads."""
-    ctl = SimController(run, net, ctl_host, ControllerParams.for_beacon(p["t_beacon_ns"]), int(p["store_delay_ns"]))
+    ctl = SimController(run, net, ctl_host, ControllerParams.for_beacon(p["t_beacon_ns"]), int(p["store_delay_ns"]),
+                        int(p.get("ctl_msg_ns", 0)))
     for host in net.hosts.values():
         host.icmp_unreachable = True  # a crashed process's closed port answers as a kernel does
     run.ctl_addr = ctl.addr
@@ -324,6 +368,7 @@ def schedule_kills(run: Any, procs: list[Any], p: dict[str, Any], start: int, st
         return
     at = int(p["kill_at_ns"]) or (start + stop) // 2
     rec.fail = fail
+    ctl.core_from = at
     if fail == "process":
         victims = procs[-k:]
         dead: set[str] = set()

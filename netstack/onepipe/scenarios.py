@@ -114,6 +114,8 @@ PARAMS: dict[str, Any] = {
     "warmup_ns": 0, "drain_ns": 0, "seq_host": "", "seq_service_ns": 0, "seq_queue": 4096, "log_dir": "",
     # mode=reliable (netstack.onepipe.rscenario): the controller runs on the sequencer's host
     "kill": 0, "kill_at_ns": 0, "store_delay_ns": 0,
+    # ... the controller's core: ns of it per datagram the controller sends or receives (0: no core)
+    "ctl_msg_ns": 0,
     # ... what fails (rscenario.FAILS): process, tor, core-link, core-switch (1Pipe's Fig. 10)
     "fail": "process",
     # background TCP flows per host beside 1Pipe (1Pipe's Fig. 12, netstack.onepipe.background)
@@ -136,7 +138,7 @@ PARAMS: dict[str, Any] = {
 LATE_PARAMS = {"cpu": False, "cpu_backlog_ns": 0, "token_batch": 0, "token_queue": 0, "swseq_ns_per_msg": 0.0,
                "swseq_switch": "", "lamport_hb_ns": 0, "lamport_hb_share": 0.0, "loss_at": "links",
                "placement": "spread",
-               "fail": "process", "bg_flows": 0, "nic_ns": 0,
+               "fail": "process", "bg_flows": 0, "nic_ns": 0, "ctl_msg_ns": 0,
                "prompt_commit": True, "variant": "chip", "variant_delay_ns": 0}
 #: cpu: the application blocks while its core owes more than this (paper scale, ns)
 PAPER_CPU_BACKLOG_NS = 1_000
@@ -464,6 +466,13 @@ def resolve(ctx: Context) -> dict[str, Any]:
     vd = p["variant_delay_ns"]
     if isinstance(vd, bool) or not isinstance(vd, int) or vd < 0:
         raise ScenarioError("scenario onepipe: variant_delay_ns must be a whole number of ns >= 0 (0: the default)")
+    cm = p["ctl_msg_ns"]
+    if isinstance(cm, bool) or not isinstance(cm, int) or cm < 0:
+        raise ScenarioError("scenario onepipe: ctl_msg_ns must be a whole number of ns >= 0 (0: the controller's work "
+                            "takes no time)")
+    if cm and p["mode"] != "reliable":
+        raise ScenarioError(f"scenario onepipe: ctl_msg_ns is the reliable controller's cost per datagram: mode "
+                            f"{p['mode']} has no controller (mode=reliable)")
     if p["loss_at"] == "receivers" and p["mode"] not in ("onepipe", "reliable"):
         raise ScenarioError(f"scenario onepipe: loss_at=receivers drops in 1Pipe's receiving library: mode "
                             f"{p['mode']} has none (use loss_at=links)")
@@ -671,6 +680,8 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
     if ctl is not None:
         out["recovery"] = run.recovery.result()
         out["controller"] = ctl.ctl.counters()
+        if ctl.cpu is not None:  # (ctl_msg_ns > 0: the controller's core, rscenario)
+            out["controller"]["core"] = {"msg_ns": ctl.msg_ns, **ctl.cpu.counters(stop + p["drain_ns"])}
     if p["variant"] != CHIP:  # (recorded where it is not the default: older runs' documents stay as they were)
         out["variant"] = {"name": p["variant"], "delay_ns": {k: delays[k] for k in sorted(delays)}}
     return out

@@ -13,10 +13,10 @@ import pytest
 
 from netstack import runtime
 from netstack.bench import onepipe as bench
+from netstack.bench.onepipe import ctlcost, paper, reorder
 from netstack.bench.onepipe import fig12 as fig12_mod
 from netstack.bench.onepipe import kv as kv_mod
 from netstack.bench.onepipe import live as live_mod
-from netstack.bench.onepipe import paper, reorder
 from netstack.bench.onepipe import reliable as rel_mod
 from netstack.bench.onepipe import sim as sim_mod
 from netstack.bench.onepipe import testbed as tb_mod
@@ -49,6 +49,7 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(sim_mod, "FIG9B_LOADED_LOSSES", (1e-2,))
     monkeypatch.setattr(sim_mod, "FIG9B_LOADED_DURATION_NS", 30_000)
     monkeypatch.setattr(rel_mod, "STORE_RECORDS", 3)
+    monkeypatch.setattr(ctlcost, "BATCHES", 3)
     monkeypatch.setattr(rel_mod, "RELIABLE_PROCS", (4,))
     monkeypatch.setattr(rel_mod, "FIG10_PROCS", (4,))
     monkeypatch.setattr(reorder, "MESSAGES", 1_500)
@@ -133,17 +134,23 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert etcd_available() == ("etcd" in {r["backend"] for r in doc["store"]["rows"]})
     assert {(r["system"], r["procs"]) for r in doc["reliable"]["sim"]} == {("best effort", 4), ("reliable", 4)}
     assert all(r["order_ok"] and r["delivered"] == r["sent"] for r in doc["reliable"]["sim"])
-    f10 = {r["fail"]: r for r in doc["fig10"]["rows"]}  # Fig. 10's four failures (rscenario's fail)
-    assert list(f10) == list(rel_mod.FIG10_FAILS) and all(r["procs"] == 4 and r["order_ok"] for r in f10.values())
-    assert f10["process"]["callbacks"] == 3 and f10["tor"]["declared"] == 1
-    for r in (f10["process"], f10["tor"]):
-        assert 0 < r["detect_us"] <= r["record_us"] <= r["release_us"] <= r["resume_us"]
-    for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
-        assert r["declared"] == 0 and r["record_us"] is None and 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
+    # Fig. 10's four failures (rscenario's fail), the controller's core charged the kernel's cost of a
+    # datagram measured in the run, and free
+    assert doc["store"]["controller_core"]["per_datagram_ns"] > 0
+    for ctl in rel_mod.FIG10_CONTROLLERS:
+        f10 = {r["fail"]: r for r in doc["fig10"]["rows"] if r["controller"] == ctl}
+        assert list(f10) == list(rel_mod.FIG10_FAILS) and all(r["procs"] == 4 and r["order_ok"] for r in f10.values())
+        assert f10["process"]["callbacks"] == 3 and f10["tor"]["declared"] == 1
+        for r in (f10["process"], f10["tor"]):
+            assert 0 < r["detect_us"] <= r["record_us"] <= r["release_us"] <= r["resume_us"]
+            assert (r["controller_busy_us"] is None) == (ctl == "free")
+        for r in (f10["core-link"], f10["core-switch"]):  # nobody fails: no record
+            assert r["declared"] == 0 and r["record_us"] is None
+            assert 0 < r["detect_us"] <= r["release_us"] <= r["resume_us"]
     assert "## Reliable vs best effort" in md_of(tmp_path) and "## Fig. 10" in md_of(tmp_path)
     # fig9b: 4 at the receivers, 1 loaded, 2 on the links; kv 6 + 4 (14c); fig12 4; the testbed's systems at 2 P
-    assert len(doc["runs"]) == 2 * len(systems) + 3 + 7 + 2 + len(rel_mod.FIG10_FAILS) + 10 + 4 + 2 * len(
-        tb_mod.TESTBED_SYSTEMS)
+    fig10_runs = len(rel_mod.FIG10_FAILS) * len(rel_mod.FIG10_CONTROLLERS)
+    assert len(doc["runs"]) == 2 * len(systems) + 3 + 7 + 2 + fig10_runs + 10 + 4 + 2 * len(tb_mod.TESTBED_SYSTEMS)
     assert all(r["schema"] == "netstack.run/1" for r in doc["runs"])
     assert all(r["time_scale"] == 1.0 for r in doc["runs"])
     assert sorted(doc["plots"]) == [f"bench-onepipe-{f}.png" for f in ("fig8", "fig9a", "fig9b")]

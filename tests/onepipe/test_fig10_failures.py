@@ -200,3 +200,42 @@ def _callback(fid: int) -> bytes:
     from netstack.onepipe.ctlwire import callback_done
 
     return callback_done(fid)
+
+
+# ------------------------------------------------------------------ the controller's core (ctl_msg_ns)
+
+CORE_NS = 2_000
+
+
+@pytest.mark.parametrize("fail", ["process", "tor"])
+def test_the_controllers_core_handles_its_datagrams_one_at_a_time(fail: str) -> None:
+    """With ``ctl_msg_ns`` every datagram the controller sends or receives from the failure on
+    occupies its one core: the release comes no sooner than the record plus every notice and
+    every callback at that cost, and later than with a free controller; the core's work is whole
+    datagrams, and the survivors still resume in total order."""
+    free = _run(fail)
+    res = _run(fail, ctl_msg_ns=CORE_NS, drain_ns=3_000 * US)  # (a slow controller takes longer)
+    rec, ctl = res["recovery"], res["controller"]
+    core = ctl["core"]
+    assert core["msg_ns"] == CORE_NS and core["busy_ns"] % CORE_NS == 0
+    assert core["busy_ns"] >= CORE_NS * (ctl["notices_sent"] + ctl["callbacks"])
+    assert rec["release_ns"] >= rec["record_ns"] + CORE_NS * (ctl["notices_sent"] + ctl["callbacks"])
+    assert rec["resume_ns"] > free["recovery"]["resume_ns"]
+    assert res["order"]["ok"] and "core" not in free["controller"]
+
+
+def test_a_link_failure_costs_the_controllers_core_nothing() -> None:
+    res = _run("core-link", ctl_msg_ns=CORE_NS)
+    assert res["controller"]["core"]["busy_ns"] == 0  # (no process failed: no notice, no callback)
+    assert res["recovery"]["resume_ns"] is not None
+
+
+@pytest.mark.parametrize(("kw", "why"), [
+    ({"ctl_msg_ns": -1}, "ctl_msg_ns must be"),
+    ({"ctl_msg_ns": True}, "ctl_msg_ns"),
+    ({"ctl_msg_ns": 1.5}, "ctl_msg_ns"),
+    ({"ctl_msg_ns": 100, "mode": "onepipe"}, "has no controller"),
+])
+def test_a_bad_controller_core_is_refused(kw: dict[str, Any], why: str) -> None:
+    with pytest.raises(ScenarioError, match=why):
+        _run("process", **kw)

@@ -6,8 +6,12 @@ test also runs the invariants of :meth:`RFabric.check` and the atomicity check o
 
 from __future__ import annotations
 
+import itertools
+
 from headers.onepipe import OnePipeOpcode, ts_from_ns
+from netstack.engine import SendTo
 from netstack.onepipe.ctlwire import Notice, failure_notice
+from netstack.onepipe.params import RELAY_BACKOFF_MAX, OnePipeParams
 
 from .rfabric import CTL, STALL, P, RFabric, idx
 
@@ -16,8 +20,8 @@ WARM = 150 * US  # registration and the first barriers
 SETTLE = 1_500 * US  # detection (10 T_beacon), the record, notices, callbacks, release
 
 
-def _up(n: int = 3, **kw) -> RFabric:
-    fab = RFabric(n, **kw)
+def _up(n: int = 3, cls: type[RFabric] = RFabric, **kw) -> RFabric:
+    fab = cls(n, **kw)
     fab.run_for(WARM)
     assert all(ep.registered for ep in fab.eps.values()), "every process registered"
     assert all(ep.commit_barrier is not None for ep in fab.eps.values()), "every process has a commit barrier"
@@ -308,3 +312,27 @@ def test_a_run_restarted_on_the_addresses_of_one_that_ended_without_leaving_deli
     assert sum(ep.c.notices_before_joining for ep in fab.eps.values()) >= 1, "the race happened"
     fab.check()
     fab.atomic({1, 2, 3, 4})
+
+
+def test_resends_through_the_controller_back_off():
+    """Ours (OnePipeParams.resend_wait_ns): direct resends come every rto_ns; once they go through
+    the controller each waits twice as long as the one before, so that a controller slower than
+    the resends (docs/onepipe-reliable.md "The controller's core") is not flooded by them."""
+    relays: list[int] = []
+
+    class Watching(RFabric):
+        def _flush(self, i: int) -> None:
+            if i == 1:
+                relays.extend(self.now for a in self.eps[i].actions if isinstance(a, SendTo) and a.dst == CTL
+                              and a.data[22] == OnePipeOpcode.RELAY)
+            super()._flush(i)
+
+    fab = _up(n=3, tors=2, cls=Watching)
+    fab.cut_paths.add(frozenset((1, 2)))
+    fab.cut_ctl.add(2)  # the relays reach nobody: P2 is declared failed in the end
+    fab.send(1, [2])
+    fab.run_for(400 * US)
+    gaps = [b - a for a, b in itertools.pairwise(relays)]
+    rto = fab.eps[1].params.rto_ns
+    assert len(gaps) >= 3 and gaps[:3] == [rto, 2 * rto, 4 * rto]
+    assert OnePipeParams(t_beacon_ns=3_000).resend_wait_ns(rto, 1000) == rto << RELAY_BACKOFF_MAX  # capped

@@ -21,6 +21,7 @@ import time
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from netstack.engine import SendTo
 from netstack.looplag import LagHistogram
 from netstack.onepipe import feature as op
 from netstack.onepipe.actions import Fence, Release
@@ -254,3 +255,24 @@ def test_the_controller_shows_its_slack_and_lowering_it_applies_to_waits_already
 @example(gap=CP.answer_timeout_ns + 10, slack=11)
 def test_a_process_is_declared_failed_exactly_when_silent_for_answer_timeout_plus_slack(gap, slack):
     assert _declared_after(gap, slack) == (gap >= CP.answer_timeout_ns + slack)
+
+
+def _resent_at(slack: int) -> int:
+    """When the controller resends a notice nobody answered, given ``slack``."""
+    ctl = world(A, B, C)
+    ctl.set_timer_slack(slack)
+    declare(ctl, A, 500, fid=1)
+    t = CT0 + CP.report_window_ns
+    while True:
+        t = ctl.next_deadline()
+        ctl.on_timer(t)
+        if any(isinstance(a, SendTo) for a in ctl.actions.take_all()):
+            return t
+
+
+def test_the_controller_resends_a_notice_retry_ns_plus_the_slack_after_the_first():
+    # a controller whose own queue holds the answers (slow, or a loaded live daemon) does not add
+    # resends to it: each waits the slack longer (docs/onepipe-reliable.md "The controller's core")
+    base = _resent_at(0)
+    assert base == CT0 + CP.report_window_ns + CP.retry_ns
+    assert _resent_at(3 * CP.retry_ns) == base + 3 * CP.retry_ns

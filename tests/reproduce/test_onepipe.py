@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netstack.bench import onepipe as bench
+from netstack.bench.onepipe import ctlcost as bench_ctlcost
 from netstack.bench.onepipe import paper as bench_paper
 from netstack.bench.onepipe import reliable as bench_reliable
 from netstack.onepipe import reproduce as op
@@ -84,6 +85,7 @@ def fig10_doc(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(bench_reliable, "FIG10_PROCS", (min(bench_reliable.FIG10_PROCS), max(bench_reliable.FIG10_PROCS)))
         mp.setattr(bench_reliable, "STORE_RECORDS", 3)
+        mp.setattr(bench_ctlcost, "BATCHES", 3)
         mp.setattr(bench_paper, "plot_paper", lambda *a, **k: [])
         assert bench.main(argparse.Namespace(runtime="sim", only=["fig10"], quick=True, duration=0.6, workers=1,
                                              results_dir=str(out))) == 0
@@ -95,6 +97,10 @@ def test_a_real_fig10_run_gives_its_numbers_and_shape(fig10_doc):
     fig10 = figs["10"]
     ours = [r for r in fig10_doc["paper"]["rows"] if r["figure"] == "10" and r["ours"] is not None]
     assert ours and [c.ours for c in fig10.claims if c.ours is not None] == [r["ours"] for r in ours]
+    # the controller's core charged the kernel's cost measured in the run, the free one beside it
+    assert {r["controller"] for r in fig10_doc["fig10"]["rows"]} == set(bench_reliable.FIG10_CONTROLLERS)
+    assert fig10_doc["store"]["controller_core"]["per_datagram_ns"] > 0
+    assert all("controller=kernel" in r["source"] for r in ours)
     tor = {float(r["x"]): r["ours"] for r in ours if r["series"] == "ToR Switch"}
     growth = tor[max(tor)] / tor[min(tor)]
     assert fig10.shape is not None and fig10.shape.holds is (growth >= 2.0)

@@ -57,6 +57,12 @@ FIG10_FABRIC = fabric_topology(tors=4, hosts_per_tor=8, spines=2)
 #: the release, even with a store write of tens of ms
 FIG10_DURATION_NS = 300_000
 FIG10_RATE = 20_000.0
+#: with the controller's core charged (``ctl_msg_ns``) the recovery at 32 hosts takes milliseconds:
+#: the drain after the sending period that leaves room for it
+FIG10_CORE_DRAIN_NS = 8_000_000
+#: the controller of each fig10 run: its core charged the kernel's cost of a datagram (measured in
+#: the run, .ctlcost), and the baseline whose work takes no time
+FIG10_CONTROLLERS = ("kernel", "free")
 
 
 # ------------------------------------------------------------------------------------ store
@@ -138,14 +144,26 @@ def reliable_points(scale: float) -> list[Point]:
             for p in RELIABLE_PROCS for mode in ("onepipe", "reliable")]
 
 
-def fig10_points(scale: float, delays_ns: dict[str, int]) -> list[Point]:
+def fig10_points(scale: float, delays_ns: dict[str, int], ctl_msg_ns: int = 0) -> list[Point]:
+    """Every failure at every number of hosts, with the controller free and, when ``ctl_msg_ns``
+    (the kernel's cost of a datagram, measured in the run) is given, with its core charged that."""
     # every host's stack as the testbed model's (spec.NIC_NS, calibrated on the paper's 1-hop latency):
     # the paper's recovery is the detection plus "6 network diameters plus the time to transmit and
     # process messages" (its §7, "Failure recovery"), and a diameter crosses two host stacks
-    return [Point("fig10", replace(_spec(p, FIG10_RATE, FIG10_DURATION_NS, scale, mode="reliable", kill=1, fail=fail,
-                                         drain_ns=FIG10_DURATION_NS, nic_ns=NIC_NS), topology=FIG10_FABRIC),
-                  {"procs": p, "fail": fail, "store_ms": {b: d / 1e6 for b, d in delays_ns.items()}})
-            for fail in FIG10_FAILS for p in FIG10_PROCS]
+    out = []
+    for ctl in FIG10_CONTROLLERS:
+        cost = ctl_msg_ns if ctl == "kernel" else 0
+        if ctl == "kernel" and not cost:
+            continue
+        drain = FIG10_CORE_DRAIN_NS if cost else FIG10_DURATION_NS
+        extra = {"ctl_msg_ns": cost} if cost else {}
+        out += [Point("fig10", replace(_spec(p, FIG10_RATE, FIG10_DURATION_NS, scale, mode="reliable", kill=1,
+                                             fail=fail, drain_ns=drain, nic_ns=NIC_NS, **extra),
+                                       topology=FIG10_FABRIC),
+                      {"procs": p, "fail": fail, "controller": ctl, "ctl_msg_ns": cost,
+                       "store_ms": {b: d / 1e6 for b, d in delays_ns.items()}})
+                for fail in FIG10_FAILS for p in FIG10_PROCS]
+    return out
 
 
 def _us(v: Any) -> float | None:
@@ -168,12 +186,17 @@ def fig10_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
     res = doc["result"]
     rec = res["recovery"]
     steps = ("detect", "record", "release", "resume")
+    core = res["controller"].get("core") or {}
     row = {"fail": meta.get("fail", "process"), "procs": meta["procs"],
+           "controller": meta.get("controller", "free"), "ctl_msg_ns": meta.get("ctl_msg_ns", 0),
            **{f"{k}_us": _us(rec[f"{k}_ns"]) for k in steps},
            "component": rec.get("component", ""), "killed": rec["killed"],
            "declared": len(rec.get("declared", ())) if "declared" in rec else rec["killed"],
            "callbacks": rec["callbacks"], "order_ok": res["order"]["ok"],
            "controller_notices": res["controller"].get("notices_sent"),
+           "controller_datagrams": res["controller"].get("datagrams"),
+           "controller_relayed": res["controller"].get("relayed"),
+           "controller_busy_us": _us(core.get("busy_ns")),
            "delivered": res["delivered"], "send_failed": res["send_failed"]}
     for backend, ms in meta["store_ms"].items():
         # a link or a spine is released without a record: no store write on its path
@@ -202,16 +225,24 @@ def _fail(row: dict[str, Any]) -> str:
     return str(row.get("fail", "process"))  # (rows of runs before the other failures: a crash)
 
 
+def _ctl(row: dict[str, Any]) -> str:
+    return str(row.get("controller", "free"))  # (rows of runs before the controller's core: free)
+
+
 def fig10_table(rows: list[dict[str, Any]]) -> str:
-    """One row per failure and number of hosts, then the growth per host of each failure."""
+    """One row per controller, failure and number of hosts, then the growth per host of each."""
     backends = sorted({k[5:-3] for r in rows for k in r if k.startswith("with_")})
     order = {f: i for i, f in enumerate(FIG10_FAILS)}
-    table = format_table(["failure", "hosts", "detect us", "recorded us", "released us", "recovered us", "declared",
-                          "callbacks", *[f"with {b} ms" for b in backends], "order ok"],
-                         [[_fail(r), r["procs"], _f(r["detect_us"]), _f(r["record_us"]), _f(r["release_us"]),
+    ctls = {c: i for i, c in enumerate(FIG10_CONTROLLERS)}
+    table = format_table(["controller", "failure", "hosts", "detect us", "recorded us", "released us", "recovered us",
+                          "declared", "callbacks", "ctl datagrams in", "ctl core us",
+                          *[f"with {b} ms" for b in backends], "order ok"],
+                         [[_ctl(r), _fail(r), r["procs"], _f(r["detect_us"]), _f(r["record_us"]), _f(r["release_us"]),
                            _f(r["resume_us"]), r.get("declared", "-"), r["callbacks"],
+                           r.get("controller_datagrams", "-"), _f(r.get("controller_busy_us")),
                            *[_f(r.get(f"with_{b}_ms"), 2) for b in backends], "yes" if r["order_ok"] else "NO"]
-                          for r in sorted(rows, key=lambda r: (order.get(_fail(r), len(order)), r["procs"]))])
+                          for r in sorted(rows, key=lambda r: (ctls.get(_ctl(r), len(ctls)),
+                                                               order.get(_fail(r), len(order)), r["procs"]))])
     slopes = per_host_slopes(rows)
     if len(slopes) < 2:
         return table
@@ -225,8 +256,11 @@ def _f(v: float | None, digits: int = 1) -> str:
 
 def per_process_slope(rows: list[dict[str, Any]]) -> float | None:
     """Recovery time's growth per process (us) after a process crash, least squares over those
-    rows (the paper: 3-15 us per host)."""
-    pts = [(r["procs"], r["resume_us"]) for r in rows if r["resume_us"] is not None and _fail(r) == "process"]
+    rows (the paper: 3-15 us per host); of the rows with the controller's core charged when there
+    are any (:data:`FIG10_CONTROLLERS`)."""
+    ctl = "kernel" if any(_ctl(r) == "kernel" for r in rows) else "free"
+    pts = [(r["procs"], r["resume_us"]) for r in rows
+           if r["resume_us"] is not None and _fail(r) == "process" and _ctl(r) == ctl]
     if len(pts) < 2:
         return None
     mx = statistics.fmean(p for p, _ in pts)
@@ -236,10 +270,13 @@ def per_process_slope(rows: list[dict[str, Any]]) -> float | None:
 
 
 def per_host_slopes(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """:func:`per_process_slope` for each failure the rows have (one process a host)."""
-    fails = dict.fromkeys(_fail(r) for r in rows)
-    return {f: per_process_slope([{**r, "fail": "process"} for r in rows if _fail(r) == f]) for f in fails}
+    """:func:`per_process_slope` for each controller and failure the rows have (one process a
+    host), keyed ``"<failure>"`` for the free controller and ``"<failure> (kernel)"``."""
+    keys = dict.fromkeys((_ctl(r), _fail(r)) for r in rows)
+    return {f if c == "free" else f"{f} ({c})": per_process_slope(
+        [{**r, "fail": "process"} for r in rows if _fail(r) == f and _ctl(r) == c]) for c, f in keys}
 
 
-__all__ = ["FIG10_FABRIC", "FIG10_FAILS", "FIG10_SERIES", "fig10_points", "fig10_rows", "fig10_table", "measure_stores",
-           "per_host_slopes", "per_process_slope", "reliable_points", "reliable_rows", "reliable_table", "store_table"]
+__all__ = ["FIG10_CONTROLLERS", "FIG10_FABRIC", "FIG10_FAILS", "FIG10_SERIES", "fig10_points", "fig10_rows",
+           "fig10_table", "measure_stores", "per_host_slopes", "per_process_slope", "reliable_points", "reliable_rows",
+           "reliable_table", "store_table"]

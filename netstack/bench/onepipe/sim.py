@@ -190,11 +190,11 @@ def fig9b_points(scale: float) -> list[Point]:
 POINTS = {"fig8": fig8_points, "fig9a": fig9a_points, "fig9b": fig9b_points}
 
 
-def _points(section: str, scale: float, store_delays: dict[str, int]) -> list[Point]:
+def _points(section: str, scale: float, store_delays: dict[str, int], ctl_msg_ns: int = 0) -> list[Point]:
     if section == "reliable":
         return reliable.reliable_points(scale)
     if section == "fig10":
-        return reliable.fig10_points(scale, store_delays)
+        return reliable.fig10_points(scale, store_delays, ctl_msg_ns)
     if section == "kv":
         return kv.kv_points(scale)
     if section == "fig12":
@@ -224,12 +224,15 @@ def _ns(e: cpucost.EngineCost) -> str:
 
 
 def run_points(sections: list[str], scale: float, workers: int | None, say: Say,
-               store_delays: dict[str, int] | None = None, max_procs: int | None = None) -> dict[str, Any]:
+               store_delays: dict[str, int] | None = None, max_procs: int | None = None,
+               ctl_msg_ns: int = 0) -> dict[str, Any]:
     """Every sim point of ``sections`` in one sweep; ``{section: {"rows", "runs"}}`` (fig8 also
     ``"cpu_costs"``: :func:`cpu_costs`). ``store_delays``: fig10's store backends and their
-    measured write time (ns). ``max_procs``: leave out the points with more processes (``--quick``:
-    a run of 512 processes costs about a minute of CPU, the rest together a few minutes)."""
-    points = [pt for s in sections for pt in _points(s, scale, store_delays or {})
+    measured write time (ns); ``ctl_msg_ns``: the controller core's cost per datagram measured in
+    this run (:mod:`.ctlcost`; 0: fig10 runs its free controller only). ``max_procs``: leave out
+    the points with more processes (``--quick``: a run of 512 processes costs about a minute of
+    CPU, the rest together a few minutes)."""
+    points = [pt for s in sections for pt in _points(s, scale, store_delays or {}, ctl_msg_ns)
               if max_procs is None or int(pt.spec.params.get("procs", 0)) <= max_procs]
     if not points:
         return {}
