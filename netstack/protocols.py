@@ -143,7 +143,7 @@ PROTOCOLS: tuple[ProtocolPlugin, ...] = (
                           "netstack.onepipe.reliable", "netstack.onepipe.controller", "netstack.onepipe.ctlnode",
                           "netstack.onepipe.auth", "netstack.onepipe.authbench", "netstack.onepipe.actions",
                           "netstack.onepipe.recovery", "netstack.onepipe.rstate", "netstack.onepipe.section",
-                          "netstack.onepipe.baselines", "netstack.onepipe.paperdata",
+                          "netstack.onepipe.baselines", "netstack.onepipe.paperdata", "netstack.onepipe.ctlcore",
                           "netstack.onepipe.kv.wire", "netstack.onepipe.kv.shard", "netstack.onepipe.kv.client",
                           "netstack.onepipe.kv.twopc", "netstack.onepipe.kv.workload", "netstack.onepipe.kv.checker",
                           "netstack.onepipe.kv.simkv", "netstack.onepipe.kv.scenario", "netstack.onepipe.kv.sweep",

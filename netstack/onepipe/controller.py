@@ -87,8 +87,10 @@ Timer slack (ours; docs/onepipe-reliable.md "Timers on a loaded host"): :meth:`C
 gives the engine how late its live daemon has recently been scheduled; the one timer here that
 declares a process failed, ``answer_timeout_ns`` (a notice or a relayed request unanswered), waits
 that much longer, so that a wait for a CPU (ours, or the process's, on the same loaded machine) is
-not taken for a silent process; a failure's notices are resent that much later too. In virtual time
-with a controller core (``ctl_msg_ns``, :mod:`.rscenario`) the slack is what that core still owes.
+not taken for a silent process; a failure's notices are resent that much later too (at most a
+quarter of the answer timeout later, so that several resends still fit in it). In virtual time with
+a controller core (``ctl_msg_ns``, :mod:`.ctlcore`) the slack is twice the longest an input waited
+for that core.
 
 Failover: :meth:`Controller.restore` rebuilds a new leader from the store and drives every
 failure of a current incarnation again (notices, callbacks, ``Release``); processes and switches
@@ -484,6 +486,13 @@ class Controller:
         return self.params.answer_timeout_ns + self.timer_slack_ns
 
     @property
+    def retry_slack_ns(self) -> int:
+        """How much later than ``retry_ns`` a notice is resent: the timer slack, at most a quarter of
+        the answer timeout (a loaded controller still resends a few times before it declares a
+        process failed)."""
+        return min(self.timer_slack_ns, self.params.answer_timeout_ns // 4)
+
+    @property
     def probe_timeout_ns(self) -> int:
         """How long an unanswered probe waits in force: ``params.probe_timeout_ns`` (0: the answer
         timeout) plus the timer slack."""
@@ -509,12 +518,13 @@ class Controller:
         self._probe_failed(p, "its port is closed (ICMP port unreachable)")
 
     def set_timer_slack(self, slack_ns: int) -> None:
-        """How late the live shell's process has recently been scheduled, or (virtual time) how much
-        work its core still owes: a process is declared failed for not answering only after
-        :attr:`answer_timeout_ns` (module docstring), for requests already waiting too, and a
-        failure's notices are resent ``retry_ns`` plus the slack after the last sending (answers
-        may be waiting unread behind our own backlog: resending then only adds to it). Negative
-        values count as 0; the shell asks :meth:`next_deadline` again afterwards."""
+        """Twice how late the live shell's process has recently been scheduled, or (virtual time,
+        :mod:`.ctlcore`) twice the longest an input waited for its core: a process is declared
+        failed for not answering only after :attr:`answer_timeout_ns` (module docstring), for
+        requests already waiting too, and a failure's notices are resent ``retry_ns`` plus
+        :attr:`retry_slack_ns` after the last sending (answers may be waiting unread behind our
+        own backlog: resending then only adds to it). Negative values count as 0; the shell asks
+        :meth:`next_deadline` again afterwards."""
         self.timer_slack_ns = max(0, int(slack_ns))
 
     def know_tors(self, tors: Mapping[str, tuple[Iterable[str], Iterable[Addr]]]) -> None:
@@ -941,7 +951,7 @@ class Controller:
 
     def _resend_notices(self) -> None:
         for f in self._unreleased():
-            if f.waiting and f.retry_at + self.timer_slack_ns <= self._now:
+            if f.waiting and f.retry_at + self.retry_slack_ns <= self._now:
                 notice = f.notice(replay=False)
                 for addr in f.waiting:
                     self.c.notice_retries += 1
@@ -1053,7 +1063,7 @@ class Controller:
         probed = {p.addr for p in self._procs.values() if p.probe is not None}  # its probe decides
         for f in self._failures.values():
             if f.waiting and not f.released:
-                yield f.retry_at + self.timer_slack_ns
+                yield f.retry_at + self.retry_slack_ns
                 yield from (f.since.get(a, f.asked_at) + self.answer_timeout_ns for a in f.waiting if a not in probed)
         for (_, d), since in self._pending.items():
             if d not in probed:

@@ -487,8 +487,8 @@ class Recovery:
 
     def check_recalls(self) -> None:
         """(The retransmission timer.) Resend every recall unanswered for ``rto_ns``; through the
-        controller after ``relay_after`` resends, each such resend waiting twice as long as the one
-        before (:meth:`.params.OnePipeParams.resend_wait_ns`)."""
+        controller after ``relay_after`` resends, each such resend past the first waiting twice as
+        long as the one before (:meth:`.params.OnePipeParams.resend_wait_ns`)."""
         h = self.host
         now, rto, wait = h.now, h.params.rto_ns, h.params.resend_wait_ns
         for (dst, _psn, _ts), rec in self.recalls.items():

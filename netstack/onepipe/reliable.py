@@ -11,8 +11,8 @@ interface) and replaces what the two phases change:
   connection only (go-back-N), ACKs cumulatively and NAKs a gap once; the sender keeps every
   packet until it is ACKed and resends from the oldest after ``rto_ns`` without progress or on a
   NAK. After ``relay_after`` resends without progress, resends go through the controller in
-  RELAY (§8 "controller forwarding"), each waiting twice as long as the one before (ours:
-  :meth:`.params.OnePipeParams.resend_wait_ns`).
+  RELAY (§8 "controller forwarding"), each past the first waiting twice as long as the one
+  before (ours: :meth:`.params.OnePipeParams.resend_wait_ns`).
 - **Commit** (§7.2): the commit barrier ``min(L - 1, oldest unsettled ts - 1)``, ``L`` the floor
   of every later ts, never decreasing (§12 item 6), goes to the ToR in every host beacon and,
   when it rises, at once in a COMMIT (at most one per ``T_beacon / 4``, ours). The switches

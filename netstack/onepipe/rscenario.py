@@ -12,12 +12,12 @@ passes it in; the simulator cannot wait for a real store in virtual time).
 
 With the host CPU model on (``cpu``, issue 32) each process's receive, send and timer work goes
 through its core at reliable's measured costs (:mod:`.cpucost`). The controller has a core of its
-own when ``ctl_msg_ns`` > 0: every datagram it sends or receives (registrations, notices, callbacks,
-relays) occupies that core for ``ctl_msg_ns``, one at a time (a :class:`~netstack.sim.cpu.HostCpu`,
-FIFO). Its timers, switch reports and store completions queue behind them at no cost, and the
-engine's timer slack is twice the longest any job has waited for the core, as the live daemon's is
-twice its largest scheduling lag (:meth:`.controller.Controller.set_timer_slack`).
-With a failure (``kill``) the core starts at the failure: the registrations before it are done at
+own when ``ctl_msg_ns`` > 0 (:class:`.ctlcore.ControllerCore`): a single-threaded daemon that reads
+one input at a time, a datagram at ``ctl_msg_ns`` (a timer, a switch's report or a store's
+completion at no cost), and sends what handling it sends, each datagram ``ctl_msg_ns``, before it
+reads the next. The engine's timer slack is twice the longest an input waited, as the live
+daemon's is twice its largest scheduling lag (:meth:`.controller.Controller.set_timer_slack`).
+The core starts at the failure (``kill`` > 0 is needed): the registrations before it are done at
 no cost, as the paper's processes had registered long before its failures; at ``ctl_msg_ns`` they
 would cost the controller O(processes^2) datagrams (each newcomer is announced to every other),
 milliseconds of virtual time before any failure could be measured, and processes retry a REGISTER
@@ -73,7 +73,6 @@ from headers.onepipe import ts_from_ns, ts_max, ts_unwrap
 
 from ..engine import SendTo
 from ..errors import ConfigError
-from ..sim.cpu import HostCpu
 from ..sim.packets import PROTO_UDP, UDP_HEADERS, Ipv4Flow, ip_payload_end
 from ..sim.scenario import ScenarioError
 from ..topo.model import NodeKind, Topology
@@ -82,12 +81,14 @@ from . import topology as op_topology
 from .actions import Admit, Fence, ProcFail, RecordFailure, Release
 from .controller import Controller, ControllerParams
 from .cpucost import CpuCosts, OpCosts
+from .ctlcore import ControllerCore
 from .ctlwire import parse_proc
 from .params import PORT, OnePipeParams
 from .reliable import ReliableEndpoint
 from .simproc import OnePipeProcess
 
 #: what ``fail`` may name (module docstring)
+NEVER = 1 << 62  # (the controller's core before schedule_kills starts it at the failure)
 FAILS = ("process", "tor", "core-link", "core-switch")
 
 
@@ -195,11 +196,12 @@ class SimController:
         self.addr = (self.ip, PORT)
         self.ctl = Controller(params, self.loop.now)
         self.store_delay_ns = store_delay_ns
-        #: the controller's core (module docstring): None when its work takes no time
+        #: the controller's core (module docstring; schedule_kills starts it at the failure): None
+        #: when its work takes no time
         self.msg_ns = msg_ns
-        self.cpu = HostCpu(self.loop, f"{host_name}/controller") if msg_ns > 0 else None
-        #: the core's work counts from then on (true ns; schedule_kills: the failure)
-        self.core_from = 0
+        self.core = ControllerCore(self.loop, msg_ns, start_ns=NEVER) if msg_ns > 0 else None
+        #: the engine's counters when the failure came (schedule_kills): what the recovery added
+        self.counters_at_failure: dict[str, Any] | None = None
         self.records = 0
         #: switches that failed (fail=tor, core-switch): they report nothing and take no request
         self.dead: set[str] = set()
@@ -208,12 +210,12 @@ class SimController:
         self.host.bind_udp(PORT, self.on_frame, on_unreachable=self.on_unreachable)
 
     def _on_core(self, cost_ns: int, fn: Any, *args: Any) -> None:
-        """``fn(*args)`` once the controller's core has spent ``cost_ns`` on it, after what it owes
-        (at once without a core)."""
-        if self.cpu is None or self.loop.now < self.core_from:
+        """An input: ``fn(*args)`` handles it once the controller's core has read it (at once
+        without a core)."""
+        if self.core is None:
             fn(*args)
         else:
-            self.cpu.run(cost_ns, fn, *args)
+            self.core.submit(cost_ns, fn, *args)
 
     def on_frame(self, frame: bytes) -> None:
         self._on_core(self.msg_ns, self._receive, frame)
@@ -310,7 +312,11 @@ class SimController:
             ip = ipaddress.IPv4Address(dst[0]).packed
             flow = self._flows[dst[0]] = Ipv4Flow(self.host.mac, self.host.net.mac_of(ip), self.host.ip, ip,
                                                   PROTO_UDP, 0)
-        self._on_core(self.msg_ns, self.host.send, flow.udp(PORT, dst[1], data))
+        frame = flow.udp(PORT, dst[1], data)
+        if self.core is None:
+            self.host.send(frame)
+        else:
+            self.core.send(self.host.send, frame)
 
     def _arm(self) -> None:
         d = self.ctl.next_deadline()
@@ -330,10 +336,24 @@ class SimController:
         self.flush()
 
     def _slack(self) -> None:
-        if self.cpu is not None:
+        if self.core is not None:
             # as the live daemon's (twice the largest lag it has seen): a request of ours waited
             # in our queue before it left, and its answer waits there again before we read it
-            self.ctl.set_timer_slack(2 * self.cpu.peak_backlog_ns)
+            self.ctl.set_timer_slack(2 * self.core.peak_wait_ns)
+
+    def snapshot(self) -> None:
+        """(At the failure.) The engine's counters so far."""
+        self.counters_at_failure = self.ctl.counters()
+
+    def recovery_counters(self) -> dict[str, Any]:
+        """What the engine counted from the failure on (its numeric counters), and the core's."""
+        now, before = self.ctl.counters(), self.counters_at_failure or {}
+        out = {k: v - before.get(k, 0) for k, v in now.items()
+               if type(v) is int and k in ("datagrams", "notices_sent", "notice_retries", "callbacks", "relayed",
+                                           "recall_acks_sent", "duplicate_recalls", "notices_to_strays")}
+        if self.core is not None:
+            out["core"] = self.core.counters(self.loop.now)
+        return out
 
 
 def setup(net: Any, run: Any, p: dict[str, Any], ctl_host: str) -> SimController:
@@ -368,7 +388,8 @@ def schedule_kills(run: Any, procs: list[Any], p: dict[str, Any], start: int, st
         return
     at = int(p["kill_at_ns"]) or (start + stop) // 2
     rec.fail = fail
-    ctl.core_from = at
+    if ctl.core is not None:
+        ctl.core.start_ns = at  # (submit and send take no core before it)
     if fail == "process":
         victims = procs[-k:]
         dead: set[str] = set()
@@ -398,6 +419,7 @@ def schedule_kills(run: Any, procs: list[Any], p: dict[str, Any], start: int, st
 
     def crash() -> None:
         rec.killed_at = rec.loop.now
+        ctl.snapshot()
         for v in victims:
             rec.killed.add(v.addr)
             v.crash()

@@ -473,6 +473,9 @@ def resolve(ctx: Context) -> dict[str, Any]:
     if cm and p["mode"] != "reliable":
         raise ScenarioError(f"scenario onepipe: ctl_msg_ns is the reliable controller's cost per datagram: mode "
                             f"{p['mode']} has no controller (mode=reliable)")
+    if cm and not p["kill"]:
+        raise ScenarioError("scenario onepipe: ctl_msg_ns charges the controller from the failure on: it needs one "
+                            "(kill > 0)")
     if p["loss_at"] == "receivers" and p["mode"] not in ("onepipe", "reliable"):
         raise ScenarioError(f"scenario onepipe: loss_at=receivers drops in 1Pipe's receiving library: mode "
                             f"{p['mode']} has none (use loss_at=links)")
@@ -680,8 +683,8 @@ def _run_onepipe(net: Any, ctx: Context, p: dict[str, Any], placed: list[tuple[s
     if ctl is not None:
         out["recovery"] = run.recovery.result()
         out["controller"] = ctl.ctl.counters()
-        if ctl.cpu is not None:  # (ctl_msg_ns > 0: the controller's core, rscenario)
-            out["controller"]["core"] = {"msg_ns": ctl.msg_ns, **ctl.cpu.counters(stop + p["drain_ns"])}
+        if ctl.counters_at_failure is not None:  # (kill > 0: what the recovery added, and the core's work)
+            out["controller"]["after_failure"] = ctl.recovery_counters()
     if p["variant"] != CHIP:  # (recorded where it is not the default: older runs' documents stay as they were)
         out["variant"] = {"name": p["variant"], "delay_ns": {k: delays[k] for k in sorted(delays)}}
     return out

@@ -186,7 +186,8 @@ def fig10_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
     res = doc["result"]
     rec = res["recovery"]
     steps = ("detect", "record", "release", "resume")
-    core = res["controller"].get("core") or {}
+    after = res["controller"].get("after_failure") or {}  # (from the failure on: rscenario)
+    core = after.get("core") or {}
     row = {"fail": meta.get("fail", "process"), "procs": meta["procs"],
            "controller": meta.get("controller", "free"), "ctl_msg_ns": meta.get("ctl_msg_ns", 0),
            **{f"{k}_us": _us(rec[f"{k}_ns"]) for k in steps},
@@ -194,8 +195,8 @@ def fig10_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
            "declared": len(rec.get("declared", ())) if "declared" in rec else rec["killed"],
            "callbacks": rec["callbacks"], "order_ok": res["order"]["ok"],
            "controller_notices": res["controller"].get("notices_sent"),
-           "controller_datagrams": res["controller"].get("datagrams"),
-           "controller_relayed": res["controller"].get("relayed"),
+           "controller_datagrams": after.get("datagrams"),
+           "controller_relayed": after.get("relayed"),
            "controller_busy_us": _us(core.get("busy_ns")),
            "delivered": res["delivered"], "send_failed": res["send_failed"]}
     for backend, ms in meta["store_ms"].items():
