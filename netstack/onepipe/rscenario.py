@@ -11,22 +11,16 @@ once), store writes as a delay (``store_delay_ns``: the bench measures it on the
 passes it in; the simulator cannot wait for a real store in virtual time).
 
 With the host CPU model on (``cpu``, issue 32) each process's receive, send and timer work goes
-through its core at reliable's measured costs (:mod:`.cpucost`). The controller has a core of its
-own when ``ctl_msg_ns`` > 0 (:class:`.ctlcore.ControllerCore`): a single-threaded daemon that reads
-one input at a time, a datagram at ``ctl_msg_ns`` (a timer, a switch's report or a store's
-completion at no cost), and sends what handling it sends, each datagram ``ctl_msg_ns``, before it
-reads the next. The engine's timer slack is twice the longest an input waited, as the live
-daemon's is twice its largest scheduling lag (:meth:`.controller.Controller.set_timer_slack`).
-The core starts at the failure (``kill`` > 0 is needed): the registrations before it are done at
-no cost, as the paper's processes had registered long before its failures; at ``ctl_msg_ns`` they
-would cost the controller O(processes^2) datagrams (each newcomer is announced to every other),
-milliseconds of virtual time before any failure could be measured, and processes retry a REGISTER
-every ``rto_ns`` (no backoff: ours), faster than a slow controller answers them all.
-1Pipe's §7 puts its failure-recovery time down to this work: the controller "needs to contact all
-processes in the system, so, the failure recovery delay increases proportionally with system
-scale" (its Fig. 10). ``ctl_msg_ns`` 0 (the default) is a controller whose work takes no time. The
-bench passes the kernel's cost of a datagram measured in the same run (the controller is an
-ordinary server, as our live daemon: the kernel's UDP, not lib1pipe's RDMA; docs/onepipe-reliable.md).
+through its core at reliable's measured costs (:mod:`.cpucost`). With ``ctl_msg_ns`` > 0 the
+controller has one core too (:class:`.ctlcore.ControllerCore`, which says how it works and why:
+1Pipe's Fig. 10), every datagram it sends or receives at that cost; the engine's timer slack is
+twice the longest an input waited for it. The core starts at the failure (``kill`` > 0 is needed):
+the registrations before it are done at no cost, as the paper's processes had registered long
+before its failures; charged, they would cost the controller O(processes^2) datagrams (each
+newcomer is announced to every other) and processes retry a REGISTER every ``rto_ns`` (no backoff:
+ours), faster than a slow controller answers them all. ``ctl_msg_ns`` 0 (the default) is a
+controller whose work takes no time; the bench passes the kernel's cost of a datagram measured in
+the same run (netstack/bench/onepipe/ctlcost.py).
 
 A failure comes at ``kill_at_ns`` (default: the middle of the sending period) when ``kill`` > 0;
 ``fail`` says what fails (1Pipe's Fig. 10 and its failure recovery; design topic §8):
@@ -88,8 +82,9 @@ from .reliable import ReliableEndpoint
 from .simproc import OnePipeProcess
 
 #: what ``fail`` may name (module docstring)
-NEVER = 1 << 62  # (the controller's core before schedule_kills starts it at the failure)
 FAILS = ("process", "tor", "core-link", "core-switch")
+#: when the controller's core starts until schedule_kills sets it to the failure
+NEVER = 1 << 62
 
 
 class ReliableProcess(OnePipeProcess):
