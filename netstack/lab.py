@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NetstackError
-from .topo.nsenter import NETNS_DIR, iproute
+from .topo.nsenter import NETNS_DIR, iproute, loopback_links
 
 #: where labs keep their records and the machines' directories (not /run: a Docker engine's
 #: data root holds images of hundreds of MB, which a tmpfs would keep in memory)
@@ -313,9 +313,10 @@ def _mark(ns: str, prefix: str, machine: str) -> None:
 
 
 def _owner(ns: str) -> tuple[str, str] | None:
+    """The lab marker on ``ns``'s loopback, read on a thread of its own (a namespace's teardown
+    must not take this process for one living there: netstack.topo.nsenter.call_in_netns)."""
     try:
-        with iproute(ns) as ipr:
-            links = ipr.get_links(ifname="lo")
+        links = loopback_links(ns)
     except Exception:  # gone, or not a namespace we can read: not ours
         return None
     for link in links:

@@ -85,3 +85,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.section("live runs the machine starved (not counted, run again)")
         for line in runs:
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    """A pytest-xdist worker that died says only "crashed": add how its process ended (its exit
+    status, or the signal that killed it) to the test's report, which is what CI prints of it.
+    (A SIGTERM there was once a teardown beside the unit tests taking the worker for one of its
+    namespace's processes: netstack.topo.nsenter.call_in_netns.)"""
+    import signal
+    import subprocess
+
+    popen = getattr(getattr(getattr(getattr(report, "node", None), "gateway", None), "_io", None), "popen", None)
+    if not isinstance(popen, subprocess.Popen):
+        return
+    try:
+        code = popen.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        how = f"its process (pid {popen.pid}) had not ended 5 s later"
+    else:
+        how = f"its process (pid {popen.pid}) " + (
+            f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}")
+    report.longrepr = f"{report.longrepr}: {how}"

@@ -33,7 +33,7 @@ from .model import Backend, Link, NodeKind, Topology, netns_name, validate_prefi
 
 # NETNS_DIR and in_netns are part of this module's API (re-exported: callers import them from
 # here); _ipr is this module's own short name for iproute, used throughout it and by its tests.
-from .nsenter import NETNS_DIR, in_netns, netns_exec_argv
+from .nsenter import NETNS_DIR, in_netns, loopback_links, netns_exec_argv
 from .nsenter import iproute as _ipr
 
 MARKER = "netstack"
@@ -78,10 +78,12 @@ def _marker(prefix: str, node: str) -> str:
 
 
 def read_marker(ns: str) -> tuple[str, str] | None:
-    """``(prefix, node)`` if namespace ``ns`` is one netstack created, else None."""
+    """``(prefix, node)`` if namespace ``ns`` is one netstack created, else None. Read on a
+    thread of its own (:func:`~netstack.topo.nsenter.call_in_netns`): the namespace may be
+    another user's testbed, which that user's ``netstack down`` must not take this process for
+    one of its daemons."""
     try:
-        with _ipr(ns) as ipr:
-            links = ipr.get_links(ifname="lo")
+        links = loopback_links(ns)
     except OSError:
         return None
     except Exception:  # a netlink error: not readable, so not ours

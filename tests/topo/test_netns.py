@@ -231,6 +231,51 @@ def test_teardown_stops_processes_inside(prefix):
             proc.wait()
 
 
+
+#: a process that lists every testbed, over and over (what ``netstack ls``, ``up`` and the
+#: "nothing is running" errors do: each reads the marker inside every netstack namespace)
+_LISTER = """
+import sys, time
+from netstack.topo.netns import list_running
+end = time.monotonic() + float(sys.argv[1])
+rounds = 0
+while time.monotonic() < end:
+    list_running()
+    rounds += 1
+print(rounds)
+"""
+
+
+@pytest.mark.netns
+@needs_root
+def test_a_process_that_lists_the_testbeds_is_not_stopped_by_a_teardown(prefix):
+    """Reading another testbed's marker must not make this process one of its residents: a
+    teardown stops every process whose /proc/<pid>/ns/net is one of its namespaces, and that is
+    the main thread's. Read from the main thread, a lister was inside a testbed's namespace in
+    30 % of the samples, and an unrelated CLI (or a test worker beside the live tests, in CI)
+    died of the SIGTERM. Read from a thread of its own: never."""
+    import sys
+
+    built = build(loads_topology(PAIR), prefix)
+    namespaces = sorted(built.namespaces.values())
+    lister = subprocess.Popen([sys.executable, "-c", _LISTER, "6"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)  # (its imports)
+        samples, seen = 0, 0
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end and lister.poll() is None:
+            seen += lister.pid in topo_netns._pids_in(namespaces)
+            samples += 1
+        assert lister.poll() is None, "the lister ended early"
+        assert seen == 0, f"the lister was taken for a resident in {seen} of {samples} samples"
+        teardown(prefix)
+        out, _ = lister.communicate(timeout=30)
+        assert lister.returncode == 0 and int(out) > 0  # it ran on, and ended on its own
+    finally:
+        if lister.poll() is None:
+            lister.kill()
+            lister.wait()
+
 @pytest.mark.netns
 @needs_root
 def test_teardown_all_covers_running_prefixes(prefix):
