@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NetstackError
+from .procstat import process_start
 from .topo.nsenter import NETNS_DIR, iproute, loopback_links
 
 #: where labs keep their records and the machines' directories (not /run: a Docker engine's
@@ -360,25 +361,11 @@ def spawn(lab: Lab, machine: str, argv: Sequence[str], *, log: str, env: dict[st
     finally:
         out.close()
     lab.pids.setdefault(machine, []).append(proc.pid)
-    start = start_time(proc.pid)
-    if start is not None:
+    start = process_start(proc.pid)
+    if start:
         lab.started[str(proc.pid)] = start
     save(lab)
     return proc.pid
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the command (field 3, the state, first)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def start_time(pid: int) -> int | None:
-    st = _stat(pid)
-    return int(st[19]) if st and len(st) > 19 else None
 
 
 def alive(pid: int) -> bool:
@@ -390,7 +377,7 @@ def alive(pid: int) -> bool:
 def is_ours(lab: Lab, pid: int) -> bool:
     """``pid`` is a process the lab started and still the same one (its recorded start time)."""
     start = lab.started.get(str(pid))
-    return start is not None and alive(pid) and start_time(pid) == start
+    return start is not None and alive(pid) and process_start(pid) == start
 
 
 def in_machine(lab: Lab, machine: str, pid: int) -> bool:

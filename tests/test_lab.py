@@ -14,6 +14,7 @@ from netstack import lab
 from netstack.cli import main
 from netstack.container import lab as docker_lab
 from netstack.lab import Lab, LabError, Machine
+from netstack.procstat import process_start
 
 names = st.from_regex(r"\A[a-z][a-z0-9]{0,11}\Z")
 
@@ -112,7 +113,7 @@ def test_a_recorded_pid_that_is_another_process_now_is_left_alone(monkeypatch, t
     try:
         (tmp_path / "old").mkdir()
         stale = Lab("old", "dask", "10.250.7.0/24", [], pids={"w1": [other.pid]},
-                    started={str(other.pid): (lab.start_time(other.pid) or 0) + 12345})
+                    started={str(other.pid): process_start(other.pid) + 12345})
         (tmp_path / "old" / "lab.json").write_text(json.dumps(stale.to_json()))
         assert not lab.is_ours(stale, other.pid)
         assert other.pid not in lab.processes(stale)

@@ -237,3 +237,33 @@ def test_down_stops_what_it_can_read_of_a_file_of_any_shape(run):
         if sleeper.poll() is None:
             os.killpg(sleeper.pid, signal.SIGKILL)
             sleeper.wait()
+
+
+def test_a_daemons_pid_is_its_process_only_while_the_start_time_agrees(run):
+    """A daemon that died long ago left its pid in state.json, and the pid went to another
+    process since (pid_max is 32768 here): ``down`` must send that process nothing, ``status``
+    must call the daemon dead. The recorded start time tells them apart."""
+    from netstack.procstat import process_start
+    from netstack.runtime.state import stamped
+
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        mine = stamped(Daemon("sw1", "switch", sleeper.pid, "", ""))
+        assert mine.started == process_start(sleeper.pid) > 0 and mine.alive()
+        assert stamped(mine) is mine  # a recorded start is kept
+        reused = dataclasses.replace(mine, started=mine.started - 1)  # the pid's process started later
+        assert not reused.alive()
+        assert Daemon("sw1", "switch", sleeper.pid, "", "").alive()  # unrecorded: the pid at its word
+        assert process_start(2 ** 22 + 7) == 0  # above pid_max's default: no such process
+
+        _write(run, {**_old_shape(_state()), "daemons": [dataclasses.asdict(reused)]})
+        assert runtime.load_state(PREFIX).daemons == [reused]
+        runtime.down(PREFIX)
+        assert _alive(sleeper), "down signalled a process that only has a dead daemon's pid"
+        _write(run, {**_old_shape(_state()), "daemons": [dataclasses.asdict(mine)]})
+        runtime.down(PREFIX)
+        assert not _alive(sleeper)  # its own daemon's record: stopped
+    finally:
+        if sleeper.poll() is None:
+            os.killpg(sleeper.pid, signal.SIGKILL)
+        sleeper.wait()

@@ -19,7 +19,7 @@ from ..io.control import ControlError, request
 from ..topo import netns
 from ..topo.model import Topology
 from .lookup import running_hint
-from .state import Daemon, RunState, RuntimeErrorNS, read_state, run_dir, state_path, write_state
+from .state import Daemon, RunState, RuntimeErrorNS, read_state, run_dir, stamped, state_path, write_state
 
 READY_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 3.0
@@ -176,11 +176,11 @@ def restart_daemon(prefix: str, name: str, timeout: float = READY_TIMEOUT_S) -> 
         logf.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} netstack: restarting {old.key} "
                    f"(pid {old.pid} is gone) ---\n")
     proc = _popen_daemon(netns.ns_exec_argv(prefix, old.node, argv), old.log, env)
-    new = Daemon(old.node, old.kind, proc.pid, old.control, old.log, old.name, old.metrics)
+    new = stamped(Daemon(old.node, old.kind, proc.pid, old.control, old.log, old.name, old.metrics))
     state = namespace_state(prefix)  # read again: the newest, written whole below
     for d in state.daemons:
         if d.key == old.key:
-            d.pid = proc.pid
+            d.pid, d.started = new.pid, new.started
     write_state(state_path(prefix), state)
     _wait_ready(new, timeout)
     restore_protocols(prefix, new.node)
@@ -205,7 +205,10 @@ def restore_protocols(prefix: str, node: str) -> list[str]:
 
 def stop_groups(pids: list[int], alive: Callable[[int], bool], timeout: float = STOP_TIMEOUT_S) -> None:
     """SIGTERM to each daemon's process group (they start in sessions of their own), SIGKILL to
-    those still ``alive`` after ``timeout``. Shared by ``down`` and a container's node runner."""
+    those still ``alive`` after ``timeout``. Shared by ``down`` and a container's node runner.
+    A pid that is not ``alive`` now is not signalled at all: its daemon is gone, and the pid
+    may be another process's since (Daemon.alive)."""
+    pids = [pid for pid in pids if alive(pid)]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)

@@ -24,11 +24,13 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .. import procstat
 from ..errors import NetstackError
+from ..procstat import process_start
 
 DEFAULT_RUN_ROOT = "/run/netstack"
 STATE_FILE = "state.json"
@@ -64,24 +66,36 @@ class Daemon:
     name: str = ""
     #: where it serves Prometheus metrics (``127.0.0.1:PORT`` on this machine); "" when it does not
     metrics: str = ""
+    #: when its process started (:func:`process_start`), recorded by ``up`` and a restart: with the
+    #: pid it names one process, where a pid alone is reused once its process is gone (this
+    #: machine's pid_max is 32768). 0: not recorded (files written before it was; a container's
+    #: daemons, whose pids are their namespace's), and the pid is taken at its word.
+    started: int = 0
 
     @property
     def key(self) -> str:
         return self.name or self.node
 
     def alive(self) -> bool:
+        """Its process runs: not gone, not a zombie, and not another process that got the pid
+        since (``down`` and ``fault`` signal a daemon only when it is alive)."""
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        # a zombie child of ours counts as dead
-        with contextlib.suppress(OSError):
-            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state == "Z":
-                return False
-        return True
+        if self.started and process_start(self.pid) != self.started:
+            return False
+        return procstat.state(self.pid) != "Z"  # a zombie child of ours counts as dead
+
+
+def stamped(daemon: Daemon) -> Daemon:
+    """``daemon`` with its process's start recorded (:attr:`Daemon.started`), for a daemon this
+    netstack has just started; as it is when it has one already."""
+    if daemon.started:
+        return daemon
+    return replace(daemon, started=process_start(daemon.pid))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ..topo.sections import apply_up as apply_sections
 from ..topo.sections import checked as checked_sections
 from .config import switch_config
 from .daemons import DaemonSpec, _metrics_address, _popen_daemon, _spawn, _stop, _wait_ready
-from .state import Daemon, RunLink, RunPort, RunState, RuntimeErrorNS, run_dir, state_path, write_state
+from .state import Daemon, RunLink, RunPort, RunState, RuntimeErrorNS, run_dir, stamped, state_path, write_state
 
 
 def up(topology: Topology | None = None, prefix: str | None = None, *, apply_impairments: bool = True,
@@ -67,6 +67,7 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
         netns.teardown(prefix)
         shutil.rmtree(rdir, ignore_errors=True)
         raise
+    daemons = [stamped(d) for d in daemons]  # (each running: it answered)
     state = dataclasses.replace(run_state(topology, built, prefix, daemons), sections=sections)
     write_state(state_path(prefix), state)
     _apply_sections(topology, prefix, sections, say)
@@ -121,7 +122,7 @@ def _start_flappers(topology: Topology, prefix: str, rdir: Path, say: Any) -> li
                 "--prefix", prefix]
         log_path = rdir / f"flap-{link.name}.log"
         pid = _popen_daemon(argv, log_path, None).pid
-        out.append(Daemon(link.name, "linkflap", pid, "", str(log_path), f"flap-{link.name}"))
+        out.append(stamped(Daemon(link.name, "linkflap", pid, "", str(log_path), f"flap-{link.name}")))
         say(f"flapping link {link.name} ({' '.join(link.flap.argv())}; pid {pid})")
     return out
 

@@ -27,6 +27,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import procstat
 from ..errors import NetstackError
 from . import impair
 from .model import Backend, Link, NodeKind, Topology, netns_name, validate_prefix
@@ -472,11 +473,7 @@ def _stop_processes(pids: list[int], grace_s: float = 2.0) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return False
+    return procstat.state(pid) not in ("", "Z")
 
 
 def _remove_netns(namespaces: list[str]) -> list[str]:
