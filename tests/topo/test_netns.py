@@ -232,6 +232,24 @@ def test_teardown_stops_processes_inside(prefix):
 
 
 
+@pytest.mark.netns
+@needs_root
+def test_the_markers_read_inside_a_running_event_loop(prefix):
+    """pyroute2's synchronous handle cannot run inside a running asyncio loop ("This event loop is
+    already running"): read there on the caller's thread, every marker was unreadable and every
+    testbed missing from what an asyncio program (the UI server) listed. On a thread of its own,
+    the loop is not its thread's."""
+    import asyncio
+
+    built = build(loads_topology(PAIR), prefix)
+
+    async def look() -> tuple[object, list[str]]:
+        return read_marker(built.netns("a")), list_running()
+
+    owner, running = asyncio.run(look())
+    assert owner == (prefix, "a") and prefix in running
+
+
 #: a process that lists every testbed, over and over (what ``netstack ls``, ``up`` and the
 #: "nothing is running" errors do: each reads the marker inside every netstack namespace)
 _LISTER = """

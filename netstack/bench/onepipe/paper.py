@@ -33,6 +33,7 @@ from ...onepipe import paperdata
 from ...onepipe.paperdata import PaperTable
 from ..output import format_table
 from ..plot import pyplot, save
+from .reliable import fig10_defaults
 from .sim import FIG9A_PROCS
 
 Row = dict[str, Any]
@@ -386,9 +387,7 @@ def fig10_ours(series: str, x: str, paper: float, figs: Figs) -> Ours:
     fail = FIG10_FAILS[series]
     if "fig10" not in figs:
         return Ours(None, _absent(figs, "fig10", f"a {fail} failure"))
-    # (older runs: crashes only, and a controller whose work took no time)
-    rows = [{**r, "fail": r.get("fail", "process"), "controller": r.get("controller", "free")}
-            for r in figs["fig10"]["rows"]]
+    rows = [fig10_defaults(r) for r in figs["fig10"]["rows"]]  # (older runs' rows lack keys)
     ctl = "kernel" if any(r["controller"] == "kernel" for r in rows) else "free"
     got = _at(rows, "procs", x, fail=fail, controller=ctl)
     if not isinstance(got, dict):

@@ -222,12 +222,19 @@ def reliable_table(rows: list[dict[str, Any]]) -> str:
                          "R - BE us", "BE p99 us", "R p99 us", "R/BE packets", "R/BE sim CPU", "order ok"], out)
 
 
+def fig10_defaults(row: dict[str, Any]) -> dict[str, Any]:
+    """A fig10 row with the keys that older runs' rows lack: ``fail`` (before the other failures,
+    every run was a process crash) and ``controller`` (before the controller's core, its work
+    took no time: ``free``)."""
+    return {**row, "fail": row.get("fail", "process"), "controller": row.get("controller", "free")}
+
+
 def _fail(row: dict[str, Any]) -> str:
-    return str(row.get("fail", "process"))  # (rows of runs before the other failures: a crash)
+    return str(fig10_defaults(row)["fail"])
 
 
 def _ctl(row: dict[str, Any]) -> str:
-    return str(row.get("controller", "free"))  # (rows of runs before the controller's core: free)
+    return str(fig10_defaults(row)["controller"])
 
 
 def fig10_table(rows: list[dict[str, Any]]) -> str:
@@ -278,6 +285,7 @@ def per_host_slopes(rows: list[dict[str, Any]]) -> dict[str, float | None]:
         [{**r, "fail": "process"} for r in rows if _fail(r) == f and _ctl(r) == c]) for c, f in keys}
 
 
-__all__ = ["FIG10_CONTROLLERS", "FIG10_FABRIC", "FIG10_FAILS", "FIG10_SERIES", "fig10_points", "fig10_rows",
+__all__ = ["FIG10_CONTROLLERS", "FIG10_FABRIC", "FIG10_FAILS", "FIG10_SERIES", "fig10_defaults", "fig10_points",
+           "fig10_rows",
            "fig10_table", "measure_stores", "per_host_slopes", "per_process_slope", "reliable_points", "reliable_rows",
            "reliable_table", "store_table"]
