@@ -87,8 +87,10 @@ def call_in_netns(name: str, fn: Callable[[], _T]) -> _T:
     testbed's namespaces at that moment is taken for a daemon living there and gets SIGTERM.
     :func:`in_netns` on the main thread of, say, ``netstack ls`` (which reads every testbed's
     marker) was found there in 30 % of samples taken while it listed; on a thread of its own,
-    never. The body must do all its work inside: a pyroute2 handle made on the thread answers
-    for the caller's namespace when used from another thread."""
+    never. The thread has no asyncio loop running either, which pyroute2's synchronous handle
+    needs (inside a running loop it fails: "This event loop is already running"). The body must
+    do all its work inside: a pyroute2 handle made on the thread answers for the caller's
+    namespace when used from another thread."""
     got: dict[str, Any] = {}
 
     def body() -> None:
