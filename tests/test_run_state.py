@@ -5,18 +5,20 @@ and says to run ``netstack down`` (which still stops what the file names). No na
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from netstack import cli, runtime
+from netstack import cli, procstat, runtime
 from netstack.runtime import Daemon, RunLink, RunPort, RunState, RuntimeErrorNS, StateFormatError
 from netstack.topo import netns
 from netstack.topo.model import load_topology
@@ -267,3 +269,31 @@ def test_a_daemons_pid_is_its_process_only_while_the_start_time_agrees(run):
         if sleeper.poll() is None:
             os.killpg(sleeper.pid, signal.SIGKILL)
         sleeper.wait()
+
+
+def test_down_still_stops_what_a_dead_daemon_left_in_its_process_group(run):
+    """A daemon that died and is not reaped yet (a zombie: its pid cannot be anyone else's) is
+    not alive, but it is still ours: its process group, where a child of it may live on, gets
+    down's signal."""
+    from netstack.procstat import process_start
+
+    parent = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    child = int(parent.stdout.readline())
+    try:
+        deadline = time.monotonic() + 5
+        while procstat.state(parent.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        dead = Daemon("sw1", "switch", parent.pid, "", "", started=process_start(parent.pid))
+        assert dead.ours() and not dead.alive()
+        _write(run, {**_old_shape(_state()), "daemons": [dataclasses.asdict(dead)]})
+        runtime.down(PREFIX)
+        deadline = time.monotonic() + 5
+        while procstat.state(child) not in ("", "Z") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procstat.state(child) in ("", "Z"), "the dead daemon's child outlived down"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        parent.wait()
+        parent.stdout.close()

@@ -276,7 +276,10 @@ def stop_children(children: list[Child]) -> None:
     from ..runtime import stop_groups
 
     by_pid = {c.pid: c for c in children}
-    stop_groups(list(by_pid), lambda pid: _alive(by_pid[pid]))
+    # every group, as before stop_groups asked whether a pid is still ours: these are the runner's
+    # own children, in a container where nothing else starts processes, and a child that has
+    # exited (and was reaped by poll) may have left children of its own in its group
+    stop_groups(list(by_pid), lambda pid: _alive(by_pid[pid]), ours=lambda _pid: True)
     for c in children:
         if c.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -203,12 +203,13 @@ def restore_protocols(prefix: str, node: str) -> list[str]:
     return done
 
 
-def stop_groups(pids: list[int], alive: Callable[[int], bool], timeout: float = STOP_TIMEOUT_S) -> None:
+def stop_groups(pids: list[int], alive: Callable[[int], bool], timeout: float = STOP_TIMEOUT_S,
+                ours: Callable[[int], bool] | None = None) -> None:
     """SIGTERM to each daemon's process group (they start in sessions of their own), SIGKILL to
     those still ``alive`` after ``timeout``. Shared by ``down`` and a container's node runner.
-    A pid that is not ``alive`` now is not signalled at all: its daemon is gone, and the pid
-    may be another process's since (Daemon.alive)."""
-    pids = [pid for pid in pids if alive(pid)]
+    Only the pids that are still ``ours`` (default: ``alive``) are signalled: a daemon long gone
+    may have left its pid to another process since (Daemon.ours)."""
+    pids = [pid for pid in pids if (ours or alive)(pid)]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
@@ -223,7 +224,7 @@ def stop_groups(pids: list[int], alive: Callable[[int], bool], timeout: float = 
 
 def _stop(daemons: list[Daemon]) -> None:
     by_pid = {d.pid: d for d in daemons}
-    stop_groups(list(by_pid), lambda pid: by_pid[pid].alive())
+    stop_groups(list(by_pid), lambda pid: by_pid[pid].alive(), ours=lambda pid: by_pid[pid].ours())
     for d in daemons:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(d.pid, os.WNOHANG)

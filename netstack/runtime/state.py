@@ -76,18 +76,20 @@ class Daemon:
     def key(self) -> str:
         return self.name or self.node
 
+    def ours(self) -> bool:
+        """The pid still names this daemon's process: it runs, or it is a zombie not reaped yet
+        (its process group may still hold its children), and, where ``started`` is recorded, it
+        started then; not another process that got the pid since (``down`` signals a daemon's
+        group only when this holds)."""
+        fields = procstat.stat_fields(self.pid)
+        if fields is None:
+            return False
+        return not self.started or process_start(self.pid) == self.started
+
     def alive(self) -> bool:
-        """Its process runs: not gone, not a zombie, and not another process that got the pid
-        since (``down`` and ``fault`` signal a daemon only when it is alive)."""
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        if self.started and process_start(self.pid) != self.started:
-            return False
-        return procstat.state(self.pid) != "Z"  # a zombie child of ours counts as dead
+        """Its process runs: :meth:`ours`, and not a zombie (a zombie child of ours counts as dead;
+        ``fault`` signals a daemon only when it is alive)."""
+        return self.ours() and procstat.state(self.pid) not in ("", "Z")
 
 
 def stamped(daemon: Daemon) -> Daemon:
