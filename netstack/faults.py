@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import runtime
+from . import procstat, runtime
 from .errors import NetstackError
 from .io.control import ControlError
 
@@ -167,10 +167,7 @@ def start(prefix: str, target: str, say: Say = _quiet) -> dict[str, Any]:
 
 def _frozen(pid: int) -> bool:
     """Whether process ``pid`` is stopped (SIGSTOP): state T in /proc/<pid>/stat."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
-    except (OSError, IndexError):
-        return False
+    return procstat.state(pid) in ("T", "t")
 
 
 def _restart(prefix: str, name: str) -> runtime.Daemon:

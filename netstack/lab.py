@@ -41,9 +41,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import procstat
 from .errors import NetstackError
 from .procstat import process_start
-from .topo.nsenter import NETNS_DIR, iproute, loopback_links
+from .topo.nsenter import NETNS_DIR, NamespaceThreadError, iproute, loopback_links
 
 #: where labs keep their records and the machines' directories (not /run: a Docker engine's
 #: data root holds images of hundreds of MB, which a tmpfs would keep in memory)
@@ -318,6 +319,8 @@ def _owner(ns: str) -> tuple[str, str] | None:
     must not take this process for one living there: netstack.topo.nsenter.call_in_netns)."""
     try:
         links = loopback_links(ns)
+    except NamespaceThreadError:
+        raise  # (not a look at the namespace: no verdict on it)
     except Exception:  # gone, or not a namespace we can read: not ours
         return None
     for link in links:
@@ -391,11 +394,9 @@ def in_machine(lab: Lab, machine: str, pid: int) -> bool:
 def _children() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
-                kids.setdefault(ppid, []).append(int(entry))
+        fields = procstat.stat_fields(int(entry)) if entry.isdigit() else None
+        if fields is not None and len(fields) > 1 and fields[1].isdigit():
+            kids.setdefault(int(fields[1]), []).append(int(entry))  # (field 4: the parent)
     return kids
 
 

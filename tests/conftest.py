@@ -96,14 +96,21 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: obj
     import signal
     import subprocess
 
-    popen = getattr(getattr(getattr(getattr(report, "node", None), "gateway", None), "_io", None), "popen", None)
-    if not isinstance(popen, subprocess.Popen):
+    try:  # (a diagnostic: whatever goes wrong here must not end the whole run)
+        popen = getattr(getattr(getattr(getattr(report, "node", None), "gateway", None), "_io", None), "popen", None)
+        if not isinstance(popen, subprocess.Popen):
+            return
+        try:
+            code = popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            how = f"its process (pid {popen.pid}) had not ended 5 s later"
+        else:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:  # (a real-time signal has no name there)
+                name = f"signal {-code}"
+            how = f"its process (pid {popen.pid}) " + (f"was killed by {name}" if code < 0 else
+                                                      f"exited with status {code}")
+        report.longrepr = f"{report.longrepr}: {how}"
+    except Exception:
         return
-    try:
-        code = popen.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        how = f"its process (pid {popen.pid}) had not ended 5 s later"
-    else:
-        how = f"its process (pid {popen.pid}) " + (
-            f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}")
-    report.longrepr = f"{report.longrepr}: {how}"

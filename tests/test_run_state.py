@@ -62,7 +62,8 @@ def _old_shape(state: RunState) -> dict[str, Any]:
                               "delay_ns": link.delay_ns, "mtu": link.mtu, "fcs": link.fcs}
                   for link in topology.links},
         "impairments": {f"{n}/{link}": b for (n, link), b in built.impairments.items()},
-        "daemons": [d.__dict__ for d in _daemons()],
+        "daemons": [{"node": d.node, "kind": d.kind, "pid": d.pid, "control": d.control, "log": d.log, "name": d.name,
+                     "metrics": d.metrics, "start_ticks": d.start_ticks} for d in _daemons()],
     }
 
 
@@ -251,12 +252,14 @@ def test_a_daemons_pid_is_its_process_only_while_the_start_time_agrees(run):
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         mine = stamped(Daemon("sw1", "switch", sleeper.pid, "", ""))
-        assert mine.started == process_start(sleeper.pid) > 0 and mine.alive()
+        assert mine.start_ticks == process_start(sleeper.pid) > 0 and mine.alive()
         assert stamped(mine) is mine  # a recorded start is kept
-        reused = dataclasses.replace(mine, started=mine.started - 1)  # the pid's process started later
-        assert not reused.alive()
+        reused = dataclasses.replace(mine, start_ticks=mine.start_ticks - 1)  # the pid's process started later
+        assert not reused.alive() and not reused.ours()
         assert Daemon("sw1", "switch", sleeper.pid, "", "").alive()  # unrecorded: the pid at its word
         assert process_start(2 ** 22 + 7) == 0  # above pid_max's default: no such process
+        gone = Daemon("sw1", "switch", 2 ** 22 + 7, "", "", start_ticks=mine.start_ticks)
+        assert not gone.alive() and gone.ours()  # no other process has it: its group is still its own
 
         _write(run, {**_old_shape(_state()), "daemons": [dataclasses.asdict(reused)]})
         assert runtime.load_state(PREFIX).daemons == [reused]
@@ -280,11 +283,12 @@ def test_down_still_stops_what_a_dead_daemon_left_in_its_process_group(run):
     parent = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True,
                               start_new_session=True)
     child = int(parent.stdout.readline())
+    child_start = process_start(child)
     try:
         deadline = time.monotonic() + 5
         while procstat.state(parent.pid) != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)
-        dead = Daemon("sw1", "switch", parent.pid, "", "", started=process_start(parent.pid))
+        dead = Daemon("sw1", "switch", parent.pid, "", "", start_ticks=process_start(parent.pid))
         assert dead.ours() and not dead.alive()
         _write(run, {**_old_shape(_state()), "daemons": [dataclasses.asdict(dead)]})
         runtime.down(PREFIX)
@@ -293,7 +297,8 @@ def test_down_still_stops_what_a_dead_daemon_left_in_its_process_group(run):
             time.sleep(0.01)
         assert procstat.state(child) in ("", "Z"), "the dead daemon's child outlived down"
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
+        if process_start(child) == child_start:  # (still that sleep, not a process that got its pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
         parent.wait()
         parent.stdout.close()

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import procstat
 from ..topo.model import NodeKind, Topology, netns_name
 from .plan import JOINING, NODE_STATE, READY, VXLAN_OVERHEAD, VXLAN_PORT, LinkPlan, plan_links
 
@@ -304,11 +305,8 @@ def reap_orphans(children: list[Child]) -> None:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in mine:
             continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if stat[0] == "Z" and int(stat[1]) == me:
+        stat = procstat.stat_fields(int(entry))
+        if stat is not None and stat[0] == "Z" and len(stat) > 1 and stat[1] == str(me):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(int(entry), os.WNOHANG)
 

@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import toolproc
+from .. import procstat, toolproc
 from .control import CONTROLLER_KIND, OnePipeControlError, enable_all, status_all, switches_of
 from .params import PORT, PORT_RANGE, OnePipeParams
 
@@ -625,12 +625,11 @@ def read_procs_file(prefix: str) -> dict[str, Any] | None:
 def process_alive(pid: int, name: str) -> bool:
     """Whether ``pid`` is still 1Pipe process ``name`` of a run (not dead, not a zombie waiting
     for the runner, not another program that got the pid since)."""
+    if procstat.state(pid) in ("", "Z"):
+        return False
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return False
-    if stat.rpartition(")")[2].split()[:1] == ["Z"]:
         return False
     try:
         i = argv.index(b"--procs")

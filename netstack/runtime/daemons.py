@@ -180,7 +180,7 @@ def restart_daemon(prefix: str, name: str, timeout: float = READY_TIMEOUT_S) -> 
     state = namespace_state(prefix)  # read again: the newest, written whole below
     for d in state.daemons:
         if d.key == old.key:
-            d.pid, d.started = new.pid, new.started
+            d.pid, d.start_ticks = new.pid, new.start_ticks
     write_state(state_path(prefix), state)
     _wait_ready(new, timeout)
     restore_protocols(prefix, new.node)

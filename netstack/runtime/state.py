@@ -11,9 +11,9 @@ A container deployment's state is the same record, assembled from docker
 --json`` prints it); the record itself is no mapping: code reads its attributes. The file holds that
 dict and ``"format"``: :data:`STATE_FORMAT`. Files without the key were written before it existed
 (format 1, the same shape): they are read as they are, their daemons given the fields added since
-(``name``: the node's; ``metrics``: none). A file that misses a part (the first versions wrote no
-``links``), names another format, or is not a run state at all is refused with a
-:class:`RuntimeErrorNS` that names the file and says to run ``netstack down``.
+(``name``: the node's; ``metrics``: none; ``start_ticks``: 0, not recorded). A file that misses a
+part (the first versions wrote no ``links``), names another format, or is not a run state at all
+is refused with a :class:`RuntimeErrorNS` that names the file and says to run ``netstack down``.
 ``"sections"`` (the protocols' tables of the topology file as checked, ``[onepipe]``...) is there
 only when the topology has one: a file without it has none.
 """
@@ -66,38 +66,56 @@ class Daemon:
     name: str = ""
     #: where it serves Prometheus metrics (``127.0.0.1:PORT`` on this machine); "" when it does not
     metrics: str = ""
-    #: when its process started (:func:`process_start`), recorded by ``up`` and a restart: with the
-    #: pid it names one process, where a pid alone is reused once its process is gone (this
-    #: machine's pid_max is 32768). 0: not recorded (files written before it was; a container's
-    #: daemons, whose pids are their namespace's), and the pid is taken at its word.
-    started: int = 0
+    #: when its process started, in clock ticks since boot (netstack.procstat.process_start),
+    #: recorded by ``up`` and a restart as soon as the process exists: with the pid it names one
+    #: process, where a pid alone is reused once its process is gone (soon where pid_max is small:
+    #: 32768 on the machine we measure on). 0: not recorded (files written before it was; a
+    #: container's daemons, whose pids are their namespace's), and the pid is taken at its word.
+    start_ticks: int = 0
 
     @property
     def key(self) -> str:
         return self.name or self.node
 
-    def ours(self) -> bool:
-        """The pid still names this daemon's process: it runs, or it is a zombie not reaped yet
-        (its process group may still hold its children), and, where ``started`` is recorded, it
-        started then; not another process that got the pid since (``down`` signals a daemon's
-        group only when this holds)."""
-        fields = procstat.stat_fields(self.pid)
-        if fields is None:
+    def _reused(self, fields: list[str] | None) -> bool:
+        """Whether process ``pid`` (its /proc stat ``fields``) is another process than ours."""
+        if not self.start_ticks or fields is None:
             return False
-        return not self.started or process_start(self.pid) == self.started
+        try:
+            return int(fields[19]) != self.start_ticks
+        except (IndexError, ValueError):
+            return False
+
+    def ours(self) -> bool:
+        """No other process has its pid: this daemon's process runs, is a zombie not reaped yet,
+        or is gone. (Gone, a process group that still bears its pid can only be its own: Linux
+        gives no new process a pid that a process group still uses.) ``down`` signals a daemon's
+        process group, where a child of it may live on, only when this holds."""
+        return not self._reused(procstat.stat_fields(self.pid))
 
     def alive(self) -> bool:
-        """Its process runs: :meth:`ours`, and not a zombie (a zombie child of ours counts as dead;
-        ``fault`` signals a daemon only when it is alive)."""
-        return self.ours() and procstat.state(self.pid) not in ("", "Z")
+        """Its process runs: not gone, not a zombie (a zombie child of ours counts as dead), and
+        not another process that got the pid since (``fault`` signals a daemon only when it is
+        alive)."""
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # (someone else's process now, or ours unreadable: as before, alive)
+        fields = procstat.stat_fields(self.pid)
+        if fields is None:
+            return True  # exists (kill said so), its stat unreadable here: the pid at its word
+        return fields[0] != "Z" and not self._reused(fields)
 
 
 def stamped(daemon: Daemon) -> Daemon:
-    """``daemon`` with its process's start recorded (:attr:`Daemon.started`), for a daemon this
-    netstack has just started; as it is when it has one already."""
-    if daemon.started:
+    """``daemon`` with its process's start recorded (:attr:`Daemon.start_ticks`), for a daemon
+    this netstack has just started (before anything could reap it, so the pid is still its own);
+    as it is when it has one already."""
+    if daemon.start_ticks:
         return daemon
-    return replace(daemon, started=process_start(daemon.pid))
+    return replace(daemon, start_ticks=process_start(daemon.pid))
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
             argv = [sys.executable, "-m", "daemons.switch", "--config", str(cfg_path), "--control", str(sock)]
             metrics = _metrics_address(topology, daemons)
             pid = _spawn(prefix, node.name, argv, log_path, metrics)
-            daemons.append(Daemon(node.name, "switch", pid, str(sock), str(log_path), node.name, metrics))
+            # (recorded at once: until the next spawn, nothing can have reaped it and freed its pid)
+            daemons.append(stamped(Daemon(node.name, "switch", pid, str(sock), str(log_path), node.name, metrics)))
             say(f"started switch daemon {node.name} (pid {pid})")
         _start_node_daemons(topology, built, rdir, prefix, options, say, daemons)
         for d in daemons:
@@ -67,7 +68,6 @@ def up(topology: Topology | None = None, prefix: str | None = None, *, apply_imp
         netns.teardown(prefix)
         shutil.rmtree(rdir, ignore_errors=True)
         raise
-    daemons = [stamped(d) for d in daemons]  # (each running: it answered)
     state = dataclasses.replace(run_state(topology, built, prefix, daemons), sections=sections)
     write_state(state_path(prefix), state)
     _apply_sections(topology, prefix, sections, say)
@@ -187,7 +187,7 @@ def _start_node_daemons(topology: Topology, built: netns.BuiltTopology, rdir: Pa
             continue  # a plain host
         for item in _node_daemons(module, topology, built, node, rdir, prefix, options):
             if isinstance(item, Daemon):
-                daemons.append(item)
+                daemons.append(stamped(item))
                 say(f"started {item.kind} {item.key} (pid {item.pid})")
                 continue
             name = f"{node.name}-{item.suffix}" if item.suffix else node.name
@@ -195,5 +195,5 @@ def _start_node_daemons(topology: Topology, built: netns.BuiltTopology, rdir: Pa
             metrics = _metrics_address(topology, daemons)
             pid = _spawn(prefix, node.name, [*item.argv, "--control", str(sock)], log_path, metrics)
             kind = item.kind or node.kind.value
-            daemons.append(Daemon(node.name, kind, pid, str(sock), str(log_path), name, metrics))
+            daemons.append(stamped(Daemon(node.name, kind, pid, str(sock), str(log_path), name, metrics)))
             say(f"started {kind} daemon {name} (pid {pid})")

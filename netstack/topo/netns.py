@@ -34,7 +34,7 @@ from .model import Backend, Link, NodeKind, Topology, netns_name, validate_prefi
 
 # NETNS_DIR and in_netns are part of this module's API (re-exported: callers import them from
 # here); _ipr is this module's own short name for iproute, used throughout it and by its tests.
-from .nsenter import NETNS_DIR, in_netns, loopback_links, netns_exec_argv
+from .nsenter import NETNS_DIR, NamespaceThreadError, in_netns, loopback_links, netns_exec_argv
 from .nsenter import iproute as _ipr
 
 MARKER = "netstack"
@@ -85,6 +85,8 @@ def read_marker(ns: str) -> tuple[str, str] | None:
     one of its daemons."""
     try:
         links = loopback_links(ns)
+    except NamespaceThreadError:
+        raise  # (not a look at the namespace: no verdict on it)
     except OSError:
         return None
     except Exception:  # a netlink error: not readable, so not ours

@@ -77,6 +77,11 @@ def in_netns(name: str) -> Iterator[None]:
         os.close(back)
 
 
+class NamespaceThreadError(RuntimeError):
+    """:func:`call_in_netns` could not start its thread: nothing was looked at, so nothing may be
+    concluded about the namespace (a caller that reads "not readable" as "not ours" re-raises it)."""
+
+
 def call_in_netns(name: str, fn: Callable[[], _T]) -> _T:
     """``fn()`` run in network namespace ``name`` on a short-lived thread of its own: its result,
     or its exception raised here.
@@ -101,7 +106,10 @@ def call_in_netns(name: str, fn: Callable[[], _T]) -> _T:
             got["error"] = exc
 
     worker = threading.Thread(target=body, name=f"netns {name}", daemon=True)
-    worker.start()
+    try:
+        worker.start()
+    except RuntimeError as exc:  # ("can't start new thread": a pids or memory limit)
+        raise NamespaceThreadError(f"cannot start a thread to look into namespace {name!r}: {exc}") from exc
     worker.join()
     if "error" in got:
         raise got["error"]
@@ -134,4 +142,3 @@ def loopback_links(ns: str) -> list[Any]:
             return list(ipr.get_links(ifname="lo"))
 
     return call_in_netns(ns, read)
-

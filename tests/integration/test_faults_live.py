@@ -217,13 +217,13 @@ def test_a_killed_and_restarted_daemon_keeps_status_and_down_working(tmp_path_fa
     try:
         old = {d.key: d for d in runtime.daemons_of(state)}
         # up recorded when each daemon's process started: a pid is theirs only while that agrees
-        assert all(d.started == process_start(d.pid) > 0 for d in old.values()), old
+        assert all(d.start_ticks == process_start(d.pid) > 0 for d in old.values()), old
         rc, out, err = _fault(capsys, "kill", "sw1", "--signal", "TERM", "--restart", "--prefix", prefix)
         assert rc == 0, err
         assert "killed (SIGTERM), restarted as pid" in out
         new = {d.key: d for d in runtime.daemons_of(runtime.load_state(prefix))}
         assert new["sw1"].pid != old["sw1"].pid and new["sw1"].alive() and not old["sw1"].alive()
-        assert new["sw1"].started == process_start(new["sw1"].pid)  # the restart recorded its own
+        assert new["sw1"].start_ticks == process_start(new["sw1"].pid)  # the restart recorded its own
         assert new["c1"].pid == old["c1"].pid and new["sw2"].pid == old["sw2"].pid
         assert runtime.status(prefix)["daemons"]["sw1"]["pid"] == new["sw1"].pid
         log = Path(new["sw1"].log).read_text()

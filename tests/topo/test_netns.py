@@ -35,7 +35,6 @@ from . import PAIR
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespace tests need root")
 
 
-
 def _netns_with(prefix: str) -> list[str]:
     try:
         return sorted(n for n in os.listdir(topo_netns.NETNS_DIR) if n.startswith(f"{prefix}-"))
@@ -89,6 +88,21 @@ def test_ns_exec_argv():
     assert ns_exec_argv("ns", "h1", ["ping", "-c1", "10.0.0.2"]) == [
         "ip", "netns", "exec", "ns-h1", "ping", "-c1", "10.0.0.2"]
     assert plan(default_topology(), "x").exec_argv("sw1", ["true"]) == ["ip", "netns", "exec", "x-sw1", "true"]
+
+
+def test_a_marker_that_could_not_be_looked_at_is_no_verdict(monkeypatch):
+    """Without a thread to look into the namespace (a pids limit), read_marker says so: "None"
+    would call the namespace not netstack's, and down would skip a testbed of ours."""
+    import threading
+
+    from netstack.topo.nsenter import NamespaceThreadError
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(NamespaceThreadError, match="look into namespace 'x-h1'"):
+        read_marker("x-h1")
 
 
 # --------------------------------------------------------------------------- live
@@ -231,7 +245,6 @@ def test_teardown_stops_processes_inside(prefix):
             proc.wait()
 
 
-
 @pytest.mark.netns
 @needs_root
 def test_the_markers_read_inside_a_running_event_loop(prefix):
@@ -293,6 +306,7 @@ def test_a_process_that_lists_the_testbeds_is_not_stopped_by_a_teardown(prefix):
         if lister.poll() is None:
             lister.kill()
             lister.wait()
+
 
 @pytest.mark.netns
 @needs_root

@@ -188,8 +188,9 @@ def fig10_rows(doc: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]
     steps = ("detect", "record", "release", "resume")
     after = res["controller"].get("after_failure") or {}  # (from the failure on: rscenario)
     core = after.get("core") or {}
-    row = {"fail": meta.get("fail", "process"), "procs": meta["procs"],
-           "controller": meta.get("controller", "free"), "ctl_msg_ns": meta.get("ctl_msg_ns", 0),
+    known = fig10_defaults(meta)
+    row = {"fail": known["fail"], "procs": meta["procs"],
+           "controller": known["controller"], "ctl_msg_ns": meta.get("ctl_msg_ns", 0),
            **{f"{k}_us": _us(rec[f"{k}_ns"]) for k in steps},
            "component": rec.get("component", ""), "killed": rec["killed"],
            "declared": len(rec.get("declared", ())) if "declared" in rec else rec["killed"],
@@ -286,6 +287,5 @@ def per_host_slopes(rows: list[dict[str, Any]]) -> dict[str, float | None]:
 
 
 __all__ = ["FIG10_CONTROLLERS", "FIG10_FABRIC", "FIG10_FAILS", "FIG10_SERIES", "fig10_defaults", "fig10_points",
-           "fig10_rows",
-           "fig10_table", "measure_stores", "per_host_slopes", "per_process_slope", "reliable_points", "reliable_rows",
-           "reliable_table", "store_table"]
+           "fig10_rows", "fig10_table", "measure_stores", "per_host_slopes", "per_process_slope", "reliable_points",
+           "reliable_rows", "reliable_table", "store_table"]
