@@ -107,6 +107,14 @@ class OnePipeParams:
     def rto_ns(self) -> int:
         return self.t_beacon_ns * self.rto_beacons
 
+    def register_wait_ns(self, sends: int) -> int:
+        """How long a process waits for the answer to its ``sends``-th REGISTER in a row before it
+        asks again: ``rto_ns``, doubled for each REGISTER past the first, at most
+        :data:`RELAY_BACKOFF_MAX` times (ours, as for the relayed resends below: one controller
+        serves every process, and a controller slow to answer, starting up or handing over its
+        lead, is only slowed further by every process asking every ``rto_ns``)."""
+        return self.rto_ns << min(max(0, sends - 1), RELAY_BACKOFF_MAX)
+
     def resend_wait_ns(self, rto_ns: int, resends: int) -> int:
         """How long a PREPARE or a RECALL waits for its answer after ``resends`` resends: ``rto_ns``,
         doubled for each resend through the controller past the first, at most

@@ -4,8 +4,9 @@ the process itself, declares a failure.
 
 :class:`Recovery` is the half of :class:`.reliable.ReliableEndpoint` that holds:
 
-- **Incarnations.** The process registers with the controller (REGISTER, resent every ``rto_ns``
-  until answered) and sends and takes nothing before; another process that (re)joins gets fresh
+- **Incarnations.** The process registers with the controller (REGISTER, resent after ``rto_ns``
+  until answered, backing off: :meth:`.params.OnePipeParams.register_wait_ns`) and sends and takes
+  nothing before; another process that (re)joins gets fresh
   connections both ways; a connection from a process opens only at an incarnation's PSN base
   (:data:`.rstate.PSN_BASE_SHIFT`), never at its failed incarnation's.
 - **Failure notices** ``(P, T_f)`` (§8 steps 4-6), once per failure id: *discard* P's buffered
@@ -174,6 +175,7 @@ class Recovery:
         self._last_inc = 0  # the last incarnation we registered as (a reply for it or an older one is stale)
         self.revision = 0  # the controller's failure revision this process has seen
         self._reg_at = now_ns  # next REGISTER (re)send
+        self._reg_sends = 0  # REGISTERs sent since the last admission (their backoff)
         self.recovering: Batch | None = None  # declared failed ourselves: the batch so far
         self.recalls: dict[RecallKey, PendingRecall] = {}
         self.failures: dict[int, Failure] = {}
@@ -188,7 +190,10 @@ class Recovery:
     def send_register(self, recover: bool = False) -> None:
         h = self.host
         h.actions.emit(SendTo(h.controller, ctlwire.register_request(h.nonce, self.revision, recover)))
-        self._reg_at = h.now + h.params.rto_ns
+        # unanswered, asked again after rto_ns, then twice as long each time (ours: every process
+        # asks the one controller, which a flood of them would only slow down further)
+        self._reg_sends += 1
+        self._reg_at = h.now + h.params.register_wait_ns(self._reg_sends)
 
     def maybe_register(self) -> None:
         """(The timer.) Ask again while not registered; recovering, only once a barrier from the
@@ -267,6 +272,7 @@ class Recovery:
             # (milliseconds of skew live). One input timeout ahead of our clock is above them
             h.raise_floor(h.now + h.params.input_timeout_ns)
         self.incarnation = self._last_inc = reply.incarnation
+        self._reg_sends = 0
         self.joined.append(reply.incarnation)
         self.revision = max(self.revision, reply.revision)
         self._joined_rev = self.revision
@@ -531,6 +537,7 @@ class Recovery:
         # and fail the new incarnation too, again and again
         self.host.rejoin()
         self._reg_at = self.host.now
+        self._reg_sends = 0
 
     def _stop_sending(self, own: int | None) -> None:
         """Declared failed: every receiver discards what we sent above our T_f (§8 step 4), so it

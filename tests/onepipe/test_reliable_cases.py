@@ -314,20 +314,48 @@ def test_a_run_restarted_on_the_addresses_of_one_that_ended_without_leaving_deli
     fab.atomic({1, 2, 3, 4})
 
 
+def _watching(proc: int, opcode: OnePipeOpcode, times: list[int]) -> type[RFabric]:
+    """An RFabric that notes in ``times`` when process ``proc`` sends the controller an ``opcode``."""
+
+    class Watching(RFabric):
+        def _flush(self, i: int) -> None:
+            if i == proc:
+                times.extend(self.now for a in self.eps[i].actions if isinstance(a, SendTo) and a.dst == CTL
+                             and a.data[22] == opcode)
+            super()._flush(i)
+
+    return Watching
+
+
+def test_registers_back_off_while_the_controller_does_not_answer():
+    """Ours (OnePipeParams.register_wait_ns): a process whose REGISTERs go unanswered asks again
+    after rto_ns, then twice as long each time, so that a controller that is slow, starting or
+    handing over its lead is not asked by every process every rto_ns; once admitted, a later
+    registration starts again from rto_ns."""
+    registers: list[int] = []
+    fab = _up(n=2, cls=_watching(1, OnePipeOpcode.REGISTER, registers))
+    fab.cut_ctl.add(1)
+    fab.kill(1)
+    registers.clear()
+    fab.start(1)  # restarted, cut off from the controller: its REGISTERs go unanswered
+    fab.run_for(400 * US)
+    rto = fab.eps[1].params.rto_ns
+    gaps = [b - a for a, b in itertools.pairwise(registers)]
+    assert len(gaps) >= 4 and gaps[:4] == [rto, 2 * rto, 4 * rto, 8 * rto], gaps
+    assert not fab.eps[1].registered
+    fab.cut_ctl.discard(1)
+    fab.run_for(64 * rto + 100 * US)
+    assert fab.eps[1].registered  # answered at its next ask
+    assert fab.eps[1].recovery._reg_sends == 0  # and the backoff starts over
+    assert OnePipeParams(t_beacon_ns=3_000).register_wait_ns(1000) == rto << RELAY_BACKOFF_MAX  # capped
+
+
 def test_resends_through_the_controller_back_off():
     """Ours (OnePipeParams.resend_wait_ns): direct resends come every rto_ns; once they go through
     the controller each waits twice as long as the one before, so that a controller slower than
     the resends (docs/onepipe-reliable.md "The controller's core") is not flooded by them."""
     relays: list[int] = []
-
-    class Watching(RFabric):
-        def _flush(self, i: int) -> None:
-            if i == 1:
-                relays.extend(self.now for a in self.eps[i].actions if isinstance(a, SendTo) and a.dst == CTL
-                              and a.data[22] == OnePipeOpcode.RELAY)
-            super()._flush(i)
-
-    fab = _up(n=3, tors=2, cls=Watching)
+    fab = _up(n=3, tors=2, cls=_watching(1, OnePipeOpcode.RELAY, relays))
     fab.cut_paths.add(frozenset((1, 2)))
     fab.cut_ctl.add(2)  # the relays reach nobody: P2 is declared failed in the end
     fab.send(1, [2])
