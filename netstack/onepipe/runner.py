@@ -176,9 +176,9 @@ def run(prefix: str, *, procs: int, seconds: float, out: str | Path, loss: Seque
         summary = _run(prefix, state, out, placed, losses, controller, params, seed, run_args, say)
     except BaseException as exc:
         write_aborted(out, run_args, abort_reason(exc))
-        _end_procs_file(prefix, "aborted")
+        _end_procs_file(prefix, "aborted", keep=state.runtime == "netns")
         raise
-    _end_procs_file(prefix, "finished")
+    _end_procs_file(prefix, "finished", keep=state.runtime == "netns")
     return summary
 
 
@@ -642,12 +642,20 @@ def process_alive(pid: int, name: str) -> bool:
 PHASES = ("no run", "starting", "running", "draining", "finished", "aborted")
 
 
-def _end_procs_file(prefix: str, state: str) -> None:
-    """Mark the run's file ``finished`` or ``aborted`` (kept: ``kill`` then says so)."""
+def _end_procs_file(prefix: str, state: str, keep: bool = True) -> None:
+    """Mark the run's file ``finished`` or ``aborted`` (kept: ``kill`` then says so, and ``down``
+    removes it with the run directory). Not ``keep`` (a container deployment, whose run directory
+    on this machine holds only this file, and which docker-compose down does not know of): the
+    file and the directory it made are removed instead, and ``kill`` then finds no run."""
     info = read_procs_file(prefix)
-    if info is not None and info.get("runner") == os.getpid():
-        with contextlib.suppress(OSError):
+    if info is None or info.get("runner") != os.getpid():
+        return
+    with contextlib.suppress(OSError):
+        if keep:
             _write_procs_file(prefix, {**info, "state": state, "ended": time.time()})
+        else:
+            procs_file(prefix).unlink()
+            procs_file(prefix).parent.rmdir()  # (only when empty: nothing else of anyone's goes)
 
 
 def _runner_alive(pid: Any) -> bool:

@@ -130,11 +130,13 @@ def test_onepipe_and_its_controller_run_in_containers(image, tmp_path):
             warnings.warn(f"1Pipe in containers ran starved: {r.stderr.strip().splitlines()[-1][:300]}", stacklevel=1)
         r = cli("onepipe", "check", str(out))
         assert r.returncode == 0 and r.stdout.startswith("ok:"), r.stdout + r.stderr
+        # the run's file on this machine (onepipe-procs.json, for `onepipe kill` while it runs): the
+        # one thing of ours outside the containers, which docker-compose down does not know of, so
+        # the run removes it, and the directory it made, when it ends
+        assert not run_dir(prefix).exists(), sorted(p.name for p in run_dir(prefix).iterdir())
     finally:
         run([*argv, "down", "-v", "--timeout", "5"], timeout=120)
-        # the run's file on this machine (onepipe-procs.json, kept after the run for `onepipe kill`):
-        # the one thing of ours outside the containers, which docker-compose down does not know of
-        shutil.rmtree(run_dir(prefix), ignore_errors=True)
+        shutil.rmtree(run_dir(prefix), ignore_errors=True)  # (only if the assertion above failed)
     assert leftovers(prefix) == {"containers": [], "networks": [], "volumes": []}
 
 

@@ -412,3 +412,26 @@ def test_an_aborted_run_still_writes_run_json(fake_testbed, tmp_path, monkeypatc
     assert doc["processes"]["p1"]["incarnation"] == 1
     assert runner.read_procs_file("fake")["state"] == "aborted"
     assert runner.run_phase(runner.read_procs_file("fake"), time.time()) == "aborted"
+
+
+def test_the_run_file_stays_on_namespaces_and_goes_on_containers(tmp_path, monkeypatch):
+    """On namespaces the run's file stays after the run (``kill`` names its state; ``down`` removes
+    it with the run directory). A container deployment has no run directory here but the one the
+    run made for it, which docker-compose down does not know of: the run removes both."""
+    from netstack.onepipe.runner import _end_procs_file, _write_procs_file, procs_file, read_procs_file
+
+    monkeypatch.setenv("NETSTACK_RUN_DIR", str(tmp_path / "run"))
+    start = {"state": "running", "out": "/tmp/x", "runner": os.getpid(), "processes": {}}
+    _write_procs_file("ns", start)
+    _end_procs_file("ns", "finished")
+    assert read_procs_file("ns")["state"] == "finished"
+    _write_procs_file("cont", start)
+    _end_procs_file("cont", "aborted", keep=False)
+    assert not procs_file("cont").parent.exists()
+    _write_procs_file("cont", start)
+    (procs_file("cont").parent / "someone-elses").write_text("")
+    _end_procs_file("cont", "finished", keep=False)
+    assert not procs_file("cont").exists() and procs_file("cont").parent.exists()  # not emptied: kept
+    _write_procs_file("other", {**start, "runner": os.getpid() + 1})  # another runner's run
+    _end_procs_file("other", "finished", keep=False)
+    assert read_procs_file("other")["state"] == "running"
