@@ -17,8 +17,8 @@ controller has one core too (:class:`.ctlcore.ControllerCore`, which says how it
 twice the longest an input waited for it. The core starts at the failure (``kill`` > 0 is needed):
 the registrations before it are done at no cost, as the paper's processes had registered long
 before its failures; charged, they would cost the controller O(processes^2) datagrams (each
-newcomer is announced to every other) and processes retry a REGISTER every ``rto_ns`` (no backoff:
-ours), faster than a slow controller answers them all. ``ctl_msg_ns`` 0 (the default) is a
+newcomer is announced to every other), milliseconds of virtual time before any failure could be
+measured (unanswered REGISTERs back off: OnePipeParams.register_wait_ns). ``ctl_msg_ns`` 0 (the default) is a
 controller whose work takes no time; the bench passes the kernel's cost of a datagram measured in
 the same run (netstack/bench/onepipe/ctlcost.py).
 
