@@ -128,6 +128,17 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
         ("receivers", "1pipe_reliable", "chip", 10.0, 1e-2),
         ("links", "1pipe", "chip", 1.0, 0.0), ("links", "1pipe", "chip", 1.0, 1e-2)] and doc["fig9b"]["live"] == []
     assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
+    # reliable's retransmissions per us of its run (the rate its rise follows), in the table too
+    from netstack.bench.onepipe.report import retransmits_per_us
+
+    for r in doc["fig9b"]["sim"]:
+        rate = retransmits_per_us(r)
+        if r["system"] == "1pipe_reliable":
+            run_us = r["sent"] / (r["procs"] * r["offered_per_proc"]) * 1e6
+            assert rate is not None and rate == pytest.approx(r["retransmits"] / run_us), r
+        else:
+            assert rate is None  # (best effort resends nothing)
+    assert "retransmits per us" in (tmp_path / "bench-onepipe-latest.md").read_text()
     # reliable 1Pipe: the store measured on the real backends, R vs BE on one load, Fig. 10's crash
     assert next(r["backend"] for r in doc["store"]["rows"]) == "sqlite"
     assert all(r["records"] == 3 for r in doc["store"]["rows"])

@@ -99,19 +99,31 @@ FIG9B_WHERE = {"receivers": "receiving library", "links": "ToR-spine links"}
 FIG9B_SYSTEM = {"1pipe": "BE", "1pipe_reliable": "R"}
 
 
+def retransmits_per_us(row: dict[str, Any]) -> float | None:
+    """A fig9b row's retransmissions per microsecond of its run (the run's length from what it
+    sent: ``sent`` / (``procs`` x ``offered_per_proc``)). Reliable's rise follows this rate, the
+    load times the loss, not the loss alone (docs/onepipe-paper.md, Fig. 9b). None without the
+    fields (best effort, live rows)."""
+    retx, sent, procs, rate = (row.get(k) for k in ("retransmits", "sent", "procs", "offered_per_proc"))
+    if not isinstance(retx, int) or not sent or not procs or not rate:
+        return None
+    return float(retx / (sent / (procs * rate) * 1e6))
+
+
 def fig9b_table(rows: list[dict[str, Any]]) -> str:
     out = [[r["runtime"], FIG9B_WHERE.get(r.get("loss_at", "links"), r.get("loss_at")),
             FIG9B_SYSTEM.get(r.get("system", "1pipe"), r.get("system")), r.get("variant", "chip"),
             _f(r.get("load", 1.0), "{:g}x"), _f(r["loss"], "{:g}"), r["procs"],
             f"{r['delivered']}/{r['sent']}", _f(r["mean_us"]), _f(r["p99_us"]), _f(r.get("unordered_mean_us")),
             _f(r.get("barrier_wait_mean_us")), _f(r.get("rx_dropped"), "{}"), _f(r.get("retransmits"), "{}"),
-            r["send_failed"],
+            _f(retransmits_per_us(r), "{:.3g}"), r["send_failed"],
             r.get("send_unknown", "-"), r["messages_lost"], r["late_dropped"], r["unaccounted"],
             "ok" if r.get("order_ok", r.get("check_ok")) else "VIOLATED"] for r in rows]
     return format_table(["runtime", "loss at", "1Pipe", "variant", "load", "loss", "P", "delivered/sent", "mean us",
                          "p99 us",
                          "unordered mean us", "barrier wait mean us", "datagrams dropped", "retransmits",
-                         "send-fails", "send-unknown", "lost (NAKed)", "late drops", "unaccounted", "order"], out)
+                         "retransmits per us", "send-fails", "send-unknown", "lost (NAKed)", "late drops",
+                         "unaccounted", "order"], out)
 
 
 # ----------------------------------------------------------------------------------- plots
@@ -219,4 +231,4 @@ def plot_fig9b(rows: list[dict[str, Any]], path: Path) -> bool:
 
 
 __all__ = ["fig8_systems_table", "fig8_table", "fig9a_table", "fig9b_table", "live_table", "plot_fig8", "plot_fig9a",
-           "plot_fig9b", "reliable_vs_be_table"]
+           "plot_fig9b", "reliable_vs_be_table", "retransmits_per_us"]
