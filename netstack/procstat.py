@@ -26,14 +26,19 @@ def state(pid: int) -> str:
     return fields[0] if fields else ""
 
 
-def process_start(pid: int) -> int:
-    """When process ``pid`` started, in clock ticks since boot (field 22); 0 when there is no such
-    process. With the pid it names one process: a pid is reused once its process is gone."""
-    fields = stat_fields(pid)
+def start_of(fields: list[str] | None) -> int:
+    """The start time (field 22, clock ticks since boot) in :func:`stat_fields`'s ``fields``; 0
+    without them."""
     try:
         return int(fields[19]) if fields else 0
     except (IndexError, ValueError):
         return 0
 
 
-__all__ = ["process_start", "stat_fields", "state"]
+def process_start(pid: int) -> int:
+    """When process ``pid`` started, in clock ticks since boot (field 22); 0 when there is no such
+    process. With the pid it names one process: a pid is reused once its process is gone."""
+    return start_of(stat_fields(pid))
+
+
+__all__ = ["process_start", "start_of", "stat_fields", "state"]

@@ -79,12 +79,7 @@ class Daemon:
 
     def _reused(self, fields: list[str] | None) -> bool:
         """Whether process ``pid`` (its /proc stat ``fields``) is another process than ours."""
-        if not self.start_ticks or fields is None:
-            return False
-        try:
-            return int(fields[19]) != self.start_ticks
-        except (IndexError, ValueError):
-            return False
+        return bool(self.start_ticks and fields is not None and procstat.start_of(fields) != self.start_ticks)
 
     def ours(self) -> bool:
         """No other process has its pid: this daemon's process runs, is a zombie not reaped yet,
