@@ -125,9 +125,19 @@ def test_sim_sections_write_json_tables_and_plots(tmp_path, capsys, monkeypatch)
     assert [(r["loss_at"], r["system"], r["variant"], r["load"], r["loss"]) for r in doc["fig9b"]["sim"]] == [
         ("receivers", "1pipe", "chip", 1.0, 1e-2), ("receivers", "1pipe_reliable", "chip", 1.0, 1e-2),
         ("receivers", "1pipe", "host", 1.0, 1e-2), ("receivers", "1pipe_reliable", "host", 1.0, 1e-2),
-        ("receivers", "1pipe_reliable", "chip", 10.0, 1e-2),
+        ("receivers", "1pipe_reliable", "chip", sim_mod.FIG9B_LOADS[0], 1e-2),
         ("links", "1pipe", "chip", 1.0, 0.0), ("links", "1pipe", "chip", 1.0, 1e-2)] and doc["fig9b"]["live"] == []
     assert all(r["order_ok"] for r in doc["fig9b"]["sim"])
+    # the loaded reliable run: the paper's Fig. 8a load as far as a host link carries it, commit in beacons
+    loaded = doc["fig9b"]["sim"][4]
+    assert loaded["commit"] == "beacons" and "commit" not in doc["fig9b"]["sim"][1]
+    assert loaded["offered_per_proc"] == pytest.approx(sim_mod.FIG9B_LOADED_MSGS_PER_S, rel=0.25)  # (a short run)
+    assert sim_mod.FIG9B_LOADED_MSGS_PER_S <= cpucost.PAPER_R_MSGS_PER_S
+    f9b = {(r["series"], r["x"]): r for r in doc["paper"]["rows"] if r["figure"] == "9b"}
+    assert {x for (s, x) in f9b if s == paper.R_CHIP_LOADED} == {x for (s, x) in f9b if s == "R-chip"}
+    assert f9b[(paper.R_CHIP_LOADED, "1e-2")]["ours"] == pytest.approx(loaded["mean_us"])
+    assert "commit in beacons" in f9b[(paper.R_CHIP_LOADED, "1e-2")]["source"]
+    assert f9b[(paper.R_CHIP_LOADED, "1e-4")]["ours"] is None  # not run there
     # reliable's retransmissions per us of its run (the rate its rise follows), in the table too
     from netstack.bench.onepipe.report import retransmits_per_us
 

@@ -98,7 +98,7 @@ def test_the_paper_comparison_puts_be_and_r_with_receiver_loss_beside_the_paper(
     figs = {"fig9b": {"sim": [row("1pipe", 1e-8, 3.0), row("1pipe", 1e-1, 3.5), row("1pipe_reliable", 1e-8, 4.0),
                               row("1pipe_reliable", 1e-1, 30.0), *links], "live": []}}
     rows = {(r["series"], r["x"]): r for r in paper.compare(figs)["rows"] if r["figure"] == "9b"}
-    assert len(rows) == 8 * 8  # 5 series and 3 derived ones, 8 loss values: one row per point
+    assert len(rows) == 9 * 8  # 5 series, R-chip loaded and 3 derived ones, 8 loss values: one row per point
     # (rows of no variant are the switch chip's: the host-delegate series say they have none)
     assert rows[("BE-host", "1e-1")]["ours"] is None and "host variant" in rows[("BE-host", "1e-1")]["note"]
     assert rows[("BE-chip", "1e-1")]["ours"] == 3.5 and rows[("BE-chip", "1e-8")]["x_ours"] is None
@@ -107,6 +107,18 @@ def test_the_paper_comparison_puts_be_and_r_with_receiver_loss_beside_the_paper(
     assert rows[("BE-chip - unorder", "1e-8")]["ours"] == pytest.approx(2.0)
     assert "receivers" in rows[("R-chip", "1e-8")]["source"] and "100 of 1000" in rows[("R-chip", "1e-1")]["note"]
     assert rows[("R-chip", "1e-5")]["ours"] is None and "not measured at loss 1e-5" in rows[("R-chip", "1e-5")]["note"]
+    # the loaded series: the loaded reliable rows (commit in beacons), only those; none in this run
+    none = rows[(paper.R_CHIP_LOADED, "1e-8")]
+    assert none["ours"] is None and "no loaded" in none["note"]
+    loaded = [{**row("1pipe_reliable", x, 9.0 + 100 * x), "load": 64.0, "commit": "beacons", "offered_per_proc": 2.56e6}
+              for x in (1e-8, 1e-5)]
+    figs["fig9b"]["sim"] += loaded
+    rows = {(r["series"], r["x"]): r for r in paper.compare(figs)["rows"] if r["figure"] == "9b"}
+    got = rows[(paper.R_CHIP_LOADED, "1e-5")]
+    assert got["ours"] == pytest.approx(9.001) and got["paper"] == pytest.approx(20.49)
+    assert "2.56 M msg/s a process (64x idle), commit in beacons" in got["source"]
+    assert rows[("R-chip", "1e-1")]["ours"] == 30.0  # the idle series is still the idle rows
+    assert rows[(paper.R_CHIP_LOADED, "1e-4")]["ours"] is None
     old = {(r["series"], r["x"]): r for r in paper.compare({"fig9b": {"sim": links, "live": []}})["rows"]
            if r["figure"] == "9b"}
     assert old[("BE-chip", "1e-8")]["ours"] == 2.5 and old[("BE-chip", "1e-8")]["x_ours"] == "0"

@@ -66,6 +66,13 @@ def test_fig9b_shape_compares_where_the_rise_starts():
     assert op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-4)).holds is True
     late = op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-3))
     assert late.holds is False and "R-chip: ours from 0.001" in late.measured
+    # with reliable also at the paper's Fig. 8a load, that series is judged and the idle one only said
+    loaded = op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-3) + series(op.R_CHIP_LOADED, 1e-5))
+    assert loaded.holds is True
+    assert "R-chip: ours from 0.001, the paper's from 1e-05 (idle: not judged)" in loaded.measured
+    assert op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-5)
+                           + series(op.R_CHIP_LOADED, 1e-3)).holds is False
+    assert op.SHAPES["9b"](series("BE-chip", 1e-2) + series(op.R_CHIP_LOADED, 1e-5)).holds is None  # no idle R
 
 
 def test_fig10_shape_is_growth_with_hosts():

@@ -29,12 +29,12 @@ from typing import Any
 from headers.onepipe import OnePipeHeader
 
 from ...ethernet import UDP_HEADERS_BYTES, wire_bytes
-from ...onepipe import paperdata
+from ...onepipe import cpucost, paperdata
 from ...onepipe.paperdata import PaperTable
 from ..output import format_table
 from ..plot import pyplot, save
 from .reliable import fig10_defaults
-from .sim import FIG9A_PROCS
+from .sim import FIG9A_PROCS, FIG9B_LOADED_MSGS_PER_S
 
 Row = dict[str, Any]
 Figs = dict[str, Any]
@@ -79,6 +79,9 @@ class Figure:
     logx: bool = False
     logy: bool = False
     derived: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)
+    #: (our series, the paper's column it answers): the column's points once more, from other runs
+    #: of ours (Fig. 9b's R-chip at the paper's Fig. 8a load beside the idle one)
+    aliases: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     @property
     def number(self) -> str:
@@ -322,16 +325,27 @@ def _loss_match(x: str) -> tuple[str, str]:
 FIG9B_SYSTEMS = {"BE-chip": ("1pipe", "chip"), "unorder": ("1pipe", "chip"), "BE-chip - unorder": ("1pipe", "chip"),
                  "R-chip": ("1pipe_reliable", "chip"), "BE-host": ("1pipe", "host"),
                  "R-host": ("1pipe_reliable", "host")}
+#: our R-chip at the paper's Fig. 8a reliable throughput as far as our host links carry it (the
+#: fig9b section's loaded runs, netstack.bench.onepipe.sim.FIG9B_LOADS): the load the paper's Fig. 9b
+#: numbers imply (docs/onepipe-paper.md), answering the paper's R-chip column beside our idle R-chip
+R_CHIP_LOADED = "R-chip at Fig. 8a's load"
 
 
-def _fig9b_row(system: str, variant: str, x: str, figs: Figs,
-               runtime: str) -> tuple[dict[str, Any] | str, str, str]:
+def _fig9b_row(system: str, variant: str, x: str, figs: Figs, runtime: str,
+               loaded: bool = False) -> tuple[dict[str, Any] | str, str, str]:
     """Our fig9b row of ``system`` at loss x, the x it was measured at, and a note: a row with the
     loss at the receivers (the paper's placement, 1Pipe §7.1) at x itself when the run has them,
-    else a link-loss row (older results, the live runs; best effort only), 1e-8 matched to loss 0."""
+    else a link-loss row (older results, the live runs; best effort only), 1e-8 matched to loss 0.
+    The idle rows, or with ``loaded`` the loaded ones (the highest load run: older results have 10x)."""
     rows = [r for r in figs["fig9b"].get(runtime, []) if r.get("valid", True)
-            and r.get("system", "1pipe") == system and r.get("variant", "chip") == variant
-            and r.get("load", 1.0) == 1.0]  # (the loaded rows show where the rise moves: not the paper's x)
+            and r.get("system", "1pipe") == system and r.get("variant", "chip") == variant]
+    if loaded:
+        top = max((r.get("load", 1.0) for r in rows), default=1.0)
+        if top == 1.0:
+            return f"not measured in this run (no loaded {runtime} fig9b rows)", x, ""
+        rows = [r for r in rows if r.get("load", 1.0) == top]
+    else:
+        rows = [r for r in rows if r.get("load", 1.0) == 1.0]
     rx = [r for r in rows if r.get("loss_at") == "receivers"]
     if rx:
         got = _at(rx, "loss", x)
@@ -357,17 +371,21 @@ def fig9b_ours(series: str, x: str, paper: float, figs: Figs, runtime: str = "si
         if r.value is None or b.value is None:
             return Ours(None, r.reason or b.reason or "no delivery in one of the two runs", runtime=runtime)
         return Ours(r.value - b.value, x=r.x, source=f"{r.source} - {b.source}", runtime=runtime)
-    system, variant = FIG9B_SYSTEMS[series]
-    got, xo, note = _fig9b_row(system, variant, x, figs, runtime)
+    loaded = series == R_CHIP_LOADED
+    system, variant = FIG9B_SYSTEMS["R-chip" if loaded else series]
+    got, xo, note = _fig9b_row(system, variant, x, figs, runtime, loaded)
     if not isinstance(got, dict):
         return Ours(None, got or f"not measured in this run (no {runtime} fig9b rows)", runtime=runtime)
     mean, un = got.get("mean_us"), got.get("unordered_mean_us")
-    value = {"BE-chip": mean, "R-chip": mean, "BE-host": mean, "R-host": mean, "unorder": un}.get(
+    value = {"BE-chip": mean, "R-chip": mean, R_CHIP_LOADED: mean, "BE-host": mean, "R-host": mean, "unorder": un}.get(
         series, None if mean is None or un is None else mean - un)
     if value is None and series == "unorder":
         return Ours(None, "the live runs have no unordered baseline", runtime=runtime)
     where = "loss at the receivers" if got.get("loss_at") == "receivers" else "loss on the links"
     on = f", {got['variant']} variant" if got.get("variant", "chip") != "chip" else ""
+    if got.get("load", 1.0) != 1.0:
+        on += (f", {got['offered_per_proc'] / 1e6:.3g} M msg/s a process ({got['load']:.3g}x idle)"
+               + (", commit in beacons" if got.get("commit") == "beacons" else ""))
     return Ours(value, x=xo if xo != x else None, source=f"fig9b {runtime}, {where}, {got.get('system', '1pipe')}"
                 f"{on}, P={got['procs']}", note=note, runtime=runtime)
 
@@ -636,10 +654,14 @@ FIGURES: tuple[Figure, ...] = (
            f"{SIM}; 512 processes on the paper's testbed (fig9a-testbed's: fat tree, 5 hops, the calibrated host "
            "stack), idle (0.04 M msg/s each), every datagram a process's library receives but the controller's "
            "dropped with the probability (the paper's placement, its §7.1), best effort and reliable, switch chip and "
-           "host delegates; the bench's link-loss rows (128 processes, ToR-spine links) are in its own fig9b table",
+           "host delegates; the bench's link-loss rows (128 processes, ToR-spine links) are in its own fig9b table; "
+           f"'{R_CHIP_LOADED}': R-chip again, loaded, commit in beacons: the paper's Fig. 8a reliable throughput "
+           f"({cpucost.PAPER_R_MSGS_PER_S / 1e6:g} M msg/s a process), the load the paper's own Fig. 9b numbers "
+           f"imply (docs/onepipe-paper.md), as far as our host links carry it ({FIG9B_LOADED_MSGS_PER_S / 1e6:.3g} M)",
            fig9b_ours, logx=True, derived=(("BE-chip - unorder", "BE-chip", "unorder"),
                                            ("R-chip - BE-chip", "R-chip", "BE-chip"),
-                                           ("R-host - BE-host", "R-host", "BE-host"))),
+                                           ("R-host - BE-host", "R-host", "BE-host")),
+           aliases=((R_CHIP_LOADED, "R-chip"),)),
     Figure("10", "Fig. 10: recovery time of reliable 1Pipe", "failure_recovery", "hosts", "recovery time (us)",
            f"{SIM}; detection 10 T_beacon = 30 us as the paper's; 4 ToRs x 8 hosts, two spines, processes "
            "dealt across the ToRs (the paper's testbed: 1 hop at <= 8 hosts, its Figs. 8-9); the controller's core "
@@ -689,10 +711,14 @@ def _row(fig: Figure, series: str, x: str, paper: float, ours: Ours) -> Row:
 
 
 def figure_rows(fig: Figure, table: PaperTable, figs: Figs) -> list[Row]:
-    """Every point of ``fig`` (its series, then the derived differences) with ours beside it."""
+    """Every point of ``fig`` (its series, its aliases, then the derived differences) with ours
+    beside it."""
     rows: list[Row] = []
     for name in fig.series or tuple(table.series):
         for x, y in table[name].points():
+            rows.append(_row(fig, name, x, y, fig.ours(name, x, y, figs)))
+    for name, column in fig.aliases:
+        for x, y in table[column].points():
             rows.append(_row(fig, name, x, y, fig.ours(name, x, y, figs)))
     for name, a, b in fig.derived:
         for x in table.xs:

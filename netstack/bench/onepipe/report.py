@@ -113,7 +113,8 @@ def retransmits_per_us(row: dict[str, Any]) -> float | None:
 def fig9b_table(rows: list[dict[str, Any]]) -> str:
     out = [[r["runtime"], FIG9B_WHERE.get(r.get("loss_at", "links"), r.get("loss_at")),
             FIG9B_SYSTEM.get(r.get("system", "1pipe"), r.get("system")), r.get("variant", "chip"),
-            _f(r.get("load", 1.0), "{:g}x"), _f(r["loss"], "{:g}"), r["procs"],
+            _f(r.get("load", 1.0), "{:.3g}x") + (", commit in beacons" if r.get("commit") == "beacons" else ""),
+            _f(r["loss"], "{:g}"), r["procs"],
             f"{r['delivered']}/{r['sent']}", _f(r["mean_us"]), _f(r["p99_us"]), _f(r.get("unordered_mean_us")),
             _f(r.get("barrier_wait_mean_us")), _f(r.get("rx_dropped"), "{}"), _f(r.get("retransmits"), "{}"),
             _f(retransmits_per_us(r), "{:.3g}"), r["send_failed"],
@@ -210,7 +211,7 @@ def plot_fig9b(rows: list[dict[str, Any]], path: Path) -> bool:
                       r.get("variant", "chip"), r.get("load", 1.0)) == (where, system, variant, load)),
                      key=lambda r: r["loss"])
         xs = [max(r["loss"], floor) for r in sim]
-        more = (f", {variant}" if variant != "chip" else "") + (f", {load:g}x load" if load != 1.0 else "")
+        more = (f", {variant}" if variant != "chip" else "") + (f", {load:.3g}x load" if load != 1.0 else "")
         label = (f"1Pipe/{FIG9B_SYSTEM.get(system, system)}{more}, loss at the {FIG9B_WHERE.get(where, where)} "
                  f"(sim, P={sim[0]['procs']})")
         ax.plot(xs, [r["mean_us"] for r in sim], "o-" if where == "receivers" else "s--", label=label)

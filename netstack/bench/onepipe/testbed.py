@@ -2,10 +2,12 @@
 Order Communication in Data Center Networks" (Li et al., SIGCOMM 2021, §7.1) on a model of the
 paper's own testbed, in virtual time.
 
-The paper's testbed: 32 servers on a 3-layer fat tree (4 ToRs, 4 spines, 2 cores, 100 Gbit/s);
+The paper's testbed: 32 servers on a 3-layer fat tree (4 ToRs, 4 spines, 2 cores, 100 Gbit/s, no
+oversubscription);
 its Fig. 9a points are idle, at 8, 16, 32 and 512 processes, which sit 1, 3, 5 and 5 hops apart
 (8 processes under one ToR, 16 under one pod, 32 and more across the core). Ours:
-:func:`netstack.onepipe.scenarios.fat_tree_topology` with the paper's sizes, processes placed
+:func:`netstack.onepipe.scenarios.fat_tree_topology` with the paper's sizes and no oversubscription
+(:data:`TESTBED_UPLINK_RATE`), processes placed
 ``pack`` (filling a ToR, then its pod: the same hop counts), Fig. 9a's idle load, T_beacon 3 us,
 PTP's 0.3 us mean skew, and every host's stack (library, PCIe, NIC) ``NIC_NS`` each way
 (:data:`netstack.bench.onepipe.spec.NIC_NS`: calibrated so that the unordered latency at one hop
@@ -26,9 +28,16 @@ from ...onepipe.scenarios import SEQ_HOST, fat_tree_topology, place, route_switc
 from ...sim.scenario import RunSpec, resolve_topology
 from .spec import FANOUT, NIC_NS, SEED, SIZE, T_BEACON_NS, Point
 
+#: the fabric links' rate: the paper's testbed "has no oversubscription because our traffic pattern
+#: is all-to-all" (§7.1), and our routes take one spine a pod and one core (no ECMP), so each of our
+#: fabric links stands for every parallel link of the paper's: an agg's core link carries its pod's
+#: 16 hosts, 16 x 100 Gbit/s. At 100 Gbit/s (before 2026-12-08) a ToR's 8 hosts shared one
+#: 100 Gbit/s uplink, 8:1, which an idle run never fills but a loaded one does (measured: reliable at
+#: 40 x the idle load queued to a 67 us mean barrier wait, 8 us at 1.6 Tbit/s)
+TESTBED_UPLINK_RATE = "1600Gbit"
 #: the paper's testbed (its §7.1): 2 pods x 2 ToRs x 8 servers, 2 spines a pod, 2 cores
 TESTBED = fat_tree_topology(pods=2, tors_per_pod=2, aggs_per_pod=2, cores=2, hosts_per_tor=8,
-                            name="onepipe-testbed")
+                            uplink_rate=TESTBED_UPLINK_RATE, name="onepipe-testbed")
 TESTBED_PROCS = (8, 16, 32, 512)
 #: more P for Fig. 8b's 1Pipe/chip and 1Pipe/host series, best effort only: the paper's values there
 #: are its Fig. 9a idle ones (4.50, 5.67, 7.03, 7.37 us chip and 5.84 ... 15.97 host at 8, 16, 32, 512
@@ -68,9 +77,12 @@ def testbed_topology(procs: int, full: dict[str, Any] | None = None) -> dict[str
              and any(lk[e] == n["name"] and lk["a" if e == "b" else "b"] in switches
                      for lk in doc["links"] for e in ("a", "b"))}
     keep = switches | hosts
-    return {**doc, "topology": {**doc["topology"], "name": f"{doc['topology']['name']}-{len(switches)}sw"},
-            "nodes": [n for n in doc["nodes"] if n["name"] in keep],
-            "links": [lk for lk in doc["links"] if lk["a"] in keep and lk["b"] in keep]}
+    links = [lk for lk in doc["links"] if lk["a"] in keep and lk["b"] in keep]
+    top = {**doc["topology"], "name": f"{doc['topology']['name']}-{len(switches)}sw"}
+    if not any(lk["a"] in switches and lk["b"] in switches for lk in links):
+        # one ToR: no fabric link left, and the time scale is the paper's rate over the host links'
+        top["paper_rate"] = doc["defaults"]["rate"]
+    return {**doc, "topology": top, "nodes": [n for n in doc["nodes"] if n["name"] in keep], "links": links}
 
 
 def testbed_params(procs: int, rate: float, mode: str, variant: str = "chip", **extra: Any) -> dict[str, Any]:
