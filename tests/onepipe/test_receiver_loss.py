@@ -98,7 +98,7 @@ def test_the_paper_comparison_puts_be_and_r_with_receiver_loss_beside_the_paper(
     figs = {"fig9b": {"sim": [row("1pipe", 1e-8, 3.0), row("1pipe", 1e-1, 3.5), row("1pipe_reliable", 1e-8, 4.0),
                               row("1pipe_reliable", 1e-1, 30.0), *links], "live": []}}
     rows = {(r["series"], r["x"]): r for r in paper.compare(figs)["rows"] if r["figure"] == "9b"}
-    assert len(rows) == 9 * 8  # 5 series, R-chip loaded and 3 derived ones, 8 loss values: one row per point
+    assert len(rows) == 10 * 8  # 5 series, 2 loaded and 3 derived ones, 8 loss values: one row per point
     # (rows of no variant are the switch chip's: the host-delegate series say they have none)
     assert rows[("BE-host", "1e-1")]["ours"] is None and "host variant" in rows[("BE-host", "1e-1")]["note"]
     assert rows[("BE-chip", "1e-1")]["ours"] == 3.5 and rows[("BE-chip", "1e-8")]["x_ours"] is None
@@ -110,8 +110,12 @@ def test_the_paper_comparison_puts_be_and_r_with_receiver_loss_beside_the_paper(
     # the loaded series: the loaded reliable rows (commit in beacons), only those; none in this run
     none = rows[(paper.R_CHIP_LOADED, "1e-8")]
     assert none["ours"] is None and "no loaded" in none["note"]
-    loaded = [{**row("1pipe_reliable", x, 9.0 + 100 * x), "load": 64.0, "commit": "beacons", "offered_per_proc": 2.56e6}
-              for x in (1e-8, 1e-5)]
+    # an older result's 10x rows (prompt COMMIT, not marked loaded) are not the paper's load
+    figs["fig9b"]["sim"] += [{**row("1pipe_reliable", 1e-5, 50.0), "load": 10.0, "offered_per_proc": 4e5}]
+    rows = {(r["series"], r["x"]): r for r in paper.compare(figs)["rows"] if r["figure"] == "9b"}
+    assert rows[(paper.R_CHIP_LOADED, "1e-5")]["ours"] is None and rows[("R-chip", "1e-1")]["ours"] == 30.0
+    loaded = [{**row("1pipe_reliable", x, 9.0 + 100 * x), "load": 64.0, "loaded": True, "commit": "beacons",
+               "offered_per_proc": 2.56e6} for x in (1e-8, 1e-5)]
     figs["fig9b"]["sim"] += loaded
     rows = {(r["series"], r["x"]): r for r in paper.compare(figs)["rows"] if r["figure"] == "9b"}
     got = rows[(paper.R_CHIP_LOADED, "1e-5")]
@@ -119,6 +123,14 @@ def test_the_paper_comparison_puts_be_and_r_with_receiver_loss_beside_the_paper(
     assert "2.56 M msg/s a process (64x idle), commit in beacons" in got["source"]
     assert rows[("R-chip", "1e-1")]["ours"] == 30.0  # the idle series is still the idle rows
     assert rows[(paper.R_CHIP_LOADED, "1e-4")]["ours"] is None
+    assert rows[(paper.BE_CHIP_LOADED, "1e-5")]["ours"] is None  # no loaded best effort here
+    summary = paper.compare(figs)["summary"]["9b"]
+    assert summary["points"] == 8 * 8  # the loaded series repeat the paper's points: not counted again
+    for r in loaded:  # loaded runs judged invalid: no number, and said so
+        r["valid"] = False
+    rows = {(r["series"], r["x"]): r for r in paper.compare(figs)["rows"] if r["figure"] == "9b"}
+    invalid = rows[(paper.R_CHIP_LOADED, "1e-5")]
+    assert invalid["ours"] is None and "invalid" in invalid["note"]
     old = {(r["series"], r["x"]): r for r in paper.compare({"fig9b": {"sim": links, "live": []}})["rows"]
            if r["figure"] == "9b"}
     assert old[("BE-chip", "1e-8")]["ours"] == 2.5 and old[("BE-chip", "1e-8")]["x_ours"] == "0"

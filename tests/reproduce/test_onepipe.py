@@ -66,13 +66,27 @@ def test_fig9b_shape_compares_where_the_rise_starts():
     assert op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-4)).holds is True
     late = op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-3))
     assert late.holds is False and "R-chip: ours from 0.001" in late.measured
-    # with reliable also at the paper's Fig. 8a load, that series is judged and the idle one only said
-    loaded = op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-3) + series(op.R_CHIP_LOADED, 1e-5))
+    # with loaded series, those are judged and the idle ones only said
+    r_loaded, be_loaded = op.FIG9B_LOADED["R-chip"], op.FIG9B_LOADED["BE-chip"]
+    loaded = op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-3) + series(r_loaded, 1e-5))
     assert loaded.holds is True
-    assert "R-chip: ours from 0.001, the paper's from 1e-05 (idle: not judged)" in loaded.measured
-    assert op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-5)
-                           + series(op.R_CHIP_LOADED, 1e-3)).holds is False
-    assert op.SHAPES["9b"](series("BE-chip", 1e-2) + series(op.R_CHIP_LOADED, 1e-5)).holds is None  # no idle R
+    assert "R-chip: ours from 0.001, the paper's from 1e-05 (not judged)" in loaded.measured
+    assert op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-5) + series(r_loaded, 1e-3)).holds is False
+    flat_be = series(be_loaded, 1.0)  # never rises
+    assert op.SHAPES["9b"](series("BE-chip", 1e-5) + series(be_loaded, 1.0) + series(r_loaded, 1e-5)).holds is False
+    assert "BE-chip loaded: ours from never" in op.SHAPES["9b"](series("BE-chip", 1e-5) + flat_be
+                                                                 + series(r_loaded, 1e-5)).measured
+    # a loaded series alone is enough (no idle R-chip); one of fewer than 3 points is said and not judged
+    assert op.SHAPES["9b"](series("BE-chip", 1e-5) + series(r_loaded, 1e-5)).holds is True
+    few = op.SHAPES["9b"](series("BE-chip", 1e-5) + series("R-chip", 1e-5) + series(r_loaded, 1e-5)[:2])
+    assert few.holds is True and "R-chip loaded: 2 point(s), too few (not judged)" in few.measured
+    assert op.SHAPES["9b"](series("BE-chip", 1e-5)).holds is None  # no reliable at all
+
+
+def test_the_loaded_series_names_are_the_bench_s() -> None:
+    from netstack.bench.onepipe import paper
+
+    assert {v: k for k, v in paper.FIG9B_LOADED.items()} == op.FIG9B_LOADED
 
 
 def test_fig10_shape_is_growth_with_hosts():

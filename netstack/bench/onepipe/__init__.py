@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from ...onepipe import cpucost
+from ...topo.values import parse_rate
 from ..output import Progress, loadavg, write_results
 from ..proc import sigterm_unwinds
 from . import live as live_mod
@@ -102,12 +103,13 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
                 "fig8 with the host CPU model (docs/onepipe-cpu.md), each process offered "
                 f"{s.FIG8_RATE * spec.FANOUT / 1e6:g} M msg/s ({s.FIG8_OVERLOAD:g}x best effort's capacity), "
                 f"fig9a/fig9b {s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_RX_PROCS} "
-                f"processes; fig9b's link loss at {s.FIG9B_PROCS}; fig9b's R-chip again at "
+                f"processes; fig9b's link loss at {s.FIG9B_PROCS}; fig9b's BE-chip and R-chip again, loaded, at "
                 + ", ".join(f"{s.FIG9B_RATE * load * spec.FANOUT / 1e6:.3g} M ({load:.3g}x)" for load in s.FIG9B_LOADS)
                 + f", {s.FIG9B_LOADED_DURATION_NS * factor / 1e3:g} us: the paper's Fig. 8a R throughput, "
-                f"{cpucost.PAPER_R_MSGS_PER_S / 1e6:g} M, or {s.FIG9B_LINK_SHARE:.0%} of what a host link carries); "
-                "the testbed model (fig9a-testbed, fig9b at the receivers): the paper's fat tree, host links "
-                f"100 Gbit/s, fabric links {testbed.TESTBED_UPLINK_RATE} (no oversubscription); "
+                f"{cpucost.PAPER_R_MSGS_PER_S / 1e6:g} M, capped at {s.FIG9B_LINK_SHARE:.0%} of what a host link "
+                "carries); the testbed model (fig9a-testbed, fig9b at the receivers): the paper's fat tree, host "
+                f"links {s.FIG9B_HOST_LINK_BPS / 1e9:g} Gbit/s, fabric links "
+                f"{parse_rate(testbed.TESTBED_UPLINK_RATE) / 1e12:g} Tbit/s (no oversubscription); "
                 "virtual run lengths fig8 "
                 f"{s.FIG8_DURATION_NS * factor / 1e3:g} us at every P (throughput window its last "
                 f"{s.fig8_window_ns(factor) / 1e3:g} us = {s.fig8_window_ns(factor) / spec.T_BEACON_NS:g} "

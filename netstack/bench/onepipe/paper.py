@@ -325,10 +325,13 @@ def _loss_match(x: str) -> tuple[str, str]:
 FIG9B_SYSTEMS = {"BE-chip": ("1pipe", "chip"), "unorder": ("1pipe", "chip"), "BE-chip - unorder": ("1pipe", "chip"),
                  "R-chip": ("1pipe_reliable", "chip"), "BE-host": ("1pipe", "host"),
                  "R-host": ("1pipe_reliable", "host")}
-#: our R-chip at the paper's Fig. 8a reliable throughput as far as our host links carry it (the
-#: fig9b section's loaded runs, netstack.bench.onepipe.sim.FIG9B_LOADS): the load the paper's Fig. 9b
-#: numbers imply (docs/onepipe-paper.md), answering the paper's R-chip column beside our idle R-chip
-R_CHIP_LOADED = "R-chip at Fig. 8a's load"
+#: our BE-chip and R-chip again, loaded (the fig9b section's rows marked ``loaded``,
+#: netstack.bench.onepipe.sim.FIG9B_LOADS: the paper's Fig. 8a throughput as far as our host links
+#: carry it, the load the paper's Fig. 9b numbers imply, docs/onepipe-paper.md), answering the
+#: paper's BE-chip and R-chip columns beside our idle series
+BE_CHIP_LOADED = "BE-chip loaded"
+R_CHIP_LOADED = "R-chip loaded"
+FIG9B_LOADED = {BE_CHIP_LOADED: "BE-chip", R_CHIP_LOADED: "R-chip"}
 
 
 def _fig9b_row(system: str, variant: str, x: str, figs: Figs, runtime: str,
@@ -336,16 +339,21 @@ def _fig9b_row(system: str, variant: str, x: str, figs: Figs, runtime: str,
     """Our fig9b row of ``system`` at loss x, the x it was measured at, and a note: a row with the
     loss at the receivers (the paper's placement, 1Pipe §7.1) at x itself when the run has them,
     else a link-loss row (older results, the live runs; best effort only), 1e-8 matched to loss 0.
-    The idle rows, or with ``loaded`` the loaded ones (the highest load run: older results have 10x)."""
-    rows = [r for r in figs["fig9b"].get(runtime, []) if r.get("valid", True)
-            and r.get("system", "1pipe") == system and r.get("variant", "chip") == variant]
+    The idle rows, or with ``loaded`` the rows marked ``loaded`` (the highest such load; older
+    results' 10x rows are not marked: they are not the paper's load)."""
+    rows = [r for r in figs["fig9b"].get(runtime, [])
+            if r.get("system", "1pipe") == system and r.get("variant", "chip") == variant]
     if loaded:
-        top = max((r.get("load", 1.0) for r in rows), default=1.0)
-        if top == 1.0:
+        rows = [r for r in rows if r.get("loaded") is True]
+        if not rows:
             return f"not measured in this run (no loaded {runtime} fig9b rows)", x, ""
+        top = max(r.get("load", 1.0) for r in rows)
         rows = [r for r in rows if r.get("load", 1.0) == top]
+        if not any(r.get("valid", True) for r in rows):
+            return f"not measured in this run (its loaded {runtime} fig9b runs were invalid)", x, ""
     else:
-        rows = [r for r in rows if r.get("load", 1.0) == 1.0]
+        rows = [r for r in rows if r.get("load", 1.0) == 1.0 and not r.get("loaded")]
+    rows = [r for r in rows if r.get("valid", True)]
     rx = [r for r in rows if r.get("loss_at") == "receivers"]
     if rx:
         got = _at(rx, "loss", x)
@@ -371,13 +379,14 @@ def fig9b_ours(series: str, x: str, paper: float, figs: Figs, runtime: str = "si
         if r.value is None or b.value is None:
             return Ours(None, r.reason or b.reason or "no delivery in one of the two runs", runtime=runtime)
         return Ours(r.value - b.value, x=r.x, source=f"{r.source} - {b.source}", runtime=runtime)
-    loaded = series == R_CHIP_LOADED
-    system, variant = FIG9B_SYSTEMS["R-chip" if loaded else series]
-    got, xo, note = _fig9b_row(system, variant, x, figs, runtime, loaded)
+    base = FIG9B_LOADED.get(series)
+    system, variant = FIG9B_SYSTEMS[base or series]
+    got, xo, note = _fig9b_row(system, variant, x, figs, runtime, base is not None)
     if not isinstance(got, dict):
         return Ours(None, got or f"not measured in this run (no {runtime} fig9b rows)", runtime=runtime)
     mean, un = got.get("mean_us"), got.get("unordered_mean_us")
-    value = {"BE-chip": mean, "R-chip": mean, R_CHIP_LOADED: mean, "BE-host": mean, "R-host": mean, "unorder": un}.get(
+    value = {"BE-chip": mean, "R-chip": mean, BE_CHIP_LOADED: mean, R_CHIP_LOADED: mean, "BE-host": mean,
+             "R-host": mean, "unorder": un}.get(
         series, None if mean is None or un is None else mean - un)
     if value is None and series == "unorder":
         return Ours(None, "the live runs have no unordered baseline", runtime=runtime)
@@ -655,13 +664,14 @@ FIGURES: tuple[Figure, ...] = (
            "stack), idle (0.04 M msg/s each), every datagram a process's library receives but the controller's "
            "dropped with the probability (the paper's placement, its §7.1), best effort and reliable, switch chip and "
            "host delegates; the bench's link-loss rows (128 processes, ToR-spine links) are in its own fig9b table; "
-           f"'{R_CHIP_LOADED}': R-chip again, loaded, commit in beacons: the paper's Fig. 8a reliable throughput "
-           f"({cpucost.PAPER_R_MSGS_PER_S / 1e6:g} M msg/s a process), the load the paper's own Fig. 9b numbers "
-           f"imply (docs/onepipe-paper.md), as far as our host links carry it ({FIG9B_LOADED_MSGS_PER_S / 1e6:.3g} M)",
+           f"'{BE_CHIP_LOADED}', '{R_CHIP_LOADED}': the chip's series again, loaded (reliable's commit in "
+           f"beacons), {FIG9B_LOADED_MSGS_PER_S / 1e6:.3g} M msg/s a process: the paper's Fig. 8a reliable "
+           f"throughput ({cpucost.PAPER_R_MSGS_PER_S / 1e6:g} M), the load the paper's own Fig. 9b numbers imply "
+           "(docs/onepipe-paper.md), capped at what our host links carry",
            fig9b_ours, logx=True, derived=(("BE-chip - unorder", "BE-chip", "unorder"),
                                            ("R-chip - BE-chip", "R-chip", "BE-chip"),
                                            ("R-host - BE-host", "R-host", "BE-host")),
-           aliases=((R_CHIP_LOADED, "R-chip"),)),
+           aliases=((BE_CHIP_LOADED, "BE-chip"), (R_CHIP_LOADED, "R-chip"))),
     Figure("10", "Fig. 10: recovery time of reliable 1Pipe", "failure_recovery", "hosts", "recovery time (us)",
            f"{SIM}; detection 10 T_beacon = 30 us as the paper's; 4 ToRs x 8 hosts, two spines, processes "
            "dealt across the ToRs (the paper's testbed: 1 hop at <= 8 hosts, its Figs. 8-9); the controller's core "
@@ -752,8 +762,9 @@ def compare(figs: Figs, root: Any = None) -> dict[str, Any]:
     for fig in FIGURES:
         rows += figure_rows(fig, paperdata.load(fig.file, root), figs)
     summary = {}
-    for fig in FIGURES:
-        mine = [r for r in rows if r["figure"] == fig.id]
+    for fig in FIGURES:  # the paper's points: an alias repeats them (ours from other runs)
+        aliases = {name for name, _ in fig.aliases}
+        mine = [r for r in rows if r["figure"] == fig.id and r["series"] not in aliases]
         summary[fig.id] = {"title": fig.title, "file": fig.file, "points": len(mine),
                            "with_ours": sum(r["ours"] is not None for r in mine),
                            "differs_2x": sum(r["differs_2x"] for r in mine)}
@@ -822,14 +833,19 @@ def _panel(ax: Any, fig: Figure, rows: list[dict[str, Any]]) -> None:
     xs = list(dict.fromkeys(r["x"] for r in rows))
     pos, numeric = _positions(xs)
     at = dict(zip(xs, pos, strict=True))
-    for i, series in enumerate(dict.fromkeys(r["series"] for r in rows)):
+    aliases = dict(fig.aliases)  # drawn in their column's colour, dotted, without the paper's line again
+    order = [s for s in dict.fromkeys(r["series"] for r in rows) if s not in aliases]
+    for series in [*order, *(a for a in aliases if a in {r["series"] for r in rows})]:
         pts = [r for r in rows if r["series"] == series and r["runtime"] == "sim"]
-        c = f"C{i % 10}"
-        ax.plot([at[r["x"]] for r in pts], [r["paper"] for r in pts], "o--", color=c, alpha=0.6, ms=4,
-                label=f"paper {series}")
+        base = aliases.get(series)
+        c = f"C{order.index(base or series) % 10}" if (base or series) in order else "C0"
+        if base is None:
+            ax.plot([at[r["x"]] for r in pts], [r["paper"] for r in pts], "o--", color=c, alpha=0.6, ms=4,
+                    label=f"paper {series}")
         ours = [r for r in pts if r["ours"] is not None]
         if ours:
-            ax.plot([at[r["x"]] for r in ours], [r["ours"] for r in ours], "s-", color=c, ms=4, label=f"ours {series}")
+            ax.plot([at[r["x"]] for r in ours], [r["ours"] for r in ours], "s-" if base is None else "^:", color=c,
+                    ms=4, label=f"ours {series}")
         live = [r for r in rows if r["series"] == series and r["runtime"] == "live" and r["ours"] is not None]
         if live:
             ax.plot([at[r["x"]] for r in live], [r["ours"] for r in live], "D", color=c, ms=6,
