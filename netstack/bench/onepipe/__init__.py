@@ -103,7 +103,7 @@ def scale_notes(seconds: float, factor: float) -> dict[str, str]:
                 "fig8 with the host CPU model (docs/onepipe-cpu.md), each process offered "
                 f"{s.FIG8_RATE * spec.FANOUT / 1e6:g} M msg/s ({s.FIG8_OVERLOAD:g}x best effort's capacity), "
                 f"fig9a/fig9b {s.FIG9A_RATE * spec.FANOUT / 1e6:g} M (idle, {s.FIG9A_PROCS}/{s.FIG9B_RX_PROCS} "
-                f"processes; fig9b's link loss at {s.FIG9B_PROCS}; fig9b's BE-chip and R-chip again, loaded, at "
+                f"processes; fig9b's link loss at {s.FIG9B_PROCS}; fig9b's R-chip again, loaded, at "
                 + ", ".join(f"{s.FIG9B_RATE * load * spec.FANOUT / 1e6:.3g} M ({load:.3g}x)" for load in s.FIG9B_LOADS)
                 + f", {s.FIG9B_LOADED_DURATION_NS * factor / 1e3:g} us: the paper's Fig. 8a R throughput, "
                 f"{cpucost.PAPER_R_MSGS_PER_S / 1e6:g} M, capped at {s.FIG9B_LINK_SHARE:.0%} of what a host link "

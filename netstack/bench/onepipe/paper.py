@@ -664,14 +664,14 @@ FIGURES: tuple[Figure, ...] = (
            "stack), idle (0.04 M msg/s each), every datagram a process's library receives but the controller's "
            "dropped with the probability (the paper's placement, its §7.1), best effort and reliable, switch chip and "
            "host delegates; the bench's link-loss rows (128 processes, ToR-spine links) are in its own fig9b table; "
-           f"'{BE_CHIP_LOADED}', '{R_CHIP_LOADED}': the chip's series again, loaded (reliable's commit in "
-           f"beacons), {FIG9B_LOADED_MSGS_PER_S / 1e6:.3g} M msg/s a process: the paper's Fig. 8a reliable "
+           f"'{R_CHIP_LOADED}': R-chip again, loaded (commit in beacons), "
+           f"{FIG9B_LOADED_MSGS_PER_S / 1e6:.3g} M msg/s a process: the paper's Fig. 8a reliable "
            f"throughput ({cpucost.PAPER_R_MSGS_PER_S / 1e6:g} M), the load the paper's own Fig. 9b numbers imply "
            "(docs/onepipe-paper.md), capped at what our host links carry",
            fig9b_ours, logx=True, derived=(("BE-chip - unorder", "BE-chip", "unorder"),
                                            ("R-chip - BE-chip", "R-chip", "BE-chip"),
                                            ("R-host - BE-host", "R-host", "BE-host")),
-           aliases=((BE_CHIP_LOADED, "BE-chip"), (R_CHIP_LOADED, "R-chip"))),
+           aliases=((R_CHIP_LOADED, "R-chip"),)),  # (best effort is not run loaded: sim.FIG9B_LOADED_SYSTEMS)
     Figure("10", "Fig. 10: recovery time of reliable 1Pipe", "failure_recovery", "hosts", "recovery time (us)",
            f"{SIM}; detection 10 T_beacon = 30 us as the paper's; 4 ToRs x 8 hosts, two spines, processes "
            "dealt across the ToRs (the paper's testbed: 1 hop at <= 8 hosts, its Figs. 8-9); the controller's core "
