@@ -205,7 +205,7 @@ def fig9b_points(scale: float) -> list[Point]:
                                             loss_at="receivers")
             out.append(Point("fig9b", RunSpec("onepipe", topo, SEED, max(1, round(FIG9B_DURATION_NS * scale)), params),
                              {"loss": loss, "loss_at": "receivers", "system": system, "variant": variant}))
-    for load in FIG9B_LOADS:  # best effort and reliable on the chip, loaded (FIG9B_LOADS)
+    for load in FIG9B_LOADS:  # the loaded systems on the chip (FIG9B_LOADED_SYSTEMS: reliable)
         for (mode, system), loss in itertools.product(FIG9B_LOADED_SYSTEMS, FIG9B_LOADED_LOSSES):
             commit = {"prompt_commit": False} if mode == "reliable" else {}
             params = testbed.testbed_params(FIG9B_RX_PROCS, FIG9B_RATE * load, mode, loss=loss,
